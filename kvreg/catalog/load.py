@@ -1,0 +1,54 @@
+"""Load the built-in catalog (TOML files beside this module) into a new registry."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, insert, select
+
+from kvreg.db.tables import Demand, Dtype, Gpu, Meta, Model, Plan
+
+
+def seed_if_empty(conn) -> bool:
+    """Seed a registry once, the first time it is opened. A registry whose user later removed
+    every row stays empty: the seeding is recorded in kvreg_meta."""
+    if conn.execute(select(Meta.value).where(Meta.key == "seeded")).first() is not None:
+        return False
+    if conn.execute(select(func.count()).select_from(Dtype)).scalar_one():
+        conn.execute(insert(Meta).values(key="seeded", value="existing"))
+        return False
+    from kvreg.catalog import load_catalog
+
+    cat = load_catalog()
+    conn.execute(insert(Dtype), _fill(Dtype, cat["dtypes"]))
+    conn.execute(insert(Gpu), _fill(Gpu, cat["gpus"]))
+    conn.execute(insert(Model), _fill(Model, [_model_defaults(m) for m in cat["models"]]))
+    _seed_plans(conn, cat.get("plans", []), cat.get("demand", []))
+    conn.execute(insert(Meta).values(key="seeded", value="catalog"))
+    return True
+
+
+def _fill(table, rows: list[dict]) -> list[dict]:
+    """Give every row every optional column, so one executemany can insert them all."""
+    optional = {c.name: ("" if c.server_default is not None else None)
+                for c in table.__table__.columns if c.nullable or c.server_default is not None}
+    return [{**optional, **r} for r in rows]
+
+
+def _model_defaults(row: dict) -> dict:
+    out = {"sliding_layers": 0, "chunked_layers": 0, "linear_layers": 0, "source": "manual", "notes": "",
+           "architecture": "", "family": ""}
+    out.update(row)
+    out.setdefault("v_head_dim", out.get("head_dim"))
+    out.setdefault("params_active", out.get("params_total"))
+    out.setdefault("full_layers", out["layers"] - out["sliding_layers"] - out["chunked_layers"] - out["linear_layers"])
+    return out
+
+
+def _seed_plans(conn, plans: list[dict], demand: list[dict]) -> None:
+    ids = {}
+    for p in plans:
+        row = dict(p)
+        row["model_id"] = conn.execute(select(Model.id).where(Model.name == row.pop("model"))).scalar_one()
+        row["gpu_id"] = conn.execute(select(Gpu.id).where(Gpu.name == row.pop("gpu"))).scalar_one()
+        ids[row["name"]] = conn.execute(insert(Plan).values(**row).returning(Plan.id)).scalar_one()
+    for d in demand:
+        conn.execute(insert(Demand).values(plan_id=ids[d["plan"]], quarter=d["quarter"], users=d["users"]))

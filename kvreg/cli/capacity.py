@@ -1,0 +1,60 @@
+"""`kvreg capacity`: ad-hoc questions answered straight from the capacity view."""
+
+from __future__ import annotations
+
+import click
+
+from kvreg.cli.common import emit, format_option, open_db, user_errors
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+@click.command("capacity")
+@click.option("--model", "models", multiple=True, help="Model name; repeat or comma-separate. Default: every model.")
+@click.option("--gpu", "gpus", multiple=True, help="GPU name; repeat or comma-separate. Default: H100-SXM.")
+@click.option("--context", default="128K", show_default=True,
+              help="Context tokens, comma-separated; 128K = 131,072, 128k = 128,000, 1m = 1,000,000.")
+@click.option("--kv-dtype", default="bf16", show_default=True, help="KV cache dtypes, comma-separated: bf16,fp8.")
+@click.option("--weight-dtype", default="native", show_default=True, help="Weight dtype, or native (the model's own).")
+@click.option("--tp", default="1", show_default=True, help="Tensor-parallel size, or auto (the smallest valid TP "
+              "in the node that holds one sequence).")
+@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline-parallel size.")
+@click.option("--dp-attention", type=int, default=1, show_default=True, help="Attention data-parallel size in a TP group.")
+@click.option("--gpus-per-node", type=int, default=8, show_default=True)
+@click.option("--reserve", default="0.12", show_default=True, help="Share of GPU memory held back, in [0, 1).")
+@click.option("--kv-cache-memory", help="KV pool per GPU given directly (53GB, 40GiB); overrides --reserve.")
+@click.option("--block-size", type=int, default=16, show_default=True, help="Paged-KV block in tokens; 0: no rounding.")
+@format_option()
+@click.pass_context
+@user_errors
+def capacity_cmd(ctx, models, gpus, context, kv_dtype, weight_dtype, tp, pp, dp_attention, gpus_per_node, reserve,
+                 kv_cache_memory, block_size, fmt):
+    """How many context-length sequences fit: KV per token and per sequence per GPU, weights, KV pool,
+    max concurrency (a real number) and node concurrency. Nothing is saved.
+
+    Example: kvreg capacity --model Llama-3.1-8B --gpu H100-SXM --context 128K --format json
+    """
+    from kvreg.capacity import JSON_COLUMNS, TABLE_COLUMNS, Question, ask
+    from kvreg.errors import KvregError
+    from kvreg.units import parse_fraction, parse_size, parse_token_list
+
+    if tp != "auto":
+        try:
+            tp_value: int | str = int(tp)
+        except ValueError:
+            raise KvregError(f"--tp {tp!r} is not understood: give a whole number or auto") from None
+        if tp_value < 1:
+            raise KvregError("--tp must be at least 1")
+    else:
+        tp_value = "auto"
+    q = Question(
+        models=_split(models), gpus=_split(gpus) or ["H100-SXM"], contexts=parse_token_list(context),
+        kv_dtypes=_split((kv_dtype,)), weight_dtype=None if weight_dtype == "native" else weight_dtype, tp=tp_value,
+        pp=pp, dp_attention=dp_attention, gpus_per_node=gpus_per_node, reserve=parse_fraction(reserve),
+        kv_cache_memory_bytes=parse_size(kv_cache_memory) if kv_cache_memory else None, block_size=block_size,
+    )
+    with open_db(ctx).connect() as conn:
+        rows = ask(conn, q)
+    emit(rows, fmt, JSON_COLUMNS if fmt != "table" else TABLE_COLUMNS)

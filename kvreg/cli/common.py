@@ -1,0 +1,131 @@
+"""What every command shares: opening the registry, turning errors into one line, printing rows."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+import math
+
+import click
+
+FORMATS = ("table", "json", "csv")
+
+
+def format_option(default: str = "table"):
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default=default,
+        show_default=True,
+        help="Output: an aligned table for people, json (a list of objects) or csv for programs.",
+    )
+
+
+def user_errors(fn):
+    """Run a command; any error a user can fix becomes one line on stderr and exit status 1."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from kvreg.errors import user_error_types
+
+        try:
+            return fn(*args, **kwargs)
+        except user_error_types() as exc:
+            raise click.ClickException(one_line(str(exc))) from None
+
+    return wrapper
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def open_db(ctx: click.Context):
+    from kvreg.db.engine import open_registry
+
+    return open_registry(ctx.find_root().obj.get("db_url"))
+
+
+def _plain(v):
+    """JSON/CSV value: integral floats in byte counts stay exact integers, NaN becomes null."""
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return None
+        return v
+    return v
+
+
+def normalise(rows: list[dict]) -> list[dict]:
+    out = []
+    for r in rows:
+        d = {}
+        for k, v in r.items():
+            v = _plain(v)
+            if isinstance(v, float) and v.is_integer() and (k.endswith("_bytes") or "_bytes_" in k or k.endswith("_tokens")):
+                v = int(v)
+            d[k] = v
+        out.append(d)
+    return out
+
+
+def _cell(v, key: str = "") -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if key.endswith("_gib") or "_gib_" in key or key.endswith("_gb"):
+            return f"{v:,.2f}"
+        if v.is_integer() and abs(v) >= 1000:
+            return f"{int(v):,}"
+        return f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}" if abs(v) >= 10000 else str(v)
+    return " ".join(str(v).split())
+
+
+def emit(rows: list[dict], fmt: str, columns: list[str] | None = None) -> None:
+    """Print rows as a table, json or csv; columns picks and orders keys (all keys by default)."""
+    rows = normalise(rows)
+    if columns is None:
+        columns = list(rows[0].keys()) if rows else []
+    if fmt == "json":
+        click.echo(json.dumps([{c: r.get(c) for c in columns} for r in rows], indent=2, ensure_ascii=False))
+        return
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(columns)
+        for r in rows:
+            w.writerow(["" if r.get(c) is None else r.get(c) for c in columns])
+        click.echo(buf.getvalue(), nl=False)
+        return
+    if not rows:
+        click.echo("(no rows)")
+        return
+    cells = [[_cell(r.get(c), c) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    numeric = [all(_is_num(r.get(c)) for r in rows) for c in columns]
+    line = lambda vals: "  ".join(  # noqa: E731
+        v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, widths, numeric)
+    ).rstrip()
+    click.echo(line(columns))
+    click.echo("  ".join("-" * w for w in widths))
+    for row in cells:
+        click.echo(line(row))
+
+
+def _is_num(v) -> bool:
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def emit_record(record: dict, fmt: str) -> None:
+    """One object: json as an object in a one-element list, table as key/value lines."""
+    if fmt in ("json", "csv"):
+        emit([record], fmt)
+        return
+    rec = normalise([record])[0]
+    width = max(len(k) for k in rec)
+    for k, v in rec.items():
+        click.echo(f"{k.ljust(width)}  {_cell(v, k)}")

@@ -1,0 +1,122 @@
+"""`kvreg gpu ...` and `kvreg dtype ...`."""
+
+from __future__ import annotations
+
+import click
+
+from kvreg.cli.common import emit, emit_record, format_option, open_db, user_errors
+
+GPU_COLUMNS = ["name", "vendor", "memory_bytes", "memory_gib", "memory_bandwidth_bytes_per_s", "interconnect",
+               "price_per_hour", "unit_price", "notes"]
+
+
+def _gpu_out(row: dict) -> dict:
+    out = {k: row.get(k) for k in GPU_COLUMNS if k != "memory_gib"}
+    out["memory_gib"] = row["memory_bytes"] / 2**30  # a unit conversion for display, not a capacity figure
+    return {k: out[k] for k in GPU_COLUMNS}
+
+
+@click.group("gpu")
+def gpu_group():
+    """Add, list, show and remove GPUs."""
+
+
+@gpu_group.command("add")
+@click.argument("name")
+@click.option("--memory", required=True, help="HBM size with a unit: 80GiB, 141GiB, 24GB.")
+@click.option("--bandwidth", help="Memory bandwidth per second: 3.35TB (bytes per second).")
+@click.option("--vendor", default="", help="NVIDIA, AMD, Apple, ...")
+@click.option("--interconnect", default="", help="NVLink 900 GB/s, PCIe Gen5, ...")
+@click.option("--price-per-hour", type=float, help="USD per GPU-hour (for monthly cost).")
+@click.option("--unit-price", type=float, help="USD to buy one GPU (for capex).")
+@click.option("--notes", default="")
+@click.pass_context
+@user_errors
+def gpu_add(ctx, name, memory, bandwidth, vendor, interconnect, price_per_hour, unit_price, notes):
+    """Add a GPU: kvreg gpu add H100-PCIe --memory 80GiB --bandwidth 2TB."""
+    from kvreg.registry import add_gpu
+
+    with open_db(ctx).begin() as conn:
+        add_gpu(conn, dict(name=name, memory_bytes=memory, memory_bandwidth_bytes_per_s=bandwidth, vendor=vendor,
+                           interconnect=interconnect, price_per_hour=price_per_hour, unit_price=unit_price, notes=notes))
+    click.echo(f"added gpu {name}")
+
+
+@gpu_group.command("list")
+@format_option()
+@click.pass_context
+@user_errors
+def gpu_list(ctx, fmt):
+    """List GPUs."""
+    from kvreg.registry import list_gpus
+
+    with open_db(ctx).connect() as conn:
+        rows = [_gpu_out(r) for r in list_gpus(conn)]
+    emit(rows, fmt, GPU_COLUMNS if fmt != "table" else ["name", "vendor", "memory_gib", "memory_bandwidth_bytes_per_s",
+                                                        "price_per_hour", "unit_price"])
+
+
+@gpu_group.command("show")
+@click.argument("name")
+@format_option()
+@click.pass_context
+@user_errors
+def gpu_show(ctx, name, fmt):
+    """Show one GPU."""
+    from kvreg.registry import get_gpu
+
+    with open_db(ctx).connect() as conn:
+        emit_record(_gpu_out(get_gpu(conn, name)), fmt)
+
+
+@gpu_group.command("remove")
+@click.argument("name")
+@click.pass_context
+@user_errors
+def gpu_remove(ctx, name):
+    """Remove a GPU that no plan uses."""
+    from kvreg.registry import remove_gpu
+
+    with open_db(ctx).begin() as conn:
+        remove_gpu(conn, name)
+    click.echo(f"removed gpu {name}")
+
+
+@click.group("dtype")
+def dtype_group():
+    """List and add number formats. A new format is a row, not code."""
+
+
+@dtype_group.command("list")
+@format_option()
+@click.pass_context
+@user_errors
+def dtype_list(ctx, fmt):
+    """List dtypes with their exact bytes per element."""
+    from kvreg.registry import list_dtypes
+
+    with open_db(ctx).connect() as conn:
+        emit(list_dtypes(conn), fmt, ["name", "bytes_per_element", "kind", "mla_bytes_per_token_per_layer", "notes"])
+
+
+@dtype_group.command("add")
+@click.argument("name")
+@click.option("--bytes-per-element", type=float, required=True, help="Exact bytes per element: 0.5 for int4.")
+@click.option("--kind", type=click.Choice(["kv", "weight", "both"]), default="both", show_default=True)
+@click.option("--mla-bytes-per-token-per-layer", type=int, help="A format's own MLA layout (fp8_ds_mla: 656).")
+@click.option("--notes", default="")
+@click.pass_context
+@user_errors
+def dtype_add(ctx, name, bytes_per_element, kind, mla_bytes_per_token_per_layer, notes):
+    """Add a dtype."""
+    import math
+
+    from kvreg.errors import KvregError
+    from kvreg.registry import add_dtype
+
+    if not math.isfinite(bytes_per_element) or not 0 < bytes_per_element <= 8:
+        raise KvregError("--bytes-per-element must be above 0 and at most 8")
+    with open_db(ctx).begin() as conn:
+        add_dtype(conn, dict(name=name, bytes_per_element=bytes_per_element, kind=kind,
+                             mla_bytes_per_token_per_layer=mla_bytes_per_token_per_layer, notes=notes))
+    click.echo(f"added dtype {name}")

@@ -1,0 +1,219 @@
+"""The registry tables: what a user enters. Nothing here is derived; the figures live in views.
+
+Constraints sit in the schema (NOT NULL, CHECK, UNIQUE, foreign keys) so that a row that
+breaks them cannot be written by any client, not only by the CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from sqlalchemy import BigInteger, CheckConstraint, Column, Float, ForeignKey, Integer, String, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+
+def _fk(target: str, nullable: bool = False, ondelete: str = "RESTRICT"):
+    return Field(
+        sa_column=Column(String, ForeignKey(target, ondelete=ondelete, onupdate="CASCADE"), nullable=nullable)
+    )
+
+
+class Dtype(SQLModel, table=True):
+    """A number format for KV cache elements and/or weights. A new format is a row, not code."""
+
+    __tablename__ = "dtype"
+    __table_args__ = (
+        CheckConstraint("bytes_per_element > 0 AND bytes_per_element <= 8", name="ck_dtype_bytes"),
+        CheckConstraint("kind IN ('kv', 'weight', 'both')", name="ck_dtype_kind"),
+        CheckConstraint(
+            "mla_bytes_per_token_per_layer IS NULL OR mla_bytes_per_token_per_layer > 0",
+            name="ck_dtype_mla_bytes",
+        ),
+    )
+
+    name: str = Field(primary_key=True)
+    # Exact in binary floating point for every format we know (0.5, 0.25, 0.5625 for nvfp4).
+    bytes_per_element: float = Field(sa_column=Column(Float, nullable=False))
+    kind: str = Field(sa_column=Column(String, nullable=False))
+    # Formats with their own per-token layout for MLA latents (vLLM fp8_ds_mla: 656 B).
+    mla_bytes_per_token_per_layer: Optional[int] = Field(default=None, sa_column=Column(Integer, nullable=True))
+    notes: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+
+
+class Model(SQLModel, table=True):
+    """One model's architecture, as far as memory is concerned."""
+
+    __tablename__ = "model"
+    __table_args__ = (
+        CheckConstraint("length(name) > 0", name="ck_model_name"),
+        CheckConstraint("layers > 0", name="ck_model_layers"),
+        CheckConstraint(
+            "full_layers >= 0 AND sliding_layers >= 0 AND chunked_layers >= 0 AND linear_layers >= 0",
+            name="ck_model_layer_kinds",
+        ),
+        CheckConstraint(
+            "full_layers + sliding_layers + chunked_layers + linear_layers = layers",
+            name="ck_model_layer_sum",
+        ),
+        CheckConstraint("sliding_layers = 0 OR sliding_window > 0", name="ck_model_sliding_window"),
+        CheckConstraint("chunked_layers = 0 OR attention_chunk_size > 0", name="ck_model_chunk"),
+        CheckConstraint("attention_heads > 0 AND kv_heads > 0", name="ck_model_heads"),
+        CheckConstraint("head_dim > 0 AND v_head_dim > 0", name="ck_model_head_dim"),
+        CheckConstraint(
+            "(kv_lora_rank IS NULL AND qk_rope_head_dim IS NULL) OR (kv_lora_rank > 0 AND qk_rope_head_dim >= 0)",
+            name="ck_model_mla",
+        ),
+        CheckConstraint(
+            "linear_layers = 0 OR linear_state_elements_per_layer > 0", name="ck_model_linear_state"
+        ),
+        CheckConstraint("linear_state_elements_per_layer IS NULL OR linear_state_heads > 0", name="ck_model_linear_heads"),
+        CheckConstraint("params_total > 0 AND params_active > 0 AND params_active <= params_total", name="ck_model_params"),
+        CheckConstraint("max_position_embeddings > 0", name="ck_model_max_pos"),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    name: str = Field(sa_column=Column(String, nullable=False, unique=True))
+    architecture: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+    family: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+    layers: int
+    full_layers: int
+    sliding_layers: int = 0
+    sliding_window: Optional[int] = None
+    chunked_layers: int = 0
+    attention_chunk_size: Optional[int] = None
+    linear_layers: int = 0
+    # Fixed state per sequence per linear layer at TP1, in elements (conv + recurrent).
+    linear_state_elements_per_layer: Optional[int] = Field(default=None, sa_type=BigInteger)
+    # The head count the state shards by under TP (Gated DeltaNet: linear key heads).
+    linear_state_heads: Optional[int] = None
+    # State is kept in this dtype (default: the model's native weight dtype), never the KV dtype.
+    linear_state_dtype: Optional[str] = Field(
+        default=None, sa_column=Column(String, ForeignKey("dtype.name", onupdate="CASCADE"), nullable=True)
+    )
+    attention_heads: int
+    kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    kv_lora_rank: Optional[int] = None
+    qk_rope_head_dim: Optional[int] = None
+    params_total: int = Field(sa_column=Column(BigInteger, nullable=False))
+    params_active: int = Field(sa_column=Column(BigInteger, nullable=False))
+    weight_dtype: str = Field(
+        sa_column=Column(String, ForeignKey("dtype.name", onupdate="CASCADE"), nullable=False)
+    )
+    max_position_embeddings: int
+    source: str = Field(default="manual", sa_column=Column(String, nullable=False, server_default="manual"))
+    source_sha256: Optional[str] = None
+    imported_at: Optional[str] = None
+    notes: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+
+
+class Gpu(SQLModel, table=True):
+    """An accelerator SKU."""
+
+    __tablename__ = "gpu"
+    __table_args__ = (
+        CheckConstraint("length(name) > 0", name="ck_gpu_name"),
+        CheckConstraint("memory_bytes > 0", name="ck_gpu_memory"),
+        CheckConstraint("memory_bandwidth_bytes_per_s IS NULL OR memory_bandwidth_bytes_per_s > 0", name="ck_gpu_bw"),
+        CheckConstraint("price_per_hour IS NULL OR price_per_hour >= 0", name="ck_gpu_price_hour"),
+        CheckConstraint("unit_price IS NULL OR unit_price >= 0", name="ck_gpu_unit_price"),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    name: str = Field(sa_column=Column(String, nullable=False, unique=True))
+    vendor: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+    memory_bytes: int = Field(sa_column=Column(BigInteger, nullable=False))
+    memory_bandwidth_bytes_per_s: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    interconnect: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+    price_per_hour: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
+    unit_price: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
+    notes: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+
+
+class Plan(SQLModel, table=True):
+    """A named deployment: one model served on one GPU type with one parallelism layout."""
+
+    __tablename__ = "plan"
+    __table_args__ = (
+        CheckConstraint("length(name) > 0", name="ck_plan_name"),
+        CheckConstraint("gpus_per_node > 0", name="ck_plan_gpn"),
+        CheckConstraint("tp > 0 AND pp > 0 AND dp_attention > 0", name="ck_plan_parallel"),
+        CheckConstraint("tp * pp <= gpus_per_node", name="ck_plan_fits_node"),
+        CheckConstraint("tp % dp_attention = 0", name="ck_plan_dp_divides_tp"),
+        CheckConstraint("context_tokens > 0", name="ck_plan_context"),
+        CheckConstraint("avg_tokens IS NULL OR avg_tokens > 0", name="ck_plan_avg"),
+        CheckConstraint("reserve >= 0 AND reserve < 1", name="ck_plan_reserve"),
+        CheckConstraint("kv_cache_memory_bytes IS NULL OR kv_cache_memory_bytes > 0", name="ck_plan_kvmem"),
+        CheckConstraint("block_size >= 0", name="ck_plan_block"),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    name: str = Field(sa_column=Column(String, nullable=False, unique=True))
+    model_id: int = Field(sa_column=Column(Integer, ForeignKey("model.id", ondelete="RESTRICT"), nullable=False))
+    gpu_id: int = Field(sa_column=Column(Integer, ForeignKey("gpu.id", ondelete="RESTRICT"), nullable=False))
+    gpus_per_node: int = 8
+    tp: int = 1
+    pp: int = 1
+    dp_attention: int = 1
+    kv_dtype: str = Field(sa_column=Column(String, ForeignKey("dtype.name", onupdate="CASCADE"), nullable=False))
+    weight_dtype: str = Field(sa_column=Column(String, ForeignKey("dtype.name", onupdate="CASCADE"), nullable=False))
+    context_tokens: int = Field(default=131072, sa_type=BigInteger)
+    avg_tokens: Optional[int] = Field(default=None, sa_type=BigInteger)
+    reserve: float = Field(default=0.12, sa_column=Column(Float, nullable=False))
+    kv_cache_memory_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    block_size: int = 16
+    notes: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+
+
+class Demand(SQLModel, table=True):
+    """Target concurrent users of a plan in a quarter."""
+
+    __tablename__ = "demand"
+    __table_args__ = (
+        UniqueConstraint("plan_id", "quarter", name="uq_demand_plan_quarter"),
+        CheckConstraint("users >= 0", name="ck_demand_users"),
+        CheckConstraint("length(quarter) = 6 AND substr(quarter, 5, 1) = 'Q' AND substr(quarter, 6, 1) IN ('1','2','3','4')",
+                        name="ck_demand_quarter"),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    plan_id: int = Field(sa_column=Column(Integer, ForeignKey("plan.id", ondelete="CASCADE"), nullable=False))
+    quarter: str = Field(sa_column=Column(String, nullable=False))
+    users: int = Field(sa_column=Column(BigInteger, nullable=False))
+
+
+class Scenario(SQLModel, table=True):
+    """Scratch rows for ad-hoc questions (`kvreg capacity`): written and rolled back in one
+    transaction, so the capacity view answers them without saving anything."""
+
+    __tablename__ = "scenario"
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    model_id: int = Field(sa_column=Column(Integer, ForeignKey("model.id", ondelete="CASCADE"), nullable=False))
+    gpu_id: int = Field(sa_column=Column(Integer, ForeignKey("gpu.id", ondelete="CASCADE"), nullable=False))
+    gpus_per_node: int = 8
+    tp: int = 1
+    pp: int = 1
+    dp_attention: int = 1
+    kv_dtype: str = Field(sa_column=Column(String, ForeignKey("dtype.name"), nullable=False))
+    weight_dtype: str = Field(sa_column=Column(String, ForeignKey("dtype.name"), nullable=False))
+    context_tokens: int = Field(default=131072, sa_type=BigInteger)
+    avg_tokens: Optional[int] = Field(default=None, sa_type=BigInteger)
+    reserve: float = Field(default=0.12, sa_column=Column(Float, nullable=False))
+    kv_cache_memory_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    block_size: int = 16
+
+
+MODEL_FIELDS = [c.name for c in Model.__table__.columns if c.name != "id"]
+GPU_FIELDS = [c.name for c in Gpu.__table__.columns if c.name != "id"]
+DTYPE_FIELDS = [c.name for c in Dtype.__table__.columns]
+
+
+class Meta(SQLModel, table=True):
+    """Registry bookkeeping: which declarations the views were compiled from, when it was seeded."""
+
+    __tablename__ = "kvreg_meta"
+
+    key: str = Field(primary_key=True)
+    value: str = Field(sa_column=Column(String, nullable=False))

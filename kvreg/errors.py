@@ -1,0 +1,42 @@
+"""Errors a user can fix. Each carries a one-line message that says what is wrong and what to do."""
+
+from __future__ import annotations
+
+
+class KvregError(ValueError):
+    """Bad input or a request the registry cannot satisfy."""
+
+
+class NotFound(KvregError):
+    pass
+
+
+class AlreadyExists(KvregError):
+    pass
+
+
+def user_error_types() -> tuple[type[BaseException], ...]:
+    """Every exception type the CLI shows as a one-line message (imported lazily: start-up cost)."""
+    from kvreg.db.engine import RegistryError
+    from kvreg.units import UnitError
+
+    types: list[type[BaseException]] = [KvregError, RegistryError, UnitError]
+    try:
+        from kvreg.importers.hf import ConfigError
+
+        types.append(ConfigError)
+    except ImportError:
+        pass
+    return tuple(types)
+
+
+def suggest(name: str, choices: list[str], what: str) -> NotFound:
+    """`unknown model 'Lama-3.1-8B': did you mean Llama-3.1-8B?`"""
+    import difflib
+
+    close = difflib.get_close_matches(name, choices, n=3, cutoff=0.5)
+    if not close:
+        lowered = [c for c in choices if name.lower() in c.lower()]
+        close = lowered[:3]
+    hint = f": did you mean {', '.join(close)}?" if close else f": see `kvreg {what} list`"
+    return NotFound(f"unknown {what} {name!r}{hint}")

@@ -1,0 +1,424 @@
+"""A small expression tree for figure declarations, compiled to SQLite, PostgreSQL and Excel.
+
+One tree, one generator per target (sqlglot's shape). The quirks each target needs are
+handled here, once, so a declaration never has to think about them:
+
+- Division is always real division (SQLite would truncate ``7/2`` to 3) and a zero divisor
+  gives NULL in SQL (PostgreSQL would raise) and ``#DIV/0!`` in Excel.
+- ``floor``/``ceil`` do not rely on SQLite's optional math functions, and never use
+  ``CAST(x AS INTEGER)`` on PostgreSQL (it rounds there, but truncates in SQLite).
+- Booleans are stored as 0/1 integers everywhere so the three targets agree on a value.
+- Literals are typed for PostgreSQL (``DOUBLE PRECISION``, never single-precision ``REAL``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+
+class Expr:
+    """Base node. Arithmetic and comparison operators build new nodes."""
+
+    def _wrap(self, other) -> "Expr":
+        return other if isinstance(other, Expr) else Const(other)
+
+    def __add__(self, o):
+        return Op("+", self, self._wrap(o))
+
+    def __radd__(self, o):
+        return Op("+", self._wrap(o), self)
+
+    def __sub__(self, o):
+        return Op("-", self, self._wrap(o))
+
+    def __rsub__(self, o):
+        return Op("-", self._wrap(o), self)
+
+    def __mul__(self, o):
+        return Op("*", self, self._wrap(o))
+
+    def __rmul__(self, o):
+        return Op("*", self._wrap(o), self)
+
+    def __truediv__(self, o):
+        return Op("/", self, self._wrap(o))
+
+    def __rtruediv__(self, o):
+        return Op("/", self._wrap(o), self)
+
+    def __lt__(self, o):
+        return Op("<", self, self._wrap(o))
+
+    def __le__(self, o):
+        return Op("<=", self, self._wrap(o))
+
+    def __gt__(self, o):
+        return Op(">", self, self._wrap(o))
+
+    def __ge__(self, o):
+        return Op(">=", self, self._wrap(o))
+
+    def eq(self, o):
+        return Op("=", self, self._wrap(o))
+
+    def ne(self, o):
+        return Op("<>", self, self._wrap(o))
+
+    def children(self) -> Iterable["Expr"]:
+        return ()
+
+
+@dataclass(frozen=True, eq=False)
+class Const(Expr):
+    value: int | float | str | None
+
+    def __repr__(self):
+        return repr(self.value)
+
+
+@dataclass(frozen=True, eq=False)
+class Input(Expr):
+    """A column of the relation a view is computed over (a registry field or a plan setting)."""
+
+    name: str
+
+    def __repr__(self):
+        return self.name
+
+
+@dataclass(frozen=True, eq=False)
+class Ref(Expr):
+    """Another figure, by name."""
+
+    name: str
+
+    def __repr__(self):
+        return self.name
+
+
+@dataclass(frozen=True, eq=False)
+class Op(Expr):
+    op: str
+    a: Expr
+    b: Expr
+
+    def children(self):
+        return (self.a, self.b)
+
+    def __repr__(self):
+        return f"({self.a!r} {self.op} {self.b!r})"
+
+
+@dataclass(frozen=True, eq=False)
+class Func(Expr):
+    """ceil, floor, min, max, if, and, or, not, isnull, coalesce, concat, fmt."""
+
+    name: str
+    args: tuple[Expr, ...]
+
+    def children(self):
+        return self.args
+
+    def __repr__(self):
+        return f"{self.name}({', '.join(map(repr, self.args))})"
+
+
+def _e(x) -> Expr:
+    return x if isinstance(x, Expr) else Const(x)
+
+
+def ceil(x):
+    return Func("ceil", (_e(x),))
+
+
+def floor(x):
+    return Func("floor", (_e(x),))
+
+
+def least(a, b):
+    return Func("min", (_e(a), _e(b)))
+
+
+def greatest(a, b):
+    return Func("max", (_e(a), _e(b)))
+
+
+def if_(cond, then, otherwise):
+    return Func("if", (_e(cond), _e(then), _e(otherwise)))
+
+
+def and_(*xs):
+    return Func("and", tuple(_e(x) for x in xs))
+
+
+def or_(*xs):
+    return Func("or", tuple(_e(x) for x in xs))
+
+
+def not_(x):
+    return Func("not", (_e(x),))
+
+
+def isnull(x):
+    return Func("isnull", (_e(x),))
+
+
+def coalesce(a, b):
+    return Func("coalesce", (_e(a), _e(b)))
+
+
+def concat(*xs):
+    return Func("concat", tuple(_e(x) for x in xs))
+
+
+def fmt(x, decimals: int):
+    """A number as text with a fixed number of decimals (for reasons shown to users)."""
+    return Func("fmt", (_e(x), Const(decimals)))
+
+
+def mod(a, b):
+    return Func("mod", (_e(a), _e(b)))
+
+
+# --------------------------------------------------------------------------- compilers
+
+Resolver = Callable[[str], str]
+
+
+class _Compiler:
+    """Shared walk; subclasses say how each construct is spelled in their target."""
+
+    concat_op = " || "
+
+    def __init__(self, inputs: Resolver, refs: Resolver):
+        self.inputs = inputs
+        self.refs = refs
+
+    def compile(self, e: Expr) -> str:
+        if isinstance(e, Const):
+            return self.const(e.value)
+        if isinstance(e, Input):
+            return self.inputs(e.name)
+        if isinstance(e, Ref):
+            return self.refs(e.name)
+        if isinstance(e, Op):
+            a, b = self.compile(e.a), self.compile(e.b)
+            if e.op == "/":
+                return self.divide(a, b)
+            if e.op in ("<", "<=", ">", ">=", "=", "<>"):
+                return self.compare(e.op, a, b)
+            return f"({a} {e.op} {b})"
+        if isinstance(e, Func):
+            return getattr(self, "f_" + e.name)(*[self.compile(x) for x in e.args])
+        raise TypeError(f"not an expression: {e!r}")
+
+
+class SqlCompiler(_Compiler):
+    dialect = "sqlite"
+
+    def const(self, v):
+        if v is None:
+            return "NULL"
+        if isinstance(v, bool):
+            return "1" if v else "0"
+        if isinstance(v, int):
+            return str(v)
+        if isinstance(v, float):
+            return repr(v)
+        return "'" + str(v).replace("'", "''") + "'"
+
+    def divide(self, a, b):
+        return f"(({a}) * 1.0 / NULLIF({b}, 0))"
+
+    def compare(self, op, a, b):
+        return f"(CASE WHEN {a} {op} {b} THEN 1 ELSE 0 END)"
+
+    def f_if(self, c, t, o):
+        return f"(CASE WHEN ({c}) <> 0 THEN {t} ELSE {o} END)"
+
+    def f_and(self, *xs):
+        return "(CASE WHEN " + " AND ".join(f"({x}) <> 0" for x in xs) + " THEN 1 ELSE 0 END)"
+
+    def f_or(self, *xs):
+        return "(CASE WHEN " + " OR ".join(f"({x}) <> 0" for x in xs) + " THEN 1 ELSE 0 END)"
+
+    def f_not(self, x):
+        return f"(CASE WHEN ({x}) <> 0 THEN 0 ELSE 1 END)"
+
+    def f_isnull(self, x):
+        return f"(CASE WHEN {x} IS NULL THEN 1 ELSE 0 END)"
+
+    def f_coalesce(self, a, b):
+        return f"COALESCE({a}, {b})"
+
+    def f_min(self, a, b):
+        # MIN/MAX of two values: SQLite's scalar min() and PostgreSQL's LEAST() differ, CASE does not.
+        return f"(CASE WHEN {a} <= {b} THEN {a} ELSE {b} END)"
+
+    def f_max(self, a, b):
+        return f"(CASE WHEN {a} >= {b} THEN {a} ELSE {b} END)"
+
+    def f_floor(self, x):
+        # CAST truncates toward zero in SQLite; step down for negative non-integers.
+        return f"(CAST({x} AS INTEGER) - (CASE WHEN {x} < CAST({x} AS INTEGER) THEN 1 ELSE 0 END))"
+
+    def f_ceil(self, x):
+        return f"(CAST({x} AS INTEGER) + (CASE WHEN {x} > CAST({x} AS INTEGER) THEN 1 ELSE 0 END))"
+
+    def f_mod(self, a, b):
+        return f"({a} % NULLIF({b}, 0))"
+
+    def f_concat(self, *xs):
+        return "(" + self.concat_op.join(xs) + ")"
+
+    def f_fmt(self, x, d):
+        return f"printf('%.{d}f', {x})"
+
+
+class PostgresCompiler(SqlCompiler):
+    dialect = "postgresql"
+
+    def const(self, v):
+        if isinstance(v, float):
+            return f"CAST({v!r} AS DOUBLE PRECISION)"
+        if isinstance(v, int) and not isinstance(v, bool):
+            return f"CAST({v} AS BIGINT)"
+        return super().const(v)
+
+    def divide(self, a, b):
+        return f"(CAST({a} AS DOUBLE PRECISION) / NULLIF({b}, 0))"
+
+    def f_floor(self, x):
+        return f"CAST(FLOOR({x}) AS BIGINT)"
+
+    def f_ceil(self, x):
+        return f"CAST(CEIL({x}) AS BIGINT)"
+
+    def f_mod(self, a, b):
+        return f"MOD({a}, NULLIF({b}, 0))"
+
+    def f_fmt(self, x, d):
+        return f"TRIM(TO_CHAR(CAST({x} AS NUMERIC), 'FM999999999999990.{'0' * int(d)}'))"
+
+
+class ExcelCompiler(_Compiler):
+    """Cell formulas (without the leading '='). Only functions LibreOffice 7.4 and Excel 2010 share."""
+
+    def const(self, v):
+        if v is None:
+            return '""'
+        if isinstance(v, bool):
+            return "1" if v else "0"
+        if isinstance(v, (int, float)):
+            return repr(v) if isinstance(v, float) else str(v)
+        return '"' + str(v).replace('"', '""') + '"'
+
+    def divide(self, a, b):
+        return f"({a}/{b})"
+
+    def compare(self, op, a, b):
+        return f"IF({a}{op}{b},1,0)"
+
+    def f_if(self, c, t, o):
+        return f"IF({c}<>0,{t},{o})"
+
+    def f_and(self, *xs):
+        return "IF(AND(" + ",".join(f"{x}<>0" for x in xs) + "),1,0)"
+
+    def f_or(self, *xs):
+        return "IF(OR(" + ",".join(f"{x}<>0" for x in xs) + "),1,0)"
+
+    def f_not(self, x):
+        return f"IF({x}<>0,0,1)"
+
+    def f_isnull(self, x):
+        return f'IF(ISBLANK({x}),1,IF({x}="",1,0))'
+
+    def f_coalesce(self, a, b):
+        return f'IF(OR(ISBLANK({a}),{a}=""),{b},{a})'
+
+    def f_min(self, a, b):
+        return f"MIN({a},{b})"
+
+    def f_max(self, a, b):
+        return f"MAX({a},{b})"
+
+    def f_floor(self, x):
+        return f"INT({x})"
+
+    def f_ceil(self, x):
+        return f"-INT(-({x}))"
+
+    def f_mod(self, a, b):
+        return f"MOD({a},{b})"
+
+    def f_concat(self, *xs):
+        return "(" + "&".join(xs) + ")"
+
+    def f_fmt(self, x, d):
+        return f'FIXED({x},{d},TRUE)'
+
+
+class PythonEvaluator:
+    """Evaluates a tree on Python values with SQL semantics (NULL -> None). Used by tests and
+    by input validation that must agree with the views (for example, which TPs are valid)."""
+
+    def __init__(self, inputs: Callable[[str], object], refs: Callable[[str], object]):
+        self.inputs = inputs
+        self.refs = refs
+
+    def eval(self, e: Expr):
+        if isinstance(e, Const):
+            return e.value
+        if isinstance(e, Input):
+            return self.inputs(e.name)
+        if isinstance(e, Ref):
+            return self.refs(e.name)
+        if isinstance(e, Op):
+            a, b = self.eval(e.a), self.eval(e.b)
+            if a is None or b is None:
+                return None
+            if e.op == "+":
+                return a + b
+            if e.op == "-":
+                return a - b
+            if e.op == "*":
+                return a * b
+            if e.op == "/":
+                return None if b == 0 else a / b
+            return int({"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "=": a == b, "<>": a != b}[e.op])
+        if isinstance(e, Func):
+            n = e.name
+            if n == "if":
+                c = self.eval(e.args[0])
+                return self.eval(e.args[1]) if c else self.eval(e.args[2])
+            vals = [self.eval(x) for x in e.args]
+            if n == "and":
+                return int(all(vals))
+            if n == "or":
+                return int(any(vals))
+            if n == "not":
+                return int(not vals[0])
+            if n == "isnull":
+                return int(vals[0] is None)
+            if n == "coalesce":
+                return vals[0] if vals[0] is not None else vals[1]
+            if any(v is None for v in vals):
+                return None
+            if n == "min":
+                return min(vals)
+            if n == "max":
+                return max(vals)
+            if n == "floor":
+                return math.floor(vals[0])
+            if n == "ceil":
+                return math.ceil(vals[0])
+            if n == "mod":
+                return None if vals[1] == 0 else vals[0] % vals[1]
+            if n == "concat":
+                return "".join(str(v) for v in vals)
+            if n == "fmt":
+                return f"{vals[0]:.{vals[1]}f}"
+        raise TypeError(f"not an expression: {e!r}")

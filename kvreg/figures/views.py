@@ -1,0 +1,294 @@
+"""Compile the figure declarations into SQL views, one per grain.
+
+A grain is a relation the figures are computed over: a model with a KV dtype, an ad-hoc
+scenario, a saved plan, a plan in a quarter. Each grain's source query names its input
+columns; every figure whose inputs the grain provides becomes a column of the view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from .declarations import FIGURES, INPUTS, dependencies
+from .expr import PostgresCompiler, SqlCompiler
+
+_MODEL_COLS = [
+    "layers", "full_layers", "sliding_layers", "sliding_window", "chunked_layers", "attention_chunk_size",
+    "linear_layers", "linear_state_elements_per_layer", "linear_state_heads", "attention_heads", "kv_heads",
+    "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "params_total", "params_active",
+    "max_position_embeddings",
+]
+_GPU_COLS = ["memory_bytes", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"]
+_DEPLOY_COLS = [
+    "gpus_per_node", "tp", "pp", "dp_attention", "context_tokens", "avg_tokens", "reserve",
+    "kv_cache_memory_bytes", "block_size",
+]
+
+
+def _deployment_source(table: str, key_cols: list[str]) -> str:
+    """The inputs of a deployment (a plan or a scratch scenario) joined with its model, GPU and dtypes."""
+    cols = [f"s.{c} AS {c}" for c in key_cols]
+    cols += ["m.name AS model", "g.name AS gpu", "s.kv_dtype AS kv_dtype", "s.weight_dtype AS weight_dtype"]
+    cols += [f"m.{c} AS {c}" for c in _MODEL_COLS]
+    cols += [f"g.{c} AS {c}" for c in _GPU_COLS]
+    cols += [f"s.{c} AS {c}" for c in _DEPLOY_COLS]
+    cols += [
+        "kd.bytes_per_element AS kv_bytes_per_element",
+        "kd.mla_bytes_per_token_per_layer AS kv_mla_bytes_per_token_per_layer",
+        "wd.bytes_per_element AS weight_bytes_per_param",
+        "sd.bytes_per_element AS state_bytes_per_element",
+    ]
+    return (
+        "SELECT " + ", ".join(cols) + f" FROM {table} s"
+        " JOIN model m ON m.id = s.model_id"
+        " JOIN gpu g ON g.id = s.gpu_id"
+        " JOIN dtype kd ON kd.name = s.kv_dtype"
+        " JOIN dtype wd ON wd.name = s.weight_dtype"
+        " JOIN dtype sd ON sd.name = COALESCE(m.linear_state_dtype, m.weight_dtype)"
+    )
+
+
+_DEPLOY_OUT = ["model", "gpu", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens",
+               "kv_dtype", "weight_dtype", "reserve", "kv_cache_memory_bytes", "block_size"]
+
+
+@dataclass(frozen=True)
+class Grain:
+    view: str
+    meaning: str
+    source: str
+    columns: tuple[str, ...]  # every column the source provides
+    passthrough: tuple[str, ...]  # source columns the view repeats, in order
+    exclude: tuple[str, ...] = field(default=())  # figures not worth a column in this view
+
+    def figures(self) -> list[str]:
+        """Figures computable from this grain's columns, in declaration order."""
+        have = set(self.columns)
+        out = []
+        for name in FIGURES:
+            if name in have or name in self.exclude:
+                continue
+            if _computable(name, have):
+                out.append(name)
+        return out
+
+
+def _computable(name: str, have: set[str], _memo: dict | None = None) -> bool:
+    if name in have:
+        return True
+    if name in INPUTS:
+        return False
+    from .expr import Input, Ref
+
+    stack = [FIGURES[name].expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, (Input, Ref)) and e.name not in have:
+            if isinstance(e, Input) or not _computable(e.name, have):
+                return False
+            continue
+        stack.extend(e.children())
+    return True
+
+
+_DEPLOY_SOURCE_COLS = (
+    ("model", "gpu", "kv_dtype", "weight_dtype") + tuple(_MODEL_COLS) + tuple(_GPU_COLS) + tuple(_DEPLOY_COLS)
+    + ("kv_bytes_per_element", "kv_mla_bytes_per_token_per_layer", "weight_bytes_per_param", "state_bytes_per_element")
+)
+
+_DEMAND_FIGURES = ("replicas_needed", "gpus_needed", "nodes_needed", "capacity_users", "headroom_users",
+                   "headroom_fraction", "cost_per_month", "capex", "cost_per_user_per_month")
+
+GRAINS: list[Grain] = [
+    Grain(
+        "model_kv",
+        "per model and KV dtype: bytes per token and per 128K sequence",
+        "SELECT m.id AS model_id, m.name AS model, kd.name AS kv_dtype, m.weight_dtype AS weight_dtype, "
+        + ", ".join(f"m.{c} AS {c}" for c in _MODEL_COLS)
+        + ", kd.bytes_per_element AS kv_bytes_per_element,"
+        " kd.mla_bytes_per_token_per_layer AS kv_mla_bytes_per_token_per_layer,"
+        " wd.bytes_per_element AS weight_bytes_per_param, sd.bytes_per_element AS state_bytes_per_element"
+        " FROM model m JOIN dtype kd ON kd.kind IN ('kv', 'both')"
+        " JOIN dtype wd ON wd.name = m.weight_dtype"
+        " JOIN dtype sd ON sd.name = COALESCE(m.linear_state_dtype, m.weight_dtype)",
+        ("model_id", "model", "kv_dtype", "weight_dtype") + tuple(_MODEL_COLS)
+        + ("kv_bytes_per_element", "kv_mla_bytes_per_token_per_layer", "weight_bytes_per_param", "state_bytes_per_element"),
+        ("model_id", "model", "kv_dtype", "weight_dtype"),
+    ),
+    Grain(
+        "capacity",
+        "per ad-hoc scenario (kvreg capacity): the deployment figures",
+        _deployment_source("scenario", ["id"]),
+        ("id",) + _DEPLOY_SOURCE_COLS,
+        ("id",) + tuple(_DEPLOY_OUT),
+        _DEMAND_FIGURES,
+    ),
+    Grain(
+        "plan_capacity",
+        "per saved plan: the deployment figures",
+        _deployment_source("plan", ["id", "name"]).replace("s.id AS id", "s.id AS plan_id").replace(
+            "s.name AS name", "s.name AS plan"
+        ),
+        ("plan_id", "plan") + _DEPLOY_SOURCE_COLS,
+        ("plan_id", "plan") + tuple(_DEPLOY_OUT),
+        _DEMAND_FIGURES,
+    ),
+]
+
+
+def _plan_quarter_grain() -> Grain:
+    cap = GRAINS[2]
+    cap_cols = list(cap.passthrough) + cap.figures()
+    cols = ", ".join(f"pc.{c} AS {c}" for c in cap_cols)
+    source = (
+        f"SELECT d.quarter AS quarter, d.users AS users, {cols},"
+        " g.price_per_hour AS price_per_hour, g.unit_price AS unit_price"
+        " FROM demand d JOIN plan_capacity pc ON pc.plan_id = d.plan_id"
+        " JOIN gpu g ON g.name = pc.gpu"
+    )
+    columns = ("quarter", "users", *cap_cols, "price_per_hour", "unit_price")
+    passthrough = ("plan_id", "plan", "quarter", "users", "model", "gpu", "tp", "pp", "dp_attention",
+                   "gpus_per_node", "context_tokens", "avg_tokens", "kv_dtype", "weight_dtype", "fits", "reason",
+                   "max_concurrency", "workload_concurrency", "replicas_per_node", "gpus_per_replica",
+                   "price_per_hour", "unit_price")
+    return Grain("plan_quarter", "per plan and quarter: demand, replicas, GPUs and cost", source, columns, passthrough)
+
+
+GRAINS.append(_plan_quarter_grain())
+GRAIN = {g.view: g for g in GRAINS}
+
+
+# The procurement rollup aggregates plan_quarter; the sums are the only arithmetic here.
+ROLLUP_SUMS = ("users", "gpus_needed", "nodes_needed", "cost_per_month", "capex")
+
+
+def _rollup_sql(dialect: str) -> str:
+    qi = (
+        "(CAST(substr(quarter, 1, 4) AS INTEGER) * 4 + CAST(substr(quarter, 6, 1) AS INTEGER) - 1)"
+    )
+    sums = ", ".join(f"SUM({c}) AS {c}" for c in ROLLUP_SUMS)
+    cur = (
+        f"SELECT gpu, quarter, {qi} AS quarter_index, COUNT(*) AS plans,"
+        " SUM(CASE WHEN fits = 1 THEN 0 ELSE 1 END) AS plans_not_fitting, " + sums +
+        " FROM plan_quarter GROUP BY gpu, quarter"
+    )
+    return (
+        "SELECT cur.gpu AS gpu, cur.quarter AS quarter, cur.plans AS plans, cur.plans_not_fitting AS plans_not_fitting, "
+        + ", ".join(f"cur.{c} AS {c}" for c in ROLLUP_SUMS)
+        + ", COALESCE(prev.gpus_needed, 0) AS previous_gpus_needed,"
+        " cur.gpus_needed - COALESCE(prev.gpus_needed, 0) AS gpus_change"
+        f" FROM ({cur}) cur LEFT JOIN ({cur}) prev"
+        " ON prev.gpu = cur.gpu AND prev.quarter_index = cur.quarter_index - 1"
+    )
+
+
+def _layers(grain: Grain) -> list[list[str]]:
+    """The grain's figures grouped so each group refers only to columns and earlier groups."""
+    from .expr import Input, Ref
+
+    have = set(grain.columns)
+    todo = grain.figures()
+    layers: list[list[str]] = []
+    while todo:
+        layer = []
+        for name in todo:
+            stack, ready = [FIGURES[name].expr], True
+            while stack and ready:
+                e = stack.pop()
+                if isinstance(e, (Input, Ref)) and e.name not in have:
+                    ready = False
+                stack.extend(e.children())
+            if ready:
+                layer.append(name)
+        if not layer:
+            raise ValueError(f"figures {todo} cannot be computed in grain {grain.view}")
+        layers.append(layer)
+        have |= set(layer)
+        todo = [n for n in todo if n not in layer]
+    return layers
+
+
+def _compiler(dialect: str):
+    cls = PostgresCompiler if dialect == "postgresql" else SqlCompiler
+    resolve = lambda name: f"src.{name}"  # noqa: E731 - every name is a column of the layer below
+    return cls(resolve, resolve)
+
+
+def figure_sql(name: str, dialect: str = "sqlite") -> str:
+    """A figure's own expression, its references left as columns of the relation below it."""
+    return _compiler(dialect).compile(FIGURES[name].expr)
+
+
+def view_select(grain: Grain, dialect: str = "sqlite") -> str:
+    """Nested SELECTs, one per layer of figures, so no expression is ever written out twice."""
+    comp = _compiler(dialect)
+    sql = grain.source
+    for layer in _layers(grain):
+        cols = ",\n  ".join(f"{comp.compile(FIGURES[n].expr)} AS {n}" for n in layer)
+        sql = f"SELECT src.*,\n  {cols}\nFROM ({sql}) src"
+    out = ", ".join(f"src.{c}" for c in list(grain.passthrough) + grain.figures())
+    return f"SELECT {out}\nFROM ({sql}) src"
+
+
+def view_definitions(dialect: str = "sqlite") -> list[tuple[str, str]]:
+    """(view name, SELECT) in dependency order."""
+    out = [(g.view, view_select(g, dialect)) for g in GRAINS]
+    out.append(("procurement", _rollup_sql(dialect)))
+    return out
+
+
+VIEW_NAMES = [g.view for g in GRAINS] + ["procurement"]
+
+
+def views_hash(dialect: str = "sqlite") -> str:
+    h = hashlib.sha256()
+    for name, sql in view_definitions(dialect):
+        h.update(name.encode() + b"\0" + sql.encode() + b"\0")
+    return h.hexdigest()
+
+
+def drop_views(conn) -> None:
+    """Drop every kvreg view (before schema changes: SQLite batch mode cannot alter a table a view reads)."""
+    for name in reversed(VIEW_NAMES):
+        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {name}")
+
+
+def create_views(conn) -> None:
+    dialect = conn.dialect.name
+    for name, sql in view_definitions(dialect):
+        conn.exec_driver_sql(f"CREATE VIEW {name} AS {sql}")
+
+
+def recreate_views(conn) -> None:
+    """Drop and create every view and record which declarations they were compiled from."""
+    drop_views(conn)
+    create_views(conn)
+    want = views_hash(conn.dialect.name)
+    conn.exec_driver_sql("DELETE FROM kvreg_meta WHERE key = 'views_hash'")
+    conn.exec_driver_sql("INSERT INTO kvreg_meta (key, value) VALUES ('views_hash', %s)" % _q(want))
+
+
+def sync_views(conn) -> bool:
+    """Recreate the views when the declarations changed since they were made. Returns True if it did."""
+    dialect = conn.dialect.name
+    want = views_hash(dialect)
+    row = conn.exec_driver_sql("SELECT value FROM kvreg_meta WHERE key = 'views_hash'").first()
+    if row is not None and row[0] == want and _views_present(conn):
+        return False
+    recreate_views(conn)
+    return True
+
+
+def _q(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _views_present(conn) -> bool:
+    if conn.dialect.name == "sqlite":
+        rows = conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'view'").fetchall()
+    else:
+        rows = conn.exec_driver_sql(
+            "SELECT table_name FROM information_schema.views WHERE table_schema = current_schema()"
+        ).fetchall()
+    return set(VIEW_NAMES) <= {r[0] for r in rows}

@@ -1,0 +1,157 @@
+"""Parsing and printing of sizes, token counts and quarters.
+
+Conventions (SPEC "Units and sizes"):
+- sizes: ``80GiB`` is 80 * 2**30 bytes, ``53GB`` is 53 * 10**9 bytes; a bare number is bytes.
+- token counts follow vLLM's ``--max-model-len``: lower-case suffixes are decimal
+  (``128k`` = 128,000, ``1m`` = 1,000,000), upper-case are binary (``128K`` = 131,072,
+  ``1M`` = 1,048,576).
+- quarters are ``2026Q4`` (also accepted: ``2026-Q4``, ``2026q4``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+
+
+class UnitError(ValueError):
+    """A value the user typed could not be read; the message says what to type instead."""
+
+
+_SIZE_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
+
+_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+def parse_size(text: str | int | float) -> int:
+    """Parse ``80GiB``, ``141 GiB``, ``24GB``, ``53e9`` into a whole number of bytes."""
+    if isinstance(text, bool):
+        raise UnitError(f"size {text!r} is not a number of bytes")
+    if isinstance(text, int):
+        value, unit = text, ""
+    elif isinstance(text, float):
+        value, unit = text, ""
+    else:
+        m = _SIZE_RE.match(str(text))
+        if not m:
+            raise UnitError(
+                f"size {text!r} is not understood: use a number with a unit such as 80GiB, 141GiB or 24GB"
+            )
+        value, unit = float(m.group(1)), m.group(2).lower()
+    if unit not in _SIZE_UNITS:
+        raise UnitError(
+            f"size {text!r} has an unknown unit {unit!r}: use B, KB, MB, GB, TB (10^n) or KiB, MiB, GiB, TiB (2^n)"
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UnitError(f"size {text!r} is not a finite number")
+    nbytes = value * _SIZE_UNITS[unit]
+    if nbytes <= 0:
+        raise UnitError(f"size {text!r} must be greater than zero")
+    if nbytes >= 2**63:
+        raise UnitError(f"size {text!r} is too large (at most 2^63 - 1 bytes)")
+    if isinstance(nbytes, float):
+        rounded = round(nbytes)
+        if abs(nbytes - rounded) > 1e-6 * max(1.0, abs(nbytes)) and nbytes < 2**53:
+            raise UnitError(f"size {text!r} is not a whole number of bytes")
+        return int(rounded)
+    return int(nbytes)
+
+
+_TOKEN_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgG]?)\s*$")
+_TOKEN_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def parse_tokens(text: str | int) -> int:
+    """Parse a token count the way vLLM's ``--max-model-len`` does (``128K`` = 131,072, ``1m`` = 10^6)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value, unit = float(text), ""
+    else:
+        m = _TOKEN_RE.match(str(text))
+        if not m:
+            raise UnitError(
+                f"token count {text!r} is not understood: use a whole number or a suffix "
+                "k/m (decimal, 128k = 128,000) or K/M (binary, 128K = 131,072)"
+            )
+        value, unit = float(m.group(1)), m.group(2)
+    tokens = value * _TOKEN_UNITS[unit]
+    if tokens != int(tokens):
+        raise UnitError(f"token count {text!r} is not a whole number of tokens")
+    if tokens < 1:
+        raise UnitError(f"token count {text!r} must be at least 1")
+    if tokens > 2**40:
+        raise UnitError(f"token count {text!r} is too large (at most 2^40)")
+    return int(tokens)
+
+
+def parse_token_list(text: str) -> list[int]:
+    """Parse ``128K,1m`` into ``[131072, 1000000]``."""
+    parts = [p for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise UnitError("no token count given: use for example --context 128K,1m")
+    return [parse_tokens(p) for p in parts]
+
+
+def format_tokens(tokens: int) -> str:
+    """The shortest exact label for a token count: 131072 -> 128K, 1000000 -> 1m, 13000 -> 13k."""
+    for unit, scale in (("M", 2**20), ("m", 10**6), ("K", 2**10), ("k", 10**3)):
+        if tokens >= scale and tokens % scale == 0:
+            return f"{tokens // scale}{unit}"
+    return str(tokens)
+
+
+_QUARTER_RE = re.compile(r"^\s*([0-9]{4})\s*-?\s*[qQ]\s*([0-9]+)\s*$")
+
+
+def parse_quarter(text: str) -> str:
+    """Normalise ``2026Q4`` / ``2026-Q4`` / ``2026q4`` to ``2026Q4``; reject ``2026Q5`` and ``2026-13``."""
+    m = _QUARTER_RE.match(str(text))
+    if not m:
+        raise UnitError(f"quarter {text!r} is not understood: write it as YEARQn, for example 2026Q4")
+    year, q = int(m.group(1)), int(m.group(2))
+    if not 1 <= q <= 4:
+        raise UnitError(f"quarter {text!r} has no quarter {q}: quarters run Q1 to Q4")
+    if not 1970 <= year <= 9999:
+        raise UnitError(f"quarter {text!r} has an implausible year {year}")
+    return f"{year}Q{q}"
+
+
+def current_quarter(today: _dt.date | None = None) -> str:
+    today = today or _dt.date.today()
+    return f"{today.year}Q{(today.month - 1) // 3 + 1}"
+
+
+def previous_quarter(quarter: str) -> str:
+    year, q = int(quarter[:4]), int(quarter[5:])
+    return f"{year - 1}Q4" if q == 1 else f"{year}Q{q - 1}"
+
+
+def quarter_folder(quarter: str) -> str:
+    """``2026Q4`` -> ``2026-Q4`` (the report folder name)."""
+    return f"{quarter[:4]}-{quarter[4:]}"
+
+
+def gib(nbytes: float) -> float:
+    return nbytes / 2**30
+
+
+def parse_fraction(text: str | float, what: str = "reserve") -> float:
+    """A fraction in [0, 1), such as the memory reserve."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise UnitError(f"{what} {text!r} is not a number: give a fraction such as 0.12") from None
+    if not math.isfinite(value) or not 0 <= value < 1:
+        raise UnitError(f"{what} {text!r} must be at least 0 and below 1 (for example 0.12)")
+    return value

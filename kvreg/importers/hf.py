@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_CONFIG_BYTES = 10_000_000  # real config.json files are a few KB; 10 MB is surely not one
+MAX_INDEX_BYTES = 100_000_000  # a safetensors index lists every tensor: ~10 MB for a 1T-param MoE
 MAX_JSON_DEPTH = 64  # real configs nest 3-4 levels
 MAX_COUNT = 1_000_000  # layers, heads, widths: anything larger is a typo or an attack
 MAX_TOKENS = 1_000_000_000  # context lengths and windows (Llama 4 Scout claims 10,485,760)
@@ -90,29 +91,23 @@ def read_config(path_or_text: str | bytes | pathlib.Path, *, source_name: str | 
     return _parse(raw, source), source, hashlib.sha256(raw).hexdigest()
 
 
-def _read_file(path: pathlib.Path, source: str) -> bytes:
-    """The file's bytes, refusing anything too large to be a config (read bounded: /dev/zero)."""
+def _read_file(path: pathlib.Path, source: str, limit: int = MAX_CONFIG_BYTES) -> bytes:
+    """The file's bytes, at most ``limit + 1`` of them (so /dev/zero or a weights file cannot exhaust memory)."""
     if not path.exists():
         raise ConfigError(f"{path}: no such file; give the path of a config.json or of the model folder holding it")
     if not path.is_file():
         raise ConfigError(f"{path}: not a regular file; give the path of a config.json")
     with path.open("rb") as fh:
-        raw = fh.read(MAX_CONFIG_BYTES + 1)
-    _check_size(raw, source)
-    return raw
+        return fh.read(limit + 1)
 
 
-def _check_size(raw: bytes, source: str) -> None:
-    if len(raw) > MAX_CONFIG_BYTES:
+def _parse(raw: bytes, source: str, limit: int = MAX_CONFIG_BYTES) -> dict:
+    """JSON object from raw bytes, with one-line errors for every way it can go wrong."""
+    if len(raw) > limit:
         raise ConfigError(
-            f"{source}: larger than {MAX_CONFIG_BYTES // 1_000_000} MB, too big to be a config.json; "
+            f"{source}: larger than {limit // 1_000_000} MB, too big for a model's JSON metadata; "
             "pass the model's config.json, not a weights or data file"
         )
-
-
-def _parse(raw: bytes, source: str) -> dict:
-    """JSON object from raw bytes, with one-line errors for every way it can go wrong."""
-    _check_size(raw, source)
     try:
         config = json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError:
@@ -564,8 +559,9 @@ def _attention_params(cfg: _Config, att: dict, hidden: int) -> int:
 
 def _linear_layer_params(cfg: _Config, hidden: int) -> int:
     """Projection weights of one Gated DeltaNet or Mamba2 layer."""
-    # Shapes were validated by _linear_state already.
-    get = lambda key: cfg.count((key,), key)  # noqa: E731
+    def get(key: str) -> int:  # shapes were validated by _linear_state already
+        return cfg.count((key,), key)
+
     if cfg.raw("linear_num_key_heads")[0] is not None:
         keys = get("linear_num_key_heads") * get("linear_key_head_dim")
         values = get("linear_num_value_heads") * get("linear_value_head_dim")
@@ -640,6 +636,7 @@ def model_from_config(config: dict, *, name: str, source: str = "manual", sha256
     layers = cfg.count(_LAYER_KEYS, "layer count")
     att = _attention(cfg, findings)
     layout = _layout(cfg, _layer_kinds(cfg, layers, findings))
+    linear = _linear_fields(cfg, layout["linear_layers"])  # validates the state shapes the estimate reads
     total, active = _params(cfg, att, layout, params_total, params_active, findings)
     architectures = config.get("architectures")
     row = {
@@ -648,7 +645,7 @@ def model_from_config(config: dict, *, name: str, source: str = "manual", sha256
         and isinstance(architectures[0], str) else "",
         "family": _text(config.get("model_type")) or cfg.model_type,
         **layout,
-        **_linear_fields(cfg, layout["linear_layers"]),
+        **linear,
         **att,
         "params_total": total,
         "params_active": active,
@@ -664,7 +661,11 @@ def model_from_config(config: dict, *, name: str, source: str = "manual", sha256
 
 def import_path(path: str | pathlib.Path, *, name: str | None = None,
                 params_b: float | None = None) -> tuple[dict, list[str]]:
-    """Import a config.json file, or a model folder holding one (and maybe its safetensors index)."""
+    """Import a config.json file, or a model folder holding one.
+
+    A ``model.safetensors.index.json`` beside a file named ``config.json`` supplies params_total,
+    unless ``params_b`` (billions) is given, which always wins.
+    """
     path = pathlib.Path(path)
     config_file = path / "config.json" if path.is_dir() else path
     if path.is_dir() and not config_file.is_file():
@@ -710,7 +711,7 @@ def _params_from_index(index_file: pathlib.Path, config: dict, source: str) -> t
     """params_total from a safetensors index's byte total, with the note saying how; (None, None) if absent."""
     if not index_file.is_file():
         return None, None
-    index, _, _ = read_config(index_file)
+    index = _parse(_read_file(index_file, index_file.name, MAX_INDEX_BYTES), index_file.name, MAX_INDEX_BYTES)
     metadata = index.get("metadata")
     total_bytes = metadata.get("total_size") if isinstance(metadata, dict) else None
     if total_bytes is None:

@@ -211,6 +211,10 @@ class _Compiler:
                 return self.compare(e.op, a, b)
             return f"({a} {e.op} {b})"
         if isinstance(e, Func):
+            if e.name == "fmt":
+                # The decimals are a digit count spelled into a format string, not a SQL value
+                # (PostgreSQL would otherwise get `CAST(2 AS BIGINT)` inside TO_CHAR's pattern).
+                return self.f_fmt(self.compile(e.args[0]), int(e.args[1].value))
             return getattr(self, "f_" + e.name)(*[self.compile(x) for x in e.args])
         raise TypeError(f"not an expression: {e!r}")
 
@@ -254,11 +258,12 @@ class SqlCompiler(_Compiler):
         return f"COALESCE({a}, {b})"
 
     def f_min(self, a, b):
-        # MIN/MAX of two values: SQLite's scalar min() and PostgreSQL's LEAST() differ, CASE does not.
-        return f"(CASE WHEN {a} <= {b} THEN {a} ELSE {b} END)"
+        # SQLite's scalar min() returns NULL if any argument is NULL; PostgreSQL's LEAST() and Excel's
+        # MIN() skip NULLs. The CASE skips them too, on both SQL targets, whichever side is NULL.
+        return f"(CASE WHEN {b} IS NULL OR {a} <= {b} THEN {a} ELSE {b} END)"
 
     def f_max(self, a, b):
-        return f"(CASE WHEN {a} >= {b} THEN {a} ELSE {b} END)"
+        return f"(CASE WHEN {b} IS NULL OR {a} >= {b} THEN {a} ELSE {b} END)"
 
     def f_floor(self, x):
         # CAST truncates toward zero in SQLite; step down for negative non-integers.
@@ -274,7 +279,8 @@ class SqlCompiler(_Compiler):
         return "(" + self.concat_op.join(xs) + ")"
 
     def f_fmt(self, x, d):
-        return f"printf('%.{d}f', {x})"
+        # printf turns NULL into '0.00'; PostgreSQL's TO_CHAR keeps it NULL.
+        return f"(CASE WHEN {x} IS NULL THEN NULL ELSE printf('%.{d}f', {x}) END)"
 
 
 class PostgresCompiler(SqlCompiler):
@@ -379,7 +385,8 @@ class PythonEvaluator:
         if isinstance(e, Op):
             a, b = self.eval(e.a), self.eval(e.b)
             if a is None or b is None:
-                return None
+                # The compiled comparison is a CASE: a NULL operand makes it 0, not NULL.
+                return 0 if e.op in _COMPARISONS else None
             if e.op == "+":
                 return a + b
             if e.op == "-":
@@ -405,20 +412,39 @@ class PythonEvaluator:
                 return int(vals[0] is None)
             if n == "coalesce":
                 return vals[0] if vals[0] is not None else vals[1]
+            if n in ("min", "max"):
+                present = [v for v in vals if v is not None]
+                return (min if n == "min" else max)(present) if present else None
             if any(v is None for v in vals):
                 return None
-            if n == "min":
-                return min(vals)
-            if n == "max":
-                return max(vals)
             if n == "floor":
                 return math.floor(vals[0])
             if n == "ceil":
                 return math.ceil(vals[0])
             if n == "mod":
-                return None if vals[1] == 0 else vals[0] % vals[1]
+                # SQLite's % and PostgreSQL's MOD keep the dividend's sign (-7 mod 3 = -1); Python's % does not.
+                return None if vals[1] == 0 else _remainder(vals[0], vals[1])
             if n == "concat":
                 return "".join(str(v) for v in vals)
             if n == "fmt":
-                return f"{vals[0]:.{vals[1]}f}"
+                return _fixed(vals[0], vals[1])
         raise TypeError(f"not an expression: {e!r}")
+
+
+_COMPARISONS = ("<", "<=", ">", ">=", "=", "<>")
+
+
+def _fixed(x, decimals: int) -> str:
+    """`x` with `decimals` decimals, halves rounded away from zero on the shortest decimal form of x:
+    what SQLite's printf, PostgreSQL's TO_CHAR and Excel's FIXED print (2.675 -> 2.68, 0.25 -> 0.3),
+    where Python's own format rounds the exact binary value (2.675 -> 2.67, 0.25 -> 0.2)."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    q = Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-int(decimals)), rounding=ROUND_HALF_UP)
+    return f"{q:f}"
+
+
+def _remainder(a, b):
+    """The remainder with the dividend's sign, as SQLite's % and PostgreSQL's MOD give it."""
+    r = abs(a) % abs(b)
+    return -r if a < 0 else r

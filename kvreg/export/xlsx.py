@@ -1,0 +1,619 @@
+"""The live workbook for finance: registry inputs as values, every figure as a formula.
+
+Sheets: Summary, Plans, Demand, Models, GPUs, Dtypes, Context sweep, Assumptions, About.
+Inputs (the registry's rows and the plans' settings) are plain values in the input style;
+lookups fetch them across sheets with INDEX/MATCH; every figure is the formula compiled from
+its declaration in `kvreg.figures.declarations`, the same declaration the SQL views compile.
+Nothing here computes a figure: edit an input in Excel or LibreOffice and everything that
+depends on it recomputes. See docs/workbook.md.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import io
+import os
+import re
+import tempfile
+import zipfile
+from pathlib import Path
+
+from sqlalchemy import text
+
+from kvreg.export.excel_layout import (
+    FIRST_ROW,
+    HEADER_FONT,
+    HEADER_ROW,
+    INPUT_FILL,
+    INPUT_NULLABLE,
+    LOOKUP_FILL,
+    LOOKUP_LAST_ROW,
+    NOT_FIT_FILL,
+    ROW,
+    TITLE_FONT,
+    UNIT_FONT,
+    WRAP,
+    Column,
+    Table,
+    figure_column,
+    figure_references,
+    index_formula,
+    input_column,
+    literal_key,
+    match_formula,
+    name_may_be_null,
+    named_styles,
+    number_format,
+    set_text,
+)
+from kvreg.figures.declarations import FIGURES, GIB, HOURS_PER_MONTH, INPUTS, dependencies
+
+SHEETS = ["Summary", "Plans", "Demand", "Models", "GPUs", "Dtypes", "Context sweep", "Assumptions", "About"]
+SWEEP_CONTEXTS = (8192, 32768, 131072, 1000000)
+KV_BLOCKS = ("bf16", "fp8")  # the Models sheet shows the KV figures in these dtypes (each editable per row)
+DEFAULT_RESERVE_CELL = "Assumptions!$B$3"
+FUNCTIONS_USED = ("INDEX", "MATCH", "IF", "AND", "OR", "ISBLANK", "MIN", "MAX", "INT", "MOD", "FIXED",
+                  "SUBSTITUTE", "SUMIFS", "COUNTIFS", "SUM", "LEFT", "RIGHT")
+
+_MODEL_INPUTS = [
+    "layers", "full_layers", "sliding_layers", "sliding_window", "chunked_layers", "attention_chunk_size",
+    "linear_layers", "linear_state_elements_per_layer", "linear_state_heads", "attention_heads", "kv_heads",
+    "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "params_total", "params_active",
+    "max_position_embeddings",
+]
+_GPU_INPUTS = ["memory_bytes", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"]
+# dtype inputs: (Dtypes column, the row helper that finds the dtype, may be blank)
+_DTYPE_LOOKUPS = {
+    "kv_bytes_per_element": ("bytes_per_element", "kv_dtype_row", False),
+    "kv_mla_bytes_per_token_per_layer": ("mla_bytes_per_token_per_layer", "kv_dtype_row", True),
+    "weight_bytes_per_param": ("bytes_per_element", "weight_dtype_row", False),
+    "state_bytes_per_element": ("bytes_per_element", "state_dtype_row", False),
+}
+_KV_INPUTS = {"kv_bytes_per_element", "kv_mla_bytes_per_token_per_layer", "kv_dtype"}
+
+
+def write_workbook(conn, path, quarter: str, *, generated_at: str | None = None) -> None:
+    """Write the finance workbook for `quarter` (``2026Q4``) to `path`.
+
+    `conn` is a connection to an opened registry. The file is written to a temporary name and
+    moved into place, so a failure leaves any previous file as it was. The same registry,
+    quarter and `generated_at` give the same bytes."""
+    from openpyxl import Workbook
+
+    from kvreg.units import parse_quarter
+
+    quarter = parse_quarter(quarter)
+    generated_at = generated_at or _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    data = _read_registry(conn)
+
+    wb = Workbook()
+    wb.remove(wb.active)
+    for st in named_styles():
+        wb.add_named_style(st)
+    ws = {name: wb.create_sheet(name) for name in SHEETS}
+
+    dtypes = _dtypes_sheet(ws["Dtypes"], data["dtypes"])
+    gpus = _gpus_sheet(ws["GPUs"], data["gpus"])
+    models = _models_sheet(ws["Models"], data["models"], dtypes, _kv_blocks(data["dtypes"]))
+    refs = _References(models, gpus, dtypes)
+    refs.plans = _deployment_sheet(ws["Plans"], "plan_capacity", data["plans"], refs, key="plan")
+    demand = _demand_sheet(ws["Demand"], data["demand"], refs)
+    _sweep_sheet(ws["Context sweep"], _sweep_rows(conn, data), refs)
+    _summary_sheet(ws["Summary"], quarter, data["gpus"], demand)
+    _assumptions_sheet(ws["Assumptions"])
+    _about_sheet(ws["About"], conn, quarter, generated_at)
+
+    wb.calculation.fullCalcOnLoad = True  # no cached values are stored: Excel computes on open
+    wb.properties.creator = "kvreg"
+    stamp = _dt.datetime.fromisoformat(generated_at.replace("Z", "+00:00")).replace(tzinfo=None)
+    wb.properties.created = stamp
+    _save(wb, Path(path), stamp.strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+# --------------------------------------------------------------------------- reading the registry
+
+
+def _read_registry(conn) -> dict:
+    """The registry's inputs (tables, not views: the workbook computes the figures itself)."""
+    from kvreg.registry import list_dtypes, list_gpus, list_models
+
+    plans = [dict(r) for r in conn.execute(text(
+        "SELECT p.name AS plan, m.name AS model, g.name AS gpu, p.* FROM plan p"
+        " JOIN model m ON m.id = p.model_id JOIN gpu g ON g.id = p.gpu_id ORDER BY p.name"
+    )).mappings()]
+    demand = [dict(r) for r in conn.execute(text(
+        "SELECT p.name AS plan, d.quarter AS quarter, d.users AS users FROM demand d"
+        " JOIN plan p ON p.id = d.plan_id ORDER BY d.quarter, p.name"
+    )).mappings()]
+    for p in plans:
+        p.pop("name", None)
+    return {"dtypes": list_dtypes(conn), "gpus": list_gpus(conn), "models": list_models(conn),
+            "plans": plans, "demand": demand}
+
+
+def _kv_blocks(dtypes: list[dict]) -> list[str]:
+    kv = [d["name"] for d in dtypes if d["kind"] in ("kv", "both")]
+    return [d for d in KV_BLOCKS if d in kv] or kv[:1]
+
+
+def _sweep_rows(conn, data: dict) -> list[dict]:
+    """Model x GPU x context for the models and GPUs the plans use, each at the minimum TP the
+    capacity view picks (SPEC "Minimum TP"). Without plans: every model on the capacity
+    question's default GPU (the first GPU if that one is gone)."""
+    from kvreg.capacity import Question, ask
+
+    q = Question(contexts=list(SWEEP_CONTEXTS), kv_dtypes=["bf16"], tp="auto")
+    if data["plans"]:
+        q.models = sorted({p["model"] for p in data["plans"]})
+        q.gpus = sorted({p["gpu"] for p in data["plans"]})
+    else:
+        names = [g["name"] for g in data["gpus"]]
+        q.models = [m["name"] for m in data["models"]]
+        q.gpus = [g for g in q.gpus if g in names] or names[:1]
+    if not q.models or not q.gpus:
+        return []
+    return [{k: r[k] for k in ("model", "gpu", "context_tokens", "tp", "pp", "dp_attention", "gpus_per_node",
+                               "kv_dtype", "block_size")} for r in ask(conn, q)]
+
+
+# --------------------------------------------------------------------------- input sheets
+
+
+def _dtypes_sheet(ws, rows: list[dict]) -> Table:
+    t = Table("Dtypes", [
+        input_column("dtype", key="name", meaning="number format name", width=14),
+        input_column("bytes_per_element", unit="bytes", kind="real", meaning="bytes per element (KV or weight)"),
+        input_column("kind", meaning="kv, weight or both"),
+        input_column("mla_bytes_per_token_per_layer", unit="bytes", kind="int",
+                     meaning="the format's own MLA bytes per token per layer (blank: use bytes_per_element)"),
+        input_column("notes", meaning="notes", width=60),
+    ])
+    t.columns[2].validation = ('"kv,weight,both"', "dtype kind")
+    t.write(ws, rows)
+    return t
+
+
+def _gpus_sheet(ws, rows: list[dict]) -> Table:
+    t = Table("GPUs", [input_column("gpu", key="name", meaning="GPU type", width=14),
+                       input_column("vendor", meaning="vendor")])
+    for name in _GPU_INPUTS:
+        t.add(input_column(name))
+    cells = {c.name: c.letter for c in t.columns}
+    t.add(figure_column("memory_gib", cells.__getitem__))
+    t.add(input_column("interconnect", meaning="interconnect", width=30))
+    t.add(input_column("notes", meaning="notes", width=60))
+    t.write(ws, rows)
+    return t
+
+
+def _models_sheet(ws, rows: list[dict], dtypes: Table, blocks: list[str]) -> Table:
+    """Model inputs, their dtype lookups, then the model_kv figures: the ones that do not depend on
+    the KV dtype once, the rest once per KV dtype block (bf16, fp8; each block's dtype is an input)."""
+    from kvreg.figures.views import GRAIN, _layers
+
+    t = Table("Models", [input_column("model", key="name", meaning="model name", width=22),
+                         input_column("architecture", meaning="architecture"),
+                         input_column("family", meaning="family")])
+    for name in _MODEL_INPUTS:
+        t.add(input_column(name))
+    dtype_list = (dtypes.list_range("dtype"), "dtype")
+    t.add(input_column("weight_dtype", meaning="the model's native weight dtype", validation=dtype_list))
+    t.add(input_column("linear_state_dtype", meaning="dtype of the linear-attention state (blank: weight_dtype)",
+                       validation=dtype_list))
+    cells = {c.name: c.letter for c in t.columns}
+    r = ROW
+    lsd, wd = cells["linear_state_dtype"], cells["weight_dtype"]
+    _lookup(t, cells, "state_dtype", f'=IF({lsd}{r}="",{wd}{r},{lsd}{r})', "text",
+            "dtype the state is kept in: linear_state_dtype, else weight_dtype")
+    _helper(t, cells, "weight_dtype_row", "=" + match_formula(f"{wd}{r}", dtypes, "dtype"))
+    _helper(t, cells, "state_dtype_row",
+            "=" + match_formula(f"{cells['state_dtype']}{r}", dtypes, "dtype"))
+    for name in ("weight_bytes_per_param", "state_bytes_per_element"):
+        _dtype_lookup(t, cells, name, dtypes)
+
+    order = [n for layer in _layers(GRAIN["model_kv"]) for n in layer]
+    per_model = [n for n in order if not dependencies(n) & _KV_INPUTS]
+    per_kv = [n for n in order if n not in per_model]
+    for name in per_model:
+        cells[name] = t.add(figure_column(name, cells.__getitem__))
+    for dtype in blocks:
+        block = dict(cells)
+        block["kv_dtype"] = t.add(Column("kv_dtype", "input", "text", "text", INPUTS["kv_dtype"].meaning,
+                                         value=lambda _row, d=dtype: d, validation=dtype_list))
+        _helper(t, block, "kv_dtype_row",
+                "=" + match_formula(f"{block['kv_dtype']}{r}", dtypes, "dtype"))
+        for name in ("kv_bytes_per_element", "kv_mla_bytes_per_token_per_layer"):
+            _dtype_lookup(t, block, name, dtypes)
+        for name in per_kv:
+            block[name] = t.add(figure_column(name, block.__getitem__))
+    t.add(input_column("source", meaning="where the row came from"))
+    t.add(input_column("notes", meaning="notes", width=60))
+    t.write(ws, rows)
+    return t
+
+
+def _lookup(t: Table, cells: dict, name: str, formula: str, kind: str | None = None, meaning: str = "") -> None:
+    decl = INPUTS.get(name)
+    cells[name] = t.add(Column(
+        name, "lookup", unit=decl.unit if decl else "text", kind=kind or (decl.kind if decl else "text"),
+        meaning=meaning or (decl.meaning if decl else name), formula=formula,
+    ))
+
+
+def _dtype_lookup(t: Table, cells: dict, name: str, dtypes: Table) -> None:
+    column, row_helper, nullable = _DTYPE_LOOKUPS[name]
+    _lookup(t, cells, name, "=" + index_formula(dtypes, column, f"{cells[row_helper]}{ROW}", nullable))
+
+
+def _helper(t: Table, cells: dict, name: str, formula: str) -> None:
+    cells[name] = t.add(Column(name, "helper", "row", "int", f"row of {name[:-4]} in its table (for the lookups)",
+                               formula=formula))
+
+
+# --------------------------------------------------------------------------- deployments
+
+
+class _References:
+    """The input tables (written), for lookups and drop-down lists in Plans, Demand and the sweep."""
+
+    def __init__(self, models: Table, gpus: Table, dtypes: Table):
+        self.models, self.gpus, self.dtypes = models, gpus, dtypes
+        self.plans: Table | None = None
+        self.model_list = (models.list_range("model"), "model")
+        self.gpu_list = (gpus.list_range("gpu"), "GPU")
+        self.dtype_list = (dtypes.list_range("dtype"), "dtype")
+
+
+def _deployment_sheet(ws, grain_name: str, rows: list[dict], refs: _References, key: str | None,
+                      overrides: dict[str, str] | None = None) -> Table:
+    """A deployment per row (a plan, or a sweep point): its settings as inputs, lookups of the model,
+    GPU and dtype inputs its figures need, then one column per figure of the grain.
+
+    `overrides` turns a setting into a lookup: {name: formula template}."""
+    from kvreg.figures.views import GRAIN, _layers
+
+    overrides = overrides or {}
+    grain = GRAIN[grain_name]
+    t = Table(ws.title)
+    if key:
+        t.add(input_column(key, meaning=f"{key} name", width=24))
+    t.add(input_column("model", meaning="model (from the Models sheet)", validation=refs.model_list, width=22))
+    t.add(input_column("gpu", meaning="GPU type (from the GPUs sheet)", validation=refs.gpu_list, width=14))
+    settings = ["tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype", "weight_dtype", "context_tokens",
+                "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size"]
+    if not key:  # the sweep leads with its axes
+        settings = ["context_tokens"] + [s for s in settings if s != "context_tokens"]
+    for name in settings:
+        if name in overrides:
+            continue
+        validation = refs.dtype_list if name in ("kv_dtype", "weight_dtype") else None
+        t.add(input_column(name, validation=validation))
+    cells = {c.name: c.letter for c in t.columns}
+
+    figures = [n for layer in _layers(grain) for n in layer]
+    needed = set(figure_references(figures)) | set(overrides)
+    r = ROW
+    m, g, d = refs.models, refs.gpus, refs.dtypes
+    _helper(t, cells, "model_row", "=" + match_formula(f"{cells['model']}{r}", m, "model"))
+    _helper(t, cells, "gpu_row", "=" + match_formula(f"{cells['gpu']}{r}", g, "gpu"))
+    for name, formula in overrides.items():  # settings that come from elsewhere (before their row helpers)
+        _lookup(t, cells, name, formula.replace("{model_row}", f"{cells['model_row']}{r}"))
+    model_row, gpu_row = f"{cells['model_row']}{r}", f"{cells['gpu_row']}{r}"
+    if needed & {"kv_bytes_per_element", "kv_mla_bytes_per_token_per_layer"}:
+        _helper(t, cells, "kv_dtype_row", "=" + match_formula(f"{cells['kv_dtype']}{r}", d, "dtype"))
+    if "weight_bytes_per_param" in needed:
+        _helper(t, cells, "weight_dtype_row", "=" + match_formula(f"{cells['weight_dtype']}{r}", d, "dtype"))
+    if "state_bytes_per_element" in needed:
+        state = index_formula(m, "state_dtype", model_row, False)
+        _helper(t, cells, "state_dtype_row", "=" + match_formula(state, d, "dtype"))
+    for name in grain.columns:
+        if name not in needed or name in cells:
+            continue
+        if name in _MODEL_INPUTS:
+            src = index_formula(m, name, model_row, INPUT_NULLABLE[name])
+        elif name in _GPU_INPUTS:
+            src = index_formula(g, name, gpu_row, INPUT_NULLABLE[name])
+        elif name in _DTYPE_LOOKUPS:
+            _dtype_lookup(t, cells, name, d)
+            continue
+        else:
+            raise ValueError(f"no lookup for input {name} in {ws.title}")
+        _lookup(t, cells, name, "=" + src)
+    for name in figures:
+        cells[name] = t.add(figure_column(name, cells.__getitem__))
+    last = t.write(ws, rows, freeze_after=t.columns[0].letter)
+    _not_fit_format(ws, t, last)
+    return t
+
+
+def _sweep_sheet(ws, rows: list[dict], refs: _References) -> Table:
+    """The context sweep: inputs written per row (TP as the view picked it); the weight dtype is the
+    model's own (looked up) and the reserve is the Assumptions sheet's default."""
+    weight_dtype = "=" + index_formula(refs.models, "weight_dtype", "{model_row}", False)
+    return _deployment_sheet(ws, "capacity", rows, refs, key=None,
+                             overrides={"weight_dtype": weight_dtype, "reserve": "=" + DEFAULT_RESERVE_CELL})
+
+
+def _not_fit_format(ws, t: Table, last: int) -> None:
+    """Rows whose `fits` figure is 0 turn red."""
+    from openpyxl.formatting.rule import FormulaRule
+    from openpyxl.styles import Font, PatternFill
+
+    if "fits" not in {c.name for c in t.columns}:
+        return
+    fits = t.letter("fits")
+    rule = FormulaRule(formula=[f'AND(${fits}{FIRST_ROW}<>"",${fits}{FIRST_ROW}=0)'],
+                       fill=PatternFill(bgColor=NOT_FIT_FILL), font=Font(color="9C0006"))
+    ws.conditional_formatting.add(f"A{FIRST_ROW}:{t.columns[-1].letter}{max(last, FIRST_ROW)}", rule)
+
+
+def _demand_sheet(ws, rows: list[dict], refs: _References) -> Table:
+    """A plan's users in a quarter, and the plan_quarter figures over the plan's figures."""
+    from kvreg.figures.views import GRAIN, _layers
+
+    grain = GRAIN["plan_quarter"]
+    plans, g = refs.plans, refs.gpus
+    plan_list = (plans.list_range("plan"), "plan")
+    t = Table("Demand", [
+        input_column("plan", meaning="plan (from the Plans sheet)", validation=plan_list, width=24),
+        input_column("quarter", meaning="quarter, written YEARQn (2026Q4)"),
+        input_column("users"),
+    ])
+    cells = {c.name: c.letter for c in t.columns}
+    r = ROW
+    figures = [n for layer in _layers(grain) for n in layer]
+    _helper(t, cells, "plan_row", "=" + match_formula(f"{cells['plan']}{r}", plans, "plan"))
+    plan_row = f"{cells['plan_row']}{r}"
+    _lookup(t, cells, "gpu", "=" + index_formula(plans, "gpu", plan_row, False), "text",
+            "GPU type of the plan")
+    _helper(t, cells, "gpu_row", "=" + match_formula(f"{cells['gpu']}{r}", g, "gpu"))
+    for name in figure_references(figures):
+        if name in cells or name in figures:
+            continue
+        if name in _GPU_INPUTS:
+            src = index_formula(g, name, f"{cells['gpu_row']}{r}", INPUT_NULLABLE[name])
+            _lookup(t, cells, name, "=" + src)
+        else:  # a plan figure
+            f = FIGURES[name]
+            src = index_formula(plans, name, plan_row, name_may_be_null(name))
+            cells[name] = t.add(Column(name, "lookup", f.unit, f.kind, f.meaning + " (the plan's figure)",
+                                       formula="=" + src))
+    for name in figures:
+        cells[name] = t.add(figure_column(name, cells.__getitem__))
+    last = t.write(ws, rows, freeze_after="B")
+    _not_fit_format(ws, t, last)
+    return t
+
+
+# --------------------------------------------------------------------------- summary
+
+
+_SUMMARY_TOP = 4  # units row; names on 5, data from 6
+_SUMMARY_COLUMNS = [
+    # name, unit, kind, source column in Demand (None: a count), meaning
+    ("plans", "count", "int", None, "plans with demand this quarter on this GPU type"),
+    ("plans_not_fitting", "count", "int", None, "of those, plans that do not fit (their GPUs are not counted)"),
+    ("users", "users", "int", "users", "concurrent users to serve"),
+    ("gpus_needed", "GPUs", "int", "gpus_needed", "GPUs to have this quarter"),
+    ("nodes_needed", "nodes", "int", "nodes_needed", "nodes to house them"),
+    ("cost_per_month", "USD", "real", "cost_per_month", "rental cost per month at price_per_hour"),
+    ("capex", "USD", "real", "capex", "purchase cost at unit_price"),
+    ("previous_gpus_needed", "GPUs", "int", "gpus_needed", "GPUs needed in the previous quarter"),
+    ("gpus_change", "GPUs", "int", None, "change against the previous quarter"),
+]
+
+
+def _summary_sheet(ws, quarter: str, gpus: list[dict], demand: Table) -> None:
+    """Procurement per GPU type for the quarter in B1: sums over the Demand sheet (SUMIFS), the
+    change against the previous quarter, and a bar chart. Change B1 to see another quarter."""
+    from openpyxl.chart import BarChart, Reference
+    from openpyxl.chart.data_source import AxDataSource, StrRef
+    from openpyxl.comments import Comment
+    from openpyxl.formatting.rule import FormulaRule
+    from openpyxl.styles import Font, PatternFill
+
+    ws["A1"] = "quarter"
+    ws["A1"].font = HEADER_FONT
+    set_text(ws["B1"], quarter)
+    ws["B1"].style = "kv_input"
+    ws["B1"].number_format = "@"
+    ws["C1"] = "Change the quarter to see another one; every figure below recomputes."
+    ws["A2"] = "previous_quarter"
+    ws["A2"].font = HEADER_FONT
+    ws["B2"] = '=IF(RIGHT(B1,1)="1",(LEFT(B1,4)-1)&"Q4",LEFT(B1,5)&(RIGHT(B1,1)-1))'
+    ws["B2"].style = "kv_lookup"
+
+    rng = demand.range
+
+    head = _SUMMARY_TOP + 1
+    first = head + 1
+    last = first + len(gpus) - 1
+    letters = {"gpu": "A"}
+    for i, (name, *_rest) in enumerate(_SUMMARY_COLUMNS):
+        letters[name] = chr(ord("B") + i)
+    ws.cell(head, 1, "gpu").font = HEADER_FONT
+    for name, unit, kind, _src, meaning in _SUMMARY_COLUMNS:
+        col = ord(letters[name]) - 64
+        ws.cell(_SUMMARY_TOP, col, unit).font = UNIT_FONT
+        h = ws.cell(head, col, name)
+        h.font = HEADER_FONT
+        h.comment = Comment(f"{name}: {meaning}", "kvreg", width=300, height=80)
+    for i, gpu in enumerate(gpus):
+        row = first + i
+        set_text(ws.cell(row, 1), gpu["name"])
+        ws.cell(row, 1).style = "kv_input"
+        ws.cell(row, 1).number_format = "@"
+        crit_q = f'{rng("quarter")},"="&{literal_key("$B$1")}'
+        crit_pq = f'{rng("quarter")},"="&{literal_key("$B$2")}'
+        crit_g = f'{rng("gpu")},"="&{literal_key(f"$A{row}")}'
+        for name, unit, kind, src, _meaning in _SUMMARY_COLUMNS:
+            if name == "plans":
+                f = f"=COUNTIFS({crit_q},{crit_g})"
+            elif name == "plans_not_fitting":
+                f = f"=COUNTIFS({crit_q},{crit_g},{rng('fits')},0)"
+            elif name == "previous_gpus_needed":
+                f = f"=SUMIFS({rng(src)},{crit_pq},{crit_g})"
+            elif name == "gpus_change":
+                f = f"={letters['gpus_needed']}{row}-{letters['previous_gpus_needed']}{row}"
+            else:
+                f = f"=SUMIFS({rng(src)},{crit_q},{crit_g})"
+            c = ws[f"{letters[name]}{row}"]
+            c.value = f
+            c.style = "kv_figure"
+            c.number_format = number_format(unit, kind)
+    total = last + 1
+    ws.cell(total, 1, "total").font = HEADER_FONT
+    for name, unit, kind, *_ in _SUMMARY_COLUMNS:
+        c = ws[f"{letters[name]}{total}"]
+        c.value = f"=SUM({letters[name]}{first}:{letters[name]}{max(last, first)})"
+        c.style = "kv_figure"
+        c.font = HEADER_FONT
+        c.number_format = number_format(unit, kind)
+    ws.freeze_panes = f"B{first}"
+    ws.auto_filter.ref = f"A{head}:{letters['gpus_change']}{max(last, first)}"
+    ws.column_dimensions["A"].width = 18
+    for name, *_ in _SUMMARY_COLUMNS:
+        ws.column_dimensions[letters[name]].width = max(14, len(name) + 3)
+    nf = letters["plans_not_fitting"]
+    ws.conditional_formatting.add(
+        f"A{first}:{letters['gpus_change']}{max(last, first)}",
+        FormulaRule(formula=[f"${nf}{first}>0"], fill=PatternFill(bgColor=NOT_FIT_FILL), font=Font(color="9C0006")),
+    )
+
+    chart = BarChart()
+    chart.type = "col"
+    chart.grouping = "clustered"
+    chart.title = "GPUs needed per GPU type: this quarter and the previous one"
+    chart.y_axis.title = "GPUs"
+    chart.x_axis.title = "GPU type"
+    for name in ("gpus_needed", "previous_gpus_needed"):
+        col = ord(letters[name]) - 64
+        chart.add_data(Reference(ws, min_col=col, min_row=head, max_row=max(last, first)), titles_from_data=True)
+    names = f"'Summary'!$A${first}:$A${max(last, first)}"
+    for series in chart.series:  # GPU names are text: a string reference, not openpyxl's numeric default
+        series.cat = AxDataSource(strRef=StrRef(f=names))
+    chart.x_axis.delete = chart.y_axis.delete = False  # recent Excel hides axes left unspecified
+    chart.height, chart.width = 9, 18
+    ws.add_chart(chart, f"A{total + 3}")
+
+
+# --------------------------------------------------------------------------- assumptions, about
+
+
+def _assumptions_sheet(ws) -> None:
+    from kvreg.capacity import Question
+
+    q = Question()
+    ws["A1"] = "Assumptions"
+    ws["A1"].font = TITLE_FONT
+    for col, name in enumerate(("name", "value", "unit", "meaning"), start=1):
+        ws.cell(HEADER_ROW, col, name).font = HEADER_FONT
+    rows = [
+        ("default_reserve", q.reserve, "fraction", "kv_input",
+         "Share of GPU memory held back for activations and overheads in the Context sweep. Plans carry "
+         "their own reserve (Plans sheet). Edit it: the sweep recomputes."),
+        ("hours_per_month", HOURS_PER_MONTH, "hours", None,
+         "Hours in a month for cost_per_month (8,760 / 12). Fixed in the declarations: the formulas carry 730 "
+         "themselves, so editing this cell changes nothing."),
+        ("gib_bytes", GIB, "bytes", None, "1 GiB = 2^30 bytes; every _gib figure divides bytes by it (GB = 10^9)."),
+        ("sweep_kv_dtype", q.kv_dtypes[0], "text", None, "KV dtype of the Context sweep rows (editable per row there)."),
+        ("sweep_block_size", q.block_size, "tokens", None, "paged-KV block of the Context sweep rows (editable there)."),
+        ("sweep_gpus_per_node", q.gpus_per_node, "GPUs", None,
+         "node size of the Context sweep; its TP is the minimum TP the capacity view picked when the workbook "
+         "was written (an input: change it per row)."),
+    ]
+    for i, (name, value, unit, style, meaning) in enumerate(rows):
+        r = FIRST_ROW + i
+        ws.cell(r, 1, name)
+        c = ws.cell(r, 2, value)
+        if style:
+            c.style = style
+        c.number_format = number_format(unit, "real" if isinstance(value, float) else "int")
+        ws.cell(r, 3, unit)
+        ws.cell(r, 4, meaning).alignment = WRAP
+    ws.column_dimensions["A"].width = 22
+    ws.column_dimensions["B"].width = 16
+    ws.column_dimensions["C"].width = 10
+    ws.column_dimensions["D"].width = 90
+
+
+def _about_sheet(ws, conn, quarter: str, generated_at: str) -> None:
+    from openpyxl.styles import PatternFill
+
+    import kvreg
+    from kvreg.db.engine import current_revision
+    from kvreg.figures.views import views_hash
+
+    lines: list[tuple[str, str, str | None]] = [
+        ("kvreg capacity workbook", "", "title"),
+        ("quarter", quarter, None),
+        ("generated_at", generated_at, None),
+        ("kvreg_version", kvreg.__version__, None),
+        ("schema_revision", str(current_revision(conn) or ""), None),
+        ("declarations_hash", views_hash(conn.dialect.name)[:16], None),
+        ("", "", None),
+        ("Legend", "", "bold"),
+        ("input", "a value from the registry or a plan setting: edit it", INPUT_FILL),
+        ("lookup", "a formula that fetches an input from another sheet (INDEX/MATCH): do not edit", LOOKUP_FILL),
+        ("figure", "a formula compiled from kvreg's figure declarations, the same ones the SQL views use", "figure"),
+        ("red row", "a plan that does not fit (fits = 0); its reason column says why", NOT_FIT_FILL),
+        ("", "", None),
+        ("What recomputes", "", "bold"),
+        ("", "Every figure: edit a model's layers or heads (Models), a GPU's memory or price (GPUs), a dtype's "
+             "bytes (Dtypes), a plan's settings such as reserve or TP (Plans), a quarter's users (Demand), the "
+             "default reserve (Assumptions) or the quarter on Summary.", None),
+        ("", "Rows added below a table are found by the lookups down to row %d (twice the table's rows in "
+             "larger tables); copy the formulas of the row above into a new plan or demand row."
+         % LOOKUP_LAST_ROW, None),
+        ("", "Blank cells are unknown values (NULL in the registry); figures that need them stay blank.", None),
+        ("", "Names are matched exactly (wildcards * ? ~ are taken literally) but without regard to case.", None),
+        ("Functions used", ", ".join(FUNCTIONS_USED), None),
+        ("Units", "GiB = 2^30 bytes, GB = 10^9 bytes; each column's unit is in row 1 and its number format.", None),
+        ("Source", "Figures and their meaning: docs/workbook.md and SPEC.md in the kvreg repository.", None),
+    ]
+    for i, (a, b, style) in enumerate(lines, start=1):
+        ca = ws.cell(i, 1)
+        set_text(ca, a)
+        cb = ws.cell(i, 2)
+        set_text(cb, b)
+        cb.alignment = WRAP
+        if style == "title":
+            ca.font = TITLE_FONT
+        elif style == "bold":
+            ca.font = HEADER_FONT
+        elif style == "figure":
+            ca.style = "kv_figure"
+        elif style:
+            ca.fill = PatternFill("solid", start_color=style, end_color=style)
+    ws.column_dimensions["A"].width = 22
+    ws.column_dimensions["B"].width = 110
+
+
+# --------------------------------------------------------------------------- saving
+
+
+def _save(wb, path: Path, stamp: str) -> None:
+    """Save with fixed zip timestamps and the generated-at time as the modified time (openpyxl
+    writes the clock's), so the same inputs give the same bytes; via a temporary file in the
+    target folder, moved into place only when complete."""
+    buf = io.BytesIO()
+    wb.save(buf)
+    buf.seek(0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".xlsx", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as raw, zipfile.ZipFile(buf) as src, \
+                zipfile.ZipFile(raw, "w", zipfile.ZIP_DEFLATED) as dst:
+            for info in src.infolist():
+                fixed = zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0))
+                fixed.compress_type = zipfile.ZIP_DEFLATED
+                content = src.read(info.filename)
+                if info.filename == "docProps/core.xml":
+                    content = re.sub(rb"(<dcterms:modified[^>]*>)[^<]*", rb"\g<1>" + stamp.encode(), content)
+                dst.writestr(fixed, content)
+        os.chmod(tmp, 0o644)  # mkstemp made it private; a report is an ordinary file
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

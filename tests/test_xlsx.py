@@ -1,0 +1,562 @@
+"""The finance workbook: inputs as values, every figure a live formula that LibreOffice
+recalculates to the views' values, before and after finance edits the inputs."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import zipfile
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+from sqlalchemy import text
+
+from libreoffice import recalculate, soffice
+
+GIB = 2**30
+EVIL = ['=HYPERLINK("http://x","y")', "+1", "-1+2", "@SUM(A1)", "<script>|`x`\nline two"]
+HELPERS = {"model_row", "gpu_row", "kv_dtype_row", "weight_dtype_row", "state_dtype_row", "plan_row"}
+
+# name, model, gpu, tp, pp, dp_attention, kv_dtype, weight_dtype, context, avg_tokens, reserve, kv_cache_memory_bytes, block
+PLANS = [
+    ("llama8b-h100-128k", "Llama-3.1-8B", "H100-SXM", 1, 1, 1, "bf16", "bf16", 131072, 8192, 0.12, None, 16),
+    ("qwen235-h100-tp8", "Qwen3-235B-A22B", "H100-SXM", 8, 1, 1, "bf16", "bf16", 32768, None, 0.12, None, 16),
+    # '?' is a wildcard for MATCH: unescaped, this name would find the tp8 plan above.
+    ("qwen235-h100-tp?", "Qwen3-235B-A22B", "H100-SXM", 8, 1, 1, "fp8", "bf16", 8192, None, 0.12, None, 16),
+    ("llama70b-h100-tp1", "Llama-3.1-70B", "H100-SXM", 1, 1, 1, "bf16", "bf16", 131072, None, 0.12, None, 16),
+    ("qwen-next-h200-tp4", "Qwen3-Next-80B-A3B", "H200", 4, 1, 1, "fp8", "bf16", 262144, 2048, 0.12, None, 0),
+    # A chunked-attention model named "+1", on a GPU without an hourly price, with a fixed KV pool.
+    (EVIL[0], "+1", "M3-Ultra", 1, 1, 1, "bf16", "bf16", 32768, None, 0.2, 40 * GIB, 16),
+    (EVIL[2], "DeepSeek-V3", "H200", 8, 1, 1, "fp8_ds_mla", "fp8_e4m3", 131072, None, 0.12, None, 16),
+    (EVIL[3], "gpt-oss-120b", "H100-SXM", 2, 2, 2, "bf16", "fp4", 131072, 4096, 0.12, None, 16),
+    (EVIL[4], "Llama-3.1-8B", "H100-SXM", 1, 1, 1, "fp8_ds_mla", "bf16", 8192, None, 0.12, None, 16),
+]
+DEMAND = [
+    ("llama8b-h100-128k", "2026Q3", 100), ("llama8b-h100-128k", "2026Q4", 250),
+    ("qwen235-h100-tp8", "2026Q4", 40), ("qwen235-h100-tp?", "2026Q4", 7),
+    ("llama70b-h100-tp1", "2026Q4", 10),
+    ("qwen-next-h200-tp4", "2026Q3", 500), ("qwen-next-h200-tp4", "2026Q4", 0),
+    (EVIL[0], "2026Q4", 12), (EVIL[2], "2026Q4", 30), (EVIL[3], "2026Q3", 64),
+]
+
+
+def _insert_test_data(conn) -> None:
+    llama = dict(conn.execute(text("SELECT * FROM model WHERE name = 'Llama-3.1-8B'")).mappings().one())
+    llama.pop("id")
+    llama.update(name="+1", full_layers=8, chunked_layers=24, attention_chunk_size=8192)
+    conn.execute(text(f"INSERT INTO model ({', '.join(llama)}) VALUES ({', '.join(':' + k for k in llama)})"), llama)
+    for p in PLANS:
+        conn.execute(text(
+            "INSERT INTO plan (name, model_id, gpu_id, tp, pp, dp_attention, kv_dtype, weight_dtype, context_tokens,"
+            " avg_tokens, reserve, kv_cache_memory_bytes, block_size, gpus_per_node, notes) VALUES (:n,"
+            " (SELECT id FROM model WHERE name = :m), (SELECT id FROM gpu WHERE name = :g), :tp, :pp, :dp, :kd, :wd,"
+            " :ctx, :avg, :res, :kvm, :bs, 8, '')"),
+            dict(zip(("n", "m", "g", "tp", "pp", "dp", "kd", "wd", "ctx", "avg", "res", "kvm", "bs"), p)))
+    for plan, quarter, users in DEMAND:
+        conn.execute(text("INSERT INTO demand (plan_id, quarter, users) VALUES"
+                          " ((SELECT id FROM plan WHERE name = :p), :q, :u)"), dict(p=plan, q=quarter, u=users))
+
+
+# The same edits, made by finance in the workbook and by us in the registry.
+def _edit_registry(conn) -> None:
+    conn.execute(text("UPDATE plan SET reserve = 0.20 WHERE name = 'llama8b-h100-128k'"))
+    conn.execute(text("UPDATE demand SET users = users * 2 WHERE quarter = '2026Q4'"))
+    conn.execute(text(f"UPDATE gpu SET memory_bytes = {94 * GIB} WHERE name = 'H100-SXM'"))
+    conn.execute(text("UPDATE gpu SET price_per_hour = 4.0 WHERE name = 'H200'"))
+    conn.execute(text("UPDATE model SET layers = 96, full_layers = 96 WHERE name = 'Qwen3-235B-A22B'"))
+
+
+def _edit_workbook(src: Path, dst: Path) -> None:
+    from openpyxl import load_workbook
+
+    wb = load_workbook(src)
+    _cell(wb["Plans"], "llama8b-h100-128k", "reserve").value = 0.20
+    demand = wb["Demand"]
+    users = _col(demand, "users")
+    for r in _data_rows(demand):
+        if demand.cell(r, _col(demand, "quarter")).value == "2026Q4":
+            demand.cell(r, users).value *= 2
+    _cell(wb["GPUs"], "H100-SXM", "memory_bytes").value = 94 * GIB
+    _cell(wb["GPUs"], "H200", "price_per_hour").value = 4.0
+    _cell(wb["Models"], "Qwen3-235B-A22B", "layers").value = 96
+    _cell(wb["Models"], "Qwen3-235B-A22B", "full_layers").value = 96
+    assert wb["Assumptions"]["A3"].value == "default_reserve"
+    wb["Assumptions"]["B3"].value = 0.10
+    wb.save(dst)
+
+
+# --------------------------------------------------------------------------- sheet access
+
+
+def _col(ws, name: str) -> int:
+    for c in ws[2]:
+        if c.value == name:
+            return c.column
+    raise KeyError(name)
+
+
+def _data_rows(ws):
+    return [r for r in range(3, ws.max_row + 1) if ws.cell(r, 1).value is not None]
+
+
+def _cell(ws, key: str, name: str):
+    for r in _data_rows(ws):
+        if ws.cell(r, 1).value == key:
+            return ws.cell(r, _col(ws, name))
+    raise KeyError(key)
+
+
+def _same(got, want) -> bool:
+    if want is None or want == "":  # an empty text result reads back as an empty cell
+        return got in (None, "")
+    if isinstance(want, str):
+        return got == want
+    if isinstance(got, bool) or not isinstance(got, (int, float)):
+        return False
+    return math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-9)
+
+
+# --------------------------------------------------------------------------- expected values
+
+
+def _grain_rows(conn, grain: str, key) -> dict:
+    """Each row of a grain: its source columns (the inputs) and its view columns (the figures)."""
+    from kvreg.figures.views import GRAIN
+
+    view = {key(r): dict(r) for r in conn.execute(text(f"SELECT * FROM {grain}")).mappings()}
+    source = {key(r): dict(r) for r in conn.execute(text(GRAIN[grain].source)).mappings()}
+    return {k: {**source[k], **v} for k, v in view.items()}
+
+
+def _expected(conn) -> dict:
+    models = {r["name"]: dict(r) for r in conn.execute(text("SELECT * FROM model")).mappings()}
+    return {
+        "plans": _grain_rows(conn, "plan_capacity", lambda r: r["plan"]),
+        "demand": _grain_rows(conn, "plan_quarter", lambda r: (r["plan"], r["quarter"])),
+        "model_kv": _grain_rows(conn, "model_kv", lambda r: (r["model"], r["kv_dtype"])),
+        "procurement": {(r["gpu"], r["quarter"]): dict(r)
+                        for r in conn.execute(text("SELECT * FROM procurement")).mappings()},
+        "gpus": {r["name"]: dict(r) for r in conn.execute(text("SELECT * FROM gpu")).mappings()},
+        "state_dtype": {n: m["linear_state_dtype"] or m["weight_dtype"] for n, m in models.items()},
+        "weight_dtype": {n: m["weight_dtype"] for n, m in models.items()},
+    }
+
+
+def _sweep_expected(conn, vals, default_reserve: float, weight_dtype: dict) -> dict:
+    """The capacity view for each sweep row's settings, asked through scratch scenario rows."""
+    from kvreg.figures.views import GRAIN
+
+    ids = {}
+    trans = conn.begin_nested() if conn.in_transaction() else conn.begin()
+    try:
+        conn.execute(text("DELETE FROM scenario"))
+        for r in _data_rows(vals):
+            row = {n: vals.cell(r, _col(vals, n)).value for n in
+                   ("model", "gpu", "context_tokens", "tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype",
+                    "block_size")}
+            row.update(weight_dtype=weight_dtype[row["model"]], reserve=default_reserve)
+            ids[r] = conn.execute(text(
+                "INSERT INTO scenario (model_id, gpu_id, gpus_per_node, tp, pp, dp_attention, kv_dtype, weight_dtype,"
+                " context_tokens, avg_tokens, reserve, kv_cache_memory_bytes, block_size) VALUES ("
+                " (SELECT id FROM model WHERE name = :model), (SELECT id FROM gpu WHERE name = :gpu), :gpus_per_node,"
+                " :tp, :pp, :dp_attention, :kv_dtype, :weight_dtype, :context_tokens, NULL, :reserve, NULL,"
+                " :block_size) RETURNING id"), row).scalar_one()
+        rows = _grain_rows(conn, "capacity", lambda r: r["id"])
+        assert GRAIN["capacity"].source  # the source reads the same scratch rows
+    finally:
+        trans.rollback()
+    return {r: rows[i] for r, i in ids.items()}
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def _compare(vals, forms, expected_at, problems: list, covered: set) -> int:
+    """Compare every formula cell of a table sheet with `expected_at(row, column)` (a dict of
+    input and figure values); returns how many cells matched a view or source value."""
+    names = [c.value for c in forms[2]]
+    checked = 0
+    for r in _data_rows(forms):
+        for i, name in enumerate(names, start=1):
+            if forms.cell(r, i).data_type != "f":
+                continue
+            covered.add((forms.title, forms.cell(r, i).coordinate))
+            got = vals.cell(r, i).value
+            if name in HELPERS:
+                if not (isinstance(got, (int, float)) and got >= 1):
+                    problems.append(f"{forms.title}!{forms.cell(r, i).coordinate} {name}: {got!r} is not a row")
+                continue
+            want = expected_at(r, i)[name]
+            if not _same(got, want):
+                problems.append(f"{forms.title}!{forms.cell(r, i).coordinate} {name}: workbook {got!r}, view {want!r}")
+            checked += 1
+    return checked
+
+
+def _check_workbook(recalculated: Path, written: Path, conn, default_reserve: float) -> int:
+    """Every formula cell of the workbook against the views; returns the number of cells checked."""
+    from openpyxl import load_workbook
+
+    vals = load_workbook(recalculated, data_only=True)
+    forms = load_workbook(written)
+    exp = _expected(conn)
+    problems: list[str] = []
+    covered: set = set()
+    n = 0
+
+    plans, demand = vals["Plans"], vals["Demand"]
+    n += _compare(plans, forms["Plans"], lambda r, i: exp["plans"][plans.cell(r, 1).value], problems, covered)
+    n += _compare(demand, forms["Demand"],
+                  lambda r, i: exp["demand"][(demand.cell(r, 1).value, demand.cell(r, 2).value)], problems, covered)
+    n += _compare(vals["GPUs"], forms["GPUs"],
+                  lambda r, i: {"memory_gib": exp["gpus"][vals["GPUs"].cell(r, 1).value]["memory_bytes"] / GIB},
+                  problems, covered)
+
+    models = vals["Models"]
+    block_starts = [c.column for c in forms["Models"][2] if c.value == "kv_dtype"]
+
+    def model_at(r, i):
+        start = max([b for b in block_starts if b <= i], default=block_starts[0])
+        name = models.cell(r, 1).value
+        row = dict(exp["model_kv"][(name, models.cell(r, start).value)])
+        row["state_dtype"] = exp["state_dtype"][name]
+        return row
+
+    n += _compare(models, forms["Models"], model_at, problems, covered)
+
+    sweep = _sweep_expected(conn, vals["Context sweep"], default_reserve, exp["weight_dtype"])
+    n += _compare(vals["Context sweep"], forms["Context sweep"], lambda r, i: sweep[r], problems, covered)
+    n += _check_summary(vals["Summary"], forms["Summary"], exp["procurement"], problems, covered)
+
+    every = {(ws.title, c.coordinate) for ws in forms for row in ws.iter_rows() for c in row if c.data_type == "f"}
+    assert every - covered == set(), f"formula cells nobody checked: {sorted(every - covered)[:10]}"
+    assert not problems, f"{len(problems)} cells differ, first ones:\n" + "\n".join(problems[:25])
+    return n
+
+
+def _check_summary(vals, forms, procurement: dict, problems: list, covered: set) -> int:
+    quarter, previous = vals["B1"].value, vals["B2"].value
+    assert (quarter, previous) == ("2026Q4", "2026Q3")
+    covered.add(("Summary", "B2"))
+    names = [c.value for c in forms[5]]
+    totals: dict[str, float] = {}
+    checked = 0
+    for r in range(6, forms.max_row + 1):
+        gpu = vals.cell(r, 1).value
+        for i, name in enumerate(names, start=1):
+            if forms.cell(r, i).data_type != "f":
+                continue
+            covered.add(("Summary", forms.cell(r, i).coordinate))
+            got = vals.cell(r, i).value
+            if gpu == "total":
+                want = totals.get(name, 0)
+            else:
+                want = (procurement.get((gpu, quarter)) or {}).get(name) or 0
+                if name == "previous_gpus_needed" and (gpu, quarter) not in procurement:
+                    want = (procurement.get((gpu, previous)) or {}).get("gpus_needed") or 0
+                if name == "gpus_change" and (gpu, quarter) not in procurement:
+                    want = -((procurement.get((gpu, previous)) or {}).get("gpus_needed") or 0)
+                totals[name] = totals.get(name, 0) + want
+            if not _same(got, want):
+                problems.append(f"Summary!{forms.cell(r, i).coordinate} {gpu} {name}: workbook {got!r}, view {want!r}")
+            checked += 1
+    return checked
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+def _need_libreoffice():
+    if soffice() is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("LibreOffice is required in CI (apt-get install libreoffice-calc-nogui)")
+        pytest.skip("LibreOffice (soffice) is not installed")
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    from kvreg.db.engine import open_registry
+
+    eng = open_registry(f"sqlite:///{tmp_path_factory.mktemp('xlsx') / 'registry.db'}")
+    with eng.begin() as conn:
+        _insert_test_data(conn)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture(scope="module")
+def written(registry, tmp_path_factory) -> Path:
+    from kvreg.export.xlsx import write_workbook
+
+    path = tmp_path_factory.mktemp("book") / "capacity.xlsx"
+    with registry.connect() as conn:
+        write_workbook(conn, path, "2026q4", generated_at="2026-10-01T00:00:00+00:00")
+    return path
+
+
+@pytest.fixture(scope="module")
+def recalculated(registry, written, tmp_path_factory):
+    """Before and after finance's edits, recalculated by LibreOffice in one start; the views
+    before the edits and after the same edits made in the registry."""
+    _need_libreoffice()
+    work = tmp_path_factory.mktemp("recalc")
+    before, after, stale = work / "before.xlsx", work / "after.xlsx", work / "stale.xlsx"
+    shutil.copy(written, before)
+    _edit_workbook(written, after)
+    _stale_workbook(stale)
+    out_before, out_after, out_stale = recalculate([before, after, stale], work / "out")
+    return {"before": (out_before, before), "after": (out_after, after), "stale": out_stale}
+
+
+def _stale_workbook(path: Path) -> None:
+    """B1 = A1 * 3 with a stored result of 999, as a workbook saved after an edit would carry."""
+    from openpyxl import Workbook
+
+    wb = Workbook()
+    wb.active["A1"], wb.active["B1"] = 2, "=A1*3"
+    wb.save(path.with_suffix(".tmp"))
+    with zipfile.ZipFile(path.with_suffix(".tmp")) as src, zipfile.ZipFile(path, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "xl/worksheets/sheet1.xml":
+                assert b"<f>A1*3</f><v />" in data
+                data = data.replace(b"<f>A1*3</f><v />", b"<f>A1*3</f><v>999</v>")
+            dst.writestr(info, data)
+
+
+# --------------------------------------------------------------------------- tests without LibreOffice
+
+
+def _sheet_xml(path: Path) -> dict[str, ET.Element]:
+    """Each sheet's XML by sheet name, read from the zip as Excel would."""
+    ns = {"m": "http://schemas.openxmlformats.org/spreadsheetml/2006/main",
+          "r": "http://schemas.openxmlformats.org/officeDocument/2006/relationships"}
+    with zipfile.ZipFile(path) as z:
+        book = ET.fromstring(z.read("xl/workbook.xml"))
+        rels = ET.fromstring(z.read("xl/_rels/workbook.xml.rels"))
+        target = {r.get("Id"): r.get("Target") for r in rels}
+        out = {}
+        for s in book.find("m:sheets", ns):
+            t = target[s.get(f"{{{ns['r']}}}id")].lstrip("/")
+            out[s.get("name")] = ET.fromstring(z.read(t if t.startswith("xl/") else "xl/" + t))
+    return out
+
+
+def test_user_text_is_stored_as_text_never_as_a_formula(written):
+    m = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+    found = {name: 0 for name in EVIL}
+    for sheet, root in _sheet_xml(written).items():
+        for c in root.iter(f"{m}c"):
+            text_ = "".join(t.text or "" for t in c.iter(f"{m}t"))
+            if text_ in found:
+                found[text_] += 1
+                assert c.get("t") in ("inlineStr", "s"), f"{sheet}!{c.get('r')} is stored as {c.get('t')}"
+                assert c.find(f"{m}f") is None, f"{sheet}!{c.get('r')} has a formula"
+        for f in root.iter(f"{m}f"):
+            assert "HYPERLINK" not in (f.text or "") and "SUM(A1)" not in (f.text or "")
+    # Each name is in its own table and in every row that refers to it (plans in Demand, "+1" in Plans
+    # and the sweep).
+    assert all(found.values()), found
+    assert found['=HYPERLINK("http://x","y")'] == found["@SUM(A1)"] == 2 and found["+1"] >= 3
+
+
+def test_every_figure_is_a_formula_and_every_input_a_value(written):
+    from openpyxl import load_workbook
+
+    from kvreg.figures.declarations import FIGURES
+    from kvreg.figures.views import GRAIN
+
+    wb = load_workbook(written)
+    plans = wb["Plans"]
+    names = [c.value for c in plans[2]]
+    assert set(GRAIN["plan_capacity"].figures()) <= set(names)
+    assert names[:14] == ["plan", "model", "gpu", "tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype",
+                          "weight_dtype", "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes",
+                          "block_size"]
+    sheets = {"Plans": "plan_capacity", "Demand": "plan_quarter", "Models": "model_kv", "Context sweep": "capacity"}
+    for sheet, grain in sheets.items():
+        ws, figures = wb[sheet], set(GRAIN[grain].figures())
+        header = [c.value for c in ws[2]]
+        for r in _data_rows(ws):
+            for i, name in enumerate(header, start=1):
+                c = ws.cell(r, i)
+                where = f"{sheet}!{c.coordinate} {name}"
+                if name in figures:
+                    assert c.data_type == "f" and c.style == "kv_figure", where
+                elif c.style == "kv_input":
+                    assert c.data_type != "f", f"{where} is an input holding a formula"
+                else:  # a lookup of an input, or of a plan's figure in Demand
+                    assert c.style == "kv_lookup" and c.data_type == "f", where
+                    assert name in FIGURES or name not in FIGURES and "!" in c.value or name == "state_dtype", where
+    # Units: in row 1 and in the number format.
+    col = _col(plans, "kv_gib_per_sequence_per_gpu")
+    assert plans.cell(1, col).value == "GiB" and plans.cell(3, col).number_format == '0.00 "GiB"'
+    assert plans.cell(3, _col(plans, "kv_bytes_per_token_per_gpu")).number_format == '#,##0 "B"'
+    demand = wb["Demand"]
+    assert demand.cell(3, _col(demand, "capex")).number_format == "$#,##0"
+
+
+def test_formulas_use_only_functions_libreoffice_74_knows(written):
+    from openpyxl import load_workbook
+
+    from kvreg.export.xlsx import FUNCTIONS_USED
+
+    used = set()
+    for ws in load_workbook(written):
+        for row in ws.iter_rows():
+            for c in row:
+                if c.data_type == "f":
+                    used |= set(re.findall(r"([A-Z][A-Z0-9.]*)\(", re.sub(r'"[^"]*"', '""', c.value)))
+    assert used <= set(FUNCTIONS_USED), used - set(FUNCTIONS_USED)
+    assert {"INDEX", "MATCH", "SUMIFS", "IF", "INT", "FIXED"} <= used
+
+
+def test_a_formula_reads_like_its_declaration(written):
+    """cost_per_month = gpus_needed x price_per_hour x 730; blank (no hourly price) stays blank."""
+    from openpyxl import load_workbook
+
+    demand = load_workbook(written)["Demand"]
+    L = {n: demand.cell(2, _col(demand, n)).column_letter for n in ("gpus_needed", "price_per_hour")}
+    cell = _cell(demand, "llama8b-h100-128k", "cost_per_month")
+    r = cell.row
+    g, p = f"{L['gpus_needed']}{r}", f"{L['price_per_hour']}{r}"
+    assert cell.value == f'=IF(OR({g}="",{p}=""),"",(({g}*{p})*730))'
+
+
+def test_layout_for_finance(written):
+    from openpyxl import load_workbook
+
+    from kvreg.export.xlsx import SHEETS
+
+    wb = load_workbook(written)
+    assert wb.sheetnames == SHEETS
+    plans = wb["Plans"]
+    assert plans.freeze_panes == "B3" and plans.auto_filter.ref.startswith("A2:")
+    validated = {}
+    for dv in plans.data_validations.dataValidation:
+        assert dv.type == "list" and dv.showErrorMessage and dv.errorStyle == "stop"
+        for rng in str(dv.sqref).split():
+            validated[plans[rng.split(":")[0]].column] = dv.formula1
+    for name, sheet in (("gpu", "GPUs"), ("model", "Models"), ("kv_dtype", "Dtypes"), ("weight_dtype", "Dtypes")):
+        assert validated[_col(plans, name)].startswith(f"{sheet}!$A$3:$A$")
+    rules = [r for cf in plans.conditional_formatting for r in cf.rules]
+    fits = plans.cell(2, _col(plans, "fits")).column_letter
+    assert any(f"${fits}3=0" in r.formula[0] for r in rules)
+    assert wb["Assumptions"]["B3"].value == 0.12 and wb["Assumptions"]["B3"].style == "kv_input"
+    with zipfile.ZipFile(written) as z:
+        chart = z.read("xl/charts/chart1.xml").decode()
+    # gpus_needed and previous_gpus_needed per GPU type, from the Summary sheet's own cells
+    assert "<barChart>" in chart and "'Summary'!$E$6:$E$" in chart and "<strRef><f>'Summary'!$A$6:$A$" in chart
+
+
+def test_same_registry_same_bytes(registry, written, tmp_path):
+    from kvreg.export.xlsx import write_workbook
+
+    again = tmp_path / "capacity.xlsx"
+    with registry.connect() as conn:
+        write_workbook(conn, again, "2026Q4", generated_at="2026-10-01T00:00:00+00:00")
+    assert again.read_bytes() == written.read_bytes()
+    assert [p.name for p in tmp_path.iterdir()] == ["capacity.xlsx"]  # no temporary file left behind
+
+
+def test_bad_quarter_writes_nothing(registry, tmp_path):
+    from kvreg.errors import user_error_types
+    from kvreg.export.xlsx import write_workbook
+
+    with registry.connect() as conn, pytest.raises(user_error_types(), match="2026-13"):
+        write_workbook(conn, tmp_path / "x.xlsx", "2026-13")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- recalculated by LibreOffice
+
+
+def test_libreoffice_recalculates_stored_results(recalculated):
+    """LibreOffice's default keeps stored results of .xlsx files; the helper's profile does not."""
+    from openpyxl import load_workbook
+
+    assert load_workbook(recalculated["stale"], data_only=True).active["B1"].value == 6  # 2 x 3, not 999
+
+
+def test_recalculated_workbook_equals_the_views(registry, recalculated):
+    out, written = recalculated["before"]
+    with registry.connect() as conn:
+        checked = _check_workbook(out, written, conn, default_reserve=0.12)
+    assert checked > 3000
+
+
+def test_hand_worked_cells(recalculated):
+    """Llama-3.1-8B on one H100 at 131,072 tokens (SPEC: about 3.5 sequences)."""
+    from openpyxl import load_workbook
+
+    wb = load_workbook(recalculated["before"][0], data_only=True)
+    plans, demand = wb["Plans"], wb["Demand"]
+    per_token = 32 * 8 * (128 + 128) * 2  # layers x KV heads x (K + V dims) x 2 bytes = 131,072 B
+    sequence = per_token * 131072  # 16 GiB
+    pool = 80 * GIB * (1 - 0.12) - 8_050_000_000 * 2  # usable - bf16 weights = 59,491,424,409.6 B
+    assert _cell(plans, "llama8b-h100-128k", "kv_bytes_per_sequence_per_gpu").value == sequence == 16 * GIB
+    assert _cell(plans, "llama8b-h100-128k", "max_concurrency").value == pytest.approx(pool / sequence)  # 3.46
+    # 250 users of 8,192 tokens: 55.4 per replica -> ceil(250 / 55.4) = 5 GPUs at 2.5 USD/h x 730 h.
+    assert pool / (per_token * 8192) == pytest.approx(55.4057, rel=1e-5)
+    rows = [r for r in _data_rows(demand) if demand.cell(r, 1).value == "llama8b-h100-128k"]
+    q4 = [r for r in rows if demand.cell(r, 2).value == "2026Q4"][0]
+    assert demand.cell(q4, _col(demand, "gpus_needed")).value == 5
+    assert demand.cell(q4, _col(demand, "cost_per_month")).value == 5 * 2.5 * 730 == 9125
+    # Qwen3-Next's 36 DeltaNet layers x 548,864 state elements x 2 bytes (SPEC errata).
+    assert _cell(plans, "qwen-next-h200-tp4", "state_bytes_per_sequence").value == 36 * 548864 * 2 == 39518208
+    assert _cell(plans, "llama70b-h100-tp1", "fits").value == 0
+    assert _cell(plans, "llama70b-h100-tp1", "reason").value == (
+        "weights need 131.50 GiB per GPU but only 70.40 GiB is usable")  # 141.2e9 B / 2^30; 80 x 0.88
+    # M3-Ultra has no hourly price: the cost stays blank, the capex is there.
+    assert _cell(demand, EVIL[0], "cost_per_month").value in (None, "")
+    assert _cell(demand, EVIL[0], "capex").value == 5500
+    assert _cell(plans, EVIL[0], "plan").value == EVIL[0]
+
+
+def test_edits_recompute_like_the_registry(registry, recalculated):
+    out, written = recalculated["after"]
+    with registry.connect() as conn:
+        trans = conn.begin()
+        try:
+            _edit_registry(conn)
+            _check_workbook(out, written, conn, default_reserve=0.10)
+        finally:
+            trans.rollback()
+    from openpyxl import load_workbook
+
+    plans = load_workbook(out, data_only=True)["Plans"]
+    pool = 94 * GIB * (1 - 0.20) - 8_050_000_000 * 2  # the new memory and reserve
+    assert _cell(plans, "llama8b-h100-128k", "max_concurrency").value == pytest.approx(pool / (16 * GIB))  # 3.76
+
+
+def _exprs():
+    from kvreg.figures.declarations import I
+    from kvreg.figures.expr import if_, isnull, least
+
+    return [
+        # A blank input blanks the arithmetic (SQL: NULL), with one test per run of operations.
+        (I("price_per_hour") * I("unit_price") * 730,
+         'IF(OR(PRICE_PER_HOUR="",UNIT_PRICE=""),"",((PRICE_PER_HOUR*UNIT_PRICE)*730))'),
+        (I("price_per_hour") * I("users"), 'IF(PRICE_PER_HOUR="","",(PRICE_PER_HOUR*USERS))'),
+        # A divisor that can be zero (users >= 0) blanks the result; tp and pp are positive by schema.
+        (I("tp") / I("users"), 'IF(USERS=0,"",TP/USERS)'),
+        (I("tp") / I("pp"), "(TP/PP)"),
+        # MIN skips a blank side, as the SQL targets do.
+        (least(I("sliding_window"), 5), 'IF(SLIDING_WINDOW="",5,MIN(SLIDING_WINDOW,5))'),
+        # The else branch of "is it blank?" knows it is not.
+        (if_(isnull(I("avg_tokens")), 0, I("avg_tokens") * 2),
+         'IF(IF(ISBLANK(AVG_TOKENS),1,IF(AVG_TOKENS="",1,0))<>0,0,(AVG_TOKENS*2))'),
+        # A comparison with a blank is 0, as SQL's CASE WHEN gives it.
+        (I("unit_price") > 0, 'IF(UNIT_PRICE="",0,IF(UNIT_PRICE>0,1,0))'),
+    ]
+
+
+def test_null_safe_formulas():
+    """Excel would give #VALUE! for "" * 2 and TRUE for "" > 0; the workbook follows SQL's NULLs."""
+    from kvreg.export.excel_layout import NullSafeExcelCompiler
+
+    for expr, formula in _exprs():
+        assert NullSafeExcelCompiler(str.upper, str.upper).compile(expr) == formula

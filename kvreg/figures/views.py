@@ -7,7 +7,6 @@ columns; every figure whose inputs the grain provides becomes a column of the vi
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 from .declarations import FIGURES, INPUTS, dependencies
@@ -167,7 +166,7 @@ def _rollup_sql(dialect: str) -> str:
     qi = (
         "(CAST(substr(quarter, 1, 4) AS INTEGER) * 4 + CAST(substr(quarter, 6, 1) AS INTEGER) - 1)"
     )
-    sums = ", ".join(f"SUM({c}) AS {c}" for c in ROLLUP_SUMS)
+    sums = ", ".join(f"{_sum(c, dialect)} AS {c}" for c in ROLLUP_SUMS)
     cur = (
         f"SELECT gpu, quarter, {qi} AS quarter_index, COUNT(*) AS plans,"
         " SUM(CASE WHEN fits = 1 THEN 0 ELSE 1 END) AS plans_not_fitting, " + sums +
@@ -181,6 +180,14 @@ def _rollup_sql(dialect: str) -> str:
         f" FROM ({cur}) cur LEFT JOIN ({cur}) prev"
         " ON prev.gpu = cur.gpu AND prev.quarter_index = cur.quarter_index - 1"
     )
+
+
+def _sum(col: str, dialect: str) -> str:
+    kind = (FIGURES[col] if col in FIGURES else INPUTS[col]).kind
+    if dialect == "postgresql" and kind == "int":
+        # PostgreSQL sums BIGINT into NUMERIC, which reaches Python as Decimal (and breaks JSON).
+        return f"CAST(SUM({col}) AS BIGINT)"
+    return f"SUM({col})"
 
 
 def _layers(grain: Grain) -> list[list[str]]:
@@ -224,9 +231,12 @@ def view_select(grain: Grain, dialect: str = "sqlite") -> str:
     """Nested SELECTs, one per layer of figures, so no expression is ever written out twice."""
     comp = _compiler(dialect)
     sql = grain.source
+    # SQLite and PostgreSQL flatten nested subqueries, pasting each layer's expressions into every reference
+    # above it; an OFFSET keeps each layer a subquery (10x faster to prepare and to run).
+    fence = " LIMIT -1 OFFSET 0" if dialect == "sqlite" else " OFFSET 0"
     for layer in _layers(grain):
         cols = ",\n  ".join(f"{comp.compile(FIGURES[n].expr)} AS {n}" for n in layer)
-        sql = f"SELECT src.*,\n  {cols}\nFROM ({sql}) src"
+        sql = f"SELECT src.*,\n  {cols}\nFROM ({sql}{fence}) src"
     out = ", ".join(f"src.{c}" for c in list(grain.passthrough) + grain.figures())
     return f"SELECT {out}\nFROM ({sql}) src"
 
@@ -242,10 +252,11 @@ VIEW_NAMES = [g.view for g in GRAINS] + ["procurement"]
 
 
 def views_hash(dialect: str = "sqlite") -> str:
-    h = hashlib.sha256()
-    for name, sql in view_definitions(dialect):
-        h.update(name.encode() + b"\0" + sql.encode() + b"\0")
-    return h.hexdigest()
+    """Which declarations the views were compiled from: a hash of the dialect and the figure
+    modules' source (cheap, so kvreg.fastpath can check it without compiling the views)."""
+    from kvreg.fastpath import figures_fingerprint
+
+    return figures_fingerprint(dialect)
 
 
 def drop_views(conn) -> None:
@@ -257,6 +268,9 @@ def drop_views(conn) -> None:
 def create_views(conn) -> None:
     dialect = conn.dialect.name
     for name, sql in view_definitions(dialect):
+        if conn.dialect.paramstyle in ("format", "pyformat"):
+            # psycopg reads % as a placeholder even without parameters; a literal % is doubled.
+            sql = sql.replace("%", "%%")
         conn.exec_driver_sql(f"CREATE VIEW {name} AS {sql}")
 
 

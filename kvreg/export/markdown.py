@@ -1,0 +1,217 @@
+"""Render the capacity report as Markdown (Jinja), escaping every string the registry supplies.
+
+The template never sees a raw registry string: every ``{{ }}`` passes through the
+environment's ``finalize`` hook, which escapes plain strings; only values this module
+produced itself (``Md``: formatted numbers, whole tables, trusted column names) pass
+unchanged. So a model named ``a|b`` or ``<script>`` stays one inert table cell.
+
+Nothing here computes a figure: numbers arrive from the views (through ``data.json``'s
+dict) and are only formatted for display (thousands separators, decimals, GiB, percent).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from kvreg.figures.declarations import FIGURES, INPUTS
+from kvreg.units import format_tokens, gib
+
+
+class Md(str):
+    """Markdown this module produced (safe to emit unescaped)."""
+
+
+# Characters with inline meaning in GitHub-flavoured Markdown; backslash first so the
+# escapes added for the others are not themselves escaped.
+_BACKSLASHED = "\\`*_[]|#~"
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+def escape(text: object) -> str:
+    """Make a registry string inert in Markdown: one line, no table breaks, no HTML, no markup.
+
+    Newlines and other whitespace runs become one space; ``\\ ` * _ [ ] | # ~`` are
+    backslash-escaped; ``& < >`` become entities.
+    """
+    out = []
+    for ch in " ".join(str(text).split()):
+        if ch in _BACKSLASHED:
+            out.append("\\" + ch)
+        else:
+            out.append(_ENTITIES.get(ch, ch))
+    return "".join(out)
+
+
+def trusted(name: str) -> Md:
+    """A string from kvreg's own code (a column name, a file name), emitted as it is."""
+    return Md(name)
+
+
+def _unit(name: str) -> tuple[str, str]:
+    """(unit, kind) of a view column, from its declaration (`previous_x` and `x_change` are x's)."""
+    name = name.removeprefix("previous_").removesuffix("_change")
+    if name in FIGURES:
+        return FIGURES[name].unit, FIGURES[name].kind
+    if name in INPUTS:
+        return INPUTS[name].unit, INPUTS[name].kind
+    return "", ""
+
+
+def _int(value: float) -> str:
+    return f"{int(round(value)):,}"
+
+
+def display(value: object, name: str = "") -> Md:
+    """One value for a Markdown cell, formatted by the unit its column name declares."""
+    if isinstance(value, Md):
+        return value
+    if value is None:
+        return Md("—")
+    if isinstance(value, str):
+        return Md(escape(value))
+    if isinstance(value, bool):
+        return Md("yes" if value else "no")
+    if not isinstance(value, (int, float)):
+        return Md(escape(value))
+    if name.endswith("_change"):
+        magnitude = display(abs(value), name.removesuffix("_change"))
+        return magnitude if value == 0 else Md(("+" if value > 0 else "-") + magnitude)
+    unit, kind = _unit(name)
+    if unit == "flag":
+        return Md("yes" if value else "no")
+    if unit == "fraction":
+        return Md(f"{value * 100:.1f}%")
+    if unit in ("GiB", "GB", "USD", "USD/h"):
+        return Md(f"{value:,.2f}")
+    if unit == "bytes/s":
+        return Md(f"{value / 1e12:,.2f} TB/s")
+    if unit == "tokens" and float(value).is_integer():
+        label = format_tokens(int(value))
+        return Md(label if label != str(int(value)) else _int(value))
+    if kind == "int" or (isinstance(value, int) and not kind) or unit in ("bytes", "params", "layers", "heads"):
+        if float(value).is_integer():
+            return Md(_int(value))
+    return Md(f"{value:,.2f}")
+
+
+def cells(values: list) -> Md:
+    """One table row from already formatted cells."""
+    return Md("| " + " | ".join(v if isinstance(v, Md) else escape(v) for v in values) + " |")
+
+
+def table(rows: list[dict], columns: list[str], headers: list[str] | None = None) -> Md:
+    """A GitHub table of `rows`, one column per name in `columns` (headers default to the names)."""
+    head = [trusted(h) for h in (headers or columns)]
+    lines = [cells(head), cells([Md("---")] * len(columns))]
+    lines += [cells([display(r.get(c), c) for c in columns]) for r in rows]
+    return Md("\n".join(lines))
+
+
+def figures_table(record: dict, columns: list[str]) -> Md:
+    """A two-column table of one record's figures: name, value."""
+    return table([{"figure": trusted(c), "value": display(record.get(c), c)} for c in columns], ["figure", "value"])
+
+
+def catalog_table(models: list[dict], kv_dtypes: list[str]) -> Md:
+    """The model catalog: one row per model, the KV figures once per KV dtype."""
+    kv_cols = ["kv_bytes_per_token", "kv_gib_per_128k_sequence"]
+    head = ["model", "weight_dtype", "weights_gb", "max_position_embeddings"]
+    lines = [cells([trusted(h) for h in head] + [trusted(f"{c} ({d})") for d in kv_dtypes for c in kv_cols])]
+    lines.append(cells([Md("---")] * (len(head) + len(kv_cols) * len(kv_dtypes))))
+    for m in models:
+        row = [display(m.get(c), c) for c in head]
+        row += [display((m["kv"].get(d) or {}).get(c), c) for d in kv_dtypes for c in kv_cols]
+        lines.append(cells(row))
+    return Md("\n".join(lines))
+
+
+def gpu_table(gpus: list[dict]) -> Md:
+    """The GPU types with their memory (shown in GiB), bandwidth and prices."""
+    rows = [{**g, "memory_gib": gib(g["memory_bytes"])} for g in gpus]
+    return table(rows, ["gpu", "vendor", "memory_gib", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"])
+
+
+def gpus_by_quarter(rows: list[dict]) -> Md:
+    """`gpus_needed` per quarter (rows) and GPU type (columns): the numbers behind the chart."""
+    quarters = sorted({r["quarter"] for r in rows})
+    gpus = sorted({r["gpu"] for r in rows})
+    needed = {(r["quarter"], r["gpu"]): r["gpus_needed"] for r in rows}
+    lines = [cells([trusted("quarter")] + [display(g) for g in gpus]), cells([Md("---")] * (len(gpus) + 1))]
+    lines += [cells([display(q)] + [display(needed.get((q, g)), "gpus_needed") for g in gpus]) for q in quarters]
+    return Md("\n".join(lines))
+
+
+def sweep_by_gpu(rows: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The sweep's rows grouped by GPU, in GPU name order."""
+    out: dict[str, list[dict]] = {}
+    for r in sorted(rows, key=lambda r: (r["gpu"], r["model"], r["context_tokens"])):
+        out.setdefault(r["gpu"], []).append(r)
+    return list(out.items())
+
+
+def _sweep_cell(r: dict | None) -> Md:
+    if r is None:
+        return Md("—")
+    cell = f"{display(r['max_concurrency'], 'max_concurrency')} TP{r['tp']}"
+    return Md(cell if r["fits"] else cell + " no fit")
+
+
+def sweep_table(rows: list[dict], contexts: list[int]) -> Md:
+    """One GPU's sweep: a row per model, a column per context, max concurrency at the TP chosen."""
+    by = {(r["model"], r["context_tokens"]): r for r in rows}
+    models = sorted({r["model"] for r in rows})
+    lines = [cells([trusted("model")] + [trusted(format_tokens(c)) for c in contexts]),
+             cells([Md("---")] * (len(contexts) + 1))]
+    lines += [cells([display(m)] + [_sweep_cell(by.get((m, c))) for c in contexts]) for m in models]
+    return Md("\n".join(lines))
+
+
+def changes(diff: dict) -> Md:
+    """`added: a, b; removed: c; changed: d (field, field)` with every name escaped."""
+    parts = []
+    if diff["added"]:
+        parts.append("added " + ", ".join(escape(n) for n in diff["added"]))
+    if diff["removed"]:
+        parts.append("removed " + ", ".join(escape(n) for n in diff["removed"]))
+    if diff["changed"]:
+        items = [f"{escape(c['name'])} ({', '.join(escape(f) for f in c['fields'])})" for c in diff["changed"]]
+        parts.append("changed " + ", ".join(items))
+    return Md("; ".join(parts))
+
+
+def _finalize(value: object) -> object:
+    if isinstance(value, Md):
+        return value
+    return display(value)
+
+
+@functools.lru_cache(maxsize=1)
+def environment():
+    """The Jinja environment: templates from the kvreg.templates package, Markdown escaping."""
+    import jinja2
+
+    import kvreg.templates
+
+    folder = Path(kvreg.templates.__file__).resolve().parent
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(folder)),
+        autoescape=False,  # HTML autoescaping is wrong for Markdown; _finalize escapes instead
+        finalize=_finalize,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.globals.update(
+        table=table, display=display, cells=cells, trusted=trusted, figures_table=figures_table,
+        catalog_table=catalog_table, gpu_table=gpu_table, gpus_by_quarter=gpus_by_quarter, sweep_by_gpu=sweep_by_gpu,
+        sweep_table=sweep_table, changes=changes,
+    )
+    env.filters.update(tokens=lambda n: Md(format_tokens(int(n))), trusted=trusted)
+    return env
+
+
+def render(context: dict, template: str = "capacity.md.j2") -> str:
+    """Render the report template with `context` (the report data plus chart paths)."""
+    return environment().get_template(template).render(**context)

@@ -1,0 +1,438 @@
+"""The quarterly capacity report (`kvreg report`): read the views, write one folder per quarter.
+
+    reports/2026-Q4/
+      capacity.md      the report (templates/capacity.md.j2)
+      charts/*.png     the charts capacity.md embeds
+      capacity.xlsx    the live workbook (kvreg.export.xlsx)
+      data.json        every figure the report printed, plus the registry inputs the next
+                       quarter's report compares against
+
+Every figure comes from a view: procurement, plan_capacity, plan_quarter, model_kv, and the
+context sweep from the capacity view through `kvreg.capacity.ask`. The folder is written into
+a temporary folder beside the target and swapped into place, so a failed or interrupted run
+leaves the previous report as it was.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import secrets
+import shutil
+import tempfile
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+from sqlalchemy import text
+
+from kvreg.errors import KvregError
+from kvreg.units import current_quarter, parse_quarter, previous_quarter, quarter_folder
+
+FORMATS = ("md", "xlsx")
+DATA_FORMAT = "kvreg-report/1"
+SWEEP_CONTEXTS = (8192, 32768, 131072, 1_000_000)  # 8K, 32K, 128K (binary) and 1m (decimal)
+SWEEP_KV_DTYPE = "bf16"
+CATALOG_KV_DTYPES = ("bf16", "fp8")
+REGISTRY_TABLES = ("dtype", "model", "gpu", "plan", "demand")
+
+PROCUREMENT_COLUMNS = ["gpu", "plans", "plans_not_fitting", "users", "gpus_needed", "previous_gpus_needed",
+                       "gpus_change", "nodes_needed", "cost_per_month", "capex"]
+PLAN_COLUMNS = ["model", "gpu", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens",
+                "kv_dtype", "weight_dtype", "reserve", "kv_cache_memory_bytes", "block_size",
+                "kv_bytes_per_token_per_gpu", "kv_gib_per_sequence_per_gpu", "weights_gib_per_gpu",
+                "usable_gib_per_gpu", "kv_pool_gib_per_gpu", "kv_pool_tokens", "max_concurrency", "whole_sequences",
+                "workload_concurrency", "replicas_per_node", "node_concurrency", "decode_tokens_per_s_per_sequence",
+                "context_within_claim", "fits", "reason"]
+DEMAND_COLUMNS = ["quarter", "users", "replicas_needed", "gpus_needed", "nodes_needed", "capacity_users",
+                  "headroom_users", "headroom_fraction", "cost_per_month", "capex", "cost_per_user_per_month"]
+MODEL_KV_COLUMNS = ["kv_bytes_per_token", "kv_gib_per_128k_sequence"]
+SWEEP_COLUMNS = ["gpu", "model", "context_tokens", "kv_dtype", "tp", "max_concurrency", "whole_sequences", "fits",
+                 "reason", "kv_gib_per_sequence_per_gpu", "weights_gib_per_gpu", "kv_pool_gib_per_gpu"]
+# Registry columns that record when, not what: left out of change detection.
+_NOT_CONTENT = ("id", "imported_at")
+
+
+@dataclass
+class Report:
+    """A written report: its folder and the files in it (relative paths, sorted)."""
+
+    folder: Path
+    files: list[str]
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def parse_formats(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """`md,xlsx` -> ("md", "xlsx"); anything else is a one-line error."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    chosen = []
+    for item in items:
+        name = item.strip().lower()
+        if not name:
+            continue
+        if name not in FORMATS:
+            raise KvregError(f"report format {item.strip()!r} is not supported: choose md, xlsx or md,xlsx")
+        if name not in chosen:
+            chosen.append(name)
+    if not chosen:
+        raise KvregError("no report format given: choose md, xlsx or md,xlsx")
+    return tuple(f for f in FORMATS if f in chosen)
+
+
+# --------------------------------------------------------------------------- reading the registry
+
+
+def _plain(value):
+    """A JSON-ready value: Decimal (PostgreSQL sums) to int/float, NaN and infinity to None."""
+    if isinstance(value, Decimal):
+        value = int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _rows(conn, sql: str, **params) -> list[dict]:
+    return [{k: _plain(v) for k, v in r.items()} for r in conn.execute(text(sql), params).mappings()]
+
+
+def _pick(row: dict, columns: list[str]) -> dict:
+    return {c: row.get(c) for c in columns}
+
+
+def registry_rows(conn) -> dict[str, list[dict]]:
+    """Every user-entered row of the registry, foreign keys as names, ids dropped, in a canonical order."""
+    sql = {
+        "dtype": "SELECT * FROM dtype",
+        "model": "SELECT * FROM model",
+        "gpu": "SELECT * FROM gpu",
+        "plan": "SELECT p.*, m.name AS model, g.name AS gpu FROM plan p"
+                " JOIN model m ON m.id = p.model_id JOIN gpu g ON g.id = p.gpu_id",
+        "demand": "SELECT d.*, p.name AS plan FROM demand d JOIN plan p ON p.id = d.plan_id",
+    }
+    out = {}
+    for table in REGISTRY_TABLES:
+        rows = [{k: v for k, v in r.items() if k != "id" and not k.endswith("_id")} for r in _rows(conn, sql[table])]
+        out[table] = sorted(rows, key=_canonical)
+    return out
+
+
+def _canonical(obj) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def registry_sha256(conn) -> str:
+    """sha256 of the registry's content: the rows of dtype, model, gpu, plan and demand as canonical JSON."""
+    return hashlib.sha256(_canonical(registry_rows(conn)).encode("utf-8")).hexdigest()
+
+
+def provenance(conn, *, generated_at: str, registry_url: str) -> dict:
+    """Where the figures came from: kvreg version, schema revision, time, registry hash and (masked) URL."""
+    from kvreg import __version__
+    from kvreg.db.engine import current_revision, mask_url
+
+    return {
+        "kvreg_version": __version__,
+        "schema_revision": current_revision(conn),
+        "generated_at": generated_at,
+        "registry_sha256": registry_sha256(conn),
+        "registry_url": mask_url(registry_url),
+    }
+
+
+def _plans(conn, quarter: str) -> list[dict]:
+    demand: dict[int, list[dict]] = {}
+    for r in _rows(conn, "SELECT * FROM plan_quarter"):
+        demand.setdefault(r["plan_id"], []).append(_pick(r, DEMAND_COLUMNS))
+    plans = []
+    for p in sorted(_rows(conn, "SELECT * FROM plan_capacity"), key=lambda r: r["plan"]):
+        quarters = sorted(demand.get(p["plan_id"], []), key=lambda d: d["quarter"])
+        this = next((d for d in quarters if d["quarter"] == quarter), None)
+        plans.append({"plan": p["plan"], **_pick(p, PLAN_COLUMNS), "demand": this, "quarters": quarters})
+    return plans
+
+
+def _models(conn) -> list[dict]:
+    kv: dict[str, dict] = {}
+    weights_gb: dict[str, float] = {}
+    for r in _rows(conn, "SELECT * FROM model_kv"):
+        weights_gb[r["model"]] = r["weights_gb"]
+        if r["kv_dtype"] in CATALOG_KV_DTYPES:
+            kv.setdefault(r["model"], {})[r["kv_dtype"]] = _pick(r, MODEL_KV_COLUMNS)
+    out = []
+    for m in sorted(_rows(conn, "SELECT * FROM model"), key=lambda r: r["name"]):
+        name = m["name"]
+        out.append({
+            "model": name,
+            "weight_dtype": m["weight_dtype"],
+            "weights_gb": weights_gb.get(name),
+            "max_position_embeddings": m["max_position_embeddings"],
+            "kv": {d: kv.get(name, {}).get(d) for d in CATALOG_KV_DTYPES},
+            "inputs": {k: v for k, v in m.items() if k not in _NOT_CONTENT and k != "name"},
+        })
+    return out
+
+
+def _gpus(conn) -> list[dict]:
+    out = []
+    for g in sorted(_rows(conn, "SELECT * FROM gpu"), key=lambda r: r["name"]):
+        rest = {k: v for k, v in g.items() if k not in _NOT_CONTENT and k != "name"}
+        out.append({"gpu": g["name"], **rest})
+    return out
+
+
+def _sweep(conn, models: list[dict], gpus: list[dict]) -> tuple[list[dict], dict]:
+    """Max concurrency per model, GPU and context at the minimum TP: one question to the capacity view."""
+    from kvreg.capacity import Question, ask
+
+    q = Question(models=[], gpus=[g["gpu"] for g in gpus], contexts=list(SWEEP_CONTEXTS),
+                 kv_dtypes=[SWEEP_KV_DTYPE], tp="auto")
+    settings = {"contexts": list(q.contexts), "kv_dtype": SWEEP_KV_DTYPE, "weight_dtype": "native", "tp": q.tp,
+                "pp": q.pp, "gpus_per_node": q.gpus_per_node, "reserve": q.reserve, "block_size": q.block_size}
+    if not models or not gpus:
+        return [], settings
+    rows = [_pick({k: _plain(v) for k, v in r.items()}, SWEEP_COLUMNS) for r in ask(conn, q)]
+    rows.sort(key=lambda r: (r["gpu"], r["model"], r["context_tokens"]))
+    return rows, settings
+
+
+def gather(conn, quarter: str, *, generated_at: str, registry_url: str) -> dict:
+    """Everything the report prints, read from the views (the content of data.json)."""
+    from kvreg.figures.declarations import HOURS_PER_MONTH
+
+    # One read of the rollup (preparing its SQL is the costly part), split by quarter here.
+    rollup = sorted(_rows(conn, "SELECT * FROM procurement"), key=lambda r: (r["quarter"], r["gpu"]))
+    procurement = [r for r in rollup if r["quarter"] == quarter]
+    by_quarter = [_pick(r, ["gpu", "quarter", "gpus_needed"]) for r in rollup]
+    models = _models(conn)
+    gpus = _gpus(conn)
+    sweep, sweep_settings = _sweep(conn, models, gpus)
+    return {
+        "format": DATA_FORMAT,
+        "quarter": quarter,
+        "previous_quarter": previous_quarter(quarter),
+        "provenance": provenance(conn, generated_at=generated_at, registry_url=registry_url),
+        "settings": {"rule": "theoretical", "catalog_kv_dtypes": list(CATALOG_KV_DTYPES),
+                     "hours_per_month": HOURS_PER_MONTH, "sweep": sweep_settings},
+        "procurement": [_pick(r, PROCUREMENT_COLUMNS) for r in procurement],
+        "procurement_by_quarter": by_quarter,
+        "plans": _plans(conn, quarter),
+        "models": models,
+        "gpus": gpus,
+        "sweep": sweep,
+    }
+
+
+# --------------------------------------------------------------------------- quarter over quarter
+
+
+def load_previous(out: Path, quarter: str, compare: str | None) -> tuple[dict | None, dict]:
+    """The earlier report's data.json to compare against, and a note saying which (or why none).
+
+    `compare` names a quarter explicitly (its report must exist); otherwise the previous
+    quarter's report is used when it is there.
+    """
+    q = compare or previous_quarter(quarter)
+    against = f"{quarter_folder(q)}/data.json"
+    path = out / against
+    note = {"found": False, "against": against, "previous_quarter": q}
+    if not path.is_file():
+        if compare:
+            raise KvregError(f"--compare {q}: there is no report at {path}: write it first with "
+                             f"`kvreg report --quarter {q}`, or leave out --compare")
+        return None, {**note, "note": f"No earlier report to compare with: {against} is not in the output folder"}
+    try:
+        prev = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(prev, dict) or prev.get("format") != DATA_FORMAT:
+            raise ValueError(f"it is not a {DATA_FORMAT} file")
+    except (OSError, ValueError) as exc:
+        reason = " ".join(str(exc).split())
+        if compare:
+            raise KvregError(f"--compare {q}: {path} cannot be read ({reason}): write that quarter's report again")
+        return None, {**note, "note": f"Nothing is compared: {against} cannot be read ({reason})"}
+    return prev, note
+
+
+def _flat(record: dict, skip: tuple[str, ...] = ()) -> dict:
+    """A record's fields as one level: inputs under their own names, KV figures as `name (dtype)`."""
+    out = {}
+    for k, v in record.items():
+        if k in skip:
+            continue
+        if k == "inputs":
+            out.update({ik: iv for ik, iv in v.items() if ik not in out})
+        elif k == "kv":
+            for dtype, figs in v.items():
+                for fk, fv in (figs or {}).items():
+                    out[f"{fk} ({dtype})"] = fv
+        else:
+            out[k] = v
+    return out
+
+
+def _diff(before: list[dict], after: list[dict], key: str, skip: tuple[str, ...] = ()) -> dict:
+    old = {r[key]: _flat(r, skip) for r in before}
+    new = {r[key]: _flat(r, skip) for r in after}
+    changed = []
+    for name in sorted(old.keys() & new.keys()):
+        fields = sorted(f for f in old[name].keys() | new[name].keys() if old[name].get(f) != new[name].get(f))
+        if fields:
+            changed.append({"name": name, "fields": fields})
+    return {"added": sorted(new.keys() - old.keys()), "removed": sorted(old.keys() - new.keys()), "changed": changed}
+
+
+def _change(before, after):
+    return None if before is None or after is None else after - before
+
+
+def _procurement_change(before: list[dict], after: list[dict]) -> list[dict]:
+    # A GPU type missing from a report had no demand that quarter: nothing to buy.
+    old, new = {r["gpu"]: r for r in before}, {r["gpu"]: r for r in after}
+    zero = {"gpus_needed": 0, "cost_per_month": 0}
+    out = []
+    for gpu in sorted(old.keys() | new.keys()):
+        o, n = old.get(gpu, zero), new.get(gpu, zero)
+        out.append({
+            "gpu": gpu,
+            "previous_gpus_needed": o["gpus_needed"], "gpus_needed": n["gpus_needed"],
+            "gpus_change": _change(o["gpus_needed"], n["gpus_needed"]),
+            "previous_cost_per_month": o["cost_per_month"], "cost_per_month": n["cost_per_month"],
+            "cost_per_month_change": _change(o["cost_per_month"], n["cost_per_month"]),
+        })
+    return out
+
+
+def _capacity_change(before: list[dict], after: list[dict]) -> list[dict]:
+    old = {p["plan"]: p for p in before}
+    out = []
+    for p in after:
+        o = old.get(p["plan"])
+        if o is None:
+            continue
+        od, nd = o.get("demand") or {}, p.get("demand") or {}
+        row = {"plan": p["plan"]}
+        for name, a, b in (("max_concurrency", o.get("max_concurrency"), p.get("max_concurrency")),
+                           ("capacity_users", od.get("capacity_users"), nd.get("capacity_users")),
+                           ("gpus_needed", od.get("gpus_needed"), nd.get("gpus_needed"))):
+            row.update({f"previous_{name}": a, name: b, f"{name}_change": _change(a, b)})
+        out.append(row)
+    return out
+
+
+def compare_reports(previous: dict, current: dict, note: dict) -> dict:
+    """What changed since the earlier report: models, GPUs and plans added, removed or changed,
+    and the change in plan capacity and in GPUs to buy."""
+    return {
+        **note,
+        "found": True,
+        "note": None,
+        "previous_quarter": previous.get("quarter"),
+        "previous_registry_sha256": (previous.get("provenance") or {}).get("registry_sha256"),
+        "models": _diff(previous.get("models", []), current["models"], "model"),
+        "gpus": _diff(previous.get("gpus", []), current["gpus"], "gpu"),
+        "plans": _diff(previous.get("plans", []), current["plans"], "plan", skip=("demand", "quarters")),
+        "procurement": _procurement_change(previous.get("procurement", []), current["procurement"]),
+        "capacity": _capacity_change(previous.get("plans", []), current["plans"]),
+    }
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _temp_folder(out: Path, target: Path) -> Path:
+    """A fresh folder beside the target (same filesystem, so the final rename is atomic)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if target.exists() and not target.is_dir():
+            raise KvregError(f"cannot write the report: {target} exists and is not a folder; move it away")
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=out))
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; a report folder is not
+    except OSError as exc:
+        raise KvregError(f"cannot write reports under {out}: {exc.strerror or exc}; "
+                         "choose a writable folder with --out") from None
+    return tmp
+
+
+def _swap_into_place(tmp: Path, target: Path) -> None:
+    """Rename the old report away, the new one in, then delete the old; undo on failure."""
+    old = None
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{secrets.token_hex(4)}")
+        os.rename(target, old)
+    try:
+        os.rename(tmp, target)
+    except BaseException:
+        if old is not None:
+            os.rename(old, target)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _utc(now: dt.datetime | None) -> str:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=dt.timezone.utc)
+    return now.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _write_files(conn, folder: Path, data: dict, formats: tuple[str, ...]) -> None:
+    if "md" in formats:
+        from kvreg.export.charts import write_charts
+        from kvreg.export.markdown import render
+
+        charts = write_charts(data, folder)
+        md = render({"data": data, "charts": charts})
+        (folder / "capacity.md").write_text(md, encoding="utf-8", newline="\n")
+    if "xlsx" in formats:
+        from kvreg.export.xlsx import write_workbook
+
+        # The report's own time, so the workbook is as repeatable as the other files.
+        write_workbook(conn, folder / "capacity.xlsx", data["quarter"], generated_at=data["provenance"]["generated_at"])
+    body = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
+    (folder / "data.json").write_text(body + "\n", encoding="utf-8", newline="\n")
+
+
+def write_report(engine, quarter: str | None = None, out: str | Path = "reports",
+                 formats: str | tuple[str, ...] = FORMATS, compare: str | None = None, *,
+                 registry_url: str | None = None, now: dt.datetime | None = None) -> Report:
+    """Write the report for `quarter` (default: the current one) to `out`/YYYY-Qn/ and return it.
+
+    `formats`: md (Markdown and charts) and/or xlsx (the workbook); data.json is always written.
+    `compare`: the quarter whose report to compare against (default: the previous quarter's, if any).
+    `registry_url` is shown masked in the provenance (default: the engine's URL).
+    """
+    quarter = parse_quarter(quarter) if quarter else current_quarter()
+    formats = parse_formats(formats)
+    compare = parse_quarter(compare) if compare else None
+    out = Path(out)
+    target = out / quarter_folder(quarter)
+    previous, note = load_previous(out, quarter, compare)
+    url = registry_url or engine.url.render_as_string(hide_password=False)
+    tmp = _temp_folder(out, target)
+    try:
+        with engine.connect() as conn:
+            data = gather(conn, quarter, generated_at=_utc(now), registry_url=url)
+            data["comparison"] = compare_reports(previous, data, note) if previous else note
+            _write_files(conn, tmp, data, formats)
+            conn.rollback()  # nothing is written to the registry (the sweep's scratch rows included)
+        _swap_into_place(tmp, target)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise KvregError(f"cannot write the report to {target}: {exc.strerror or exc}; "
+                         "the previous report was left as it was") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    files = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
+    return Report(target, files)

@@ -1,0 +1,525 @@
+"""`kvreg report`, the Markdown half: figures from the views, escaping, atomic writes, quarter over quarter.
+
+Most tests use a small registry (two models, two GPUs, no catalog plans) with plans and demand
+inserted here by SQL, so they do not depend on the example plans in kvreg/catalog/plans.toml.
+
+The snapshot test renders the *seeded* registry's report for 2026Q4 and compares it with
+tests/snapshots/capacity.md, ignoring the generated_at and registry_url lines. When the catalog
+(models, GPUs, example plans) or the template changes, the snapshot changes too: regenerate it,
+then review the diff like any other change to the report:
+
+    KVREG_UPDATE_SNAPSHOTS=1 python -m pytest tests/test_report_md.py -k snapshot
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from conftest import Kvreg
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "capacity.md"
+GIB = 2**30
+NOW = dt.datetime(2026, 11, 29, 12, 0, 0, tzinfo=dt.timezone.utc)
+HOSTILE = [
+    '=HYPERLINK("http://x","y")',
+    "+1",
+    "-1+2",
+    "@SUM(A1)",
+    "a|b||c",
+    "tick`code`tick",
+    "<script>alert(1)</script>",
+    "line one\n# injected heading\n| x | y |",
+    "*bold* _em_ [link](http://e.example) ~~gone~~ R&D $x^$",
+    "_hidden",
+    "back\\|slash",
+]
+
+# Llama-3.1-8B (SPEC golden figures): 32 layers x 8 KV heads x (128 + 128) x 2 bytes = 131,072 B per token.
+LLAMA8_KV_BYTES_PER_TOKEN = 32 * 8 * (128 + 128) * 2
+LLAMA8_WEIGHTS = 8_050_000_000 * 2  # params_total x 2 bytes (bf16)
+H100 = 80 * GIB
+H200 = 141 * GIB
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def small_registry(tmp_path_factory) -> Path:
+    """A seeded SQLite registry cut down to Llama-3.1-8B and Qwen2.5-7B on H100-SXM and H200."""
+    from kvreg.db.engine import open_registry
+
+    path = tmp_path_factory.mktemp("small") / "registry.db"
+    eng = open_registry(f"sqlite:///{path}")
+    with eng.begin() as conn:
+        conn.execute(text("DELETE FROM demand"))
+        conn.execute(text("DELETE FROM plan"))
+        conn.execute(text("DELETE FROM model WHERE name NOT IN ('Llama-3.1-8B', 'Qwen2.5-7B')"))
+        conn.execute(text("DELETE FROM gpu WHERE name NOT IN ('H100-SXM', 'H200')"))
+    eng.dispose()  # the last connection folds the write-ahead log into the file
+    return path
+
+
+@pytest.fixture
+def small_url(small_registry, tmp_path) -> str:
+    path = tmp_path / "registry.db"
+    shutil.copy(small_registry, path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def small(small_url):
+    from kvreg.db.engine import open_registry
+
+    eng = open_registry(small_url)
+    yield eng
+    eng.dispose()
+
+
+def add_plan(conn, name: str, model: str = "Llama-3.1-8B", gpu: str = "H100-SXM", **settings) -> None:
+    """A plan row by SQL (no validation, as a hostile or careless client could write it)."""
+    row = dict(name=name, model=model, gpu=gpu, gpus_per_node=8, tp=1, pp=1, dp_attention=1, kv_dtype="bf16",
+               weight_dtype="bf16", context_tokens=131072, avg_tokens=None, reserve=0.12,
+               kv_cache_memory_bytes=None, block_size=16, notes="")
+    row.update(settings)
+    conn.execute(text(
+        "INSERT INTO plan (name, model_id, gpu_id, gpus_per_node, tp, pp, dp_attention, kv_dtype, weight_dtype,"
+        " context_tokens, avg_tokens, reserve, kv_cache_memory_bytes, block_size, notes)"
+        " VALUES (:name, (SELECT id FROM model WHERE name = :model), (SELECT id FROM gpu WHERE name = :gpu),"
+        " :gpus_per_node, :tp, :pp, :dp_attention, :kv_dtype, :weight_dtype, :context_tokens, :avg_tokens,"
+        " :reserve, :kv_cache_memory_bytes, :block_size, :notes)"), row)
+
+
+def add_demand(conn, plan: str, quarter: str, users: int) -> None:
+    conn.execute(text("INSERT INTO demand (plan_id, quarter, users) VALUES ((SELECT id FROM plan WHERE name = :p),"
+                      " :q, :u)"), {"p": plan, "q": quarter, "u": users})
+
+
+def copy_model(conn, source: str, name: str) -> None:
+    """A model row copied from another under a new name (SQL: skips the registry's name checks)."""
+    from kvreg.db.tables import MODEL_FIELDS
+
+    cols = [c for c in MODEL_FIELDS if c != "name"]
+    conn.execute(text(f"INSERT INTO model (name, {', '.join(cols)}) SELECT :name, {', '.join(cols)}"
+                      " FROM model WHERE name = :source"), {"name": name, "source": source})
+
+
+def report(engine, out, quarter="2026Q4", **kw):
+    from kvreg.report import write_report
+
+    kw.setdefault("formats", ("md",))
+    kw.setdefault("now", NOW)
+    return write_report(engine, quarter, out, **kw)
+
+
+def read(folder: Path) -> tuple[str, dict]:
+    return (folder / "capacity.md").read_text(encoding="utf-8"), json.loads((folder / "data.json").read_text())
+
+
+def table_rows(md: str, first_header: str) -> list[list[str]]:
+    """The cells of the Markdown table whose header starts with `first_header` (split on unescaped |)."""
+    lines = md.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append(split_row(line))
+    return rows
+
+
+def split_row(line: str) -> list[str]:
+    cells, cell, i = [], "", 0
+    while i < len(line):
+        if line[i] == "\\" and i + 1 < len(line):
+            cell += line[i:i + 2]
+            i += 2
+            continue
+        if line[i] == "|":
+            cells.append(cell.strip())
+            cell = ""
+        else:
+            cell += line[i]
+        i += 1
+    return cells[1:]  # text before the first pipe is empty
+
+
+def unescape(cell: str) -> str:
+    """Markdown's reading of an escaped cell: backslash escapes and the three entities."""
+    out = re.sub(r"\\(.)", r"\1", cell)
+    return out.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+# --------------------------------------------------------------------------- escaping
+
+
+@pytest.mark.parametrize("raw, escaped", [
+    ("a|b", "a\\|b"),
+    ("<script>alert(1)</script>", "&lt;script&gt;alert(1)&lt;/script&gt;"),
+    ("line one\n# two\r\n| three", "line one \\# two \\| three"),
+    ("tick`code`", "tick\\`code\\`"),
+    ("*b* _e_ [l](u) ~~s~~", "\\*b\\* \\_e\\_ \\[l\\](u) \\~\\~s\\~\\~"),
+    ("R&D", "R&amp;D"),
+    ("back\\|slash", "back\\\\\\|slash"),  # the backslash itself is escaped, so the pipe stays escaped
+    ('=HYPERLINK("http://x","y")', '=HYPERLINK("http://x","y")'),  # inert in Markdown as it is
+    ("-1+2", "-1+2"),
+])
+def test_escape(raw, escaped):
+    from kvreg.export.markdown import escape
+
+    assert escape(raw) == escaped
+    assert unescape(escaped) == " ".join(raw.split())
+
+
+def test_hostile_names_stay_inert_text(small, tmp_path):
+    with small.begin() as conn:
+        for i, name in enumerate(HOSTILE):
+            copy_model(conn, "Qwen2.5-7B", name)
+            add_plan(conn, name, model=name, gpu="H100-SXM" if i % 2 else "H200")
+            add_demand(conn, name, "2026Q4", 10)
+    r = report(small, tmp_path / "reports")
+    md, data = read(r.folder)
+
+    assert "<" not in md and ">" not in md  # no raw HTML at all, from names or anywhere else
+    assert not any(line.startswith(("# injected", "| x | y |")) for line in md.splitlines())
+    # Every table keeps its column count, whatever the names hold.
+    blocks = re.findall(r"(?:^\|.*\n)+", md, flags=re.M)
+    assert len(blocks) > 5
+    for block in blocks:
+        widths = {len(split_row(line)) for line in block.splitlines()}
+        assert len(widths) == 1, block
+    # Each name reads back exactly (newlines as spaces) in the catalog and as its plan's heading.
+    catalog = {unescape(row[0]) for row in table_rows(md, "model")[2:]}
+    headings = {unescape(line[4:]) for line in md.splitlines() if line.startswith("### ")}
+    for name in HOSTILE:
+        assert " ".join(name.split()) in catalog
+        assert " ".join(name.split()) in headings
+    assert {p["plan"] for p in data["plans"]} == set(HOSTILE)  # data.json keeps the raw names
+    assert (r.folder / "charts" / "concurrency.png").stat().st_size > 0  # $ and _ names do not break the chart
+
+
+# --------------------------------------------------------------------------- figures
+
+
+@pytest.fixture
+def chat_plan(small):
+    """One plan: Llama-3.1-8B on H100-SXM, TP1, 128K, bf16; 40 users in 2026Q3 and 100 in 2026Q4."""
+    with small.begin() as conn:
+        add_plan(conn, "chat")
+        add_demand(conn, "chat", "2026Q3", 40)
+        add_demand(conn, "chat", "2026Q4", 100)
+    return small
+
+
+def test_procurement_summary_and_plan_figures(chat_plan, tmp_path):
+    r = report(chat_plan, tmp_path / "reports")
+    md, data = read(r.folder)
+    assert r.folder == tmp_path / "reports" / "2026-Q4"
+    assert r.files == ["capacity.md", "charts/concurrency.png", "charts/gpus-needed.png", "data.json"]
+
+    pool = H100 * (1 - 0.12) - LLAMA8_WEIGHTS  # 75,591,424,409.6 - 16,100,000,000 bytes
+    sequence = LLAMA8_KV_BYTES_PER_TOKEN * 131072  # 16 GiB
+    concurrency = pool / sequence  # 3.4629 (SPEC: 3.5)
+    plan = data["plans"][0]
+    assert plan["max_concurrency"] == pytest.approx(concurrency)
+    assert plan["demand"]["replicas_needed"] == math.ceil(100 / concurrency) == 29
+    assert plan["demand"]["gpus_needed"] == 29
+    assert plan["demand"]["nodes_needed"] == math.ceil(29 / 8) == 4
+    assert plan["demand"]["cost_per_month"] == pytest.approx(29 * 2.5 * 730)  # 52,925 USD
+    assert plan["demand"]["capex"] == pytest.approx(29 * 30_000)
+    assert math.ceil(40 / concurrency) == 12  # 2026Q3
+
+    # The summary row, as printed: 29 GPUs, 12 the quarter before (+17), 4 nodes.
+    rows = table_rows(md, "gpu")
+    assert rows[0] == ["gpu", "plans", "plans_not_fitting", "users", "gpus_needed", "previous_gpus_needed",
+                       "gpus_change", "nodes_needed", "cost_per_month", "capex"]
+    assert rows[2] == ["H100-SXM", "1", "0", "100", "29", "12", "+17", "4", "52,925.00", "870,000.00"]
+    assert data["procurement"][0]["gpus_change"] == 17
+    assert "| max_concurrency | 3.46 |" in md
+    assert "**Fits:** one replica holds 3.46 context-length sequences (3 whole)." in md
+    headroom = 29 * concurrency - 100  # 0.42 users
+    assert plan["demand"]["headroom_users"] == pytest.approx(headroom)
+    assert f"Headroom: {headroom:.2f} users" in md
+
+
+def test_a_plan_that_does_not_fit_says_why(small, tmp_path):
+    with small.begin() as conn:
+        add_plan(conn, "too-long", context_tokens=1_000_000)  # 122 GiB of KV per sequence on an 80 GiB card
+        add_demand(conn, "too-long", "2026Q4", 5)
+    md, data = read(report(small, tmp_path / "r").folder)
+    plan = data["plans"][0]
+    assert plan["fits"] == 0 and plan["demand"]["gpus_needed"] is None
+    # 1,000,000 tokens x 131,072 B = 122.07 GiB per sequence; pool (80 x 0.88 - 14.99) GiB = 55.41 GiB.
+    assert plan["reason"] == "one 1000000-token sequence needs 122.07 GiB per GPU but the KV pool holds 55.41 GiB"
+    assert "**Does not fit:** one 1000000-token sequence needs 122.07 GiB per GPU" in md
+    assert "**Not counted:** 1 plan(s) with demand in 2026Q4 do not fit" in md
+
+
+def test_model_catalog_from_model_kv(small, tmp_path):
+    md, data = read(report(small, tmp_path / "r").folder)
+    llama = next(m for m in data["models"] if m["model"] == "Llama-3.1-8B")
+    assert llama["kv"]["bf16"]["kv_bytes_per_token"] == 131_072
+    assert llama["kv"]["fp8"]["kv_bytes_per_token"] == 131_072 // 2  # one byte per element
+    assert llama["kv"]["bf16"]["kv_gib_per_128k_sequence"] == 131_072 * 131_072 / GIB == 16.0
+    rows = {r[0]: r for r in table_rows(md, "model")[2:]}
+    # Qwen2.5-7B: 28 layers x 4 KV heads x 256 x 2 B = 57,344 B per token, 7.00 GiB per 128K (SPEC: 56 KiB / 7.00).
+    assert rows["Qwen2.5-7B"] == ["Qwen2.5-7B", "bf16", "15.20", "128K", "57,344", "7.00", "28,672", "3.50"]
+    assert rows["Llama-3.1-8B"][4:] == ["131,072", "16.00", "65,536", "8.00"]
+
+
+def test_context_sweep_is_one_question_to_the_capacity_view(small, tmp_path, monkeypatch):
+    import kvreg.capacity
+
+    calls = []
+    real = kvreg.capacity.ask
+    monkeypatch.setattr(kvreg.capacity, "ask", lambda conn, q: calls.append(q) or real(conn, q))
+    md, data = read(report(small, tmp_path / "r").folder)
+    assert len(calls) == 1 and calls[0].tp == "auto"
+    assert len(data["sweep"]) == 2 * 2 * 4  # models x GPUs x contexts (8K, 32K, 128K, 1m)
+
+    # H200, 128K: (141 GiB x 0.88 - 16.1e9 B) / 16 GiB = 6.82 sequences at TP1 (SPEC: 6.8).
+    h200 = (H200 * 0.88 - LLAMA8_WEIGHTS) / (LLAMA8_KV_BYTES_PER_TOKEN * 131072)
+    # H100, 1m: TP1 would need 131,072 B x 1e6 = 131 GB per sequence; TP2 halves the heads (4 per GPU)
+    # and the weights: (80 GiB x 0.88 - 8.05e9 B) / (65,536 B x 1e6) = 1.03 at TP2.
+    h100_1m = (H100 * 0.88 - LLAMA8_WEIGHTS / 2) / (LLAMA8_KV_BYTES_PER_TOKEN / 2 * 1_000_000)
+    sections = {s.split("\n", 1)[0]: s for s in md.split("\n### ")}
+    h100_llama = table_rows(sections["H100-SXM"], "model")[2:][0]
+    h200_llama = table_rows(sections["H200"], "model")[2:][0]
+    assert table_rows(sections["H200"], "model")[0] == ["model", "8K", "32K", "128K", "1m"]
+    assert h200_llama[0] == "Llama-3.1-8B" and h200_llama[3] == f"{h200:.2f} TP1" == "6.82 TP1"
+    assert h100_llama[4] == f"{h100_1m:.2f} TP2" == "1.03 TP2"
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def test_provenance_hash_revision_and_masked_url(chat_plan, tmp_path):
+    from kvreg.report import registry_rows
+
+    url = "postgresql+psycopg://kvadmin:s3cret-pw@db.example/kvreg"
+    r = report(chat_plan, tmp_path / "r", registry_url=url)
+    md, data = read(r.folder)
+    with chat_plan.connect() as conn:
+        revision = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
+        canonical = json.dumps(registry_rows(conn), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    p = data["provenance"]
+    assert p["schema_revision"] == revision
+    assert p["registry_sha256"] == hashlib.sha256(canonical.encode()).hexdigest()
+    assert p["generated_at"] == "2026-11-29T12:00:00Z"
+    assert p["registry_url"] == "postgresql+psycopg://kvadmin:***@db.example/kvreg"
+    assert "- registry_url: postgresql+psycopg://kvadmin:\\*\\*\\*@db.example/kvreg" in md
+    for f in r.files:
+        assert b"s3cret-pw" not in (r.folder / f).read_bytes()
+    # The hash follows the content: one more user changes it, the sweep's scratch rows do not.
+    assert read(report(chat_plan, tmp_path / "r2").folder)[1]["provenance"]["registry_sha256"] == p["registry_sha256"]
+    with chat_plan.begin() as conn:
+        conn.execute(text("UPDATE demand SET users = 101 WHERE quarter = '2026Q4'"))
+    assert read(report(chat_plan, tmp_path / "r3").folder)[1]["provenance"]["registry_sha256"] != p["registry_sha256"]
+
+
+def test_same_registry_and_quarter_give_the_same_files(chat_plan, tmp_path):
+    a = report(chat_plan, tmp_path / "a", now=NOW)
+    b = report(chat_plan, tmp_path / "b", now=NOW + dt.timedelta(hours=5))
+    assert a.files == b.files
+    for f in a.files:
+        left, right = (a.folder / f).read_bytes(), (b.folder / f).read_bytes()
+        if f.endswith(".png"):
+            assert left == right, f
+            continue
+        diff = [(x, y) for x, y in zip(left.splitlines(), right.splitlines()) if x != y]
+        assert len(left.splitlines()) == len(right.splitlines())
+        assert len(diff) == 1 and b"generated_at" in diff[0][0], (f, diff)
+
+
+# --------------------------------------------------------------------------- quarter over quarter
+
+
+def test_next_quarter_compares_with_the_previous_report(chat_plan, tmp_path):
+    out = tmp_path / "reports"
+    first = report(chat_plan, out, quarter="2026Q3")
+    assert read(first.folder)[1]["comparison"]["found"] is False
+    with chat_plan.begin() as conn:
+        copy_model(conn, "Qwen2.5-7B", "Qwen2.5-7B-copy")
+        conn.execute(text("DELETE FROM gpu WHERE name = 'H200'"))
+        conn.execute(text("UPDATE plan SET reserve = 0.20 WHERE name = 'chat'"))
+        add_plan(conn, "batch", model="Qwen2.5-7B")
+    md, data = read(report(chat_plan, out).folder)
+
+    cmp = data["comparison"]
+    assert cmp["found"] is True and cmp["against"] == "2026-Q3/data.json" and cmp["previous_quarter"] == "2026Q3"
+    assert cmp["models"] == {"added": ["Qwen2.5-7B-copy"], "removed": [], "changed": []}
+    assert cmp["gpus"] == {"added": [], "removed": ["H200"], "changed": []}
+    assert cmp["plans"]["added"] == ["batch"] and cmp["plans"]["removed"] == []
+    changed = cmp["plans"]["changed"][0]
+    assert changed["name"] == "chat" and {"reserve", "max_concurrency", "usable_gib_per_gpu"} <= set(changed["fields"])
+
+    before = (H100 * 0.88 - LLAMA8_WEIGHTS) / (LLAMA8_KV_BYTES_PER_TOKEN * 131072)  # 3.46 at reserve 0.12
+    after = (H100 * 0.80 - LLAMA8_WEIGHTS) / (LLAMA8_KV_BYTES_PER_TOKEN * 131072)  # 3.06 at reserve 0.20
+    capacity = cmp["capacity"][0]
+    assert capacity["previous_max_concurrency"] == pytest.approx(before)
+    assert capacity["max_concurrency"] == pytest.approx(after)
+    assert capacity["max_concurrency_change"] == pytest.approx(after - before)
+    # GPUs to buy: 40 users in the 2026Q3 report (ceil(40 / 3.46) = 12), 100 now (ceil(100 / 3.06) = 33).
+    assert math.ceil(40 / before) == 12 and math.ceil(100 / after) == 33
+    assert cmp["procurement"] == [{
+        "gpu": "H100-SXM", "previous_gpus_needed": 12, "gpus_needed": 33, "gpus_change": 21,
+        "previous_cost_per_month": pytest.approx(12 * 2.5 * 730), "cost_per_month": pytest.approx(33 * 2.5 * 730),
+        "cost_per_month_change": pytest.approx(21 * 2.5 * 730),
+    }]
+    assert "- **Models**: added Qwen2.5-7B-copy" in md
+    assert "- **GPUs**: removed H200" in md
+    assert "| H100-SXM | 12 | 33 | +21 | 21,900.00 | 60,225.00 | +38,325.00 |" in md
+
+
+def test_compare_names_the_quarter(chat_plan, small_url, tmp_path):
+    kv = Kvreg(small_url)
+    out = tmp_path / "reports"
+    report(chat_plan, out, quarter="2026Q2")
+    result = kv("report", "--quarter", "2026Q4", "--out", out, "--format", "md", "--compare", "2026Q2")
+    assert "2026-Q4" in result.output
+    data = json.loads((out / "2026-Q4" / "data.json").read_text())
+    assert data["comparison"]["found"] and data["comparison"]["against"] == "2026-Q2/data.json"
+
+    missing = kv("report", "--quarter", "2026Q4", "--out", out, "--format", "md", "--compare", "2025Q1", ok=False)
+    assert missing.exit_code == 1
+    assert missing.output.count("\n") == 1 and "2025Q1" in missing.output and "--compare" in missing.output
+    assert json.loads((out / "2026-Q4" / "data.json").read_text()) == data  # the existing report is untouched
+
+
+# --------------------------------------------------------------------------- the command and bad input
+
+
+def test_cli_writes_the_current_quarter_by_default(small_url, tmp_path):
+    from kvreg.units import current_quarter, quarter_folder
+
+    result = Kvreg(small_url)("report", "--out", tmp_path / "out", "--format", "md")
+    folder = tmp_path / "out" / quarter_folder(current_quarter())
+    assert result.output.strip() == f"wrote {folder}/: capacity.md, charts/concurrency.png, data.json"
+    assert json.loads((folder / "data.json").read_text())["quarter"] == current_quarter()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--quarter", "2026-13"], ["2026-13", "2026Q4"]),
+    (["--quarter", "2026Q5"], ["2026Q5", "Q1 to Q4"]),
+    (["--format", "pdf"], ["pdf", "md, xlsx"]),
+    (["--format", "md,pdf"], ["pdf"]),
+    (["--compare", "last"], ["last", "quarter"]),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, words):
+    db = tmp_path / "registry.db"
+    result = Kvreg(f"sqlite:///{db}")("report", "--out", tmp_path / "out", *args, ok=False)
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ") and result.output.count("\n") == 1, result.output
+    assert all(w in result.output for w in words), result.output
+    assert not (tmp_path / "out").exists() and not db.exists()  # checked before the registry is opened
+
+
+def test_unwritable_output_folder(small, tmp_path):
+    from kvreg.errors import KvregError
+
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(KvregError, match=r"cannot write reports under .*a-file/reports: Not a directory; choose"):
+        report(small, tmp_path / "a-file" / "reports")
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_a_failed_run_leaves_the_previous_report(chat_plan, tmp_path, monkeypatch, failure):
+    import kvreg.export.charts
+    from kvreg.errors import KvregError
+
+    out = tmp_path / "reports"
+    old = report(chat_plan, out)
+    before = _snapshot(old.folder)
+
+    def broken(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(kvreg.export.charts, "write_charts", broken)
+    expected = KeyboardInterrupt if isinstance(failure, KeyboardInterrupt) else KvregError
+    with pytest.raises(expected) as exc:
+        report(chat_plan, out, now=NOW + dt.timedelta(days=1))
+    if expected is KvregError:
+        assert "No space left on device; the previous report was left as it was" in str(exc.value)
+    assert _snapshot(old.folder) == before
+    assert sorted(p.name for p in out.iterdir()) == ["2026-Q4"]  # no temporary folder left behind
+
+
+def test_a_failed_swap_puts_the_previous_report_back(chat_plan, tmp_path, monkeypatch):
+    import kvreg.report
+    from kvreg.errors import KvregError
+
+    out = tmp_path / "reports"
+    old = report(chat_plan, out)
+    before = _snapshot(old.folder)
+    real = os.rename
+    calls = []
+
+    def rename(src, dst):
+        calls.append(Path(dst).name)
+        if len(calls) == 2:  # the old report has moved away; moving the new one in fails
+            raise OSError(5, "Input/output error")
+        return real(src, dst)
+
+    monkeypatch.setattr(kvreg.report.os, "rename", rename)
+    with pytest.raises(KvregError, match="Input/output error"):
+        report(chat_plan, out)
+    assert _snapshot(old.folder) == before
+    assert sorted(p.name for p in out.iterdir()) == ["2026-Q4"]
+
+
+# --------------------------------------------------------------------------- engines and the seeded registry
+
+
+def _normalised(md: str) -> str:
+    """The report without what differs between runs and machines: the time and the registry's location."""
+    md = re.sub(r"(?m)^- generated_at: .*$", "- generated_at: <generated-at>", md)
+    return re.sub(r"(?m)^- registry_url: .*$", "- registry_url: <registry-url>", md)
+
+
+def test_postgresql_gives_the_same_report(pg_url, tmp_path):
+    """The seeded registry on PostgreSQL prints what it prints on SQLite (ordering, sums, types)."""
+    from kvreg.db.engine import open_registry
+
+    texts = []
+    for url in (pg_url, f"sqlite:///{tmp_path / 'registry.db'}"):
+        eng = open_registry(url)
+        try:
+            with eng.begin() as conn:  # every model (names sort differently by collation) on the plans' GPUs
+                conn.execute(text("DELETE FROM gpu WHERE id NOT IN (SELECT gpu_id FROM plan)"))
+            texts.append(_normalised(read(report(eng, tmp_path / url.split(":")[0]).folder)[0]))
+        finally:
+            eng.dispose()
+    assert texts[0] == texts[1]
+
+
+def test_seeded_registry_snapshot(tmp_path):
+    """The seeded registry's 2026Q4 report, reviewed when it changes (see the module docstring)."""
+    from kvreg.db.engine import open_registry
+
+    eng = open_registry(f"sqlite:///{tmp_path / 'registry.db'}")
+    try:
+        md = _normalised(read(report(eng, tmp_path / "reports").folder)[0])
+    finally:
+        eng.dispose()
+    if os.environ.get("KVREG_UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOT.parent.mkdir(exist_ok=True)
+        SNAPSHOT.write_text(md, encoding="utf-8")
+    assert SNAPSHOT.exists(), "tests/snapshots/capacity.md is missing: KVREG_UPDATE_SNAPSHOTS=1 pytest -k snapshot"
+    assert md == SNAPSHOT.read_text(encoding="utf-8"), (
+        "the seeded report changed: review the difference, then regenerate tests/snapshots/capacity.md with "
+        "KVREG_UPDATE_SNAPSHOTS=1 python -m pytest tests/test_report_md.py -k snapshot"
+    )

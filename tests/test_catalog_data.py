@@ -70,7 +70,7 @@ def dtypes(catalog):
 
 
 def test_catalog_has_exactly_the_three_tables(catalog):
-    assert sorted(catalog) == ["dtypes", "gpus", "models"]
+    assert sorted(catalog) == ["demand", "dtypes", "gpus", "models", "plans"]
 
 
 def test_exact_names(catalog):

@@ -14,11 +14,13 @@ _FILES = {
     "dtypes": ("dtypes.toml", "dtype"),
     "gpus": ("gpus.toml", "gpu"),
     "models": ("models.toml", "model"),
+    "plans": ("plans.toml", "plan"),
+    "demand": ("plans.toml", "demand"),
 }
 
 
 def load_catalog() -> dict[str, list[dict]]:
-    """Read the built-in rows: ``{"dtypes": [...], "gpus": [...], "models": [...]}``.
+    """Read the built-in rows: ``{"dtypes": [...], "gpus": [...], "models": [...], "plans": [...], "demand": [...]}``.
 
     Each row is a dict of column name -> value, in file order.
     """

@@ -1,0 +1,476 @@
+"""Deployment plans, quarterly demand, the procurement rollup and the reverse solvers.
+
+A plan is a saved deployment (model, GPU, parallelism, context, workload, memory settings);
+demand is the target number of concurrent users of a plan in a quarter. Every figure comes
+from the views compiled from kvreg/figures/declarations.py: `plan_capacity` (per plan),
+`plan_quarter` (per plan and quarter) and `procurement` (per GPU type and quarter).
+
+The solvers answer reverse questions ("the longest context that serves N users on G GPUs")
+by searching: candidate plans are written as scratch plan and demand rows, read back through
+`plan_quarter` and rolled back, so the only thing Python does is compare a view's
+`gpus_needed` with a target. No formula is written twice.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy.exc import IntegrityError
+
+from kvreg.db.tables import Demand, Gpu, Model, Plan
+from kvreg.errors import AlreadyExists, KvregError, suggest
+from kvreg.registry import check_dtype, check_int, check_name, get_gpu, get_model
+from kvreg.units import format_tokens, parse_fraction, parse_quarter
+
+# A spec names its model and GPU; a row (what the plan table stores) carries their ids.
+SPEC_DEFAULTS = dict(
+    gpus_per_node=8, tp=1, pp=1, dp_attention=1, kv_dtype="bf16", weight_dtype=None, context_tokens=131072,
+    avg_tokens=None, reserve=0.12, kv_cache_memory_bytes=None, block_size=16, notes="",
+)
+SPEC_FIELDS = ["name", "model", "gpu", *SPEC_DEFAULTS]
+
+# Scratch rows for the solvers: a name no user can type (check_name refuses control characters)
+# and a quarter no report uses; both vanish with the rollback.
+_SCRATCH = "\x1fkvreg-solve-"
+_SCRATCH_QUARTER = "1970Q1"
+# The largest context the context solver tries: parse_tokens' own limit.
+MAX_CONTEXT = 2**40
+# The reserve solver answers on a grid of 0.01 percentage points.
+RESERVE_STEP = 10_000
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate_plan(conn, spec: dict, *, named: bool = True) -> dict:
+    """Check a plan spec and return the row the plan table stores (model and GPU as ids).
+
+    `spec["tp"]` may be "auto": SPEC's minimum TP (the smallest valid TP in the node that holds
+    one context-length sequence), chosen through the capacity view. A plan that does not fit is
+    valid: it is stored, and the views say why it does not fit.
+    """
+    s = {**SPEC_DEFAULTS, **{k: v for k, v in spec.items() if v is not None}}
+    if named:
+        check_name(s.get("name"), "plan")
+    if not s.get("model"):
+        raise KvregError("a plan needs a model (--model)")
+    if not s.get("gpu"):
+        raise KvregError("a plan needs a GPU (--gpu)")
+    m = get_model(conn, s["model"])
+    g = get_gpu(conn, s["gpu"])
+    for f in ("gpus_per_node", "pp", "dp_attention", "context_tokens"):
+        s[f] = check_int(s[f], f)
+    s["block_size"] = check_int(s["block_size"], "block_size", minimum=0)
+    s["avg_tokens"] = check_int(s["avg_tokens"], "avg_tokens", allow_none=True)
+    s["kv_cache_memory_bytes"] = check_int(s["kv_cache_memory_bytes"], "kv_cache_memory_bytes", allow_none=True)
+    s["reserve"] = parse_fraction(s["reserve"])
+    check_dtype(conn, s["kv_dtype"], "kv", "KV dtype")
+    s["weight_dtype"] = check_dtype(conn, s["weight_dtype"] or m["weight_dtype"], "weight", "weight dtype")
+    if s["tp"] == "auto":
+        s["tp"] = _minimum_tp(conn, s)
+    s["tp"] = check_int(s["tp"], "tp")
+    _check_parallelism(conn, m["name"], s["tp"], s["pp"], s["dp_attention"], s["gpus_per_node"])
+    row = {k: s[k] for k in SPEC_DEFAULTS}
+    row.update(model_id=m["id"], gpu_id=g["id"], notes=str(s.get("notes") or ""))
+    if named:
+        row["name"] = s["name"]
+    return row
+
+
+def _check_parallelism(conn, model: str, tp: int, pp: int, dp_attention: int, gpus_per_node: int) -> None:
+    from kvreg.capacity import valid_tps
+
+    if tp * pp > gpus_per_node:
+        raise KvregError(f"TP {tp} x PP {pp} needs {tp * pp} GPUs but a node has {gpus_per_node} (--gpus-per-node): "
+                         "lower --tp or --pp, or raise --gpus-per-node")
+    valid = valid_tps(conn, model, gpus_per_node, pp)
+    if tp not in valid:
+        raise KvregError(
+            f"TP {tp} is not valid for {model} (attention heads must divide by TP, and KV heads by TP or TP by "
+            f"KV heads): valid TPs in a {gpus_per_node}-GPU node with PP {pp} are {', '.join(map(str, valid))}"
+        )
+    if tp % dp_attention:
+        raise KvregError(f"--dp-attention {dp_attention} must divide --tp {tp}")
+
+
+def _minimum_tp(conn, s: dict) -> int:
+    """`--tp auto`: the TP the capacity view picks (SPEC "Minimum TP for a context")."""
+    from kvreg.capacity import Question, ask
+
+    q = Question(models=[s["model"]], gpus=[s["gpu"]], contexts=[s["context_tokens"]], kv_dtypes=[s["kv_dtype"]],
+                 weight_dtype=s["weight_dtype"], tp="auto", pp=s["pp"], dp_attention=s["dp_attention"],
+                 gpus_per_node=s["gpus_per_node"], reserve=s["reserve"],
+                 kv_cache_memory_bytes=s["kv_cache_memory_bytes"], block_size=s["block_size"])
+    return int(ask(conn, q)[0]["tp"])
+
+
+def _integrity(exc: IntegrityError, name: str) -> KvregError:
+    msg = str(exc.orig).lower()
+    if "unique" in msg or "duplicate" in msg:
+        return _exists(name)
+    return KvregError(f"plan {name!r} breaks a registry rule: {str(exc.orig).splitlines()[0]}")
+
+
+def _exists(name: str) -> AlreadyExists:
+    return AlreadyExists(f"plan {name!r} already exists: choose another name, or change it with `kvreg plan set`")
+
+
+# --------------------------------------------------------------------------- plans
+
+
+def plan_names(conn) -> list[str]:
+    """Every plan's name, sorted."""
+    return list(conn.execute(select(Plan.name).order_by(Plan.name)).scalars())
+
+
+def get_plan(conn, name: str) -> dict:
+    """The stored plan row; an unknown name suggests close ones."""
+    row = conn.execute(select(Plan).where(Plan.name == name)).mappings().first()
+    if row is None:
+        raise suggest(name, plan_names(conn), "plan")
+    return dict(row)
+
+
+def plan_spec(conn, name: str) -> dict:
+    """A stored plan as a spec: model and GPU by name."""
+    row = get_plan(conn, name)
+    spec = {k: row[k] for k in SPEC_FIELDS if k in row}
+    spec["model"] = conn.execute(select(Model.name).where(Model.id == row["model_id"])).scalar_one()
+    spec["gpu"] = conn.execute(select(Gpu.name).where(Gpu.id == row["gpu_id"])).scalar_one()
+    return spec
+
+
+def add_plan(conn, spec: dict) -> dict:
+    """Validate and store a new plan; returns its plan_capacity row."""
+    row = validate_plan(conn, spec)
+    if conn.execute(select(Plan.id).where(Plan.name == row["name"])).first() is not None:
+        raise _exists(row["name"])
+    try:
+        conn.execute(insert(Plan).values(**row))
+    except IntegrityError as exc:
+        raise _integrity(exc, row["name"]) from None
+    return plan_capacity(conn, row["name"])
+
+
+def set_plan(conn, name: str, changes: dict) -> dict:
+    """Change some fields of a plan (`rename` renames it); the whole result is validated again.
+
+    Changing the model without a weight dtype keeps an explicitly chosen weight dtype but
+    follows the new model's native dtype when the plan used the old model's native one.
+    """
+    changes = dict(changes)
+    if not changes:
+        raise KvregError(f"nothing to change for plan {name!r}: give at least one option, such as --tp 2")
+    old = plan_spec(conn, name)
+    new_name = changes.pop("rename", None) or name
+    if "model" in changes and "weight_dtype" not in changes:
+        if old["weight_dtype"] == get_model(conn, old["model"])["weight_dtype"]:
+            changes["weight_dtype"] = None
+    spec = {**old, **changes, "name": new_name}
+    row = validate_plan(conn, spec)
+    if new_name != name and conn.execute(select(Plan.id).where(Plan.name == new_name)).first() is not None:
+        raise _exists(new_name)
+    try:
+        conn.execute(update(Plan).where(Plan.name == name).values(**row))
+    except IntegrityError as exc:
+        raise _integrity(exc, new_name) from None
+    return plan_capacity(conn, new_name)
+
+
+def remove_plan(conn, name: str) -> None:
+    """Remove a plan and its demand."""
+    plan = get_plan(conn, name)
+    conn.execute(delete(Demand).where(Demand.plan_id == plan["id"]))
+    conn.execute(delete(Plan).where(Plan.id == plan["id"]))
+
+
+def plan_capacity(conn, name: str) -> dict:
+    """One plan's plan_capacity row, with its notes."""
+    get_plan(conn, name)
+    rows = _capacity_rows(conn, "WHERE pc.plan = :name", {"name": name})
+    return rows[0]
+
+
+def list_plans(conn) -> list[dict]:
+    """Every plan's plan_capacity row (with notes), by name."""
+    return _capacity_rows(conn, "", {})
+
+
+def _capacity_rows(conn, where: str, params: dict) -> list[dict]:
+    sql = (f"SELECT pc.*, p.notes AS notes FROM plan_capacity pc JOIN plan p ON p.id = pc.plan_id {where}"
+           " ORDER BY pc.plan")
+    return [dict(r) for r in conn.execute(text(sql), params).mappings()]
+
+
+def show_plan(conn, name: str, quarter: str | None = None) -> list[dict]:
+    """A plan per quarter: each plan_quarter row followed by the plan's other plan_capacity figures.
+
+    With no demand (for that quarter), one row: the plan_capacity figures, with the demand
+    columns empty.
+    """
+    cap = plan_capacity(conn, name)
+    quarter = parse_quarter(quarter) if quarter else None
+    rows = list_demand(conn, plan=name, quarter=quarter)
+    if not rows:
+        rows = [{**{k: cap.get(k) for k in _view_columns(conn, "plan_quarter")}, "quarter": quarter}]
+    return [{**r, **{k: v for k, v in cap.items() if k not in r}} for r in rows]
+
+
+def _view_columns(conn, view: str) -> list[str]:
+    return list(conn.execute(text(f"SELECT * FROM {view} WHERE 1 = 0")).keys())
+
+
+# --------------------------------------------------------------------------- demand
+
+
+def set_demand(conn, plan: str, quarter: str, users) -> dict:
+    """Set a plan's target concurrent users in a quarter; returns the quarter and users as stored
+    and whether a row was added (rather than changed)."""
+    plan_id = get_plan(conn, plan)["id"]
+    quarter = parse_quarter(quarter)
+    users = check_int(users, "users", minimum=0)
+    existing = conn.execute(
+        select(Demand.id).where(Demand.plan_id == plan_id, Demand.quarter == quarter)
+    ).scalar()
+    try:
+        if existing is None:
+            conn.execute(insert(Demand).values(plan_id=plan_id, quarter=quarter, users=users))
+        else:
+            conn.execute(update(Demand).where(Demand.id == existing).values(users=users))
+    except IntegrityError:  # another writer set the same quarter between our read and write
+        raise KvregError(f"demand of {plan!r} in {quarter} was changed by someone else meanwhile: "
+                         "run it again") from None
+    return dict(quarter=quarter, users=users, added=existing is None)
+
+
+def remove_demand(conn, plan: str, quarter: str) -> None:
+    """Remove a plan's demand in one quarter; a quarter without demand is an error."""
+    plan_id = get_plan(conn, plan)["id"]
+    quarter = parse_quarter(quarter)
+    gone = conn.execute(delete(Demand).where(Demand.plan_id == plan_id, Demand.quarter == quarter)).rowcount
+    if not gone:
+        raise KvregError(f"plan {plan!r} has no demand in {quarter}: see `kvreg demand list --plan {plan}`")
+
+
+def list_demand(conn, plan: str | None = None, quarter: str | None = None) -> list[dict]:
+    """plan_quarter rows, by plan then quarter, optionally for one plan and/or one quarter."""
+    where, params = [], {}
+    if plan is not None:
+        get_plan(conn, plan)
+        where.append("plan = :plan")
+        params["plan"] = plan
+    if quarter is not None:
+        where.append("quarter = :quarter")
+        params["quarter"] = parse_quarter(quarter)
+    sql = "SELECT * FROM plan_quarter" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY plan, quarter"
+    return [dict(r) for r in conn.execute(text(sql), params).mappings()]
+
+
+def rollup(conn, quarter: str | None = None) -> list[dict]:
+    """The procurement view: GPUs, nodes and cost per GPU type per quarter, and the change from the quarter before."""
+    sql, params = "SELECT * FROM procurement", {}
+    if quarter is not None:
+        sql += " WHERE quarter = :quarter"
+        params["quarter"] = parse_quarter(quarter)
+    return [dict(r) for r in conn.execute(text(sql + " ORDER BY quarter, gpu"), params).mappings()]
+
+
+# --------------------------------------------------------------------------- scratch evaluation
+
+
+def evaluate(conn, rows: list[dict], *, full: bool = False) -> list[dict]:
+    """plan_quarter rows for unsaved plans: each row is a validated plan row (no name) plus `users`.
+
+    The rows are written as scratch plans with one scratch demand row each, read back through
+    the views and rolled back: nothing is saved. `full` adds the plan_capacity figures.
+    """
+    if not rows:
+        return []
+    names = [f"{_SCRATCH}{i}" for i in range(len(rows))]
+    plans = [{**{k: v for k, v in r.items() if k != "users"}, "name": n} for r, n in zip(rows, names)]
+    trans = conn.begin_nested() if conn.in_transaction() else conn.begin()
+    try:
+        conn.execute(insert(Plan), plans)
+        ids = dict(conn.execute(select(Plan.name, Plan.id).where(Plan.name.in_(names))).all())
+        conn.execute(insert(Demand), [dict(plan_id=ids[n], quarter=_SCRATCH_QUARTER, users=r["users"])
+                                      for r, n in zip(rows, names)])
+        wanted = set(ids.values())
+        by_id = _scratch_rows(conn, _SCRATCH_QUARTER_SQL, wanted)
+        if full:
+            for pid, cap in _scratch_rows(conn, _SCRATCH_CAPACITY_SQL, wanted).items():
+                by_id[pid] = {**by_id[pid], **{k: v for k, v in cap.items() if k not in by_id[pid]}}
+    finally:
+        trans.rollback()
+    out = []
+    for n in names:
+        r = by_id[ids[n]]
+        for k in ("plan_id", "plan", "quarter"):
+            r.pop(k, None)
+        out.append(r)
+    return out
+
+
+# Fixed statement texts, so the driver's statement cache prepares the (large) view queries once
+# per connection; a search runs them many times. Rows that are not scratch rows are dropped.
+_SCRATCH_QUARTER_SQL = "SELECT * FROM plan_quarter WHERE quarter = :quarter"
+_SCRATCH_CAPACITY_SQL = ("SELECT pc.* FROM plan_capacity pc JOIN demand d ON d.plan_id = pc.plan_id"
+                         " WHERE d.quarter = :quarter")
+
+
+def _scratch_rows(conn, sql: str, ids: set[int]) -> dict[int, dict]:
+    rows = conn.execute(text(sql), {"quarter": _SCRATCH_QUARTER}).mappings()
+    return {r["plan_id"]: dict(r) for r in rows if r["plan_id"] in ids}
+
+
+def _serves(r: dict, gpus: int) -> bool:
+    """A scratch plan serves its users on `gpus` GPUs: it fits and needs no more than that."""
+    return bool(r["fits"]) and r["gpus_needed"] is not None and r["gpus_needed"] <= gpus
+
+
+def search_largest(lanes: list, lo: int, hi: int, probe, width: int = 16) -> dict:
+    """Per lane, the largest x in [lo, hi] where a predicate holds; None where it fails at lo.
+
+    The predicate must hold up to a point and fail after it (more context, or more reserve,
+    never needs fewer GPUs). `probe([(lane, x), ...])` answers a batch in one trip through the
+    views: first powers of two bracket each answer, then each round narrows every lane's
+    bracket `width`-fold, so a 2^40 range takes a handful of trips whatever the lane count.
+    """
+    ladder = sorted({lo, hi} | {2**i for i in range(hi.bit_length()) if lo < 2**i < hi})
+    good: dict = dict.fromkeys(lanes)  # largest x seen to hold
+    bad = {lane: hi + 1 for lane in lanes}  # smallest x seen to fail (hi + 1: past the range)
+    points = [(lane, x) for lane in lanes for x in ladder]
+    while points:
+        for (lane, x), ok in zip(points, probe(points)):
+            if ok:
+                good[lane] = x if good[lane] is None else max(good[lane], x)
+            else:
+                bad[lane] = min(bad[lane], x)
+        points = []
+        for lane in lanes:
+            if good[lane] is None or bad[lane] - good[lane] <= 1:
+                continue
+            g, b = good[lane], bad[lane]
+            n = min(width, b - g - 1)
+            points += [(lane, x) for x in sorted({g + (b - g) * i // (n + 1) for i in range(1, n + 1)} - {g, b})]
+    return good
+
+
+def _candidate_tps(conn, row: dict, model: str, tp, max_gpus: int | None = None) -> list[int]:
+    """The TPs a solver tries: the one given, or (auto) every valid TP of the node the DP size divides."""
+    from kvreg.capacity import valid_tps
+
+    if tp != "auto":
+        return [row["tp"]]
+    limit = row["gpus_per_node"] if max_gpus is None else min(row["gpus_per_node"], max_gpus // row["pp"])
+    return [t for t in valid_tps(conn, model, row["gpus_per_node"], row["pp"])
+            if t % row["dp_attention"] == 0 and t <= limit]
+
+
+def _solver_row(conn, spec: dict) -> tuple[dict, object]:
+    """Validate a solver's deployment; with --tp auto validation uses TP 1 (valid for every model)."""
+    tp = spec.get("tp", 1)
+    row = validate_plan(conn, {**spec, "tp": 1 if tp == "auto" else tp}, named=False)
+    return row, tp
+
+
+# --------------------------------------------------------------------------- solvers
+
+
+def solve_context(conn, spec: dict, users, gpus) -> dict:
+    """The longest context that serves `users` concurrent users on `gpus` GPUs.
+
+    Without avg_tokens each user holds a whole context (the workload is the context). With
+    --tp auto every valid TP is searched and the longest context wins (ties: the smaller TP).
+    """
+    users = check_int(users, "users")
+    gpus = check_int(gpus, "gpus")
+    row, tp = _solver_row(conn, spec)
+    row["users"] = users
+    tps = _candidate_tps(conn, row, spec["model"], tp, gpus)
+    if not tps or tps[0] * row["pp"] > gpus:
+        raise KvregError(f"{gpus} GPU(s) cannot hold one replica of TP {tps[0] if tps else 1} x PP {row['pp']}: "
+                         "give more --gpus or a smaller --tp/--pp")
+
+    def probe(points):
+        return [_serves(r, gpus) for r in evaluate(conn, [{**row, "tp": t, "context_tokens": c} for t, c in points])]
+
+    found = {t: c for t, c in search_largest(tps, 1, MAX_CONTEXT, probe).items() if c is not None}
+    if not found:
+        at_one = evaluate(conn, [{**row, "tp": tps[-1], "context_tokens": 1}])[0]
+        why = at_one["reason"] or f"even 1-token requests need {at_one['gpus_needed']} GPUs at TP {tps[-1]}"
+        raise KvregError(f"{users} users do not fit on {gpus} GPU(s) of {spec['gpu']} at any context: {why}")
+    best_tp = max(found, key=lambda t: (found[t], -t))
+    best = found[best_tp]
+    result = evaluate(conn, [{**row, "tp": best_tp, "context_tokens": best}], full=True)[0]
+    return _answer(result, users=users, gpus=gpus, context=format_tokens(best),
+                   limited_by="search limit" if best == MAX_CONTEXT else "memory")
+
+
+def solve_gpus(conn, spec: dict, users) -> dict:
+    """The fewest GPUs that serve `users` concurrent users at the spec's context (and avg_tokens).
+
+    With --tp auto every valid TP in the node is tried; the fewest GPUs win (ties: the smaller TP,
+    which gives more, smaller replicas).
+    """
+    users = check_int(users, "users")
+    row, tp = _solver_row(conn, spec)
+    tps = _candidate_tps(conn, row, spec["model"], tp)
+    results = evaluate(conn, [{**row, "tp": t, "users": users} for t in tps], full=True)
+    fitting = [r for r in results if r["fits"] and r["gpus_needed"] is not None]
+    if not fitting:
+        last = results[-1]
+        raise KvregError(f"{spec['model']} does not fit on {spec['gpu']} at TP {last['tp']}: {last['reason']}")
+    best = min(fitting, key=lambda r: (r["gpus_needed"], r["tp"]))
+    return _answer(best, users=users, gpus=best["gpus_needed"], context=format_tokens(int(best["context_tokens"])))
+
+
+def solve_reserve(conn, plan: str, quarter: str | None = None) -> list[dict]:
+    """Per demand quarter: the largest reserve (on a 0.0001 grid) at which the plan still serves its
+    users with the GPUs it needs today. A larger reserve shrinks the KV pool and so never needs fewer GPUs."""
+    spec = plan_spec(conn, plan)
+    if spec["kv_cache_memory_bytes"] is not None:
+        raise KvregError(f"plan {plan!r} sets its KV pool directly (kv_cache_memory_bytes), so the reserve does not "
+                         f"change it: switch with `kvreg plan set {plan} --reserve 0.12` first")
+    demand = {d["quarter"]: d for d in list_demand(conn, plan=plan, quarter=quarter)}
+    if not demand:
+        where = f" in {parse_quarter(quarter)}" if quarter else ""
+        raise KvregError(f"plan {plan!r} has no demand{where}: add it with `kvreg demand set {plan} QUARTER USERS`")
+    for d in demand.values():
+        if not d["fits"]:
+            raise KvregError(f"plan {plan!r} does not fit: {d['reason']}")
+    row = validate_plan(conn, spec)
+    del row["name"]
+
+    def at(q: str, k: int) -> dict:
+        return {**row, "reserve": k / RESERVE_STEP, "users": demand[q]["users"]}
+
+    def probe(points):
+        rs = evaluate(conn, [at(q, k) for q, k in points])
+        return [_serves(r, demand[q]["gpus_needed"]) for (q, _), r in zip(points, rs)]
+
+    # The stored reserve serves by definition; the grid point at or below it does too.
+    lo = math.floor(row["reserve"] * RESERVE_STEP)
+    best = search_largest(list(demand), lo, RESERVE_STEP - 1, probe)
+    quarters = list(demand)
+    finals = evaluate(conn, [at(q, best[q]) for q in quarters], full=True)
+    return [dict(
+        plan=plan, quarter=q, users=demand[q]["users"], reserve=row["reserve"], gpus_needed=demand[q]["gpus_needed"],
+        max_reserve=best[q] / RESERVE_STEP, gpus_needed_at_max_reserve=f["gpus_needed"],
+        workload_concurrency_at_max_reserve=f["workload_concurrency"],
+        capacity_users_at_max_reserve=f["capacity_users"], kv_pool_gib_per_gpu_at_max_reserve=f["kv_pool_gib_per_gpu"],
+    ) for q, f in zip(quarters, finals)]
+
+
+SOLVE_COLUMNS = [
+    "model", "gpu", "tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype", "weight_dtype", "users", "gpus",
+    "context_tokens", "context", "avg_tokens", "workload_tokens", "reserve", "kv_cache_memory_bytes", "block_size",
+    "fits", "reason", "max_concurrency", "workload_concurrency", "replicas_needed", "gpus_needed", "nodes_needed",
+    "capacity_users", "headroom_users", "kv_pool_gib_per_gpu", "context_within_claim",
+    "cost_per_month", "capex", "limited_by",
+]
+
+
+def _answer(r: dict, **extra) -> dict:
+    merged = {**r, **extra}
+    return {k: merged.get(k) for k in SOLVE_COLUMNS if k in merged}

@@ -56,7 +56,7 @@ def _integrity(exc: IntegrityError, what: str, name: str) -> KvregError:
     msg = str(exc.orig).lower()
     if "unique" in msg or "duplicate" in msg:
         return AlreadyExists(
-            f"{what} {name!r} already exists: choose another name, or change it with `kvreg {what} set`/`kvreg apply`"
+            f"{what} {name!r} already exists: choose another name, or change it with `kvreg apply`"
         )
     if "foreign key" in msg:
         return KvregError(f"{what} {name!r} refers to something that does not exist (an unknown dtype, model or GPU)")

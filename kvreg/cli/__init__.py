@@ -39,6 +39,15 @@ class LazyGroup(click.Group):
         module, attr, _ = _COMMANDS[name]
         return getattr(importlib.import_module(module), attr)
 
+    def invoke(self, ctx):
+        # A usage error (bad option value, missing option) becomes one line, like every other error.
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            if exc.ctx is None:
+                raise
+            raise click.UsageError(f"{exc.format_message()} (see `{exc.ctx.command_path} --help`)") from None
+
     def format_commands(self, ctx, formatter):
         rows = [(name, help_) for name, (_, _, help_) in _COMMANDS.items()]
         with formatter.section("Commands"):

@@ -57,9 +57,11 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
     if kv_heads is None and attention_heads is None:
         raise KvregError("give --kv-heads and/or --attention-heads")
     row = dict(
-        name=name, layers=layers, kv_heads=kv_heads or attention_heads, attention_heads=attention_heads or kv_heads,
-        head_dim=head_dim, v_head_dim=v_head_dim or head_dim, params_total=_billions(params_b, "--params-b"),
-        params_active=_billions(active_params_b, "--active-params-b") if active_params_b else None,
+        name=name, layers=layers, kv_heads=attention_heads if kv_heads is None else kv_heads,
+        attention_heads=kv_heads if attention_heads is None else attention_heads,
+        head_dim=head_dim, v_head_dim=head_dim if v_head_dim is None else v_head_dim,
+        params_total=_billions(params_b, "--params-b"),
+        params_active=_billions(active_params_b, "--active-params-b") if active_params_b is not None else None,
         weight_dtype=weight_dtype, max_position_embeddings=parse_tokens(max_context), sliding_layers=sliding_layers,
         sliding_window=sliding_window, chunked_layers=chunked_layers, attention_chunk_size=attention_chunk_size,
         linear_layers=linear_layers, linear_state_elements_per_layer=linear_state_elements,

@@ -1,0 +1,102 @@
+"""The docs are tested: every command has help and is in docs/cli.md, docs/cli.md is exactly what
+`python -m kvreg.cli.docgen` prints, and the README's Quickstart is the two commands CI runs.
+
+After changing any command's help, regenerate the reference:
+
+    python -m kvreg.cli.docgen > docs/cli.md
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kvreg.cli.docgen import render, walk
+
+REPO = Path(__file__).resolve().parents[1]
+CLI_MD = REPO / "docs" / "cli.md"
+README = REPO / "README.md"
+REGENERATE = "regenerate it: python -m kvreg.cli.docgen > docs/cli.md"
+
+
+@pytest.fixture(scope="module")
+def entries():
+    problems: list[str] = []
+    found = walk(warn=problems.append)
+    assert problems == [], "every command module must import"
+    return found
+
+
+def test_every_top_level_command_is_walked(entries):
+    from kvreg.cli import _COMMANDS
+
+    walked = {e.path for e in entries}
+    assert {f"kvreg {name}" for name in _COMMANDS} <= walked
+
+
+def test_every_command_has_help(entries):
+    missing = [e.path for e in entries if not e.summary.strip()]
+    assert missing == [], f"commands without help text: {missing}"
+
+
+def test_every_command_is_in_the_reference(entries):
+    text = CLI_MD.read_text(encoding="utf-8")
+    missing = [e.path for e in entries if f"\n## {e.path}\n" not in text]
+    assert missing == [], f"docs/cli.md lacks {missing}: {REGENERATE}"
+
+
+def test_reference_is_the_generated_text(entries):
+    assert CLI_MD.read_text(encoding="utf-8") == render(entries), f"docs/cli.md is stale: {REGENERATE}"
+
+
+def test_reference_is_what_help_prints(entries):
+    """Each section is exactly `kvreg ... --help` in a 100-column terminal."""
+    from click.testing import CliRunner
+
+    from kvreg.cli import cli
+
+    runner = CliRunner()
+    for e in entries:
+        args = e.path.split()[1:]
+        result = runner.invoke(cli, [*args, "--help"], prog_name="kvreg", terminal_width=100, max_content_width=100)
+        assert result.exit_code == 0, e.path
+        assert result.stdout.rstrip() == e.help, e.path
+
+
+def test_help_is_rendered_at_a_fixed_width(entries):
+    """The reference must not depend on the terminal it was generated in."""
+    wide = max(len(line) for e in entries for line in e.help.splitlines())
+    assert wide <= 100
+
+
+# ---------------------------------------------------------------- README
+
+
+def quickstart_commands() -> list[str]:
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(?:sh|bash|shell)?\n(.*?)```", section, flags=re.S)
+    return [line for block in blocks for line in block.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_quickstart_is_exactly_two_commands():
+    assert quickstart_commands() == [
+        "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/kvreg report",
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/python -m pytest",
+    ]
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = REPO / ".ci" / "run"
+    if not ci.exists():
+        pytest.skip(".ci/run is not written yet")
+    assert quickstart_commands()[1] in ci.read_text(encoding="utf-8")
+
+
+def test_readme_links_to_files_that_exist():
+    links = re.findall(r"\]\(((?!https?://|#)[^)#]+)", README.read_text(encoding="utf-8"))
+    assert links, "the README links the docs"
+    missing = sorted({link for link in links if not (REPO / link).exists()})
+    assert missing == [], f"README links to missing files: {missing}"

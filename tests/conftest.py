@@ -1,8 +1,17 @@
-"""Shared fixtures: a fresh registry per test, and a CLI runner bound to it."""
+"""Shared fixtures: a fresh registry per test on each engine, and a CLI runner bound to it.
+
+`db_url` is parametrized over SQLite and PostgreSQL, so every test that uses it (directly or
+through `engine` and `kv`) runs on both: `test_x[sqlite]` and `test_x[postgresql]`. The
+PostgreSQL server comes from KVREG_TEST_PG_URL (see tests/pg.py). Without one the PostgreSQL
+cases skip, except under CI=true, where they fail: CI must test both engines.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,12 +20,92 @@ from click.testing import CliRunner
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 HF_CONFIGS = SHARED / "hf-configs"
+BACKENDS = ["sqlite", "postgresql"]
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import pg  # noqa: E402 - tests/pg.py, beside this file
+
+
+def pytest_report_header(config):
+    url = os.environ.get(pg.ENV)
+    if not url:
+        return f"kvreg: PostgreSQL cases {'FAIL' if _in_ci() else 'skip'}: {pg.ENV} is not set"
+    from kvreg.db.engine import mask_url
+
+    return f"kvreg: PostgreSQL server {mask_url(url)}"
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI") == "true"
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """The PostgreSQL server to test against; skips without one, fails without one under CI=true."""
+    server, why = pg.find_server()
+    if server is None:
+        if _in_ci():
+            pytest.fail(f"CI=true but the PostgreSQL tests cannot run: {why}", pytrace=False)
+        pytest.skip(f"no PostgreSQL server: {why}")
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_server):
+    """A database kvreg has migrated, seeded and given views, that each test's database copies."""
+    name = pg_server.seeded_template()
+    yield name
+    pg_server.drop_database(name)
+
+
+def _sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'registry.db'}"
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def module_db_url(request, tmp_path_factory) -> str:
+    """Like db_url, but one registry per test module and engine: for modules whose tests only read."""
+    if request.param == "sqlite":
+        return _sqlite_url(tmp_path_factory.mktemp("registry"))
+    return _pg_database(request, template=True)
+
+
+def _pg_database(request, template: bool):
+    server = request.getfixturevalue("pg_server")
+    name = server.create_database(template=request.getfixturevalue("pg_template") if template else None)
+    request.addfinalizer(lambda: server.drop_database(name))
+    return server.url(name)
+
+
+@pytest.fixture(params=BACKENDS)
+def db_url(request, tmp_path) -> str:
+    """URL of a fresh registry: on SQLite a file that does not exist yet (created and seeded on
+    first open); on PostgreSQL a new database already migrated and seeded (a copy of
+    pg_template), which opening leaves as it is. Dropped after the test."""
+    if request.param == "sqlite":
+        return _sqlite_url(tmp_path)
+    return _pg_database(request, template=True)
+
+
+@pytest.fixture(params=BACKENDS)
+def empty_db_url(request, tmp_path) -> str:
+    """URL of an empty database: no tables, no revision (for tests of first open and of migrations)."""
+    if request.param == "sqlite":
+        return _sqlite_url(tmp_path)
+    return _pg_database(request, template=False)
 
 
 @pytest.fixture
-def db_url(tmp_path) -> str:
-    """URL of a registry that does not exist yet (created and seeded on first open)."""
-    return f"sqlite:///{tmp_path / 'registry.db'}"
+def pg_url(request) -> str:
+    """A fresh migrated and seeded PostgreSQL registry, for tests about PostgreSQL alone."""
+    return _pg_database(request, template=True)
+
+
+@pytest.fixture
+def db_backend(db_url) -> str:
+    """"sqlite" or "postgresql": which engine this case of the test runs on."""
+    return "sqlite" if db_url.startswith("sqlite") else "postgresql"
 
 
 @pytest.fixture
@@ -26,6 +115,41 @@ def engine(db_url):
     eng = open_registry(db_url)
     yield eng
     eng.dispose()
+
+
+def registry_state(url: str):
+    """What must not change when a command writes nothing. SQLite: the file's bytes (after
+    folding the write-ahead log in, so a commit waiting in the WAL counts). PostgreSQL: the
+    schema revision, the row counts and the content hash."""
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite":
+        import sqlite3
+
+        path = Path(u.database)
+        if not path.exists():
+            return None
+        con = sqlite3.connect(path)
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        con.close()
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    from kvreg.db.engine import current_revision, make_engine
+    from kvreg.dbcopy import content_hash, row_counts
+
+    eng = make_engine(url)
+    try:
+        with eng.connect() as conn:
+            return current_revision(conn), row_counts(conn), content_hash(conn)
+    finally:
+        eng.dispose()
+
+
+@pytest.fixture
+def state(db_url):
+    """state() fingerprints the test's registry: compare before and after a command that must
+    write nothing (see registry_state)."""
+    return lambda: registry_state(db_url)
 
 
 class Kvreg:

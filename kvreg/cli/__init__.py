@@ -16,7 +16,7 @@ from kvreg import __version__
 # name -> (module, attribute, one-line help); the help is here so --help imports nothing.
 _COMMANDS = {
     "init": ("kvreg.cli.db", "init_cmd", "Create or upgrade the registry and load the built-in catalog."),
-    "db": ("kvreg.cli.db", "db_group", "Schema migrations: upgrade, downgrade, current, history."),
+    "db": ("kvreg.cli.db", "db_group", "Schema migrations: upgrade, downgrade, current, history; copy."),
     "model": ("kvreg.cli.models", "model_group", "Add, import, list, show and remove models."),
     "gpu": ("kvreg.cli.gpus", "gpu_group", "Add, list, show and remove GPUs."),
     "dtype": ("kvreg.cli.gpus", "dtype_group", "List and add number formats (KV and weight dtypes)."),

@@ -31,7 +31,7 @@ def init_cmd(ctx):
 
 @click.group("db")
 def db_group():
-    """Schema migrations (Alembic): upgrade, downgrade, current, history."""
+    """Schema migrations (Alembic): upgrade, downgrade, current, history; copy a registry elsewhere."""
 
 
 @db_group.command("upgrade")
@@ -60,17 +60,19 @@ def db_downgrade(ctx, revision):
 @user_errors
 def db_current(ctx, fmt):
     """Show the registry's schema revision and the newest this kvreg knows."""
-    from kvreg.db.engine import current_revision, head_revision, make_engine, mask_url
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from kvreg.db.engine import _connect_error, current_revision, head_revision, make_engine, mask_url
 
     url = _url(ctx)
     engine = make_engine(url)
     try:
         with engine.connect() as conn:
             rev = current_revision(conn)
-    except Exception as exc:  # noqa: BLE001 - reported as one line, password masked
-        from kvreg.db.engine import _connect_error
-
+    except SQLAlchemyError as exc:  # reported as one line, password masked
         raise _connect_error(url, exc) from None
+    finally:
+        engine.dispose()
     emit([{"registry": mask_url(url), "revision": rev, "head": head_revision(), "at_head": rev == head_revision()}], fmt)
 
 
@@ -88,20 +90,67 @@ def db_history(fmt):
           for s in script.walk_revisions()], fmt)
 
 
+@db_group.command("copy")
+@click.option("--from", "source", metavar="URL", help="Registry to copy (default: the --db registry).")
+@click.option("--to", "target", metavar="URL", required=True,
+              help="Database to copy into: migrated to the newest schema, then filled, in one transaction.")
+@click.option("--force", is_flag=True, help="Replace the rows the target already holds (refused without it).")
+@format_option()
+@click.pass_context
+@user_errors
+def db_copy(ctx, source, target, force, fmt):
+    """Copy a whole registry to another database, keeping ids, and verify the copy.
+
+    Every row of every table is copied into the target, migrated to the newest schema first, in
+    one transaction; the row counts and a content hash (sha256 of every row, in primary-key
+    order) must then be equal on both sides, or nothing is written. A target that already holds
+    rows is refused unless --force. Passwords: use PGPASSWORD or ~/.pgpass (docs/postgresql.md).
+
+    \b
+    Example:
+      kvreg db copy --from sqlite:///registry.db --to postgresql+psycopg://planner@db/kvreg
+    """
+    from kvreg.db.engine import resolve_url
+    from kvreg.dbcopy import copy_registry
+
+    result = copy_registry(resolve_url(source or ctx.find_root().obj.get("db_url")), target, force=force)
+    tables = [{"table": t, "source_rows": n, "target_rows": result.target_rows[t]}
+              for t, n in result.source_rows.items()]
+    if fmt == "table":
+        click.echo(f"copied {result.source} -> {result.target} (schema revision {result.revision})")
+        if result.replaced_rows:
+            click.echo(f"replaced the {result.replaced_rows} rows the target held (--force)")
+        emit(tables, fmt)
+        click.echo(f"content sha256 source {result.source_sha256}")
+        click.echo(f"content sha256 target {result.target_sha256}  (equal: verified)")
+        return
+    emit([{"source": result.source, "target": result.target, "revision": result.revision, **{
+        f"{t['table']}_rows": t["target_rows"] for t in tables}, "replaced_rows": result.replaced_rows,
+        "source_sha256": result.source_sha256, "target_sha256": result.target_sha256,
+        "verified": result.source_sha256 == result.target_sha256}], fmt)
+
+
 def _alembic(ctx, action: str, revision: str) -> None:
     from alembic import command
     from alembic.util import CommandError
+    from sqlalchemy.exc import SQLAlchemyError
 
-    from kvreg.db.engine import alembic_config, current_revision, known_revisions, make_engine, mask_url
+    from kvreg.db.engine import _connect_error, alembic_config, current_revision, known_revisions, make_engine, mask_url
     from kvreg.errors import KvregError
 
     url = _url(ctx)
     engine = make_engine(url)
-    with engine.begin() as conn:
-        rev = current_revision(conn)
-        if rev is not None and rev not in known_revisions():
-            raise KvregError(f"registry {mask_url(url)} is at revision {rev}, newer than this kvreg knows: upgrade kvreg")
-        try:
-            getattr(command, action)(alembic_config(url, conn), revision)
-        except CommandError as exc:
-            raise KvregError(f"cannot {action} to {revision!r}: {exc}") from None
+    try:
+        with engine.begin() as conn:
+            rev = current_revision(conn)
+            if rev is not None and rev not in known_revisions():
+                raise KvregError(f"registry {mask_url(url)} is at revision {rev}, newer than this kvreg knows: "
+                                 "upgrade kvreg; the registry was left untouched")
+            try:
+                getattr(command, action)(alembic_config(url, conn), revision)
+            except CommandError as exc:
+                raise KvregError(f"cannot {action} to {revision!r}: {exc}") from None
+    except SQLAlchemyError as exc:
+        raise _connect_error(url, exc) from None
+    finally:
+        engine.dispose()

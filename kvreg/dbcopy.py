@@ -1,0 +1,253 @@
+"""Move a registry between databases (SQLite and PostgreSQL, either way), and prove the copy.
+
+The proof is a row count per table and a content hash: sha256 over canonical JSON of every row
+of every registry table, parents first, rows in primary-key order, values normalised by column
+type. The same contents give the same hash on any engine, so equal hashes on both sides mean
+the target holds exactly what the source holds.
+
+The source is only read. The target is migrated, filled and verified in one transaction: a
+copy that fails or does not verify leaves the target as it was.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import Float, Integer, String, delete, func, insert, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from kvreg.errors import KvregError
+
+# Scratch rows live only inside a rolled-back transaction; kvreg_meta is bookkeeping (copied,
+# but its views_hash is per engine, so it is not part of the contents).
+_NOT_CONTENT = ("scenario", "kvreg_meta")
+_DERIVED_META = ("views_hash",)
+
+
+def content_tables():
+    """The tables holding what users entered, parents before children."""
+    from kvreg.db.tables import SQLModel
+
+    return [t for t in SQLModel.metadata.sorted_tables if t.name not in _NOT_CONTENT]
+
+
+def _value(column, v):
+    """A value as the column's type says, whatever the engine returned (SQLite may hand back
+    an int from a REAL column, PostgreSQL a Decimal from an aggregate)."""
+    if v is None:
+        return None
+    if isinstance(column.type, Float):
+        return float(v)
+    if isinstance(column.type, Integer):
+        return int(v)
+    if isinstance(column.type, String):
+        return str(v)
+    return v
+
+
+def read_table(conn, table) -> list[list]:
+    """Every row as a list in column order, sorted by primary key in Python: PostgreSQL's text
+    collation need not sort names the way SQLite does."""
+    cols = list(table.columns)
+    pk = [cols.index(c) for c in table.primary_key.columns]
+    rows = [[_value(c, v) for c, v in zip(cols, r)] for r in conn.execute(select(*cols))]
+    rows.sort(key=lambda r: [r[i] for i in pk])
+    return rows
+
+
+def snapshot(conn) -> dict[str, list[list]]:
+    """table name -> rows, for every content table."""
+    return {t.name: read_table(conn, t) for t in content_tables()}
+
+
+def hash_snapshot(snap: dict[str, list[list]]) -> str:
+    h = hashlib.sha256()
+    for t in content_tables():
+        doc = {"table": t.name, "columns": [c.name for c in t.columns], "rows": snap[t.name]}
+        h.update(json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=True).encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def content_hash(conn) -> str:
+    """sha256 of the registry's contents; equal on SQLite and PostgreSQL for equal contents."""
+    return hash_snapshot(snapshot(conn))
+
+
+def row_counts(conn) -> dict[str, int]:
+    """Rows per content table."""
+    return {t.name: conn.execute(select(func.count()).select_from(t)).scalar_one() for t in content_tables()}
+
+
+@dataclass
+class CopyResult:
+    source: str  # masked URL
+    target: str  # masked URL
+    revision: str
+    source_rows: dict[str, int]
+    target_rows: dict[str, int]
+    source_sha256: str
+    target_sha256: str
+    replaced_rows: int  # rows the target held before (only with force)
+
+
+def copy_registry(source_url: str, target_url: str, *, force: bool = False) -> CopyResult:
+    """Copy every row of the registry at source_url into target_url, keeping ids.
+
+    The target is migrated to head first (in the same transaction). A target that already holds
+    rows is refused unless force, which replaces them. Raises KvregError if the copy does not
+    verify (row counts and content hash equal on both sides); nothing is written then."""
+    from kvreg.db.engine import _masked, make_engine, mask_url
+
+    _check_distinct(source_url, target_url)
+    revision, snap, meta = _read_source(source_url)
+    source_rows = {name: len(rows) for name, rows in snap.items()}
+    source_sha = hash_snapshot(snap)
+
+    new_file = _sqlite_path(target_url)
+    new_file = new_file if new_file and not new_file.exists() else None
+    engine = make_engine(target_url)
+    try:
+        with engine.begin() as conn:
+            replaced = _fill_target(conn, target_url, snap, meta, force)
+            target_rows = row_counts(conn)
+            target_sha = content_hash(conn)
+            if target_rows != source_rows or target_sha != source_sha:
+                raise KvregError(
+                    f"copy to {mask_url(target_url)} did not verify (rows {target_rows} vs {source_rows}, "
+                    f"sha256 {target_sha[:12]} vs {source_sha[:12]}): nothing was written"
+                )
+    except BaseException as exc:
+        engine.dispose()
+        if new_file:  # the failed copy created it: leave no empty registry behind
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                Path(f"{new_file}{suffix}").unlink(missing_ok=True)
+        if isinstance(exc, SQLAlchemyError):
+            raise KvregError(f"cannot copy into {mask_url(target_url)}: {_masked(target_url, _one_line(exc))}; "
+                             "nothing was written") from None
+        raise
+    engine.dispose()
+    return CopyResult(mask_url(source_url), mask_url(target_url), revision, source_rows, target_rows,
+                      source_sha, target_sha, replaced)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return " ".join(text.splitlines()[0].split()) if text else type(exc).__name__
+
+
+def _sqlite_path(url: str) -> Path | None:
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
+        return None
+    return Path(u.database).expanduser().resolve()
+
+
+def _where(url: str):
+    """What identifies a database: the resolved file for SQLite, host/port/name for a server."""
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite":
+        return ("sqlite", str(_sqlite_path(url) or ":memory:"))
+    return (u.get_backend_name(), u.host or "", u.port or 5432, u.database or "")
+
+
+def _check_distinct(source_url: str, target_url: str) -> None:
+    from kvreg.db.engine import make_engine, mask_url
+
+    make_engine(source_url).dispose()  # a bad URL is reported as such, masked
+    make_engine(target_url).dispose()
+    if _where(source_url) == _where(target_url):
+        raise KvregError(f"--from and --to are the same database ({mask_url(target_url)}): nothing to copy")
+
+
+def _read_source(url: str) -> tuple[str, dict, list[dict]]:
+    """(revision, snapshot, kvreg_meta rows) of the source, read in one transaction, never written."""
+    from sqlalchemy.engine import make_url
+
+    from kvreg.db.engine import current_revision, head_revision, known_revisions, make_engine, mask_url
+    from kvreg.db.tables import Meta
+
+    path = _sqlite_path(url)
+    if make_url(url).get_backend_name() == "sqlite" and not (path and path.is_file()):
+        raise KvregError(f"no registry at {mask_url(url)}: --from must name an existing registry")
+    engine = make_engine(url)
+    try:
+        conn = engine.connect()
+        if conn.dialect.name == "postgresql":
+            # One snapshot for every table, even while others write.
+            conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        with conn, conn.begin():
+            rev = current_revision(conn)
+            if rev is None:
+                raise KvregError(f"{mask_url(url)} is not a kvreg registry (it has no schema revision)")
+            if rev not in known_revisions():
+                raise KvregError(f"source {mask_url(url)} is at schema revision {rev}, newer than this kvreg knows: "
+                                 "upgrade kvreg")
+            if rev != head_revision():
+                raise KvregError(f"source {mask_url(url)} is at schema revision {rev}, not {head_revision()}: "
+                                 f"upgrade it first (kvreg --db URL db upgrade)")
+            snap = snapshot(conn)
+            meta = [dict(r._mapping) for r in conn.execute(select(Meta.key, Meta.value))
+                    if r.key not in _DERIVED_META]
+    except SQLAlchemyError as exc:
+        raise KvregError(f"cannot read {mask_url(url)}: {_one_line(exc)}") from None
+    finally:
+        engine.dispose()
+    return rev, snap, meta
+
+
+def _fill_target(conn, url: str, snap: dict, meta: list[dict], force: bool) -> int:
+    """Migrate the target, empty it if allowed, insert the rows, reset id sequences.
+    Returns the number of rows replaced."""
+    from kvreg.db.engine import UnstorableValue, mask_url, prepare_registry
+    from kvreg.db.tables import Meta, Scenario
+
+    prepare_registry(conn, url, seed=False)
+    held = row_counts(conn)
+    total = sum(held.values())
+    if total and not force:
+        listing = ", ".join(f"{n} {t}" for t, n in held.items() if n)
+        raise KvregError(f"target {mask_url(url)} already holds rows ({listing}): copy into an empty database, "
+                         "or pass --force to replace them")
+    conn.execute(delete(Scenario))
+    for t in reversed(content_tables()):
+        conn.execute(delete(t))
+    conn.execute(delete(Meta).where(Meta.key.not_in(_DERIVED_META)))
+    for t in content_tables():
+        names = [c.name for c in t.columns]
+        rows = [dict(zip(names, r)) for r in snap[t.name]]
+        if rows:
+            try:
+                conn.execute(insert(t), rows)
+            except UnstorableValue as exc:  # SQLite holds integers PostgreSQL's INTEGER cannot
+                raise KvregError(f"cannot copy table {t.name} into {mask_url(url)}: {exc.detail}; "
+                                 "nothing was written") from None
+            except SQLAlchemyError as exc:
+                raise KvregError(f"cannot copy table {t.name} into {mask_url(url)}: {_one_line(exc)}; "
+                                 "nothing was written") from None
+    if meta:
+        conn.execute(insert(Meta), meta)
+    if conn.dialect.name == "postgresql":
+        _reset_sequences(conn)
+    return total
+
+
+def _reset_sequences(conn) -> None:
+    """Rows inserted with explicit ids leave PostgreSQL's sequences behind: move each past the
+    largest id so the next row added gets a fresh one."""
+    for t in content_tables():
+        pk = list(t.primary_key.columns)
+        if len(pk) != 1 or not isinstance(pk[0].type, Integer):
+            continue
+        col = pk[0].name
+        conn.exec_driver_sql(
+            f"SELECT setval(pg_get_serial_sequence('{t.name}', '{col}'), "
+            f"COALESCE((SELECT MAX({col}) FROM {t.name}), 0) + 1, false)"
+        )

@@ -3,17 +3,19 @@
 The question's scenarios are written to the scratch `scenario` table and read back through
 the view inside one transaction that is then rolled back: the registry is never changed, and
 every figure comes from the same view SQL that plans and reports use.
+
+The statements are plain SQL strings with named parameters, run through a small runner, so
+the same code answers on a SQLAlchemy connection (any backend) and on a stdlib sqlite3
+connection (kvreg.fastpath: `kvreg capacity` without importing SQLAlchemy). This module
+imports nothing heavy at load time for that reason.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from sqlalchemy import insert, select, text
-
-from kvreg.db.tables import Scenario
-from kvreg.errors import KvregError
-from kvreg.registry import check_dtype, get_gpu, get_model, model_names
+from kvreg.errors import KvregError, suggest
 
 JSON_COLUMNS = [
     "model", "gpu", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "kv_dtype", "weight_dtype",
@@ -26,6 +28,24 @@ JSON_COLUMNS = [
 TABLE_COLUMNS = ["model", "gpu", "tp", "context_tokens", "kv_dtype", "kv_bytes_per_token_per_gpu",
                  "kv_gib_per_sequence_per_gpu", "weights_gib_per_gpu", "kv_pool_gib_per_gpu", "max_concurrency",
                  "node_concurrency", "reason"]
+
+# Every statement a capacity question runs, on either runner. Named parameters (:name) are
+# understood by SQLAlchemy's text() and by sqlite3 alike.
+SCENARIO_COLUMNS = ("model_id", "gpu_id", "gpus_per_node", "tp", "pp", "dp_attention", "kv_dtype", "weight_dtype",
+                    "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size")
+SQL = {
+    "model": "SELECT * FROM model WHERE name = :name",
+    "model_names": "SELECT name FROM model ORDER BY name",
+    "gpu": "SELECT * FROM gpu WHERE name = :name",
+    "gpu_names": "SELECT name FROM gpu ORDER BY name",
+    "first_gpu": "SELECT id FROM gpu ORDER BY id LIMIT 1",
+    "dtype_names": "SELECT name FROM dtype WHERE kind IN (:kind, 'both') ORDER BY name",
+    "clear_scenarios": "DELETE FROM scenario",
+    "insert_scenario": "INSERT INTO scenario (" + ", ".join(SCENARIO_COLUMNS) + ") VALUES ("
+                       + ", ".join(":" + c for c in SCENARIO_COLUMNS) + ")",
+    "capacity": "SELECT * FROM capacity ORDER BY id",
+    "valid_tps": "SELECT tp FROM capacity WHERE tp_valid = 1 ORDER BY tp",
+}
 
 
 @dataclass
@@ -44,6 +64,118 @@ class Question:
     block_size: int = 16
 
 
+# --------------------------------------------------------------------------- runners
+
+
+class _SqlaRunner:
+    """Runs the statements on a SQLAlchemy connection (SQLite or PostgreSQL)."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def rows(self, sql: str, params: dict | None = None) -> list[dict]:
+        from sqlalchemy import text
+
+        return [dict(r) for r in self.conn.execute(text(sql), params or {}).mappings()]
+
+    def execute(self, sql: str, params: dict | list[dict] | None = None) -> None:
+        from sqlalchemy import text
+
+        self.conn.execute(text(sql), params or {})
+
+    @contextmanager
+    def scratch(self):
+        """A transaction (a savepoint inside an open one) that is always rolled back."""
+        trans = self.conn.begin_nested() if self.conn.in_transaction() else self.conn.begin()
+        try:
+            yield
+        finally:
+            trans.rollback()
+
+
+class _SqliteRunner:
+    """Runs the statements on a stdlib sqlite3 connection opened with isolation_level=None."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def rows(self, sql: str, params: dict | None = None) -> list[dict]:
+        cur = self.conn.execute(sql, params or {})
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
+
+    def execute(self, sql: str, params: dict | list[dict] | None = None) -> None:
+        if isinstance(params, list):
+            self.conn.executemany(sql, params)
+        else:
+            self.conn.execute(sql, params or {})
+
+    @contextmanager
+    def scratch(self):
+        """BEGIN IMMEDIATE (as the SQLAlchemy engine does) or a savepoint; always rolled back."""
+        nested = self.conn.in_transaction
+        self.conn.execute("SAVEPOINT kvreg_scratch" if nested else "BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            if nested:
+                self.conn.execute("ROLLBACK TO kvreg_scratch")
+                self.conn.execute("RELEASE kvreg_scratch")
+            else:
+                self.conn.execute("ROLLBACK")
+
+
+def runner(conn):
+    """The runner for a SQLAlchemy connection or a stdlib sqlite3 connection: .rows(sql, params)
+    returns dicts, .execute(sql, params) writes, .scratch() is a transaction always rolled back."""
+    import sqlite3
+
+    if isinstance(conn, (_SqlaRunner, _SqliteRunner)):
+        return conn
+    if isinstance(conn, sqlite3.Connection):
+        return _SqliteRunner(conn)
+    return _SqlaRunner(conn)
+
+
+# --------------------------------------------------------------------------- lookups
+
+
+def _names(db, key: str, params: dict | None = None) -> list[str]:
+    return [r["name"] for r in db.rows(SQL[key], params)]
+
+
+def _model(db, name: str) -> dict:
+    rows = db.rows(SQL["model"], {"name": name})
+    if not rows:
+        raise suggest(name, _names(db, "model_names"), "model")
+    return rows[0]
+
+
+def _gpu(db, name: str) -> dict:
+    rows = db.rows(SQL["gpu"], {"name": name})
+    if not rows:
+        raise suggest(name, _names(db, "gpu_names"), "gpu")
+    return rows[0]
+
+
+def _check_dtype(db, name: str, kind: str, what: str) -> None:
+    known = _names(db, "dtype_names", {"kind": kind})
+    if name not in known:
+        raise KvregError(f"unknown {what} {name!r}: use one of {', '.join(known)} (or add it with `kvreg dtype add`)")
+
+
+def _through_view(db, rows: list[dict], sql: str) -> list[dict]:
+    """Write scratch scenarios, read them back through the capacity view, roll back."""
+    with db.scratch():
+        db.execute(SQL["clear_scenarios"])
+        if rows:  # an empty registry asks nothing; an empty executemany is an error on some drivers
+            db.execute(SQL["insert_scenario"], rows)
+        return db.rows(sql)
+
+
+# --------------------------------------------------------------------------- questions
+
+
 def candidate_tps(gpus_per_node: int, pp: int) -> list[int]:
     """TPs SPEC considers within a node: 1, 2, 4, 8, ... up to gpus_per_node // pp."""
     out, tp = [], 1
@@ -53,14 +185,14 @@ def candidate_tps(gpus_per_node: int, pp: int) -> list[int]:
     return out
 
 
-def ask(conn, q: Question) -> list[dict]:
-    """Answer a capacity question; returns view rows in question order."""
-    models = [get_model(conn, m) for m in (q.models or model_names(conn))]
-    gpus = [get_gpu(conn, g) for g in q.gpus]
+def _check_question(db, q: Question) -> tuple[list[dict], list[dict], list[int]]:
+    """Validate a question: its models, GPUs, dtypes and layout. Returns models, GPUs and TPs to try."""
+    models = [_model(db, m) for m in (q.models or _names(db, "model_names"))]
+    gpus = [_gpu(db, g) for g in q.gpus]
     for d in q.kv_dtypes:
-        check_dtype(conn, d, "kv", "KV dtype")
+        _check_dtype(db, d, "kv", "KV dtype")
     if q.weight_dtype:
-        check_dtype(conn, q.weight_dtype, "weight", "weight dtype")
+        _check_dtype(db, q.weight_dtype, "weight", "weight dtype")
     if q.pp < 1 or q.dp_attention < 1 or q.gpus_per_node < 1:
         raise KvregError("--pp, --dp-attention and --gpus-per-node must be at least 1")
     if q.block_size < 0:
@@ -72,42 +204,43 @@ def ask(conn, q: Question) -> list[dict]:
                          "(--gpus-per-node)")
     if not tps:
         raise KvregError(f"PP {q.pp} does not fit in a node of {q.gpus_per_node} GPUs")
+    return models, gpus, tps
 
-    rows = []
-    order = 0
-    for m in models:
-        for g in gpus:
-            for ctx in q.contexts:
-                for kvd in q.kv_dtypes:
-                    for tp in tps:
-                        rows.append(dict(
-                            model_id=m["id"], gpu_id=g["id"], gpus_per_node=q.gpus_per_node, tp=tp, pp=q.pp,
-                            dp_attention=q.dp_attention, kv_dtype=kvd, weight_dtype=q.weight_dtype or m["weight_dtype"],
-                            context_tokens=ctx, avg_tokens=None, reserve=q.reserve,
-                            kv_cache_memory_bytes=q.kv_cache_memory_bytes, block_size=q.block_size,
-                        ))
-                    order += 1
-    trans = conn.begin_nested() if conn.in_transaction() else conn.begin()
-    try:
-        conn.execute(text("DELETE FROM scenario"))
-        conn.execute(insert(Scenario), rows)
-        result = [dict(r) for r in conn.execute(text("SELECT * FROM capacity ORDER BY id")).mappings()]
-    finally:
-        trans.rollback()
 
-    if not auto:
+def ask(conn, q: Question) -> list[dict]:
+    """Answer a capacity question; returns view rows in question order.
+
+    `conn` is a SQLAlchemy connection or a stdlib sqlite3 connection (isolation_level=None).
+    """
+    db = runner(conn)
+    models, gpus, tps = _check_question(db, q)
+    rows = [
+        dict(model_id=m["id"], gpu_id=g["id"], gpus_per_node=q.gpus_per_node, tp=tp, pp=q.pp,
+             dp_attention=q.dp_attention, kv_dtype=kvd, weight_dtype=q.weight_dtype or m["weight_dtype"],
+             context_tokens=ctx, avg_tokens=None, reserve=q.reserve,
+             kv_cache_memory_bytes=q.kv_cache_memory_bytes, block_size=q.block_size)
+        for m in models for g in gpus for ctx in q.contexts for kvd in q.kv_dtypes for tp in tps
+    ]
+    result = _through_view(db, rows, SQL["capacity"])
+
+    if q.tp != "auto":
         for r in result:
-            if not r["tp_valid"] and int(q.tp) * q.pp <= q.gpus_per_node:
-                valid = valid_tps(conn, r["model"], q.gpus_per_node, q.pp)
+            if not r["tp_valid"]:
+                valid = valid_tps(db, r["model"], q.gpus_per_node, q.pp)
                 raise KvregError(
                     f"TP {q.tp} is not valid for {r['model']} (attention heads must divide by TP, and KV heads by TP "
                     f"or TP by KV heads): valid TPs in a {q.gpus_per_node}-GPU node are {', '.join(map(str, valid))}"
                 )
         return result
-    # --tp auto: per question, the smallest valid TP that holds one sequence, else the largest valid TP (why not).
+    return _pick_auto_tp(result, len(tps))
+
+
+def _pick_auto_tp(result: list[dict], n_tps: int) -> list[dict]:
+    """--tp auto: per question, the smallest valid TP that holds one sequence, else the largest valid TP
+    (so the row says why not), else the first row (no valid TP: its reason says so)."""
     picked = []
-    for i in range(0, len(result), len(tps)):
-        group = [r for r in result[i:i + len(tps)] if r["tp_valid"]]
+    for i in range(0, len(result), n_tps):
+        group = [r for r in result[i:i + n_tps] if r["tp_valid"]]
         fitting = [r for r in group if r["max_concurrency"] and r["max_concurrency"] >= 1]
         if fitting:
             picked.append(fitting[0])
@@ -120,26 +253,22 @@ def ask(conn, q: Question) -> list[dict]:
 
 def valid_tps(conn, model: str, gpus_per_node: int = 8, pp: int = 1) -> list[int]:
     """Every TP from 1 to gpus_per_node // pp that the `tp_valid` figure accepts for this model."""
-    m = get_model(conn, model)
-    g = conn.execute(text("SELECT id FROM gpu ORDER BY id LIMIT 1")).scalar()
+    db = runner(conn)
+    m = _model(db, model)
+    first = db.rows(SQL["first_gpu"])
+    g = first[0]["id"] if first else None
     rows = [dict(model_id=m["id"], gpu_id=g, gpus_per_node=gpus_per_node, tp=tp, pp=pp, dp_attention=1,
                  kv_dtype="bf16", weight_dtype=m["weight_dtype"], context_tokens=1, avg_tokens=None, reserve=0.12,
                  kv_cache_memory_bytes=None, block_size=0) for tp in range(1, gpus_per_node // pp + 1)]
-    trans = conn.begin_nested() if conn.in_transaction() else conn.begin()
-    try:
-        conn.execute(text("DELETE FROM scenario"))
-        conn.execute(insert(Scenario), rows)
-        out = list(conn.execute(text("SELECT tp FROM capacity WHERE tp_valid = 1 ORDER BY tp")).scalars())
-    finally:
-        trans.rollback()
-    return out
+    return [r["tp"] for r in _through_view(db, rows, SQL["valid_tps"])]
 
 
 def model_context_figures(conn, model: str, gpu: str = "H100-SXM", kv_dtype: str = "bf16") -> list[dict]:
     """`kvreg model show`: the figures at 8K, 32K, 128K, 1m and the model's claimed context."""
-    m = get_model(conn, model)
+    m = _model(runner(conn), model)
     contexts = sorted({8192, 32768, 131072, 1000000, int(m["max_position_embeddings"])})
     return ask(conn, Question(models=[model], gpus=[gpu], contexts=contexts, kv_dtypes=[kv_dtype], tp="auto"))
 
 
-__all__ = ["Question", "ask", "valid_tps", "candidate_tps", "JSON_COLUMNS", "TABLE_COLUMNS", "select"]
+__all__ = ["Question", "ask", "valid_tps", "candidate_tps", "model_context_figures", "JSON_COLUMNS", "TABLE_COLUMNS",
+           "SQL", "runner"]

@@ -1,4 +1,8 @@
-"""`kvreg capacity`: ad-hoc questions answered straight from the capacity view."""
+"""`kvreg capacity`: ad-hoc questions answered straight from the capacity view.
+
+A SQLite registry that is already current is read with the stdlib alone (kvreg.fastpath), so a
+what-if answers without loading SQLAlchemy; the answer is the same either way.
+"""
 
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ def capacity_cmd(ctx, models, gpus, context, kv_dtype, weight_dtype, tp, pp, dp_
     """
     from kvreg.capacity import JSON_COLUMNS, TABLE_COLUMNS, Question, ask
     from kvreg.errors import KvregError
+    from kvreg.fastpath import capacity_rows
     from kvreg.units import parse_fraction, parse_size, parse_token_list
 
     if tp != "auto":
@@ -55,6 +60,8 @@ def capacity_cmd(ctx, models, gpus, context, kv_dtype, weight_dtype, tp, pp, dp_
         pp=pp, dp_attention=dp_attention, gpus_per_node=gpus_per_node, reserve=parse_fraction(reserve),
         kv_cache_memory_bytes=parse_size(kv_cache_memory) if kv_cache_memory else None, block_size=block_size,
     )
-    with open_db(ctx).connect() as conn:
-        rows = ask(conn, q)
+    rows = capacity_rows(ctx.find_root().obj.get("db_url"), q)
+    if rows is None:  # not a SQLite registry at head with current views: open it the full way
+        with open_db(ctx).connect() as conn:
+            rows = ask(conn, q)
     emit(rows, fmt, JSON_COLUMNS if fmt != "table" else TABLE_COLUMNS)

@@ -16,9 +16,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from kvreg.errors import KvregError, suggest
+from kvreg.rules import ENGINE_FIELDS, ENGINE_SETTINGS, check_engine_settings
 
 JSON_COLUMNS = [
-    "model", "gpu", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "kv_dtype", "weight_dtype",
+    "model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "kv_dtype", "weight_dtype",
     "reserve", "block_size", "kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_heads_per_gpu",
     "kv_bytes_per_sequence_per_gpu", "kv_gib_per_sequence_per_gpu", "state_bytes_per_sequence_per_gpu",
     "weights_gib_per_gpu", "usable_gib_per_gpu", "kv_pool_gib_per_gpu", "kv_pool_tokens", "fits", "reason",
@@ -28,11 +29,18 @@ JSON_COLUMNS = [
 TABLE_COLUMNS = ["model", "gpu", "tp", "context_tokens", "kv_dtype", "kv_bytes_per_token_per_gpu",
                  "kv_gib_per_sequence_per_gpu", "weights_gib_per_gpu", "kv_pool_gib_per_gpu", "max_concurrency",
                  "node_concurrency", "reason"]
+# Under an engine rule, rows also carry what the engine allocates and prints (docs/engine-rules.md),
+# next to max_concurrency: vLLM's num_blocks and "GPU KV cache size", SGLang's cell and max_total_num_tokens.
+ENGINE_COLUMNS = {
+    "vllm": ["allocatable_gib_per_gpu", "kv_block_tokens", "page_bytes_per_gpu", "num_blocks", "blocks_per_request",
+             "kv_cache_tokens"],
+    "sglang": ["allocatable_gib_per_gpu", "cell_bytes_per_token_per_gpu", "kv_cache_tokens"],
+}
 
 # Every statement a capacity question runs, on either runner. Named parameters (:name) are
 # understood by SQLAlchemy's text() and by sqlite3 alike.
 SCENARIO_COLUMNS = ("model_id", "gpu_id", "gpus_per_node", "tp", "pp", "dp_attention", "kv_dtype", "weight_dtype",
-                    "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size")
+                    "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", *ENGINE_FIELDS)
 SQL = {
     "model": "SELECT * FROM model WHERE name = :name",
     "model_names": "SELECT name FROM model ORDER BY name",
@@ -62,6 +70,24 @@ class Question:
     reserve: float = 0.12
     kv_cache_memory_bytes: int | None = None
     block_size: int = 16
+    rule: str = "theoretical"  # or vllm, sglang (kvreg.rules); the engine settings below: None for its default
+    gpu_memory_utilization: float | None = None
+    max_num_batched_tokens: int | None = None
+    max_concurrent_batches: int | None = None
+    activation_bytes: int | None = None
+    cuda_graph_bytes: int | None = None
+    mem_fraction_static: float | None = None
+
+
+def columns(rule: str, table: bool = False) -> list[str]:
+    """The columns `kvreg capacity` prints for a rule: JSON_COLUMNS (TABLE_COLUMNS), with the engine's
+    own figures after max_concurrency under an engine rule."""
+    base = TABLE_COLUMNS if table else JSON_COLUMNS
+    extra = ENGINE_COLUMNS.get(rule, [])
+    if table:
+        extra = [c for c in extra if c == "kv_cache_tokens"]
+    at = base.index("max_concurrency") + 1
+    return base[:at] + extra + base[at:]
 
 
 # --------------------------------------------------------------------------- runners
@@ -185,8 +211,9 @@ def candidate_tps(gpus_per_node: int, pp: int) -> list[int]:
     return out
 
 
-def _check_question(db, q: Question) -> tuple[list[dict], list[dict], list[int]]:
-    """Validate a question: its models, GPUs, dtypes and layout. Returns models, GPUs and TPs to try."""
+def _check_question(db, q: Question) -> tuple[list[dict], list[dict], list[int], dict]:
+    """Validate a question: its models, GPUs, dtypes, layout and engine settings. Returns models, GPUs,
+    TPs to try and the rule with its settings."""
     models = [_model(db, m) for m in (q.models or _names(db, "model_names"))]
     gpus = [_gpu(db, g) for g in q.gpus]
     for d in q.kv_dtypes:
@@ -204,7 +231,8 @@ def _check_question(db, q: Question) -> tuple[list[dict], list[dict], list[int]]
                          "(--gpus-per-node)")
     if not tps:
         raise KvregError(f"PP {q.pp} does not fit in a node of {q.gpus_per_node} GPUs")
-    return models, gpus, tps
+    engine = check_engine_settings({f: getattr(q, f) for f in ENGINE_FIELDS}, q.block_size)
+    return models, gpus, tps, engine
 
 
 def ask(conn, q: Question) -> list[dict]:
@@ -213,12 +241,12 @@ def ask(conn, q: Question) -> list[dict]:
     `conn` is a SQLAlchemy connection or a stdlib sqlite3 connection (isolation_level=None).
     """
     db = runner(conn)
-    models, gpus, tps = _check_question(db, q)
+    models, gpus, tps, engine = _check_question(db, q)
     rows = [
         dict(model_id=m["id"], gpu_id=g["id"], gpus_per_node=q.gpus_per_node, tp=tp, pp=q.pp,
              dp_attention=q.dp_attention, kv_dtype=kvd, weight_dtype=q.weight_dtype or m["weight_dtype"],
              context_tokens=ctx, avg_tokens=None, reserve=q.reserve,
-             kv_cache_memory_bytes=q.kv_cache_memory_bytes, block_size=q.block_size)
+             kv_cache_memory_bytes=q.kv_cache_memory_bytes, block_size=q.block_size, **engine)
         for m in models for g in gpus for ctx in q.contexts for kvd in q.kv_dtypes for tp in tps
     ]
     result = _through_view(db, rows, SQL["capacity"])
@@ -259,7 +287,8 @@ def valid_tps(conn, model: str, gpus_per_node: int = 8, pp: int = 1) -> list[int
     g = first[0]["id"] if first else None
     rows = [dict(model_id=m["id"], gpu_id=g, gpus_per_node=gpus_per_node, tp=tp, pp=pp, dp_attention=1,
                  kv_dtype="bf16", weight_dtype=m["weight_dtype"], context_tokens=1, avg_tokens=None, reserve=0.12,
-                 kv_cache_memory_bytes=None, block_size=0) for tp in range(1, gpus_per_node // pp + 1)]
+                 kv_cache_memory_bytes=None, block_size=0, rule="theoretical", **dict.fromkeys(ENGINE_SETTINGS))
+            for tp in range(1, gpus_per_node // pp + 1)]
     return [r["tp"] for r in _through_view(db, rows, SQL["valid_tps"])]
 
 
@@ -271,4 +300,4 @@ def model_context_figures(conn, model: str, gpu: str = "H100-SXM", kv_dtype: str
 
 
 __all__ = ["Question", "ask", "valid_tps", "candidate_tps", "model_context_figures", "JSON_COLUMNS", "TABLE_COLUMNS",
-           "SQL", "runner"]
+           "ENGINE_COLUMNS", "columns", "SQL", "runner"]

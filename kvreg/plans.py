@@ -21,13 +21,17 @@ from sqlalchemy.exc import IntegrityError
 from kvreg.db.tables import Demand, Gpu, Model, Plan
 from kvreg.errors import AlreadyExists, KvregError, suggest
 from kvreg.registry import check_dtype, check_int, check_name, get_gpu, get_model
+from kvreg.rules import ENGINE_FIELDS, ENGINE_SETTINGS, check_engine_settings
 from kvreg.units import format_tokens, parse_fraction, parse_quarter
 
 # A spec names its model and GPU; a row (what the plan table stores) carries their ids.
 SPEC_DEFAULTS = dict(
     gpus_per_node=8, tp=1, pp=1, dp_attention=1, kv_dtype="bf16", weight_dtype=None, context_tokens=131072,
     avg_tokens=None, reserve=0.12, kv_cache_memory_bytes=None, block_size=16, notes="",
+    rule="theoretical", **dict.fromkeys(ENGINE_SETTINGS),
 )
+# What an engine printed for a plan (kvreg plan calibrate); it belongs to the settings it was measured with.
+CALIBRATION_FIELDS = ("measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version")
 SPEC_FIELDS = ["name", "model", "gpu", *SPEC_DEFAULTS]
 
 # Scratch rows for the solvers: a name no user can type (check_name refuses control characters)
@@ -65,6 +69,7 @@ def validate_plan(conn, spec: dict, *, named: bool = True) -> dict:
     s["avg_tokens"] = check_int(s["avg_tokens"], "avg_tokens", allow_none=True)
     s["kv_cache_memory_bytes"] = check_int(s["kv_cache_memory_bytes"], "kv_cache_memory_bytes", allow_none=True)
     s["reserve"] = parse_fraction(s["reserve"])
+    s.update(check_engine_settings(s, s["block_size"]))
     check_dtype(conn, s["kv_dtype"], "kv", "KV dtype")
     s["weight_dtype"] = check_dtype(conn, s["weight_dtype"] or m["weight_dtype"], "weight", "weight dtype")
     if s["tp"] == "auto":
@@ -101,7 +106,8 @@ def _minimum_tp(conn, s: dict) -> int:
     q = Question(models=[s["model"]], gpus=[s["gpu"]], contexts=[s["context_tokens"]], kv_dtypes=[s["kv_dtype"]],
                  weight_dtype=s["weight_dtype"], tp="auto", pp=s["pp"], dp_attention=s["dp_attention"],
                  gpus_per_node=s["gpus_per_node"], reserve=s["reserve"],
-                 kv_cache_memory_bytes=s["kv_cache_memory_bytes"], block_size=s["block_size"])
+                 kv_cache_memory_bytes=s["kv_cache_memory_bytes"], block_size=s["block_size"],
+                 **{f: s[f] for f in ENGINE_FIELDS})
     return int(ask(conn, q)[0]["tp"])
 
 
@@ -157,7 +163,9 @@ def set_plan(conn, name: str, changes: dict) -> dict:
     """Change some fields of a plan (`rename` renames it); the whole result is validated again.
 
     Changing the model without a weight dtype keeps an explicitly chosen weight dtype but
-    follows the new model's native dtype when the plan used the old model's native one.
+    follows the new model's native dtype when the plan used the old model's native one. Changing
+    the rule clears the old engine's settings that the new rule does not read (unless given), and
+    any change but notes or name clears the calibration: it was measured with the old settings.
     """
     changes = dict(changes)
     if not changes:
@@ -167,15 +175,68 @@ def set_plan(conn, name: str, changes: dict) -> dict:
     if "model" in changes and "weight_dtype" not in changes:
         if old["weight_dtype"] == get_model(conn, old["model"])["weight_dtype"]:
             changes["weight_dtype"] = None
+    if changes.get("rule", old["rule"]) != old["rule"]:
+        for setting, (rule, _flag) in ENGINE_SETTINGS.items():
+            if rule != changes["rule"]:
+                changes.setdefault(setting, None)
     spec = {**old, **changes, "name": new_name}
     row = validate_plan(conn, spec)
     if new_name != name and conn.execute(select(Plan.id).where(Plan.name == new_name)).first() is not None:
         raise _exists(new_name)
+    settings = [k for k in SPEC_DEFAULTS if k != "notes"]
+    if any(row[k] != old[k] for k in settings) or (spec["model"], spec["gpu"]) != (old["model"], old["gpu"]):
+        row.update(dict.fromkeys(CALIBRATION_FIELDS))
     try:
         conn.execute(update(Plan).where(Plan.name == name).values(**row))
     except IntegrityError as exc:
         raise _integrity(exc, new_name) from None
     return plan_capacity(conn, new_name)
+
+
+def calibrate_plan(conn, name: str, *, kv_cache_tokens=None, max_concurrency=None, engine_version=None) -> dict:
+    """Record what the engine printed at startup for a plan (its "GPU KV cache size" tokens, its
+    "Maximum concurrency" and its version); the plan_capacity view sets them against the figures.
+    A value of None leaves the stored one; "none" clears it. Returns the plan_capacity row."""
+    plan = get_plan(conn, name)
+    given = {"measured_kv_cache_tokens": kv_cache_tokens, "measured_max_concurrency": max_concurrency,
+             "measured_engine_version": engine_version}
+    if all(v is None for v in given.values()):
+        raise KvregError(f"nothing to record for plan {name!r}: give --kv-cache-tokens, --max-concurrency and/or "
+                         "--engine-version, as the engine printed them")
+    values = {}
+    for field, value in given.items():
+        if value is None:
+            continue
+        if isinstance(value, str) and value.strip().lower() == "none":
+            values[field] = None
+        elif field == "measured_kv_cache_tokens":
+            values[field] = check_int(_number_text(value), "--kv-cache-tokens", minimum=0)
+        elif field == "measured_max_concurrency":
+            values[field] = _concurrency(value)
+        else:
+            values[field] = check_name(str(value).strip(), "engine version")
+    conn.execute(update(Plan).where(Plan.id == plan["id"]).values(**values))
+    return plan_capacity(conn, name)
+
+
+def _number_text(value):
+    """'434,176' as the log prints it -> '434176'."""
+    return value.replace(",", "").replace("_", "").strip() if isinstance(value, str) else value
+
+
+def _concurrency(value) -> float:
+    """'3.31x' as the log prints it -> 3.31."""
+    text_value = _number_text(value)
+    if isinstance(text_value, str) and text_value.lower().endswith("x"):
+        text_value = text_value[:-1]
+    try:
+        number = float(text_value)
+    except (TypeError, ValueError):
+        raise KvregError(f"--max-concurrency {value!r} is not a number: give it as the log prints it, "
+                         "such as 3.31x") from None
+    if isinstance(value, bool) or not math.isfinite(number) or number < 0:
+        raise KvregError(f"--max-concurrency {value!r} must be a number of at least 0, such as 3.31")
+    return number
 
 
 def remove_plan(conn, name: str) -> None:
@@ -429,6 +490,9 @@ def solve_reserve(conn, plan: str, quarter: str | None = None) -> list[dict]:
     """Per demand quarter: the largest reserve (on a 0.0001 grid) at which the plan still serves its
     users with the GPUs it needs today. A larger reserve shrinks the KV pool and so never needs fewer GPUs."""
     spec = plan_spec(conn, plan)
+    if spec["rule"] != "theoretical":
+        raise KvregError(f"plan {plan!r} follows the {spec['rule']} rule, where the reserve does not change the KV "
+                         f"pool: switch with `kvreg plan set {plan} --rule theoretical` to solve for it")
     if spec["kv_cache_memory_bytes"] is not None:
         raise KvregError(f"plan {plan!r} sets its KV pool directly (kv_cache_memory_bytes), so the reserve does not "
                          f"change it: switch with `kvreg plan set {plan} --reserve 0.12` first")

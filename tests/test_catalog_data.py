@@ -24,7 +24,7 @@ BF16 = 2  # bytes per element
 
 DTYPE_NAMES = [
     "fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "fp8", "int8",
-    "int4", "fp4", "nvfp4", "int2", "fp8_ds_mla",
+    "int4", "fp4", "nvfp4", "int2", "fp8_ds_mla", "int8_per_token_head", "fp8_per_token_head",
 ]
 GPU_NAMES = [
     "H100-SXM", "H200", "A100-40GB", "A100-80GB", "L40S",

@@ -324,11 +324,12 @@ def test_bad_format_is_one_line(kv, state):
 
 def test_dtype_list_exact_bytes(kv):
     rows = {d["name"]: d for d in kv.json("dtype", "list")}
-    assert len(rows) == 12
+    assert len(rows) == 14
     assert (rows["int4"]["bytes_per_element"], rows["nvfp4"]["bytes_per_element"]) == (0.5, 0.5625)
     assert rows["fp8_ds_mla"]["mla_bytes_per_token_per_layer"] == 656  # 512 + 4*4 + 64*2
     parsed = list(csv.DictReader(io.StringIO(kv("dtype", "list", "--format", "csv").stdout)))
-    assert list(parsed[0]) == ["name", "bytes_per_element", "kind", "mla_bytes_per_token_per_layer", "notes"]
+    assert list(parsed[0]) == ["name", "bytes_per_element", "kind", "mla_bytes_per_token_per_layer",
+                               "scale_bytes_per_token_per_head", "notes"]
 
 
 def test_dtype_add_then_use_it(kv):

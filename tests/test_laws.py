@@ -40,6 +40,10 @@ def figures(**inputs) -> dict:
         memory_bytes=80 * GiB, memory_bandwidth_bytes_per_s=3.35e12, price_per_hour=2.5, unit_price=30000.0,
         gpus_per_node=8, tp=1, pp=1, dp_attention=1, context_tokens=131072, avg_tokens=None, reserve=0.12,
         kv_cache_memory_bytes=None, block_size=16, users=None,
+        # engine rules (tests/test_engine_rules.py): the theoretical rule, engine knobs unset
+        rule="theoretical", indexer_bytes_per_token_per_layer=None, kv_scale_bytes_per_token_per_head=None,
+        gpu_memory_utilization=None, max_num_batched_tokens=None, max_concurrent_batches=None, activation_bytes=None,
+        cuda_graph_bytes=None, mem_fraction_static=None,
     )
     row.update(inputs)
     memo: dict = {}

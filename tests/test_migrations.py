@@ -145,7 +145,7 @@ def test_db_downgrade_base_then_upgrade(kv, db_url):
 
 def test_db_init_reports_counts(kv):
     line = kv("init").stdout.strip()
-    assert "24 models, 10 GPUs, 12 dtypes" in line
+    assert "24 models, 10 GPUs, 14 dtypes" in line
 
 
 def set_revision(db_url: str, rev: str) -> None:

@@ -75,8 +75,8 @@ def toml_file(tmp_path):
 def test_export_writes_every_catalog_row_sorted_by_name(kv):
     data = tomllib.loads(kv("export").stdout)
     assert sorted(data) == ["dtype", "gpu", "model"]
-    # the built-in catalog: 12 dtypes, 10 GPUs, 24 models
-    assert [len(data[k]) for k in ("dtype", "gpu", "model")] == [12, 10, 24]
+    # the built-in catalog: 14 dtypes, 10 GPUs, 24 models
+    assert [len(data[k]) for k in ("dtype", "gpu", "model")] == [14, 10, 24]
     for kind in data:
         names = [r["name"] for r in data[kind]]
         assert names == sorted(names)
@@ -208,7 +208,7 @@ def test_prune_deletes_undeclared_rows_of_declared_kinds_only(kv, db_url, toml_f
     assert "- model Llama-3.1-8B" in result.stdout
     assert [m["name"] for m in kv.json("model", "list")] == ["My-8B"]
     assert len(kv.json("gpu", "list")) == 10  # the file has no [[gpu]] tables: GPUs are left alone
-    assert len(kv.json("dtype", "list")) == 13  # dtypes are never pruned: 12 + mxfp4
+    assert len(kv.json("dtype", "list")) == 15  # dtypes are never pruned: 14 + mxfp4
 
 
 def test_prune_keeps_rows_a_plan_uses(kv, db_url, toml_file):

@@ -33,6 +33,19 @@ PLANS = [
     (EVIL[2], "DeepSeek-V3", "H200", 8, 1, 1, "fp8_ds_mla", "fp8_e4m3", 131072, None, 0.12, None, 16),
     (EVIL[3], "gpt-oss-120b", "H100-SXM", 2, 2, 2, "bf16", "fp4", 131072, 4096, 0.12, None, 16),
     (EVIL[4], "Llama-3.1-8B", "H100-SXM", 1, 1, 1, "fp8_ds_mla", "bf16", 8192, None, 0.12, None, 16),
+    ("qwen-next-vllm-tp4", "Qwen3-Next-80B-A3B", "H100-SXM", 4, 1, 1, "bf16", "bf16", 262144, None, 0.12, None, 16),
+]
+# Engine rules (tests/test_engine_rules.py) on some plans, so their formulas are proven too: plan, settings.
+ENGINE = [
+    ("qwen235-h100-tp8", "rule = 'sglang', mem_fraction_static = 0.85"),
+    ("qwen235-h100-tp?", "rule = 'vllm', kv_dtype = 'fp8_per_token_head', max_num_batched_tokens = 4096"),
+    ("qwen-next-h200-tp4", "rule = 'sglang'"),  # block_size 0: SGLang's page of one token
+    (EVIL[2], "rule = 'vllm', gpu_memory_utilization = 0.9, activation_bytes = 6442450944,"
+              " cuda_graph_bytes = 1073741824"),
+    (EVIL[3], "rule = 'vllm'"),  # sliding layers, PP 2: two batches in flight
+    ("qwen-next-vllm-tp4", "rule = 'vllm', measured_kv_cache_tokens = 1000000, measured_max_concurrency = 3.5,"
+                           " measured_engine_version = 'vllm 0.33.0'"),
+    ("llama8b-h100-128k", "measured_kv_cache_tokens = 404352, measured_max_concurrency = 3.09"),
 ]
 DEMAND = [
     ("llama8b-h100-128k", "2026Q3", 100), ("llama8b-h100-128k", "2026Q4", 250),
@@ -55,6 +68,9 @@ def _insert_test_data(conn) -> None:
             " (SELECT id FROM model WHERE name = :m), (SELECT id FROM gpu WHERE name = :g), :tp, :pp, :dp, :kd, :wd,"
             " :ctx, :avg, :res, :kvm, :bs, 8, '')"),
             dict(zip(("n", "m", "g", "tp", "pp", "dp", "kd", "wd", "ctx", "avg", "res", "kvm", "bs"), p)))
+    conn.execute(text("UPDATE model SET indexer_bytes_per_token_per_layer = 132 WHERE name = 'DeepSeek-V3'"))
+    for plan, settings in ENGINE:
+        conn.execute(text(f"UPDATE plan SET {settings} WHERE name = :n"), {"n": plan})
     for plan, quarter, users in DEMAND:
         conn.execute(text("INSERT INTO demand (plan_id, quarter, users) VALUES"
                           " ((SELECT id FROM plan WHERE name = :p), :q, :u)"), dict(p=plan, q=quarter, u=users))

@@ -8,7 +8,18 @@ from __future__ import annotations
 
 import click
 
-from kvreg.cli.common import emit, format_option, open_db, user_errors
+from kvreg.cli.common import emit, engine_options, format_option, open_db, user_errors
+
+
+def _options(options: list):
+    """Apply a list of click options as one decorator, in the order listed."""
+
+    def decorate(fn):
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return decorate
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -29,20 +40,24 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.option("--gpus-per-node", type=int, default=8, show_default=True)
 @click.option("--reserve", default="0.12", show_default=True, help="Share of GPU memory held back, in [0, 1).")
 @click.option("--kv-cache-memory", help="KV pool per GPU given directly (53GB, 40GiB); overrides --reserve.")
-@click.option("--block-size", type=int, default=16, show_default=True, help="Paged-KV block in tokens; 0: no rounding.")
+@click.option("--block-size", type=int, default=16, show_default=True,
+              help="Paged-KV block in tokens (SGLang: its page size); 0: no rounding.")
+@_options(engine_options(defaults=True))
 @format_option()
 @click.pass_context
 @user_errors
 def capacity_cmd(ctx, models, gpus, context, kv_dtype, weight_dtype, tp, pp, dp_attention, gpus_per_node, reserve,
-                 kv_cache_memory, block_size, fmt):
+                 kv_cache_memory, block_size, fmt, **engine):
     """How many context-length sequences fit: KV per token and per sequence per GPU, weights, KV pool,
-    max concurrency (a real number) and node concurrency. Nothing is saved.
+    max concurrency (a real number) and node concurrency. Nothing is saved. With --rule vllm or sglang,
+    what that engine allocates and prints at startup (docs/engine-rules.md).
 
     Example: kvreg capacity --model Llama-3.1-8B --gpu H100-SXM --context 128K --format json
     """
-    from kvreg.capacity import JSON_COLUMNS, TABLE_COLUMNS, Question, ask
+    from kvreg.capacity import Question, ask, columns
     from kvreg.errors import KvregError
     from kvreg.fastpath import capacity_rows
+    from kvreg.rules import parse_engine_options
     from kvreg.units import parse_fraction, parse_size, parse_token_list
 
     if tp != "auto":
@@ -59,9 +74,10 @@ def capacity_cmd(ctx, models, gpus, context, kv_dtype, weight_dtype, tp, pp, dp_
         kv_dtypes=_split((kv_dtype,)), weight_dtype=None if weight_dtype == "native" else weight_dtype, tp=tp_value,
         pp=pp, dp_attention=dp_attention, gpus_per_node=gpus_per_node, reserve=parse_fraction(reserve),
         kv_cache_memory_bytes=parse_size(kv_cache_memory) if kv_cache_memory else None, block_size=block_size,
+        **parse_engine_options(engine),
     )
     rows = capacity_rows(ctx.find_root().obj.get("db_url"), q)
     if rows is None:  # not a SQLite registry at head with current views: open it the full way
         with open_db(ctx).connect() as conn:
             rows = ask(conn, q)
-    emit(rows, fmt, JSON_COLUMNS if fmt != "table" else TABLE_COLUMNS)
+    emit(rows, fmt, columns(q.rule, table=fmt == "table"))

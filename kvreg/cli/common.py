@@ -24,6 +24,27 @@ def format_option(default: str = "table"):
     )
 
 
+def engine_options(defaults: bool) -> list:
+    """--rule and the engine's own settings (docs/engine-rules.md), for `kvreg capacity` and the plan
+    commands; parse them with kvreg.rules.parse_engine_options. Without defaults (plan set) an option
+    left out keeps the stored value."""
+    clears = "" if defaults else "; none clears it"
+    return [
+        click.option("--rule", default="theoretical" if defaults else None, show_default=defaults,
+                     help="Allocation rule: theoretical (SPEC's reserve), vllm or sglang (what the engine allocates)."),
+        click.option("--gpu-memory-utilization", help=f"vLLM: share of GPU memory it may use, in (0, 1] (default 0.92)"
+                     f"{clears}."),
+        click.option("--max-num-batched-tokens", help=f"vLLM: tokens per scheduler step (default 8192){clears}."),
+        click.option("--max-concurrent-batches", help="vLLM: batches in flight (default 2 at PP 1, else PP)"
+                     f"{clears}."),
+        click.option("--activation-memory", help="vLLM: measured peak activation memory per GPU (1.2GiB), instead "
+                     f"of kvreg's estimate{clears}."),
+        click.option("--cuda-graph-memory", help="vLLM: measured CUDA graph memory per GPU (0.5GiB), instead of "
+                     f"kvreg's estimate{clears}."),
+        click.option("--mem-fraction-static", help=f"SGLang: --mem-fraction-static, in (0, 1] (default 0.88){clears}."),
+    ]
+
+
 def user_errors(fn):
     """Run a command; any error a user can fix becomes one line on stderr and exit status 1."""
 

@@ -96,7 +96,8 @@ def dtype_list(ctx, fmt):
     from kvreg.registry import list_dtypes
 
     with open_db(ctx).connect() as conn:
-        emit(list_dtypes(conn), fmt, ["name", "bytes_per_element", "kind", "mla_bytes_per_token_per_layer", "notes"])
+        emit(list_dtypes(conn), fmt, ["name", "bytes_per_element", "kind", "mla_bytes_per_token_per_layer",
+                                      "scale_bytes_per_token_per_head", "notes"])
 
 
 @dtype_group.command("add")
@@ -104,10 +105,13 @@ def dtype_list(ctx, fmt):
 @click.option("--bytes-per-element", type=float, required=True, help="Exact bytes per element: 0.5 for int4.")
 @click.option("--kind", type=click.Choice(["kv", "weight", "both"]), default="both", show_default=True)
 @click.option("--mla-bytes-per-token-per-layer", type=int, help="A format's own MLA layout (fp8_ds_mla: 656).")
+@click.option("--scale-bytes-per-token-per-head", type=click.IntRange(min=0),
+              help="Scale bytes per token per KV head, K and V together (int8_per_token_head: 8).")
 @click.option("--notes", default="")
 @click.pass_context
 @user_errors
-def dtype_add(ctx, name, bytes_per_element, kind, mla_bytes_per_token_per_layer, notes):
+def dtype_add(ctx, name, bytes_per_element, kind, mla_bytes_per_token_per_layer, scale_bytes_per_token_per_head,
+              notes):
     """Add a dtype."""
     import math
 
@@ -118,5 +122,6 @@ def dtype_add(ctx, name, bytes_per_element, kind, mla_bytes_per_token_per_layer,
         raise KvregError("--bytes-per-element must be above 0 and at most 8")
     with open_db(ctx).begin() as conn:
         add_dtype(conn, dict(name=name, bytes_per_element=bytes_per_element, kind=kind,
-                             mla_bytes_per_token_per_layer=mla_bytes_per_token_per_layer, notes=notes))
+                             mla_bytes_per_token_per_layer=mla_bytes_per_token_per_layer,
+                             scale_bytes_per_token_per_head=scale_bytes_per_token_per_head, notes=notes))
     click.echo(f"added dtype {name}")

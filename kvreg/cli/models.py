@@ -37,6 +37,8 @@ def model_group():
 @click.option("--linear-state-dtype", help="Dtype of the linear state (default: the weight dtype).")
 @click.option("--kv-lora-rank", type=int, help="MLA latent rank (DeepSeek: 512).")
 @click.option("--qk-rope-head-dim", type=int, help="MLA RoPE key dimension (DeepSeek: 64).")
+@click.option("--indexer-bytes-per-token-per-layer", type=int,
+              help="MLA models with a sparse-attention indexer cache (DeepSeek-V3.2: 132).")
 @click.option("--architecture", default="", help="e.g. LlamaForCausalLM.")
 @click.option("--family", default="", help="e.g. llama.")
 @click.option("--notes", default="")
@@ -45,7 +47,7 @@ def model_group():
 def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim, params_b, active_params_b,
               weight_dtype, max_context, sliding_layers, sliding_window, chunked_layers, attention_chunk_size,
               linear_layers, linear_state_elements, linear_state_heads, linear_state_dtype, kv_lora_rank,
-              qk_rope_head_dim, architecture, family, notes):
+              qk_rope_head_dim, indexer_bytes_per_token_per_layer, architecture, family, notes):
     """Add a model by hand.
 
     Example: kvreg model add My-8B --layers 32 --kv-heads 8 --attention-heads 32 --head-dim 128 --params-b 8
@@ -66,7 +68,8 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
         sliding_window=sliding_window, chunked_layers=chunked_layers, attention_chunk_size=attention_chunk_size,
         linear_layers=linear_layers, linear_state_elements_per_layer=linear_state_elements,
         linear_state_heads=linear_state_heads, linear_state_dtype=linear_state_dtype, kv_lora_rank=kv_lora_rank,
-        qk_rope_head_dim=qk_rope_head_dim, architecture=architecture, family=family, notes=notes, source="manual",
+        qk_rope_head_dim=qk_rope_head_dim, indexer_bytes_per_token_per_layer=indexer_bytes_per_token_per_layer,
+        architecture=architecture, family=family, notes=notes, source="manual",
     )
     with open_db(ctx).begin() as conn:
         add_model(conn, row)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import click
 
-from kvreg.cli.common import emit, emit_record, format_option, open_db, user_errors
+from kvreg.cli.common import emit, emit_record, engine_options, format_option, open_db, user_errors
 
-LIST_TABLE_COLUMNS = ["plan", "model", "gpu", "tp", "pp", "gpus_per_node", "context_tokens", "avg_tokens", "kv_dtype",
+LIST_TABLE_COLUMNS = ["plan", "rule", "model", "gpu", "tp", "pp", "gpus_per_node", "context_tokens", "avg_tokens", "kv_dtype",
                       "kv_pool_gib_per_gpu", "max_concurrency", "workload_concurrency", "fits", "reason"]
 QUARTER_TABLE_COLUMNS = ["plan", "quarter", "users", "gpu", "tp", "workload_concurrency", "replicas_needed",
                          "gpus_needed", "nodes_needed", "headroom_users", "cost_per_month", "capex", "reason"]
+CALIBRATION_COLUMNS = ["plan", "rule", "measured_engine_version", "kv_cache_tokens", "kv_pool_tokens",
+                       "measured_kv_cache_tokens", "kv_cache_tokens_error_fraction", "sequences_per_rank",
+                       "measured_max_concurrency", "max_concurrency_error_fraction"]
 ROLLUP_COLUMNS = ["gpu", "quarter", "plans", "plans_not_fitting", "users", "gpus_needed", "nodes_needed",
                   "cost_per_month", "capex", "previous_gpus_needed", "gpus_change"]
 SOLVE_TABLE = {
@@ -48,7 +51,8 @@ def _deployment_options(*, defaults: bool, notes: bool = True, context: bool = T
         click.option("--kv-cache-memory", help="KV pool per GPU given directly (53GB, 40GiB), as vLLM's "
                      "kv_cache_memory_bytes; not with --reserve" + ("." if defaults else "; none clears it.")),
         click.option("--block-size", type=int, default=d(16), show_default=defaults,
-                     help="Paged-KV block in tokens; 0: no rounding."),
+                     help="Paged-KV block in tokens (SGLang: its page size); 0: no rounding."),
+        *engine_options(defaults),
     ]
     if context:
         opts.insert(8, click.option("--context", default=d("128K"), show_default=defaults,
@@ -67,6 +71,7 @@ def _deployment_options(*, defaults: bool, notes: bool = True, context: bool = T
 def _spec(opts: dict, *, partial: bool) -> dict:
     """Parse deployment options into a plan spec; with `partial`, only the options given."""
     from kvreg.errors import KvregError
+    from kvreg.rules import parse_engine_options
     from kvreg.units import parse_fraction, parse_size, parse_tokens
 
     if opts.get("reserve") is not None and opts.get("kv_cache_memory") is not None:
@@ -89,6 +94,7 @@ def _spec(opts: dict, *, partial: bool) -> dict:
     if opts.get("kv_cache_memory") is not None:
         pool = opts["kv_cache_memory"]
         spec["kv_cache_memory_bytes"] = None if _is_none(pool) else parse_size(pool)
+    spec.update(parse_engine_options(opts))
     if not partial:
         spec.setdefault("avg_tokens", None)
         spec.setdefault("kv_cache_memory_bytes", None)
@@ -163,6 +169,30 @@ def plan_set(ctx, name, rename, **opts):
     with open_db(ctx).begin() as conn:
         row = set_plan(conn, name, changes)
     click.echo(f"changed plan {row['plan']}{_fit_note(row)}")
+
+
+@plan_group.command("calibrate")
+@click.argument("name")
+@click.option("--kv-cache-tokens", help="What the engine printed as its KV cache size in tokens: vLLM's "
+              "'GPU KV cache size: 434,176 tokens', SGLang's max_total_num_tokens; none clears it.")
+@click.option("--max-concurrency", help="vLLM's 'Maximum concurrency for N tokens per request: 3.31x'; none clears it.")
+@click.option("--engine-version", help="The engine and version that printed them (vllm 0.33.0); none clears it.")
+@format_option()
+@click.pass_context
+@user_errors
+def plan_calibrate(ctx, name, kv_cache_tokens, max_concurrency, engine_version, fmt):
+    """Record what the engine printed at startup for a plan, to set against kvreg's figures: the
+    plan_capacity view, the report and the workbook show predicted, measured and the error.
+    Changing the plan's settings later clears what was recorded.
+
+    Example: kvreg plan calibrate chat --kv-cache-tokens 434,176 --max-concurrency 3.31x --engine-version "vllm 0.33.0"
+    """
+    from kvreg.plans import calibrate_plan
+
+    with open_db(ctx).begin() as conn:
+        row = calibrate_plan(conn, name, kv_cache_tokens=kv_cache_tokens, max_concurrency=max_concurrency,
+                             engine_version=engine_version)
+    emit_record({k: row.get(k) for k in CALIBRATION_COLUMNS}, fmt)
 
 
 @plan_group.command("list")

@@ -11,6 +11,29 @@ from typing import Optional
 from sqlalchemy import BigInteger, CheckConstraint, Column, Float, ForeignKey, Integer, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from kvreg.rules import RULES
+
+
+def engine_check_sql(table: str) -> list[tuple[str, str]]:
+    """(name, condition) of the CHECK constraints on a deployment's rule and engine knobs (the 0002
+    migration creates the same ones, each beside its column)."""
+    return [
+        (f"ck_{table}_rule", "rule IN (" + ", ".join(f"'{r}'" for r in RULES) + ")"),
+        (f"ck_{table}_gmu", "gpu_memory_utilization IS NULL OR (gpu_memory_utilization > 0"
+                            " AND gpu_memory_utilization <= 1)"),
+        (f"ck_{table}_batched_tokens", "max_num_batched_tokens IS NULL OR max_num_batched_tokens > 0"),
+        (f"ck_{table}_concurrent_batches", "max_concurrent_batches IS NULL OR max_concurrent_batches > 0"),
+        (f"ck_{table}_activation", "activation_bytes IS NULL OR activation_bytes >= 0"),
+        (f"ck_{table}_cuda_graph", "cuda_graph_bytes IS NULL OR cuda_graph_bytes >= 0"),
+        (f"ck_{table}_mfs", "mem_fraction_static IS NULL OR (mem_fraction_static > 0 AND mem_fraction_static <= 1)"),
+        # vLLM pages every cache: a block of 0 tokens (kvreg's "no rounding") means nothing to it.
+        (f"ck_{table}_vllm_block", "rule <> 'vllm' OR block_size > 0"),
+    ]
+
+
+def _engine_checks(table: str) -> list[CheckConstraint]:
+    return [CheckConstraint(cond, name=name) for name, cond in engine_check_sql(table)]
+
 
 def _fk(target: str, nullable: bool = False, ondelete: str = "RESTRICT"):
     return Field(
@@ -29,6 +52,10 @@ class Dtype(SQLModel, table=True):
             "mla_bytes_per_token_per_layer IS NULL OR mla_bytes_per_token_per_layer > 0",
             name="ck_dtype_mla_bytes",
         ),
+        CheckConstraint(
+            "scale_bytes_per_token_per_head IS NULL OR scale_bytes_per_token_per_head >= 0",
+            name="ck_dtype_scale_bytes",
+        ),
     )
 
     name: str = Field(primary_key=True)
@@ -37,6 +64,9 @@ class Dtype(SQLModel, table=True):
     kind: str = Field(sa_column=Column(String, nullable=False))
     # Formats with their own per-token layout for MLA latents (vLLM fp8_ds_mla: 656 B).
     mla_bytes_per_token_per_layer: Optional[int] = Field(default=None, sa_column=Column(Integer, nullable=True))
+    # Per-token-head quantized formats keep scales beside the values (vLLM int8_per_token_head and
+    # fp8_per_token_head: one fp32 scale for K and one for V per token per KV head = 8 B).
+    scale_bytes_per_token_per_head: Optional[int] = Field(default=None, sa_column=Column(Integer, nullable=True))
     notes: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
 
 
@@ -69,6 +99,10 @@ class Model(SQLModel, table=True):
         CheckConstraint("linear_state_elements_per_layer IS NULL OR linear_state_heads > 0", name="ck_model_linear_heads"),
         CheckConstraint("params_total > 0 AND params_active > 0 AND params_active <= params_total", name="ck_model_params"),
         CheckConstraint("max_position_embeddings > 0", name="ck_model_max_pos"),
+        CheckConstraint(
+            "indexer_bytes_per_token_per_layer IS NULL OR indexer_bytes_per_token_per_layer > 0",
+            name="ck_model_indexer",
+        ),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -96,6 +130,9 @@ class Model(SQLModel, table=True):
     v_head_dim: int
     kv_lora_rank: Optional[int] = None
     qk_rope_head_dim: Optional[int] = None
+    # DeepSeek-V3.2's sparse-attention indexer keeps its own per-token key cache beside the MLA latent,
+    # whatever the KV dtype: index_head_dim 128 fp8 bytes + one fp32 scale per 128 = 132 B per layer.
+    indexer_bytes_per_token_per_layer: Optional[int] = None
     params_total: int = Field(sa_column=Column(BigInteger, nullable=False))
     params_active: int = Field(sa_column=Column(BigInteger, nullable=False))
     weight_dtype: str = Field(
@@ -146,6 +183,11 @@ class Plan(SQLModel, table=True):
         CheckConstraint("reserve >= 0 AND reserve < 1", name="ck_plan_reserve"),
         CheckConstraint("kv_cache_memory_bytes IS NULL OR kv_cache_memory_bytes > 0", name="ck_plan_kvmem"),
         CheckConstraint("block_size >= 0", name="ck_plan_block"),
+        *_engine_checks("plan"),
+        CheckConstraint("measured_kv_cache_tokens IS NULL OR measured_kv_cache_tokens >= 0",
+                        name="ck_plan_measured_tokens"),
+        CheckConstraint("measured_max_concurrency IS NULL OR measured_max_concurrency >= 0",
+                        name="ck_plan_measured_concurrency"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -164,6 +206,19 @@ class Plan(SQLModel, table=True):
     kv_cache_memory_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     block_size: int = 16
     notes: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+    # Which allocation rule the plan's figures follow, and the engine's own knobs (NULL: the
+    # engine's default, see kvreg.figures.declarations and docs/engine-rules.md).
+    rule: str = Field(default="theoretical", sa_column=Column(String, nullable=False, server_default="theoretical"))
+    gpu_memory_utilization: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
+    max_num_batched_tokens: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    max_concurrent_batches: Optional[int] = Field(default=None, sa_column=Column(Integer, nullable=True))
+    activation_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    cuda_graph_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    mem_fraction_static: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
+    # What the engine printed at startup for this plan (kvreg plan calibrate), to set against the figures.
+    measured_kv_cache_tokens: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    measured_max_concurrency: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
+    measured_engine_version: Optional[str] = Field(default=None, sa_column=Column(String, nullable=True))
 
 
 class Demand(SQLModel, table=True):
@@ -188,6 +243,7 @@ class Scenario(SQLModel, table=True):
     transaction, so the capacity view answers them without saving anything."""
 
     __tablename__ = "scenario"
+    __table_args__ = tuple(_engine_checks("scenario"))
 
     id: Optional[int] = Field(default=None, primary_key=True)
     model_id: int = Field(sa_column=Column(Integer, ForeignKey("model.id", ondelete="CASCADE"), nullable=False))
@@ -203,6 +259,13 @@ class Scenario(SQLModel, table=True):
     reserve: float = Field(default=0.12, sa_column=Column(Float, nullable=False))
     kv_cache_memory_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     block_size: int = 16
+    rule: str = Field(default="theoretical", sa_column=Column(String, nullable=False, server_default="theoretical"))
+    gpu_memory_utilization: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
+    max_num_batched_tokens: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    max_concurrent_batches: Optional[int] = Field(default=None, sa_column=Column(Integer, nullable=True))
+    activation_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    cuda_graph_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    mem_fraction_static: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
 
 
 MODEL_FIELDS = [c.name for c in Model.__table__.columns if c.name != "id"]

@@ -105,6 +105,7 @@ def _input_nullability() -> dict[str, bool]:
             if c.name in out:
                 out[c.name] = bool(c.nullable)
     out["kv_mla_bytes_per_token_per_layer"] = bool(Dtype.__table__.c.mla_bytes_per_token_per_layer.nullable)
+    out["kv_scale_bytes_per_token_per_head"] = bool(Dtype.__table__.c.scale_bytes_per_token_per_head.nullable)
     return out
 
 

@@ -46,7 +46,7 @@ from kvreg.export.excel_layout import (
     number_format,
     set_text,
 )
-from kvreg.figures.declarations import FIGURES, GIB, HOURS_PER_MONTH, INPUTS, dependencies
+from kvreg.figures.declarations import FIGURES, GIB, HOURS_PER_MONTH, INPUTS, RULES, dependencies
 
 SHEETS = ["Summary", "Plans", "Demand", "Models", "GPUs", "Dtypes", "Context sweep", "Assumptions", "About"]
 SWEEP_CONTEXTS = (8192, 32768, 131072, 1000000)
@@ -59,17 +59,26 @@ _MODEL_INPUTS = [
     "layers", "full_layers", "sliding_layers", "sliding_window", "chunked_layers", "attention_chunk_size",
     "linear_layers", "linear_state_elements_per_layer", "linear_state_heads", "attention_heads", "kv_heads",
     "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "params_total", "params_active",
-    "max_position_embeddings",
+    "max_position_embeddings", "indexer_bytes_per_token_per_layer",
 ]
 _GPU_INPUTS = ["memory_bytes", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"]
 # dtype inputs: (Dtypes column, the row helper that finds the dtype, may be blank)
 _DTYPE_LOOKUPS = {
     "kv_bytes_per_element": ("bytes_per_element", "kv_dtype_row", False),
     "kv_mla_bytes_per_token_per_layer": ("mla_bytes_per_token_per_layer", "kv_dtype_row", True),
+    "kv_scale_bytes_per_token_per_head": ("scale_bytes_per_token_per_head", "kv_dtype_row", True),
     "weight_bytes_per_param": ("bytes_per_element", "weight_dtype_row", False),
     "state_bytes_per_element": ("bytes_per_element", "state_dtype_row", False),
 }
-_KV_INPUTS = {"kv_bytes_per_element", "kv_mla_bytes_per_token_per_layer", "kv_dtype"}
+_KV_DTYPE_LOOKUPS = ("kv_bytes_per_element", "kv_mla_bytes_per_token_per_layer", "kv_scale_bytes_per_token_per_head")
+_KV_INPUTS = {*_KV_DTYPE_LOOKUPS, "kv_dtype"}
+# A deployment's settings, in sheet order: the plan/scenario columns the figures read.
+_SETTINGS = ["tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype", "weight_dtype", "context_tokens",
+             "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", "rule", "gpu_memory_utilization",
+             "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes", "cuda_graph_bytes",
+             "mem_fraction_static"]
+# What an engine printed for a plan (plans only): compared with the figures by the calibration figures.
+_MEASURED = ["measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version"]
 
 
 def write_workbook(conn, path, quarter: str, *, generated_at: str | None = None) -> None:
@@ -153,7 +162,7 @@ def _sweep_rows(conn, data: dict) -> list[dict]:
     if not q.models or not q.gpus:
         return []
     return [{k: r[k] for k in ("model", "gpu", "context_tokens", "tp", "pp", "dp_attention", "gpus_per_node",
-                               "kv_dtype", "block_size")} for r in ask(conn, q)]
+                               "kv_dtype", "block_size", *_SETTINGS) if k in r} for r in ask(conn, q)]
 
 
 # --------------------------------------------------------------------------- input sheets
@@ -166,6 +175,8 @@ def _dtypes_sheet(ws, rows: list[dict]) -> Table:
         input_column("kind", meaning="kv, weight or both"),
         input_column("mla_bytes_per_token_per_layer", unit="bytes", kind="int",
                      meaning="the format's own MLA bytes per token per layer (blank: use bytes_per_element)"),
+        input_column("scale_bytes_per_token_per_head", unit="bytes", kind="int",
+                     meaning="scale bytes per token per KV head per layer, K and V together (blank: none)"),
         input_column("notes", meaning="notes", width=60),
     ])
     t.columns[2].validation = ('"kv,weight,both"', "dtype kind")
@@ -222,7 +233,7 @@ def _models_sheet(ws, rows: list[dict], dtypes: Table, blocks: list[str]) -> Tab
                                          value=lambda _row, d=dtype: d, validation=dtype_list))
         _helper(t, block, "kv_dtype_row",
                 "=" + match_formula(f"{block['kv_dtype']}{r}", dtypes, "dtype"))
-        for name in ("kv_bytes_per_element", "kv_mla_bytes_per_token_per_layer"):
+        for name in _KV_DTYPE_LOOKUPS:
             _dtype_lookup(t, block, name, dtypes)
         for name in per_kv:
             block[name] = t.add(figure_column(name, block.__getitem__))
@@ -279,14 +290,15 @@ def _deployment_sheet(ws, grain_name: str, rows: list[dict], refs: _References, 
         t.add(input_column(key, meaning=f"{key} name", width=24))
     t.add(input_column("model", meaning="model (from the Models sheet)", validation=refs.model_list, width=22))
     t.add(input_column("gpu", meaning="GPU type (from the GPUs sheet)", validation=refs.gpu_list, width=14))
-    settings = ["tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype", "weight_dtype", "context_tokens",
-                "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size"]
+    settings = _SETTINGS + [m for m in _MEASURED if m in grain.columns]
     if not key:  # the sweep leads with its axes
         settings = ["context_tokens"] + [s for s in settings if s != "context_tokens"]
     for name in settings:
         if name in overrides:
             continue
         validation = refs.dtype_list if name in ("kv_dtype", "weight_dtype") else None
+        if name == "rule":
+            validation = ('"' + ",".join(RULES) + '"', "rule")
         t.add(input_column(name, validation=validation))
     cells = {c.name: c.letter for c in t.columns}
 
@@ -299,7 +311,7 @@ def _deployment_sheet(ws, grain_name: str, rows: list[dict], refs: _References, 
     for name, formula in overrides.items():  # settings that come from elsewhere (before their row helpers)
         _lookup(t, cells, name, formula.replace("{model_row}", f"{cells['model_row']}{r}"))
     model_row, gpu_row = f"{cells['model_row']}{r}", f"{cells['gpu_row']}{r}"
-    if needed & {"kv_bytes_per_element", "kv_mla_bytes_per_token_per_layer"}:
+    if needed & set(_KV_DTYPE_LOOKUPS):
         _helper(t, cells, "kv_dtype_row", "=" + match_formula(f"{cells['kv_dtype']}{r}", d, "dtype"))
     if "weight_bytes_per_param" in needed:
         _helper(t, cells, "weight_dtype_row", "=" + match_formula(f"{cells['weight_dtype']}{r}", d, "dtype"))

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvreg.rules import RULES
+
 from .expr import (
     Const,
     Expr,
@@ -33,7 +35,32 @@ from .expr import (
 )
 
 GIB = 2**30
+MIB = 2**20
 HOURS_PER_MONTH = 730  # 8,760 hours a year / 12
+
+# ---- engine defaults (docs/engine-rules.md says where each comes from)
+# SPEC "The vLLM rule": 0.92. vLLM's own --gpu-memory-utilization default is 0.9; SPEC is the authority.
+VLLM_GPU_MEMORY_UTILIZATION = 0.92
+VLLM_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's default for the OpenAI server on GPUs of 70 GiB and more
+# vLLM's max_concurrent_batches: 2 with async scheduling (on by default) at PP 1, else the PP size.
+VLLM_ASYNC_CONCURRENT_BATCHES = 2
+# Attention kernels take blocks in multiples of 16 tokens (MLA kernels: 64); the alignment vLLM raises a
+# hybrid model's attention block by until one attention page holds a layer's state.
+VLLM_BLOCK_ALIGNMENT = 16
+VLLM_MLA_BLOCK_ALIGNMENT = 64
+# Peak activation estimate: this many 16-bit vectors of width attention_heads x head_dim live per batched
+# token at the peak of vLLM's profile run (residual, norm, QKV, attention output and the MLP's wider
+# intermediates). About 1.1 GiB for Llama-3.1-8B at 8,192 tokens, the order vLLM reports; measure it and
+# give --activation-memory for anything that matters.
+ACTIVATION_VECTORS_PER_TOKEN = 18
+ACTIVATION_BYTES_PER_ELEMENT = 2
+# CUDA graph estimate: 16 MiB per layer on the GPU (about 0.5 GiB for a 32-layer model, as vLLM reports
+# for Llama-3.1-8B); --cuda-graph-memory gives a measured value.
+CUDA_GRAPH_BYTES_PER_LAYER = 16 * MIB
+# SGLang's --mem-fraction-static when none is given (its classic single-GPU default; newer releases pick
+# one from GPU memory and TP: give the value your server prints).
+SGLANG_MEM_FRACTION_STATIC = 0.88
+SGLANG_SWA_FULL_TOKENS_RATIO = 0.8  # SGLang --swa-full-tokens-ratio default: sliding pool / full pool
 
 
 @dataclass(frozen=True)
@@ -75,10 +102,14 @@ _INPUTS = [
     InputDecl("params_total", "params", "all parameters (all experts)"),
     InputDecl("params_active", "params", "parameters read per token"),
     InputDecl("max_position_embeddings", "tokens", "claimed context length"),
+    InputDecl("indexer_bytes_per_token_per_layer", "bytes",
+              "DeepSeek-V3.2 indexer cache per token per layer, whatever the KV dtype (NULL: no indexer)"),
     # dtypes
     InputDecl("kv_dtype", "name", "KV cache dtype", "text"),
     InputDecl("kv_bytes_per_element", "bytes", "bytes per KV element", "real"),
     InputDecl("kv_mla_bytes_per_token_per_layer", "bytes", "a format's own MLA bytes per token per layer"),
+    InputDecl("kv_scale_bytes_per_token_per_head", "bytes",
+              "a per-token-head format's scale bytes per token per KV head per layer, K and V together"),
     InputDecl("weight_bytes_per_param", "bytes", "bytes per weight", "real"),
     InputDecl("state_bytes_per_element", "bytes", "bytes per linear-state element (model dtype)", "real"),
     # gpu
@@ -95,7 +126,23 @@ _INPUTS = [
     InputDecl("avg_tokens", "tokens", "average tokens a request holds (prompt + output)"),
     InputDecl("reserve", "fraction", "share of GPU memory held back for activations and overheads", "real"),
     InputDecl("kv_cache_memory_bytes", "bytes", "KV pool per GPU given directly (overrides the reserve)"),
-    InputDecl("block_size", "tokens", "paged-KV block size (0: no rounding)"),
+    InputDecl("block_size", "tokens", "paged-KV block size (0: no rounding); SGLang's page size"),
+    InputDecl("rule", "name", "allocation rule the figures follow: theoretical, vllm or sglang", "text"),
+    InputDecl("gpu_memory_utilization", "fraction",
+              f"vLLM --gpu-memory-utilization (NULL: {VLLM_GPU_MEMORY_UTILIZATION})", "real"),
+    InputDecl("max_num_batched_tokens", "tokens", f"vLLM --max-num-batched-tokens (NULL: {VLLM_MAX_NUM_BATCHED_TOKENS:,})"),
+    InputDecl("max_concurrent_batches", "batches",
+              f"batches vLLM keeps in flight (NULL: {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1, else PP)"),
+    InputDecl("activation_bytes", "bytes", "measured peak activation memory per GPU (vLLM's profile run)"),
+    InputDecl("cuda_graph_bytes", "bytes", "measured CUDA graph memory per GPU"),
+    InputDecl("mem_fraction_static", "fraction", f"SGLang --mem-fraction-static (NULL: {SGLANG_MEM_FRACTION_STATIC})",
+              "real"),
+    # calibration: what the engine printed at startup
+    InputDecl("measured_kv_cache_tokens", "tokens",
+              "KV cache tokens the engine printed (vLLM 'GPU KV cache size', SGLang max_total_num_tokens)"),
+    InputDecl("measured_max_concurrency", "sequences",
+              "vLLM's printed 'Maximum concurrency for N tokens per request' (per engine)", "real"),
+    InputDecl("measured_engine_version", "name", "the engine and version that printed them", "text"),
     # demand
     InputDecl("users", "users", "target concurrent users in a quarter"),
 ]
@@ -112,6 +159,30 @@ def F(name: str) -> Ref:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _rule(name: str) -> Expr:
+    """1 when the deployment follows this allocation rule."""
+    assert name in RULES, name
+    return I("rule").eq(name)
+
+
+def _or_all(kind: str) -> Expr:
+    """A kind's layers on the fullest stage, or all of the stage's layers when the model has none of that
+    kind: the smallest of these is the fewest layers of any kind present."""
+    return if_(F(kind) > 0, F(kind), ceil(I("layers") / I("pp")))
+
+
+_KIND_LAYERS = ("full_layers_per_gpu", "sliding_layers_per_gpu", "chunked_layers_per_gpu", "linear_layers_per_gpu")
+
+
+def _groups(kind: str) -> Expr:
+    """vLLM: KV cache groups a layer kind splits into: cdiv(its layers, layers per group)."""
+    return ceil(F(kind) / F("kv_group_layers"))
+
+
+def _block_alignment() -> Expr:
+    return if_(F("is_mla"), VLLM_MLA_BLOCK_ALIGNMENT, VLLM_BLOCK_ALIGNMENT)
 
 
 def _round_to_blocks(tokens: Expr) -> Expr:
@@ -148,15 +219,16 @@ _FIGURES: list[Figure] = [
     Figure(
         "kv_bytes_per_token_per_layer",
         "bytes",
-        "KV bytes one token adds to one attention layer (standard: kv_heads x (head_dim + v_head_dim);"
-        " MLA: one latent of kv_lora_rank + qk_rope_head_dim; no K/V factor, no heads)",
+        "KV bytes one token adds to one attention layer (standard: kv_heads x (head_dim + v_head_dim), plus a"
+        " per-token-head format's scales; MLA: one latent of kv_lora_rank + qk_rope_head_dim; no K/V factor, no heads)",
         if_(
             F("is_mla"),
             coalesce(
                 I("kv_mla_bytes_per_token_per_layer"),
                 (I("kv_lora_rank") + I("qk_rope_head_dim")) * I("kv_bytes_per_element"),
             ),
-            I("kv_heads") * (I("head_dim") + I("v_head_dim")) * I("kv_bytes_per_element"),
+            I("kv_heads") * ((I("head_dim") + I("v_head_dim")) * I("kv_bytes_per_element")
+                             + coalesce(I("kv_scale_bytes_per_token_per_head"), 0)),
         ),
     ),
     Figure("kv_bytes_per_token_full", "bytes", "KV bytes per token in full-attention layers",
@@ -212,11 +284,14 @@ _FIGURES: list[Figure] = [
     Figure(
         "kv_bytes_per_token_per_layer_per_gpu",
         "bytes",
-        "KV bytes per token per layer on one GPU: MLA latents are not sharded by TP; heads are, down to one",
+        "KV bytes per token per layer on one GPU: MLA latents are not sharded by TP (under an engine rule they"
+        " carry DeepSeek-V3.2's indexer cache too); heads are, down to one",
         if_(
             F("is_mla"),
-            F("kv_bytes_per_token_per_layer"),
-            F("kv_heads_per_gpu") * (I("head_dim") + I("v_head_dim")) * I("kv_bytes_per_element"),
+            F("kv_bytes_per_token_per_layer")
+            + if_(_rule("theoretical"), 0, coalesce(I("indexer_bytes_per_token_per_layer"), 0)),
+            F("kv_heads_per_gpu") * ((I("head_dim") + I("v_head_dim")) * I("kv_bytes_per_element")
+                                     + coalesce(I("kv_scale_bytes_per_token_per_head"), 0)),
         ),
     ),
     Figure(
@@ -235,6 +310,13 @@ _FIGURES: list[Figure] = [
         * I("state_bytes_per_element")
         / least(F("attention_tp"), coalesce(I("linear_state_heads"), 1)),
     ),
+    Figure(
+        "state_bytes_per_layer_per_gpu",
+        "bytes",
+        "linear-attention state per sequence of one linear layer on one GPU (a vLLM state page before padding)",
+        coalesce(I("linear_state_elements_per_layer"), 0) * I("state_bytes_per_element")
+        / least(F("attention_tp"), coalesce(I("linear_state_heads"), 1)),
+    ),
     Figure("kv_bytes_per_sequence", "bytes", "KV bytes of one context-length sequence at TP1, no blocks",
            _sequence_bytes(I("context_tokens"))),
     Figure("kv_gib_per_sequence", "GiB", "the same in GiB", F("kv_bytes_per_sequence") / GIB),
@@ -251,11 +333,57 @@ _FIGURES: list[Figure] = [
     Figure("memory_gib", "GiB", "GPU memory in GiB", I("memory_bytes") / GIB),
     Figure("usable_bytes_per_gpu", "bytes", "memory x (1 - reserve)", I("memory_bytes") * (1 - I("reserve"))),
     Figure("usable_gib_per_gpu", "GiB", "the same in GiB", F("usable_bytes_per_gpu") / GIB),
+    # ---- engine knobs as the engine resolves them (NULL under a rule that has no such knob)
+    Figure("gpu_memory_utilization_used", "fraction",
+           f"vLLM: gpu_memory_utilization, else {VLLM_GPU_MEMORY_UTILIZATION} (SPEC's default)",
+           if_(_rule("vllm"), coalesce(I("gpu_memory_utilization"), VLLM_GPU_MEMORY_UTILIZATION), Const(None))),
+    Figure("max_num_batched_tokens_used", "tokens", f"vLLM: max_num_batched_tokens, else {VLLM_MAX_NUM_BATCHED_TOKENS:,}",
+           if_(_rule("vllm"), coalesce(I("max_num_batched_tokens"), VLLM_MAX_NUM_BATCHED_TOKENS), Const(None)), "int"),
+    Figure("max_concurrent_batches_used", "batches",
+           f"vLLM: max_concurrent_batches, else {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1 (async scheduling)"
+           " and PP otherwise (vllm/config/vllm.py max_concurrent_batches)",
+           if_(_rule("vllm"), coalesce(I("max_concurrent_batches"),
+                                       if_(I("pp") > 1, I("pp"), VLLM_ASYNC_CONCURRENT_BATCHES)), Const(None)), "int"),
+    Figure("in_flight_tokens", "tokens",
+           "vLLM: tokens scheduled but not yet settled: max concurrent batches x max_num_batched_tokens",
+           F("max_concurrent_batches_used") * F("max_num_batched_tokens_used"), "int"),
+    Figure(
+        "activation_peak_bytes_per_gpu",
+        "bytes",
+        "vLLM: peak activation memory of the profile run on one GPU: activation_bytes when measured, else an"
+        f" estimate of max_num_batched_tokens x attention_heads x head_dim x {ACTIVATION_BYTES_PER_ELEMENT} B"
+        f" x {ACTIVATION_VECTORS_PER_TOKEN} live vectors",
+        if_(_rule("vllm"), coalesce(
+            I("activation_bytes"),
+            F("max_num_batched_tokens_used") * I("attention_heads") * I("head_dim") * ACTIVATION_BYTES_PER_ELEMENT
+            * ACTIVATION_VECTORS_PER_TOKEN), Const(None)),
+    ),
+    Figure(
+        "cuda_graph_bytes_per_gpu",
+        "bytes",
+        f"vLLM: CUDA graph memory on one GPU: cuda_graph_bytes when measured, else {CUDA_GRAPH_BYTES_PER_LAYER // MIB}"
+        " MiB per layer on the fullest stage",
+        if_(_rule("vllm"), coalesce(I("cuda_graph_bytes"), ceil(I("layers") / I("pp")) * CUDA_GRAPH_BYTES_PER_LAYER),
+            Const(None)),
+    ),
+    Figure("mem_fraction_static_used", "fraction", f"SGLang: mem_fraction_static, else {SGLANG_MEM_FRACTION_STATIC}",
+           if_(_rule("sglang"), coalesce(I("mem_fraction_static"), SGLANG_MEM_FRACTION_STATIC), Const(None))),
+    Figure(
+        "allocatable_bytes_per_gpu",
+        "bytes",
+        "memory the rule gives weights and the KV pool on one GPU: theoretical usable_bytes_per_gpu; vLLM"
+        " memory x gpu_memory_utilization - peak activations - CUDA graphs; SGLang memory x mem_fraction_static",
+        if_(_rule("vllm"),
+            I("memory_bytes") * F("gpu_memory_utilization_used") - F("activation_peak_bytes_per_gpu")
+            - F("cuda_graph_bytes_per_gpu"),
+            if_(_rule("sglang"), I("memory_bytes") * F("mem_fraction_static_used"), F("usable_bytes_per_gpu"))),
+    ),
+    Figure("allocatable_gib_per_gpu", "GiB", "the same in GiB", F("allocatable_bytes_per_gpu") / GIB),
     Figure(
         "kv_pool_bytes_per_gpu",
         "bytes",
-        "memory left for KV on one GPU: usable - weights, or kv_cache_memory_bytes when given",
-        if_(isnull(I("kv_cache_memory_bytes")), F("usable_bytes_per_gpu") - F("weights_bytes_per_gpu"),
+        "memory left for KV on one GPU: allocatable - weights, or kv_cache_memory_bytes when given",
+        if_(isnull(I("kv_cache_memory_bytes")), F("allocatable_bytes_per_gpu") - F("weights_bytes_per_gpu"),
             I("kv_cache_memory_bytes")),
     ),
     Figure("kv_pool_gib_per_gpu", "GiB", "the same in GiB", F("kv_pool_bytes_per_gpu") / GIB),
@@ -277,12 +405,139 @@ _FIGURES: list[Figure] = [
         or_(F("is_mla"), isnull(I("kv_mla_bytes_per_token_per_layer"))),
         "flag",
     ),
+    # ---- vLLM: pages, blocks and the two startup log lines (vllm/v1/core/kv_cache_utils.py)
+    Figure(
+        "kv_block_tokens",
+        "tokens",
+        "vLLM: tokens per KV block: block_size, raised for models with attention and state layers until one"
+        " attention page holds a layer's state: alignment x cdiv(state page, alignment x attention bytes per"
+        f" token), alignment {VLLM_BLOCK_ALIGNMENT} (MLA {VLLM_MLA_BLOCK_ALIGNMENT})",
+        if_(
+            _rule("vllm"),
+            if_(
+                and_(F("linear_layers_per_gpu") > 0,
+                     (F("full_layers_per_gpu") + F("sliding_layers_per_gpu") + F("chunked_layers_per_gpu")) > 0),
+                greatest(I("block_size"), _block_alignment() * ceil(
+                    F("state_bytes_per_layer_per_gpu") / (_block_alignment() * F("kv_bytes_per_token_per_layer_per_gpu"))
+                )),
+                I("block_size"),
+            ),
+            Const(None),
+        ),
+        "int",
+    ),
+    Figure(
+        "page_bytes_per_layer_per_gpu",
+        "bytes",
+        "vLLM: one layer's page (one block) on one GPU: kv_block_tokens x KV bytes per token per layer;"
+        " state pages are padded to it",
+        F("kv_block_tokens") * F("kv_bytes_per_token_per_layer_per_gpu"),
+    ),
+    Figure("fewest_kind_layers_per_gpu", "layers", "the fewest layers of any kind (full, sliding, chunked, linear) the"
+           " model has on the fullest stage, over the kinds it has",
+           least(least(_or_all(_KIND_LAYERS[0]), _or_all(_KIND_LAYERS[1])),
+                 least(_or_all(_KIND_LAYERS[2]), _or_all(_KIND_LAYERS[3]))), "int"),
+    Figure("most_kind_layers_per_gpu", "layers", "the most layers of any kind the model has on the fullest stage",
+           greatest(greatest(F(_KIND_LAYERS[0]), F(_KIND_LAYERS[1])), greatest(F(_KIND_LAYERS[2]), F(_KIND_LAYERS[3]))),
+           "int"),
+    Figure(
+        "kv_group_layers",
+        "layers",
+        "vLLM: layers per KV cache group: the fewest layers of any kind on the GPU, or the most when that is"
+        " under 1.5 times the fewest (one kind: all its layers)",
+        if_(
+            _rule("vllm"),
+            if_(F("most_kind_layers_per_gpu") < 1.5 * F("fewest_kind_layers_per_gpu"), F("most_kind_layers_per_gpu"),
+                F("fewest_kind_layers_per_gpu")),
+            Const(None),
+        ),
+        "int",
+    ),
+    Figure("kv_groups", "groups", "vLLM: KV cache groups: each layer kind split into groups of kv_group_layers",
+           _groups(_KIND_LAYERS[0]) + _groups(_KIND_LAYERS[1]) + _groups(_KIND_LAYERS[2]) + _groups(_KIND_LAYERS[3]),
+           "int"),
+    Figure(
+        "page_bytes_per_gpu",
+        "bytes",
+        "vLLM: bytes one KV block takes on one GPU: a page for each layer of a group (uniform models:"
+        " block_size x kv_bytes_per_token_per_gpu)",
+        F("page_bytes_per_layer_per_gpu") * F("kv_group_layers"),
+    ),
+    Figure(
+        "num_blocks",
+        "blocks",
+        "vLLM: KV blocks in one GPU's pool: pool // page_bytes_per_gpu, at least 0",
+        if_(_rule("vllm"), greatest(0, floor(F("kv_pool_bytes_per_gpu") / F("page_bytes_per_gpu"))), Const(None)),
+        "int",
+    ),
+    Figure(
+        "blocks_per_request",
+        "blocks",
+        "vLLM: blocks one context-length request reserves, over its groups: full cdiv(max_model_len, block);"
+        " sliding cdiv(min(window - 1 + in-flight tokens, max_model_len), block) + 1; chunked"
+        " cdiv(min(chunk + in-flight tokens, max_model_len), block); state 1",
+        _groups(_KIND_LAYERS[0]) * ceil(I("context_tokens") / F("kv_block_tokens"))
+        + _groups(_KIND_LAYERS[1]) * (ceil(least(coalesce(I("sliding_window"), 0) - 1 + F("in_flight_tokens"),
+                                                  I("context_tokens")) / F("kv_block_tokens")) + 1)
+        + _groups(_KIND_LAYERS[2]) * ceil(least(coalesce(I("attention_chunk_size"), 0) + F("in_flight_tokens"),
+                                                I("context_tokens")) / F("kv_block_tokens"))
+        + _groups(_KIND_LAYERS[3]),
+        "int",
+    ),
+    # ---- SGLang (python/sglang/srt/model_executor/pool_configurator.py)
+    Figure(
+        "cell_bytes_per_token_per_gpu",
+        "bytes",
+        "SGLang: KV bytes one token costs on one GPU (cell_size): full-attention layers, plus sliding and chunked"
+        f" layers at swa_full_tokens_ratio {SGLANG_SWA_FULL_TOKENS_RATIO} (all of them when no layer is full);"
+        " linear layers keep state, not cells",
+        if_(
+            _rule("sglang"),
+            F("kv_bytes_per_token_per_layer_per_gpu") * if_(
+                F("full_layers_per_gpu") > 0,
+                F("full_layers_per_gpu")
+                + SGLANG_SWA_FULL_TOKENS_RATIO * (F("sliding_layers_per_gpu") + F("chunked_layers_per_gpu")),
+                F("sliding_layers_per_gpu") + F("chunked_layers_per_gpu"),
+            ),
+            Const(None),
+        ),
+    ),
+    Figure(
+        "kv_cache_tokens",
+        "tokens",
+        "the KV cache size the engine prints for one GPU: vLLM 'GPU KV cache size' = num_blocks // kv_groups x"
+        " kv_block_tokens; SGLang max_total_num_tokens = pool // cell_bytes, rounded down to the page"
+        " (block_size); NULL under the theoretical rule (see kv_pool_tokens)",
+        if_(
+            _rule("vllm"),
+            floor(F("num_blocks") / F("kv_groups")) * F("kv_block_tokens"),
+            if_(
+                _rule("sglang"),
+                if_(F("weights_fit"),
+                    floor(floor(F("kv_pool_bytes_per_gpu") / F("cell_bytes_per_token_per_gpu"))
+                          / greatest(I("block_size"), 1)) * greatest(I("block_size"), 1),
+                    0),
+                Const(None),
+            ),
+        ),
+        "int",
+    ),
     Figure(
         "sequences_per_rank",
         "sequences",
-        "context-length sequences one attention rank's pool holds (a real number)",
-        if_(and_(F("weights_fit"), F("kv_dtype_valid"), F("tp_valid")),
-            F("kv_pool_bytes_per_gpu") / F("kv_bytes_per_sequence_per_gpu"), 0),
+        "context-length sequences one attention rank's pool holds (a real number): theoretical pool / bytes"
+        " per sequence; vLLM num_blocks / blocks_per_request (its 'Maximum concurrency' line); SGLang"
+        " kv_cache_tokens / context",
+        if_(
+            and_(F("weights_fit"), F("kv_dtype_valid"), F("tp_valid")),
+            if_(
+                _rule("vllm"),
+                F("num_blocks") / F("blocks_per_request"),
+                if_(_rule("sglang"), F("kv_cache_tokens") / I("context_tokens"),
+                    F("kv_pool_bytes_per_gpu") / F("kv_bytes_per_sequence_per_gpu")),
+            ),
+            0,
+        ),
     ),
     Figure(
         "max_concurrency",
@@ -316,7 +571,7 @@ _FIGURES: list[Figure] = [
                     if_(
                         isnull(I("kv_cache_memory_bytes")),
                         concat("weights need ", fmt(F("weights_gib_per_gpu"), 2), " GiB per GPU but only ",
-                               fmt(F("usable_gib_per_gpu"), 2), " GiB is usable"),
+                               fmt(F("allocatable_gib_per_gpu"), 2), " GiB is usable"),
                         concat("weights (", fmt(F("weights_gib_per_gpu"), 2), " GiB) plus the KV pool (",
                                fmt(F("kv_pool_gib_per_gpu"), 2), " GiB) exceed ", fmt(F("memory_gib"), 2),
                                " GiB per GPU"),
@@ -336,7 +591,8 @@ _FIGURES: list[Figure] = [
     Figure(
         "kv_pool_tokens",
         "tokens",
-        "tokens the pool of one GPU holds (whole blocks when paged); the engine log's 'GPU KV cache size'",
+        "tokens the pool of one GPU holds at kv_bytes_per_token_per_gpu (whole blocks when paged); under an engine"
+        " rule the engine's own count is kv_cache_tokens",
         if_(
             and_(F("weights_fit"), F("kv_bytes_per_token_per_gpu") > 0),
             if_(
@@ -367,6 +623,22 @@ _FIGURES: list[Figure] = [
     ),
     Figure("context_within_claim", "flag", "1 when the context is within the model's max_position_embeddings",
            I("context_tokens") <= I("max_position_embeddings"), "flag"),
+    # ---- calibration: the figures against what the engine printed (plans only)
+    Figure(
+        "kv_cache_tokens_error_fraction",
+        "fraction",
+        "(predicted - measured) / measured KV cache tokens: kv_cache_tokens (kv_pool_tokens under the"
+        " theoretical rule) against measured_kv_cache_tokens; positive: kvreg promises more than the engine has",
+        (coalesce(F("kv_cache_tokens"), F("kv_pool_tokens")) - I("measured_kv_cache_tokens"))
+        / I("measured_kv_cache_tokens"),
+    ),
+    Figure(
+        "max_concurrency_error_fraction",
+        "fraction",
+        "(predicted - measured) / measured concurrency per engine: sequences_per_rank against"
+        " measured_max_concurrency",
+        (F("sequences_per_rank") - I("measured_max_concurrency")) / I("measured_max_concurrency"),
+    ),
     # ---- workload (paged: a request holds what it uses)
     Figure("workload_tokens", "tokens", "tokens an average request holds (avg_tokens, else the context)",
            coalesce(I("avg_tokens"), I("context_tokens")), "int"),

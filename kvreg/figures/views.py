@@ -16,25 +16,35 @@ _MODEL_COLS = [
     "layers", "full_layers", "sliding_layers", "sliding_window", "chunked_layers", "attention_chunk_size",
     "linear_layers", "linear_state_elements_per_layer", "linear_state_heads", "attention_heads", "kv_heads",
     "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "params_total", "params_active",
-    "max_position_embeddings",
+    "max_position_embeddings", "indexer_bytes_per_token_per_layer",
 ]
 _GPU_COLS = ["memory_bytes", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"]
 _DEPLOY_COLS = [
     "gpus_per_node", "tp", "pp", "dp_attention", "context_tokens", "avg_tokens", "reserve",
-    "kv_cache_memory_bytes", "block_size",
+    "kv_cache_memory_bytes", "block_size", "rule", "gpu_memory_utilization", "max_num_batched_tokens",
+    "max_concurrent_batches", "activation_bytes", "cuda_graph_bytes", "mem_fraction_static",
 ]
+# What an engine printed for a plan (kvreg plan calibrate): plans only, never scratch scenarios.
+_MEASURED_COLS = ["measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version"]
+# The KV dtype's sizes, as every grain joins them (alias kd).
+_KV_DTYPE_SELECT = (
+    "kd.bytes_per_element AS kv_bytes_per_element,"
+    " kd.mla_bytes_per_token_per_layer AS kv_mla_bytes_per_token_per_layer,"
+    " kd.scale_bytes_per_token_per_head AS kv_scale_bytes_per_token_per_head"
+)
+_DTYPE_INPUTS = ("kv_bytes_per_element", "kv_mla_bytes_per_token_per_layer", "kv_scale_bytes_per_token_per_head",
+                 "weight_bytes_per_param", "state_bytes_per_element")
 
 
-def _deployment_source(table: str, key_cols: list[str]) -> str:
+def _deployment_source(table: str, key_cols: list[str], extra_cols: list[str] = ()) -> str:
     """The inputs of a deployment (a plan or a scratch scenario) joined with its model, GPU and dtypes."""
     cols = [f"s.{c} AS {c}" for c in key_cols]
     cols += ["m.name AS model", "g.name AS gpu", "s.kv_dtype AS kv_dtype", "s.weight_dtype AS weight_dtype"]
     cols += [f"m.{c} AS {c}" for c in _MODEL_COLS]
     cols += [f"g.{c} AS {c}" for c in _GPU_COLS]
-    cols += [f"s.{c} AS {c}" for c in _DEPLOY_COLS]
+    cols += [f"s.{c} AS {c}" for c in [*_DEPLOY_COLS, *extra_cols]]
     cols += [
-        "kd.bytes_per_element AS kv_bytes_per_element",
-        "kd.mla_bytes_per_token_per_layer AS kv_mla_bytes_per_token_per_layer",
+        _KV_DTYPE_SELECT,
         "wd.bytes_per_element AS weight_bytes_per_param",
         "sd.bytes_per_element AS state_bytes_per_element",
     ]
@@ -48,8 +58,10 @@ def _deployment_source(table: str, key_cols: list[str]) -> str:
     )
 
 
-_DEPLOY_OUT = ["model", "gpu", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens",
-               "kv_dtype", "weight_dtype", "reserve", "kv_cache_memory_bytes", "block_size"]
+_DEPLOY_OUT = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens",
+               "kv_dtype", "weight_dtype", "reserve", "kv_cache_memory_bytes", "block_size", "gpu_memory_utilization",
+               "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes", "cuda_graph_bytes",
+               "mem_fraction_static"]
 
 
 @dataclass(frozen=True)
@@ -93,7 +105,7 @@ def _computable(name: str, have: set[str], _memo: dict | None = None) -> bool:
 
 _DEPLOY_SOURCE_COLS = (
     ("model", "gpu", "kv_dtype", "weight_dtype") + tuple(_MODEL_COLS) + tuple(_GPU_COLS) + tuple(_DEPLOY_COLS)
-    + ("kv_bytes_per_element", "kv_mla_bytes_per_token_per_layer", "weight_bytes_per_param", "state_bytes_per_element")
+    + _DTYPE_INPUTS
 )
 
 _DEMAND_FIGURES = ("replicas_needed", "gpus_needed", "nodes_needed", "capacity_users", "headroom_users",
@@ -105,14 +117,12 @@ GRAINS: list[Grain] = [
         "per model and KV dtype: bytes per token and per 128K sequence",
         "SELECT m.id AS model_id, m.name AS model, kd.name AS kv_dtype, m.weight_dtype AS weight_dtype, "
         + ", ".join(f"m.{c} AS {c}" for c in _MODEL_COLS)
-        + ", kd.bytes_per_element AS kv_bytes_per_element,"
-        " kd.mla_bytes_per_token_per_layer AS kv_mla_bytes_per_token_per_layer,"
-        " wd.bytes_per_element AS weight_bytes_per_param, sd.bytes_per_element AS state_bytes_per_element"
+        + ", " + _KV_DTYPE_SELECT
+        + ", wd.bytes_per_element AS weight_bytes_per_param, sd.bytes_per_element AS state_bytes_per_element"
         " FROM model m JOIN dtype kd ON kd.kind IN ('kv', 'both')"
         " JOIN dtype wd ON wd.name = m.weight_dtype"
         " JOIN dtype sd ON sd.name = COALESCE(m.linear_state_dtype, m.weight_dtype)",
-        ("model_id", "model", "kv_dtype", "weight_dtype") + tuple(_MODEL_COLS)
-        + ("kv_bytes_per_element", "kv_mla_bytes_per_token_per_layer", "weight_bytes_per_param", "state_bytes_per_element"),
+        ("model_id", "model", "kv_dtype", "weight_dtype") + tuple(_MODEL_COLS) + _DTYPE_INPUTS,
         ("model_id", "model", "kv_dtype", "weight_dtype"),
     ),
     Grain(
@@ -126,11 +136,11 @@ GRAINS: list[Grain] = [
     Grain(
         "plan_capacity",
         "per saved plan: the deployment figures",
-        _deployment_source("plan", ["id", "name"]).replace("s.id AS id", "s.id AS plan_id").replace(
+        _deployment_source("plan", ["id", "name"], _MEASURED_COLS).replace("s.id AS id", "s.id AS plan_id").replace(
             "s.name AS name", "s.name AS plan"
         ),
-        ("plan_id", "plan") + _DEPLOY_SOURCE_COLS,
-        ("plan_id", "plan") + tuple(_DEPLOY_OUT),
+        ("plan_id", "plan") + _DEPLOY_SOURCE_COLS + tuple(_MEASURED_COLS),
+        ("plan_id", "plan") + tuple(_DEPLOY_OUT) + tuple(_MEASURED_COLS),
         _DEMAND_FIGURES,
     ),
 ]
@@ -147,7 +157,7 @@ def _plan_quarter_grain() -> Grain:
         " JOIN gpu g ON g.name = pc.gpu"
     )
     columns = ("quarter", "users", *cap_cols, "price_per_hour", "unit_price")
-    passthrough = ("plan_id", "plan", "quarter", "users", "model", "gpu", "tp", "pp", "dp_attention",
+    passthrough = ("plan_id", "plan", "quarter", "users", "model", "gpu", "rule", "tp", "pp", "dp_attention",
                    "gpus_per_node", "context_tokens", "avg_tokens", "kv_dtype", "weight_dtype", "fits", "reason",
                    "max_concurrency", "workload_concurrency", "replicas_per_node", "gpus_per_replica",
                    "price_per_hour", "unit_price")
@@ -228,17 +238,24 @@ def figure_sql(name: str, dialect: str = "sqlite") -> str:
 
 
 def view_select(grain: Grain, dialect: str = "sqlite") -> str:
-    """Nested SELECTs, one per layer of figures, so no expression is ever written out twice."""
+    """One SELECT per layer of figures, each reading the layer below, so no expression is ever
+    written out twice.
+
+    The layers are a chain of common table expressions rather than nested subqueries: SQLite's
+    parser has a fixed stack (100 entries), and a dozen nested subqueries around a deep CASE
+    overflow it ("parser stack overflow"); a WITH chain keeps the nesting one level deep.
+    """
     comp = _compiler(dialect)
-    sql = grain.source
-    # SQLite and PostgreSQL flatten nested subqueries, pasting each layer's expressions into every reference
-    # above it; an OFFSET keeps each layer a subquery (10x faster to prepare and to run).
+    # SQLite and PostgreSQL flatten subqueries and CTEs read once, pasting each layer's expressions into
+    # every reference above it; an OFFSET keeps each layer its own step (10x faster to prepare and to run).
     fence = " LIMIT -1 OFFSET 0" if dialect == "sqlite" else " OFFSET 0"
-    for layer in _layers(grain):
+    ctes, below = [f"layer0 AS (SELECT src.* FROM ({grain.source}) src{fence})"], "layer0"
+    for i, layer in enumerate(_layers(grain), start=1):
         cols = ",\n  ".join(f"{comp.compile(FIGURES[n].expr)} AS {n}" for n in layer)
-        sql = f"SELECT src.*,\n  {cols}\nFROM ({sql}{fence}) src"
+        ctes.append(f"layer{i} AS (SELECT src.*,\n  {cols}\nFROM {below} src{fence})")
+        below = f"layer{i}"
     out = ", ".join(f"src.{c}" for c in list(grain.passthrough) + grain.figures())
-    return f"SELECT {out}\nFROM ({sql}) src"
+    return "WITH " + ",\n".join(ctes) + f"\nSELECT {out}\nFROM {below} src"
 
 
 def view_definitions(dialect: str = "sqlite") -> list[tuple[str, str]]:

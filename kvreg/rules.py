@@ -1,0 +1,149 @@
+"""The allocation rules and the engine settings each one reads, checked before anything is written.
+
+A deployment (a plan, or a `kvreg capacity` question) follows one rule: `theoretical` (SPEC's
+"Pool and concurrency"), `vllm` (what vLLM prints at startup) or `sglang` (SGLang's
+max_total_num_tokens). The engine settings are stored as given; NULL means the engine's default,
+which the figure declarations resolve (kvreg.figures.declarations, docs/engine-rules.md). Nothing
+here computes a figure.
+
+Stdlib only: `kvreg capacity` imports this on its fast path.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvreg.errors import KvregError
+
+RULES = ("theoretical", "vllm", "sglang")
+# Each engine setting, the rule that reads it, and its CLI option.
+ENGINE_SETTINGS = {
+    "gpu_memory_utilization": ("vllm", "--gpu-memory-utilization"),
+    "max_num_batched_tokens": ("vllm", "--max-num-batched-tokens"),
+    "max_concurrent_batches": ("vllm", "--max-concurrent-batches"),
+    "activation_bytes": ("vllm", "--activation-memory"),
+    "cuda_graph_bytes": ("vllm", "--cuda-graph-memory"),
+    "mem_fraction_static": ("sglang", "--mem-fraction-static"),
+}
+ENGINE_FIELDS = ("rule", *ENGINE_SETTINGS)
+_INT_LIMIT = 2**62
+
+
+def check_rule(rule) -> str:
+    """theoretical, vllm or sglang; anything else is a one-line error."""
+    if rule not in RULES:
+        raise KvregError(f"rule {rule!r} is not known: use {', '.join(RULES)} (see docs/engine-rules.md)")
+    return rule
+
+
+def check_engine_settings(settings: dict, block_size: int | None = None) -> dict:
+    """The rule and engine settings of a deployment, checked and normalised (a new dict with every
+    ENGINE_FIELDS key). A setting that another rule reads is an error: it would silently do nothing."""
+    out = {"rule": check_rule(settings.get("rule") or "theoretical")}
+    for name in ENGINE_SETTINGS:
+        out[name] = settings.get(name)
+    for name in ("gpu_memory_utilization", "mem_fraction_static"):
+        out[name] = _fraction(out[name], ENGINE_SETTINGS[name][1])
+    for name in ("max_num_batched_tokens", "max_concurrent_batches"):
+        out[name] = _whole(out[name], ENGINE_SETTINGS[name][1], minimum=1)
+    for name in ("activation_bytes", "cuda_graph_bytes"):
+        out[name] = _whole(out[name], ENGINE_SETTINGS[name][1], minimum=0)
+    for name, (rule, flag) in ENGINE_SETTINGS.items():
+        if out[name] is not None and out["rule"] != rule:
+            raise KvregError(f"{flag} is a {_ENGINE[rule]} setting but the rule is {out['rule']}: "
+                             f"add --rule {rule}, or leave {flag} out")
+    if out["rule"] == "vllm" and block_size is not None and block_size < 1:
+        raise KvregError("--block-size 0 (no rounding) means nothing to vLLM, which pages every cache: "
+                         "give its block size (16 by default)")
+    return out
+
+
+_ENGINE = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+def _fraction(value, flag: str) -> float | None:
+    """A share of GPU memory in (0, 1], as vLLM and SGLang take it."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise KvregError(f"{flag} {value!r} is not a number: give a fraction such as 0.9") from None
+    if isinstance(value, bool) or not math.isfinite(number) or not 0 < number <= 1:
+        raise KvregError(f"{flag} {value!r} must be above 0 and at most 1 (for example 0.9)")
+    return number
+
+
+def _whole(value, flag: str, *, minimum: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise KvregError(f"{flag} must be a whole number, not {value!r}")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str):
+        try:
+            value = int(value.strip().replace(",", "").replace("_", ""))
+        except ValueError:
+            raise KvregError(f"{flag} must be a whole number, not {value!r}") from None
+    if not isinstance(value, int):
+        raise KvregError(f"{flag} must be a whole number, not {value!r}")
+    if value < minimum:
+        what = "negative" if value < 0 else "zero"
+        raise KvregError(f"{flag} must be at least {minimum}, not {value} ({what} makes no sense here)")
+    if value >= _INT_LIMIT:
+        raise KvregError(f"{flag} {value} is too large")
+    return value
+
+
+# Option name as the CLI passes it -> (setting, how to read it).
+_OPTIONS = {
+    "rule": ("rule", "text"),
+    "gpu_memory_utilization": ("gpu_memory_utilization", "text"),
+    "max_num_batched_tokens": ("max_num_batched_tokens", "tokens"),
+    "max_concurrent_batches": ("max_concurrent_batches", "text"),
+    "activation_memory": ("activation_bytes", "size"),
+    "cuda_graph_memory": ("cuda_graph_bytes", "size"),
+    "mem_fraction_static": ("mem_fraction_static", "text"),
+}
+
+
+def parse_engine_options(opts: dict) -> dict:
+    """The rule and engine options as typed on the command line -> settings, for the options given
+    (None: not given). 'none' clears a setting (`plan set`); sizes read like --kv-cache-memory
+    (2GiB, 1.5e9) and may be 0; token counts like --context (8k, 8K)."""
+    from kvreg.units import UnitError, parse_size, parse_tokens
+
+    out = {}
+    for option, (setting, kind) in _OPTIONS.items():
+        value = opts.get(option)
+        if value is None:
+            continue
+        flag = "--" + option.replace("_", "-")
+        text = str(value).strip()
+        if option != "rule" and text.lower() == "none":
+            out[setting] = None
+        elif kind == "size":
+            out[setting] = _size(text, flag, parse_size, UnitError)
+        elif kind == "tokens":
+            try:
+                out[setting] = parse_tokens(text)
+            except UnitError as exc:
+                raise KvregError(f"{flag}: {exc}") from None
+        else:
+            out[setting] = text if option == "rule" else value
+    return out
+
+
+def _size(text: str, flag: str, parse_size, unit_error) -> int:
+    if text.startswith("-"):
+        raise KvregError(f"{flag} {text!r} is negative: give a size such as 2GiB (or 0)")
+    try:
+        if float(text) == 0:
+            return 0
+    except ValueError:
+        pass
+    try:
+        return parse_size(text)
+    except unit_error as exc:
+        raise KvregError(f"{flag}: {exc}") from None

@@ -1,0 +1,452 @@
+"""Engine rules (issue 7): what vLLM and SGLang will allocate and print at startup, offline.
+
+Every expected value is worked here from the formulas of the source files SPEC cites (vLLM
+v0.33 vllm/v1/kv_cache_interface.py, vllm/v1/core/kv_cache_utils.py, vllm/config/vllm.py;
+SGLang model_executor/pool_configurator.py) and docs/engine-rules.md, then read back from the
+views through the CLI. The theoretical rule must not move (tests/test_golden.py holds its
+figures); bad input is one line, a non-zero exit and nothing written; a registry made at schema
+revision 0001 upgrades with every row intact and downgrades back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from conftest import Kvreg
+
+GiB = 2**30
+MiB = 2**20
+H100 = 80 * GiB
+BF16 = 2
+# Llama-3.1-8B: 32 layers x 8 KV heads x (128 + 128) x 2 B
+LLAMA_8B_PER_TOKEN = 32 * 8 * (128 + 128) * BF16  # 131,072 B
+LLAMA_8B_WEIGHTS = 8_050_000_000 * BF16
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@pytest.fixture(scope="module")
+def reader(module_db_url) -> Kvreg:
+    """One registry per engine for the questions that only read."""
+    kv = Kvreg(module_db_url)
+    kv("init")
+    return kv
+
+
+@pytest.fixture(scope="module")
+def cap(reader):
+    """`kvreg capacity ... --format json`: the one row a question answers, or every row."""
+
+    def ask(*args, rows=False):
+        out = reader.json("capacity", *args)
+        return out if rows else out[0]
+
+    return ask
+
+
+def plan_row(kv, name: str) -> dict:
+    """Every plan_capacity figure of a plan (plan show, no demand: one row)."""
+    [row] = kv.json("plan", "show", name)
+    return row
+
+
+def fails(kv, state, *args) -> str:
+    """A command that must fail: non-zero exit, one line on stderr, the registry unchanged."""
+    before = state()
+    result = kv(*args, ok=False)
+    assert result.exit_code != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert state() == before
+    return lines[0]
+
+
+# --------------------------------------------------------------------------- vLLM: the two log lines
+
+
+def test_llama_8b_with_a_53_gib_pool_prints_what_vllm_prints(cap):
+    r = cap("--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--gpus-per-node", "1", "--context", "128K",
+            "--rule", "vllm", "--kv-cache-memory", "53GiB", "--block-size", "16")
+    # One model, one kind of layer: one group of 32 layers; a block costs block x bytes per token.
+    page = 16 * LLAMA_8B_PER_TOKEN
+    assert r["rule"] == "vllm"
+    assert r["page_bytes_per_gpu"] == page == 2_097_152
+    assert r["num_blocks"] == 53 * 2**30 // page == 27_136
+    # "GPU KV cache size: 434,176 tokens" = num_blocks // 1 group x 16
+    assert r["kv_cache_tokens"] == 27_136 * 16 == 434_176
+    # "Maximum concurrency for 131,072 tokens per request: 3.31x" = num_blocks / cdiv(131,072, 16)
+    assert r["blocks_per_request"] == cdiv(131_072, 16) == 8_192
+    assert r["max_concurrency"] == 27_136 / 8_192 == 3.3125
+    assert f"{r['max_concurrency']:.2f}x" == "3.31x"
+
+
+def test_seed_002s_53e9_byte_pool(cap):
+    r = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--context", "128K", "--rule", "vllm",
+            "--kv-cache-memory", "53e9")
+    assert r["num_blocks"] == 53_000_000_000 // (16 * LLAMA_8B_PER_TOKEN) == 25_272
+    assert r["kv_cache_tokens"] == 25_272 * 16 == 404_352  # seed 002's 404,352 tokens
+
+
+def test_vllm_pool_from_gpu_memory_utilization_and_the_estimates(cap):
+    """80 GiB x 0.92 (SPEC's default) - activations - CUDA graphs - weights, in whole 2 MiB blocks."""
+    r = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--context", "128K", "--rule", "vllm")
+    activations = 8192 * 32 * 128 * 2 * 18  # max_num_batched_tokens x heads x head_dim x 2 B x 18 vectors
+    cuda_graphs = 32 * 16 * MiB  # 16 MiB per layer
+    assert (activations, cuda_graphs) == (1_207_959_552, 536_870_912)
+    allocatable = H100 * 0.92 - activations - cuda_graphs
+    pool = allocatable - LLAMA_8B_WEIGHTS
+    assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)
+    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 56.98 GiB
+    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 29_174
+    assert r["kv_cache_tokens"] == 29_174 * 16 == 466_784
+    assert r["max_concurrency"] == pytest.approx(29_174 / 8_192)  # 3.56x
+
+
+def test_measured_memory_and_utilization_replace_the_estimates(cap):
+    r = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--rule", "vllm", "--gpu-memory-utilization", "0.9",
+            "--activation-memory", "1.19GiB", "--cuda-graph-memory", "0")
+    pool = H100 * 0.9 - round(1.19 * GiB) - 0 - LLAMA_8B_WEIGHTS
+    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_577
+    assert r["kv_cache_tokens"] == 28_577 * 16 == 457_232
+
+
+# --------------------------------------------------------------------------- MLA formats
+
+
+def test_deepseek_v3_holds_the_whole_latent_on_every_gpu(cap):
+    rows = cap("--model", "DeepSeek-V3", "--gpu", "H200", "--tp", "8", "--rule", "vllm", "--kv-cache-memory", "40GiB",
+               "--kv-dtype", "bf16,fp8,fp8_ds_mla", rows=True)
+    per_token = {r["kv_dtype"]: r["kv_bytes_per_token_per_gpu"] for r in rows}
+    assert per_token["bf16"] == 61 * (512 + 64) * 2 == 70_272  # no TP division: vLLM max_tp_shards=1
+    assert per_token["fp8"] == 61 * (512 + 64) * 1 == 35_136
+    assert per_token["fp8_ds_mla"] == 61 * 656 == 40_016  # 512 fp8 + 4 fp32 scales + 64 bf16 rope = 656 B
+    ds_mla = next(r for r in rows if r["kv_dtype"] == "fp8_ds_mla")
+    assert ds_mla["num_blocks"] == 40 * GiB // (16 * 40_016) == 67_082
+
+
+def test_deepseek_v32_indexer_cache_under_the_engine_rules(kv):
+    kv("model", "add", "DeepSeek-V3.2-like", "--layers", "61", "--kv-heads", "128", "--attention-heads", "128",
+       "--head-dim", "192", "--v-head-dim", "128", "--kv-lora-rank", "512", "--qk-rope-head-dim", "64",
+       "--indexer-bytes-per-token-per-layer", "132", "--params-b", "671", "--weight-dtype", "fp8_e4m3")
+    common = ("--model", "DeepSeek-V3.2-like", "--gpu", "H200", "--tp", "8", "--kv-cache-memory", "40GiB")
+    vllm = kv.json("capacity", *common, "--rule", "vllm", "--kv-dtype", "fp8_ds_mla")[0]
+    sglang = kv.json("capacity", *common, "--rule", "sglang", "--kv-dtype", "bf16")[0]
+    theoretical = kv.json("capacity", *common, "--kv-dtype", "fp8_ds_mla")[0]
+    # index_head_dim 128 fp8 bytes + one fp32 scale per 128 = 132 B per token per layer, beside the latent
+    assert vllm["kv_bytes_per_token_per_gpu"] == 61 * (656 + 132) == 48_068
+    assert sglang["cell_bytes_per_token_per_gpu"] == 61 * (576 * 2 + 132) == 78_324
+    # SPEC's theoretical MLA formula has no indexer term
+    assert theoretical["kv_bytes_per_token_per_gpu"] == 61 * 656 == 40_016
+
+
+def test_per_token_head_formats_carry_their_scales(cap):
+    rows = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--rule", "vllm", "--kv-cache-memory", "40GiB",
+               "--kv-dtype", "int8_per_token_head,fp8_per_token_head,fp8", rows=True)
+    per_token = {r["kv_dtype"]: r["kv_bytes_per_token_per_gpu"] for r in rows}
+    # 32 layers x 8 heads x (256 one-byte values + an fp32 scale for K and one for V)
+    assert per_token["int8_per_token_head"] == per_token["fp8_per_token_head"] == 32 * 8 * (256 + 2 * 4) == 67_584
+    assert per_token["fp8"] == 32 * 8 * 256 == 65_536
+
+
+# --------------------------------------------------------------------------- hybrid models
+
+
+def test_qwen3_next_at_tp4_pads_state_pages_to_the_attention_page(kv):
+    kv("plan", "add", "next", "--model", "Qwen3-Next-80B-A3B", "--gpu", "H100-SXM", "--tp", "4", "--context", "256K",
+       "--rule", "vllm", "--kv-cache-memory", "40GiB")
+    r = plan_row(kv, "next")
+    # 2 KV heads over TP4: each GPU keeps one whole head (SPEC errata: 12,288, not 6,144)
+    per_layer = 1 * (256 + 256) * BF16
+    assert r["kv_bytes_per_token_per_gpu"] == 12 * per_layer == 12_288
+    # Gated DeltaNet state per layer: 548,864 elements sharded by TP4 (16 key heads), bf16
+    state = 548_864 // 4 * BF16
+    assert r["state_bytes_per_layer_per_gpu"] == state == 274_432
+    # attention block raised to 16 x cdiv(state, 16 x bytes per token) so one page holds a state
+    assert r["kv_block_tokens"] == 16 * cdiv(state, 16 * per_layer) == 272
+    assert r["page_bytes_per_layer_per_gpu"] == 272 * per_layer == 278_528
+    # 36 state layers >= 1.5 x 12 attention layers: groups of 12, 1 attention + 3 state groups
+    assert (r["kv_group_layers"], r["kv_groups"]) == (12, 1 + 36 // 12)
+    assert r["page_bytes_per_gpu"] == 12 * 278_528 == 3_342_336
+    assert r["num_blocks"] == 40 * GiB // 3_342_336 == 12_850
+    assert r["kv_cache_tokens"] == 12_850 // 4 * 272 == 873_664
+    # full: cdiv(262,144, 272); each state group: one block
+    assert r["blocks_per_request"] == cdiv(262_144, 272) + 3 == 967
+    assert r["max_concurrency"] == pytest.approx(12_850 / 967)
+
+
+def test_gpt_oss_sliding_layers_reserve_window_plus_in_flight_tokens(cap):
+    # H200: 58.4 GB of fp4 weights and a 40 GiB pool fit in 141 GiB (not in an H100's 80)
+    common = ("--model", "gpt-oss-120b", "--gpu", "H200", "--gpus-per-node", "1", "--rule", "vllm",
+              "--kv-cache-memory", "40GiB")
+    r = cap(*common, "--context", "128K")
+    per_layer = 8 * (64 + 64) * BF16  # 2,048 B
+    # 18 full + 18 sliding layers: two groups of 18, a block id takes a page in each of 18 layers
+    assert r["page_bytes_per_gpu"] == 16 * per_layer * 18 == 589_824
+    assert r["num_blocks"] == 40 * GiB // (16 * per_layer * 18) == 72_817
+    assert r["kv_cache_tokens"] == 72_817 // 2 * 16 == 582_528
+    in_flight = 2 * 8192  # two batches in flight (async scheduling) x max_num_batched_tokens
+    sliding = cdiv(min(128 - 1 + in_flight, 131_072), 16) + 1
+    assert sliding == 1_033
+    assert r["blocks_per_request"] == cdiv(131_072, 16) + sliding == 9_225
+    assert r["max_concurrency"] == pytest.approx(72_817 / 9_225)
+
+    small = cap(*common, "--context", "128K", "--max-num-batched-tokens", "2048", "--max-concurrent-batches", "1")
+    assert small["blocks_per_request"] == 8_192 + cdiv(128 - 1 + 2048, 16) + 1 == 8_192 + 137
+    short = cap(*common, "--context", "4096")  # the window and in-flight tokens exceed max_model_len
+    assert short["blocks_per_request"] == cdiv(4096, 16) + cdiv(min(128 - 1 + in_flight, 4096), 16) + 1 == 513
+
+
+# --------------------------------------------------------------------------- SGLang
+
+
+def test_qwen3_235b_at_tp8_replicates_heads_under_sglang(cap):
+    common = ("--model", "Qwen3-235B-A22B", "--tp", "8", "--rule", "sglang")
+    r = cap(*common, "--kv-cache-memory", "20GiB")
+    # 4 KV heads over TP8: every GPU keeps one whole head (seed 000's 24,064 halves a head)
+    cell = 94 * 1 * (128 + 128) * BF16
+    assert r["cell_bytes_per_token_per_gpu"] == cell == 48_128 != 24_064
+    assert r["kv_cache_tokens"] == (20 * GiB // cell) // 16 * 16 == 446_192  # rounded down to the page
+
+    default = cap(*common)
+    pool = H100 * 0.88 - 235e9 * BF16 / 8  # mem_fraction_static 0.88 minus weights per GPU
+    assert default["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)
+    assert default["kv_cache_tokens"] == math.floor(pool / cell) // 16 * 16 == 349_920
+    assert default["max_concurrency"] == pytest.approx(349_920 / 131_072)  # 2.67, SPEC errata's 2.7
+
+    page_one = cap(*common, "--block-size", "1", "--mem-fraction-static", "0.85")
+    assert page_one["kv_cache_tokens"] == math.floor((H100 * 0.85 - 235e9 * BF16 / 8) / cell)
+
+
+def test_sglang_cells_of_hybrid_models(cap):
+    swa = cap("--model", "gpt-oss-120b", "--gpus-per-node", "1", "--rule", "sglang", "--kv-cache-memory", "40GiB")
+    # full layers, plus sliding layers at swa_full_tokens_ratio 0.8
+    assert swa["cell_bytes_per_token_per_gpu"] == pytest.approx(2048 * (18 + 0.8 * 18))  # 66,355.2
+    nxt = cap("--model", "Qwen3-Next-80B-A3B", "--tp", "4", "--rule", "sglang", "--kv-cache-memory", "40GiB")
+    assert nxt["cell_bytes_per_token_per_gpu"] == 12 * 1024  # only the 12 full-attention layers
+
+
+# --------------------------------------------------------------------------- the theoretical rule stays
+
+
+def test_theoretical_is_the_default_and_unchanged(cap):
+    args = ("--model", "Llama-3.1-8B,DeepSeek-V3,Qwen3-Next-80B-A3B", "--gpu", "H100-SXM,H200", "--tp", "auto")
+    default = cap(*args, rows=True)
+    assert default == cap(*args, "--rule", "theoretical", rows=True)
+    assert {r["rule"] for r in default} == {"theoretical"}
+    assert "num_blocks" not in default[0] and "kv_cache_tokens" not in default[0]
+    llama = next(r for r in default if r["model"] == "Llama-3.1-8B" and r["gpu"] == "H100-SXM")
+    # SPEC golden: (80 GiB x 0.88 - 16.1e9) / 16 GiB = 3.46 (3.5 as seed 000 prints it)
+    assert llama["max_concurrency"] == pytest.approx((H100 * 0.88 - 16.1e9) / (131_072 * LLAMA_8B_PER_TOKEN))
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--rule", "bogus"), "rule 'bogus' is not known"),
+    (("--rule", "vllm", "--gpu-memory-utilization", "0"), "--gpu-memory-utilization"),
+    (("--rule", "vllm", "--gpu-memory-utilization", "1.5"), "at most 1"),
+    (("--rule", "vllm", "--activation-memory", "-1GiB"), "--activation-memory '-1GiB' is negative"),
+    (("--rule", "vllm", "--cuda-graph-memory", "lots"), "--cuda-graph-memory"),
+    (("--gpu-memory-utilization", "0.9"), "add --rule vllm"),
+    (("--rule", "vllm", "--mem-fraction-static", "0.8"), "add --rule sglang"),
+    (("--rule", "vllm", "--block-size", "0"), "vLLM"),
+    (("--rule", "vllm", "--max-num-batched-tokens", "0"), "--max-num-batched-tokens"),
+], ids=["rule", "gmu-zero", "gmu-above-one", "negative-activation", "bad-size", "knob-without-rule",
+        "other-engines-knob", "vllm-block-zero", "zero-batched-tokens"])
+def test_bad_engine_settings_are_one_line_and_write_nothing(kv, state, args, words):
+    kv("init")
+    line = fails(kv, state, "capacity", "--model", "Llama-3.1-8B", *args)
+    assert words in line
+    line = fails(kv, state, "plan", "add", "p", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", *args)
+    assert words in line
+    assert kv.json("plan", "list") and "p" not in {r["plan"] for r in kv.json("plan", "list")}
+
+
+# --------------------------------------------------------------------------- plans and calibration
+
+
+def test_calibrate_records_the_log_and_shows_the_error(kv, state):
+    kv("plan", "add", "chat", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--gpus-per-node", "1", "--rule", "vllm",
+       "--kv-cache-memory", "53GiB")
+    [row] = kv.json("plan", "calibrate", "chat", "--kv-cache-tokens", "434,176", "--max-concurrency", "3.31x",
+                    "--engine-version", "vllm 0.33.0")
+    assert row["measured_kv_cache_tokens"] == 434_176 and row["measured_engine_version"] == "vllm 0.33.0"
+    assert row["kv_cache_tokens_error_fraction"] == 0  # (434,176 - 434,176) / 434,176
+    assert row["max_concurrency_error_fraction"] == pytest.approx((27_136 / 8_192 - 3.31) / 3.31)
+    r = plan_row(kv, "chat")
+    assert (r["measured_max_concurrency"], r["rule"]) == (3.31, "vllm")
+
+    assert "--max-concurrency" in fails(kv, state, "plan", "calibrate", "chat", "--max-concurrency", "many")
+    assert "nothing to record" in fails(kv, state, "plan", "calibrate", "chat")
+    assert "unknown plan 'chta': did you mean chat?" in fails(kv, state, "plan", "calibrate", "chta",
+                                                              "--kv-cache-tokens", "1")
+
+    kv("plan", "set", "chat", "--block-size", "32")  # new settings: the old measurement no longer applies
+    r = plan_row(kv, "chat")
+    assert r["measured_kv_cache_tokens"] is None and r["kv_cache_tokens_error_fraction"] is None
+    assert r["num_blocks"] == 53 * GiB // (32 * LLAMA_8B_PER_TOKEN) == 13_568
+
+
+def test_theoretical_plans_are_calibrated_by_their_pool_tokens(kv):
+    kv("plan", "add", "t", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--gpus-per-node", "1", "--context", "8K",
+       "--kv-cache-memory", "53GB")
+    [row] = kv.json("plan", "calibrate", "t", "--kv-cache-tokens", "400000")
+    assert row["kv_cache_tokens"] is None and row["kv_pool_tokens"] == 404_352
+    assert row["kv_cache_tokens_error_fraction"] == pytest.approx((404_352 - 400_000) / 400_000)
+
+
+def test_changing_the_rule_drops_the_other_engines_settings(kv):
+    kv("plan", "add", "p", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--rule", "vllm",
+       "--gpu-memory-utilization", "0.9", "--max-num-batched-tokens", "4K")
+    r = plan_row(kv, "p")
+    assert (r["gpu_memory_utilization"], r["max_num_batched_tokens"], r["in_flight_tokens"]) == (0.9, 4096, 2 * 4096)
+    kv("plan", "set", "p", "--rule", "sglang", "--mem-fraction-static", "0.85")
+    r = plan_row(kv, "p")
+    assert (r["rule"], r["gpu_memory_utilization"], r["max_num_batched_tokens"]) == ("sglang", None, None)
+    assert r["mem_fraction_static_used"] == 0.85 and r["num_blocks"] is None
+    kv("plan", "set", "p", "--rule", "theoretical")
+    r = plan_row(kv, "p")
+    assert (r["rule"], r["mem_fraction_static"], r["kv_cache_tokens"]) == ("theoretical", None, None)
+
+
+def test_the_report_says_which_rule_produced_a_plans_figures(kv, tmp_path):
+    kv("plan", "add", "eng", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--gpus-per-node", "1", "--rule", "vllm",
+       "--kv-cache-memory", "53GiB")
+    kv("plan", "calibrate", "eng", "--kv-cache-tokens", "434,176", "--max-concurrency", "3.31x")
+    kv("report", "--quarter", "2026Q4", "--out", tmp_path, "--format", "md")
+    folder = tmp_path / "2026-Q4"
+    page = (folder / "capacity.md").read_text()
+    section = page.split("### eng\n")[1].split("\n### ")[0]
+    assert "Rule: **vllm**" in section
+    # token counts print as the report prints them: 434,176 = 424 x 1,024 = 424K
+    assert "| num_blocks | 27,136 |" in section and "| kv_cache_tokens | 424K |" in section
+    assert "**Calibration**" in section and "| kv_cache_tokens_error_fraction | 0.0% |" in section
+    assert "Rule: **theoretical**" in page.split("### chat-llama3-8b\n")[1]
+    data = json.loads((folder / "data.json").read_text())
+    eng = next(p for p in data["plans"] if p["plan"] == "eng")
+    assert (eng["rule"], eng["num_blocks"], eng["kv_cache_tokens"]) == ("vllm", 27_136, 434_176)
+
+
+# --------------------------------------------------------------------------- migration 0002 on real data
+
+
+_V1_ROWS = {
+    "dtype": "INSERT INTO dtype (name, bytes_per_element, kind, mla_bytes_per_token_per_layer, notes)"
+             " VALUES ('bf16', 2.0, 'both', NULL, 'bfloat16'), ('fp8_ds_mla', 1.0, 'kv', 656, 'MLA')",
+    "gpu": "INSERT INTO gpu (id, name, vendor, memory_bytes, memory_bandwidth_bytes_per_s, interconnect,"
+           " price_per_hour, unit_price, notes) VALUES (1, 'H100-SXM', 'NVIDIA', 85899345920, 3350000000000, '',"
+           " 2.5, 30000.0, '')",
+    "model": "INSERT INTO model (id, name, architecture, family, layers, full_layers, sliding_layers, chunked_layers,"
+             " linear_layers, attention_heads, kv_heads, head_dim, v_head_dim, params_total, params_active,"
+             " weight_dtype, max_position_embeddings, source, notes) VALUES (1, 'Llama-3.1-8B', '', '', 32, 32, 0, 0,"
+             " 0, 32, 8, 128, 128, 8050000000, 8050000000, 'bf16', 131072, 'manual', 'kept')",
+    "plan": "INSERT INTO plan (id, name, model_id, gpu_id, gpus_per_node, tp, pp, dp_attention, kv_dtype, weight_dtype,"
+            " context_tokens, avg_tokens, reserve, kv_cache_memory_bytes, block_size, notes) VALUES"
+            " (1, 'chat', 1, 1, 1, 1, 1, 1, 'bf16', 'bf16', 131072, 1500, 0.12, NULL, 16, 'from 0001')",
+    "demand": "INSERT INTO demand (id, plan_id, quarter, users) VALUES (1, 1, '2026Q4', 100), (2, 1, '2027Q1', 250)",
+    "kvreg_meta": "INSERT INTO kvreg_meta (key, value) VALUES ('seeded', 'existing')",
+}
+
+
+def _rows(url: str, columns: dict[str, list[str]]) -> dict:
+    from sqlalchemy import text
+
+    from kvreg.db.engine import make_engine
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return {t: [tuple(r) for r in conn.execute(text(f"SELECT {', '.join(c)} FROM {t} ORDER BY 1"))]
+                    for t, c in columns.items()}
+    finally:
+        engine.dispose()
+
+
+def test_a_registry_at_0001_upgrades_with_every_row_and_back(empty_db_url):
+    from sqlalchemy import inspect, text
+
+    from kvreg.db.engine import make_engine
+    from test_migrations import alembic, revision
+
+    alembic(empty_db_url, "upgrade", "0001")
+    engine = make_engine(empty_db_url)
+    try:
+        with engine.begin() as conn:
+            for sql in _V1_ROWS.values():
+                conn.execute(text(sql))
+            # kvreg_meta is bookkeeping (the views' hash appears at head); every other table is compared
+            columns = {t: [c["name"] for c in inspect(conn).get_columns(t)] for t in _V1_ROWS if t != "kvreg_meta"}
+    finally:
+        engine.dispose()
+    before = _rows(empty_db_url, columns)
+
+    alembic(empty_db_url, "upgrade", "head")
+    assert revision(empty_db_url) == "0002"
+    assert _rows(empty_db_url, columns) == before  # every 0001 value, unchanged
+    new = _rows(empty_db_url, {"plan": ["rule", "gpu_memory_utilization", "measured_kv_cache_tokens"],
+                               "dtype": ["name", "scale_bytes_per_token_per_head"],
+                               "model": ["indexer_bytes_per_token_per_layer"]})
+    assert new["plan"] == [("theoretical", None, None)]  # an old plan keeps its rule: theoretical
+    assert new["dtype"] == [("bf16", None), ("fp8_ds_mla", None)] and new["model"] == [(None,)]
+    [pc] = _rows(empty_db_url, {"plan_capacity": ["plan", "rule", "max_concurrency", "kv_cache_tokens"]})[
+        "plan_capacity"]
+    assert pc[:2] == ("chat", "theoretical") and pc[3] is None
+    assert pc[2] == pytest.approx((H100 * 0.88 - LLAMA_8B_WEIGHTS) / (131_072 * LLAMA_8B_PER_TOKEN))
+    [users] = _rows(empty_db_url, {"plan_quarter": ["users"]}).values()
+    assert sorted(users) == [(100,), (250,)]
+
+    # the constraints of 0002 hold on the upgraded tables
+    engine = make_engine(empty_db_url)
+    try:
+        with pytest.raises(Exception, match="ck_plan_rule"):
+            with engine.begin() as conn:
+                conn.execute(text("UPDATE plan SET rule = 'bogus'"))
+        with pytest.raises(Exception, match="ck_plan_vllm_block"):
+            with engine.begin() as conn:
+                conn.execute(text("UPDATE plan SET rule = 'vllm', block_size = 0"))
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE plan SET rule = 'vllm', gpu_memory_utilization = 0.9"))
+    finally:
+        engine.dispose()
+
+    alembic(empty_db_url, "downgrade", "0001")
+    assert revision(empty_db_url) == "0001"
+    assert _rows(empty_db_url, columns) == before  # lossy only in what 0001 cannot hold
+    alembic(empty_db_url, "upgrade", "head")
+    assert _rows(empty_db_url, {"plan": ["rule"]})["plan"] == [("theoretical",)]
+
+
+def test_every_workbook_formula_fits_in_excels_limit():
+    """Excel refuses formulas over 8,192 characters (LibreOffice does not); the engine rules' figures
+    are the longest ones the workbook compiles."""
+    from kvreg.export.excel_layout import figure_template
+    from kvreg.figures.declarations import FIGURES
+
+    longest = max(FIGURES, key=lambda n: len(figure_template(n, lambda _: "ZZ")))
+    assert len(figure_template(longest, lambda _: "ZZ").replace("\x00", "1048576")) <= 8192, longest
+
+
+def test_import_reads_the_indexer_of_a_deepseek_v32_config():
+    """DeepSeek-V3.2's config names index_head_dim 128: 128 fp8 key bytes + 128 // 128 fp32 scales x 4 B."""
+    from conftest import HF_CONFIGS
+
+    from kvreg.importers.hf import model_from_config
+
+    config = json.loads((HF_CONFIGS / "deepseek-ai__DeepSeek-V3.json").read_text())
+    v3, _ = model_from_config(config, name="DeepSeek-V3")
+    v32, _ = model_from_config({**config, "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048},
+                               name="DeepSeek-V3.2")
+    assert "indexer_bytes_per_token_per_layer" not in v3
+    assert v32["indexer_bytes_per_token_per_layer"] == 128 + 128 // 128 * 4 == 132
+
+
+def test_solving_for_the_reserve_needs_the_theoretical_rule(kv, state):
+    kv("plan", "add", "v", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--rule", "vllm")
+    kv("demand", "set", "v", "2026Q4", "10")
+    line = fails(kv, state, "plan", "solve", "reserve", "v")
+    assert "follows the vllm rule" in line and "--rule theoretical" in line

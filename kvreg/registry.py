@@ -3,6 +3,7 @@ database's own constraints, so that a user sees what is wrong in words and nothi
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -14,6 +15,13 @@ from kvreg.errors import AlreadyExists, KvregError, suggest
 
 MAX_NAME = 200
 _INT_LIMIT = 2**62
+# PostgreSQL's INTEGER stops at 2**31 - 1 where SQLite would store more: values for INTEGER
+# columns stop there on both engines, so both refuse them alike, in words.
+INT32_MAX = 2**31 - 1
+# kvreg tries every TP up to the GPUs per node (kvreg.capacity.valid_tps), so a typo here must
+# not ask for billions of rows; the largest NVLink domains today hold 72 GPUs.
+MAX_GPUS_PER_NODE = 1024
+_FIELD_LIMITS = {"gpus_per_node": MAX_GPUS_PER_NODE}
 
 
 def check_name(name: Any, what: str) -> str:
@@ -26,17 +34,39 @@ def check_name(name: Any, what: str) -> str:
     return name
 
 
+def check_text(value: Any, field: str) -> str:
+    """Free text (notes, vendor, family) may hold anything PostgreSQL can store: all but NUL.
+    (SQLite would store NUL, so without this check the two engines would disagree.)"""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise KvregError(f"{field} must be text, not {value!r}")
+    if "\x00" in value:
+        raise KvregError(f"{field} contains a NUL character (\\x00), which a registry cannot store: remove it")
+    return value
+
+
+def _check_texts(row: dict, fields: tuple[str, ...]) -> None:
+    for f in fields:
+        if row.get(f) is not None:
+            check_text(row[f], f)
+
+
 def check_int(value: Any, field: str, *, minimum: int = 1, allow_none: bool = False) -> int | None:
-    """A whole number >= minimum; rejects booleans, fractions, NaN, infinity and absurd sizes."""
+    """A whole number >= minimum; rejects booleans, fractions, NaN, infinity and sizes beyond what
+    the field's column holds on PostgreSQL (or a sane bound, see _FIELD_LIMITS)."""
     if value is None:
         if allow_none:
             return None
         raise KvregError(f"{field} is required")
     if isinstance(value, bool):
         raise KvregError(f"{field} must be a whole number, not {value!r}")
+    limit = _limit(field)
     if isinstance(value, float):
         if not math.isfinite(value) or not value.is_integer():
             raise KvregError(f"{field} must be a whole number, not {value!r}")
+        if value > limit:  # 1e308 is a whole number too: say so without its 309 digits
+            raise KvregError(f"{field} {value!r} is too large: at most {limit:,}")
         value = int(value)
     if isinstance(value, str):
         try:
@@ -47,9 +77,31 @@ def check_int(value: Any, field: str, *, minimum: int = 1, allow_none: bool = Fa
         raise KvregError(f"{field} must be a whole number, not {value!r}")
     if value < minimum:
         raise KvregError(f"{field} must be at least {minimum}, not {value}")
-    if value >= _INT_LIMIT:
-        raise KvregError(f"{field} {value} is too large")
+    if value > limit:
+        raise KvregError(f"{field} {value:,} is too large: at most {limit:,}")
     return value
+
+
+def _limit(field: str) -> int:
+    """The largest whole number `field` may be: a sane bound, else what its column holds on every engine."""
+    if field in _FIELD_LIMITS:
+        return _FIELD_LIMITS[field]
+    return _column_limits().get(field, _INT_LIMIT - 1)
+
+
+@functools.cache
+def _column_limits() -> dict[str, int]:
+    """Column name -> INT32_MAX for every INTEGER (not BIGINT) column of the registry tables."""
+    from sqlalchemy import BigInteger, Integer
+
+    from kvreg.db.tables import SQLModel
+
+    out = {}
+    for table in SQLModel.metadata.tables.values():
+        for column in table.columns:
+            if isinstance(column.type, Integer) and not isinstance(column.type, BigInteger):
+                out[column.name] = INT32_MAX
+    return out
 
 
 def _integrity(exc: IntegrityError, what: str, name: str) -> KvregError:
@@ -103,6 +155,11 @@ def list_dtypes(conn) -> list[dict]:
 
 def add_dtype(conn, row: dict) -> None:
     check_name(row.get("name"), "dtype")
+    _check_texts(row, ("notes",))
+    row = dict(row)
+    for f, minimum in (("mla_bytes_per_token_per_layer", 1), ("scale_bytes_per_token_per_head", 0)):
+        if f in row:
+            row[f] = check_int(row[f], f, minimum=minimum, allow_none=True)
     try:
         conn.execute(insert(Dtype).values(**row))
     except IntegrityError as exc:
@@ -113,13 +170,14 @@ def add_dtype(conn, row: dict) -> None:
 
 _MODEL_INTS = ["layers", "attention_heads", "kv_heads", "head_dim", "v_head_dim", "max_position_embeddings"]
 _MODEL_OPTIONAL_INTS = ["sliding_window", "attention_chunk_size", "kv_lora_rank", "linear_state_elements_per_layer",
-                        "linear_state_heads"]
+                        "linear_state_heads", "indexer_bytes_per_token_per_layer"]
 
 
 def validate_model(conn, row: dict) -> dict:
     """Check a model row and fill what follows from it (full layers, v_head_dim, active params)."""
     row = {k: v for k, v in row.items() if k in MODEL_FIELDS}
     check_name(row.get("name"), "model")
+    _check_texts(row, ("architecture", "family", "notes", "source"))
     row.setdefault("v_head_dim", row.get("head_dim"))
     for f in _MODEL_INTS:
         row[f] = check_int(row.get(f), f)
@@ -148,6 +206,9 @@ def validate_model(conn, row: dict) -> dict:
     mla = row.get("kv_lora_rank") is not None
     if mla != (row.get("qk_rope_head_dim") is not None):
         raise KvregError(f"model {row['name']!r}: MLA needs both --kv-lora-rank and --qk-rope-head-dim")
+    if not mla and row.get("indexer_bytes_per_token_per_layer") is not None:
+        raise KvregError(f"model {row['name']!r}: an indexer cache (--indexer-bytes-per-token-per-layer) belongs to "
+                         "MLA models (DeepSeek-V3.2); give --kv-lora-rank and --qk-rope-head-dim too, or drop it")
     if not mla and row["attention_heads"] % row["kv_heads"]:
         raise KvregError(
             f"model {row['name']!r}: kv_heads ({row['kv_heads']}) must divide attention_heads ({row['attention_heads']})"
@@ -221,6 +282,7 @@ def validate_gpu(row: dict) -> dict:
 
     row = {k: v for k, v in row.items() if k in GPU_FIELDS}
     check_name(row.get("name"), "gpu")
+    _check_texts(row, ("vendor", "interconnect", "notes"))
     if row.get("memory_bytes") is None:
         raise KvregError(f"gpu {row['name']!r} needs a memory size (--memory 80GiB)")
     row["memory_bytes"] = parse_size(row["memory_bytes"])

@@ -41,12 +41,20 @@ REGISTRY_TABLES = ("dtype", "model", "gpu", "plan", "demand")
 
 PROCUREMENT_COLUMNS = ["gpu", "plans", "plans_not_fitting", "users", "gpus_needed", "previous_gpus_needed",
                        "gpus_change", "nodes_needed", "cost_per_month", "capex"]
-PLAN_COLUMNS = ["model", "gpu", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens",
+PLAN_COLUMNS = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens",
                 "kv_dtype", "weight_dtype", "reserve", "kv_cache_memory_bytes", "block_size",
                 "kv_bytes_per_token_per_gpu", "kv_gib_per_sequence_per_gpu", "weights_gib_per_gpu",
                 "usable_gib_per_gpu", "kv_pool_gib_per_gpu", "kv_pool_tokens", "max_concurrency", "whole_sequences",
                 "workload_concurrency", "replicas_per_node", "node_concurrency", "decode_tokens_per_s_per_sequence",
-                "context_within_claim", "fits", "reason"]
+                "context_within_claim", "fits", "reason",
+                # engine rules (docs/engine-rules.md): the knobs as resolved, the allocation and the log lines
+                "gpu_memory_utilization_used", "max_num_batched_tokens_used", "in_flight_tokens",
+                "activation_peak_bytes_per_gpu", "cuda_graph_bytes_per_gpu", "mem_fraction_static_used",
+                "allocatable_gib_per_gpu", "kv_block_tokens", "page_bytes_per_gpu", "num_blocks", "blocks_per_request",
+                "cell_bytes_per_token_per_gpu", "kv_cache_tokens", "sequences_per_rank",
+                # calibration: what the engine printed, and kvreg's error against it
+                "measured_engine_version", "measured_kv_cache_tokens", "kv_cache_tokens_error_fraction",
+                "measured_max_concurrency", "max_concurrency_error_fraction"]
 DEMAND_COLUMNS = ["quarter", "users", "replicas_needed", "gpus_needed", "nodes_needed", "capacity_users",
                   "headroom_users", "headroom_fraction", "cost_per_month", "capex", "cost_per_user_per_month"]
 MODEL_KV_COLUMNS = ["kv_bytes_per_token", "kv_gib_per_128k_sequence"]
@@ -363,8 +371,32 @@ def _temp_folder(out: Path, target: Path) -> Path:
     return tmp
 
 
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two folders in one step (Linux renameat2 RENAME_EXCHANGE); False where the system or
+    the filesystem cannot, and nothing was changed."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # a C library without renameat2 (glibc before 2.28)
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+
+
 def _swap_into_place(tmp: Path, target: Path) -> None:
-    """Rename the old report away, the new one in, then delete the old; undo on failure."""
+    """Put the new report where the old one is, then delete the old.
+
+    Exchanging the two folders is one step, so a process killed at any moment leaves a whole
+    report at the target, old or new. Where the system cannot exchange: rename the old report
+    away and the new one in (undone on failure), which leaves no report for an instant."""
+    if target.exists() and _exchange(tmp, target):
+        shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old report
+        return
     old = None
     if target.exists():
         old = target.with_name(f".{target.name}.old-{secrets.token_hex(4)}")

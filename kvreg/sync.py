@@ -87,6 +87,8 @@ def read_file(path: str) -> dict[str, list[dict]]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise KvregError(f"{where} is not UTF-8 text: save it as UTF-8 TOML") from None
+    if not text.strip():  # a truncated file or a wrong path, not a declaration of nothing
+        raise KvregError(f"{where} is empty: declare [[dtype]], [[gpu]] or [[model]] tables in it (see `kvreg export`)")
     return parse_text(text, where)
 
 
@@ -210,6 +212,9 @@ def validate_dtype(row: dict) -> dict:
         raise KvregError(f"kind must be one of {', '.join(DTYPE_KINDS)}, not {row['kind']!r}")
     row["mla_bytes_per_token_per_layer"] = check_int(
         row.get("mla_bytes_per_token_per_layer"), "mla_bytes_per_token_per_layer", allow_none=True
+    )
+    row["scale_bytes_per_token_per_head"] = check_int(
+        row.get("scale_bytes_per_token_per_head"), "scale_bytes_per_token_per_head", minimum=0, allow_none=True
     )
     row.setdefault("notes", "")
     return row

@@ -222,6 +222,7 @@ def _show(value: Any) -> str:
 
 def _whole(value: Any, key: str, source: str, *, minimum: int = 1, maximum: int = MAX_COUNT) -> int:
     """``value`` as an int in [minimum, maximum]; bools, strings, fractions, NaN and inf are errors."""
+    shown = _show(value)  # as the config wrote it: 1e+308, not its 309 digits
     ok = isinstance(value, int) and not isinstance(value, bool)
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         ok, value = True, int(value)
@@ -229,9 +230,9 @@ def _whole(value: Any, key: str, source: str, *, minimum: int = 1, maximum: int 
         raise ConfigError(f"{source}: {key} is {_show(value)}, not a whole number; fix the config")
     if value < minimum:
         bound = "positive" if minimum == 1 else f"at least {minimum}"
-        raise ConfigError(f"{source}: {key} is {value}, it must be {bound}; fix the config")
+        raise ConfigError(f"{source}: {key} is {shown}, it must be {bound}; fix the config")
     if value > maximum:
-        raise ConfigError(f"{source}: {key} is {value}, more than {maximum:,}, which cannot be right; fix the config")
+        raise ConfigError(f"{source}: {key} is {shown}, more than {maximum:,}, which cannot be right; fix the config")
     return value
 
 
@@ -302,7 +303,17 @@ def _mla_attention(cfg: _Config, heads: int, kv_heads: int) -> dict:
         "v_head_dim": cfg.count(("v_head_dim",), "MLA value head width"),  # informational only
         "kv_lora_rank": cfg.count(("kv_lora_rank",), "MLA latent rank"),
         "qk_rope_head_dim": rope,
+        **_indexer(cfg),
     }
+
+
+def _indexer(cfg: _Config) -> dict:
+    """DeepSeek-V3.2's sparse-attention indexer caches a key of index_head_dim fp8 bytes plus one fp32
+    scale per 128 of them per token per layer (vLLM and SGLang alike: 128 + 4 = 132 B)."""
+    if cfg.raw("index_head_dim")[0] is None:
+        return {}
+    dim = cfg.count(("index_head_dim",), "indexer head width")
+    return {"indexer_bytes_per_token_per_layer": dim + dim // 128 * 4}
 
 
 # --------------------------------------------------------------------------------- layer kinds

@@ -1,0 +1,220 @@
+"""Migrations with data: a registry filled at every earlier schema revision upgrades to head and
+back down with every row intact, on SQLite and PostgreSQL.
+
+The fixtures are built the way a real old registry was: the old migrations create the schema
+(alembic upgrade to that revision on an empty database), then rows go in through SQL that fits
+that revision's tables (reflected from the database, not hand-written). The rows are the
+built-in catalog as a registry at head holds it (models, GPUs, dtypes, example plans, demand)
+plus a few awkward ones; a column the old revision does not have is left out of the row.
+
+The revisions come from the migration scripts, oldest first, so a new revision is covered as
+soon as its file lands.
+"""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import MetaData, text
+
+from kvreg.db.engine import alembic_config, current_revision, head_revision, make_engine, migrations_dir
+
+# Parents before children; every registry table.
+TABLES = ("dtype", "gpu", "model", "plan", "demand", "scenario", "kvreg_meta")
+# Written by kvreg itself whenever it recreates the views: not data that a migration carries.
+DERIVED_META = ("views_hash",)
+SQLISH = "x'); DROP TABLE model;--"
+
+
+def revisions() -> list[str]:
+    """Every schema revision, oldest first."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(migrations_dir()))
+    return [s.revision for s in reversed(list(script.walk_revisions()))]
+
+
+EARLIER = revisions()[:-1]
+
+
+def alembic(url: str, action: str, revision: str) -> None:
+    """An Alembic command in one transaction, as `kvreg db` runs it."""
+    from alembic import command
+
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            getattr(command, action)(alembic_config(url, conn), revision)
+    finally:
+        engine.dispose()
+
+
+def _columns(conn) -> dict[str, list[str]]:
+    """Each registry table's columns in the database as it is now."""
+    meta = MetaData()
+    meta.reflect(conn, only=[t for t in TABLES])
+    return {t: [c.name for c in meta.tables[t].columns] for t in TABLES}
+
+
+def dump(url: str) -> dict[str, list[dict]]:
+    """Every row of every registry table, in primary-key order (kvreg_meta by key)."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            out = {}
+            for t in TABLES:
+                order = "key" if t == "kvreg_meta" else "id" if t != "dtype" else "name"
+                rows = [dict(r) for r in conn.execute(text(f"SELECT * FROM {t} ORDER BY {order}")).mappings()]
+                if t == "kvreg_meta":
+                    rows = [r for r in rows if r["key"] not in DERIVED_META]
+                out[t] = rows
+            return out
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def head_rows(tmp_path_factory) -> dict[str, list[dict]]:
+    """The rows to load: a seeded registry at head, read back, plus the awkward rows."""
+    from kvreg.db.engine import open_registry
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('head') / 'registry.db'}"
+    open_registry(url).dispose()
+    rows = dump(url)
+    _add_awkward_rows(rows)
+    return rows
+
+
+def _add_awkward_rows(rows: dict[str, list[dict]]) -> None:
+    """Rows that a careless table rebuild would damage: quotes, non-ASCII, line breaks, integers
+    past a double's 53 bits, binary fractions, NULLs, and a scratch scenario row."""
+    def next_id(table):
+        return max(r["id"] for r in rows[table]) + 1
+
+    base_model = next(r for r in rows["model"] if r["name"] == "Llama-3.1-8B")
+    model = {**base_model, "id": next_id("model"), "name": SQLISH, "family": "ünïcødé ✓ 模型",
+             "notes": "line one\nline 'two' \"three\"\ttab", "params_total": 2**53 + 1, "params_active": 2**53 + 1,
+             "source_sha256": None, "imported_at": None}
+    rows["model"].append(model)
+    base_gpu = rows["gpu"][0]
+    gpu = {**base_gpu, "id": next_id("gpu"), "name": "GPU «ÆØÅ»", "memory_bytes": 2**62 - 1,
+           "price_per_hour": 0.1, "unit_price": None, "memory_bandwidth_bytes_per_s": None}
+    rows["gpu"].append(gpu)
+    dtype = {**rows["dtype"][0], "name": "odd_fp", "bytes_per_element": 0.5625, "kind": "kv",
+             "notes": "a 9-bit format, 'quoted'"}
+    rows["dtype"].append(dtype)
+    base_plan = rows["plan"][0]
+    plan = {**base_plan, "id": next_id("plan"), "name": f"plan {SQLISH}", "model_id": model["id"],
+            "gpu_id": gpu["id"], "kv_dtype": "odd_fp", "reserve": 1 / 3, "avg_tokens": 1500,
+            "kv_cache_memory_bytes": 53_000_000_000, "notes": "ünïcødé"}
+    rows["plan"].append(plan)
+    rows["demand"].append({"id": next_id("demand"), "plan_id": plan["id"], "quarter": "2026Q4", "users": 2**40})
+    scenario_keys = [k for k in base_plan if k not in ("name", "notes") and not k.startswith("measured_")]
+    rows["scenario"].append({**{k: plan[k] for k in scenario_keys}, "id": 1})
+    rows["kvreg_meta"].append({"key": "note from an old kvreg", "value": "kept ✓"})
+
+
+def load(url: str, rows: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """Insert the rows through SQL that fits the registry's current revision: only the columns its
+    tables have. Returns what was inserted, as the tables hold it."""
+    engine = make_engine(url)
+    try:
+        with engine.begin() as conn:
+            meta = MetaData()
+            meta.reflect(conn, only=list(TABLES))
+            for t in TABLES:
+                table = meta.tables[t]
+                have = {c.name for c in table.columns}
+                fitted = [{k: v for k, v in r.items() if k in have} for r in rows[t]]
+                if fitted:
+                    conn.execute(table.insert(), fitted)
+    finally:
+        engine.dispose()
+    return dump(url)
+
+
+def _only(rows: dict[str, list[dict]], columns: dict[str, list[str]]) -> dict[str, list[dict]]:
+    return {t: [{c: r[c] for c in columns[t]} for r in rows[t]] for t in TABLES}
+
+
+def _defaults(url: str) -> dict[str, dict[str, str | None]]:
+    """Each column's server default as the database reports it (None: no default)."""
+    from sqlalchemy import inspect
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            insp = inspect(conn)
+            return {t: {c["name"]: c.get("default") for c in insp.get_columns(t)} for t in TABLES}
+    finally:
+        engine.dispose()
+
+
+def columns_of(url: str) -> dict[str, list[str]]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return _columns(conn)
+    finally:
+        engine.dispose()
+
+
+def revision_of(url: str) -> str | None:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return current_revision(conn)
+    finally:
+        engine.dispose()
+
+
+def test_there_is_history_to_test():
+    """At least one revision before head, or the test below has nothing to walk."""
+    assert EARLIER and revisions()[-1] == head_revision()
+
+
+@pytest.mark.parametrize("revision", EARLIER)
+def test_a_registry_filled_at_an_earlier_revision_upgrades_and_downgrades_with_every_row(
+        revision, empty_db_url, head_rows):
+    url = empty_db_url
+    alembic(url, "upgrade", revision)
+    assert revision_of(url) == revision
+    old_columns = columns_of(url)
+    before = load(url, head_rows)
+    assert {t: len(r) for t, r in before.items()} == {t: len(head_rows[t]) for t in TABLES}
+    assert any(r["name"] == SQLISH for r in before["model"])
+
+    alembic(url, "upgrade", "head")
+    assert revision_of(url) == head_revision()
+    new_columns = columns_of(url)
+    common = {t: [c for c in old_columns[t] if c in new_columns[t]] for t in TABLES}
+    after = dump(url)
+    assert _only(after, common) == _only(before, common)  # every row, every old value
+    defaults = _defaults(url)
+    for t in TABLES:  # a column the revision did not have: NULL or its default on every old row
+        for c in (c for c in new_columns[t] if c not in old_columns[t]):
+            for r in after[t]:
+                assert r[c] is None or str(r[c]) in str(defaults[t][c]), (t, c, r[c], defaults[t][c])
+    _views_answer_for_the_old_rows(url)
+
+    alembic(url, "downgrade", revision)
+    assert revision_of(url) == revision
+    assert columns_of(url) == old_columns
+    assert dump(url) == before  # back down: the rows exactly as they were loaded
+
+
+def _views_answer_for_the_old_rows(url: str) -> None:
+    """At head the views are back and compute over the migrated rows (the awkward plan included)."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = {r["plan"]: dict(r) for r in conn.execute(text("SELECT * FROM plan_capacity")).mappings()}
+            tables = {r[0] for r in conn.execute(text(
+                "SELECT name FROM sqlite_master WHERE type = 'table'" if conn.dialect.name == "sqlite"
+                else "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"))}
+    finally:
+        engine.dispose()
+    assert set(TABLES) <= tables
+    plan = rows[f"plan {SQLISH}"]
+    assert plan["model"] == SQLISH and plan["gpu"] == "GPU «ÆØÅ»" and plan["kv_dtype"] == "odd_fp"
+    # kv_cache_memory_bytes 53e9 is the pool per GPU: 53e9 / 2**30 = 49.36 GiB.
+    assert plan["kv_pool_gib_per_gpu"] == pytest.approx(53e9 / 2**30)

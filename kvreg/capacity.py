@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from kvreg.errors import KvregError, suggest
 from kvreg.rules import ENGINE_FIELDS, ENGINE_SETTINGS, check_engine_settings
 
+MAX_GPUS_PER_NODE = 1024  # the largest node kvreg accepts (kvreg.registry uses it too)
+
 JSON_COLUMNS = [
     "model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "kv_dtype", "weight_dtype",
     "reserve", "block_size", "kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_heads_per_gpu",
@@ -222,6 +224,8 @@ def _check_question(db, q: Question) -> tuple[list[dict], list[dict], list[int],
         _check_dtype(db, q.weight_dtype, "weight", "weight dtype")
     if q.pp < 1 or q.dp_attention < 1 or q.gpus_per_node < 1:
         raise KvregError("--pp, --dp-attention and --gpus-per-node must be at least 1")
+    if q.gpus_per_node > MAX_GPUS_PER_NODE:
+        raise KvregError(f"--gpus-per-node {q.gpus_per_node} is more than a node holds (at most {MAX_GPUS_PER_NODE})")
     if q.block_size < 0:
         raise KvregError("--block-size must be 0 (no rounding) or a positive number of tokens")
     auto = q.tp == "auto"

@@ -20,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 
 from kvreg.db.tables import Demand, Gpu, Model, Plan
 from kvreg.errors import AlreadyExists, KvregError, suggest
-from kvreg.registry import check_dtype, check_int, check_name, get_gpu, get_model
+from kvreg.registry import check_dtype, check_int, check_name, check_text, get_gpu, get_model
 from kvreg.rules import ENGINE_FIELDS, ENGINE_SETTINGS, check_engine_settings
 from kvreg.units import format_tokens, parse_fraction, parse_quarter
 
@@ -77,7 +77,7 @@ def validate_plan(conn, spec: dict, *, named: bool = True) -> dict:
     s["tp"] = check_int(s["tp"], "tp")
     _check_parallelism(conn, m["name"], s["tp"], s["pp"], s["dp_attention"], s["gpus_per_node"])
     row = {k: s[k] for k in SPEC_DEFAULTS}
-    row.update(model_id=m["id"], gpu_id=g["id"], notes=str(s.get("notes") or ""))
+    row.update(model_id=m["id"], gpu_id=g["id"], notes=check_text(str(s.get("notes") or ""), "notes"))
     if named:
         row["name"] = s["name"]
     return row

@@ -11,6 +11,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from kvreg.db.tables import GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, Model, Plan
+from kvreg.capacity import MAX_GPUS_PER_NODE
 from kvreg.errors import AlreadyExists, KvregError, suggest
 
 MAX_NAME = 200
@@ -20,7 +21,6 @@ _INT_LIMIT = 2**62
 INT32_MAX = 2**31 - 1
 # kvreg tries every TP up to the GPUs per node (kvreg.capacity.valid_tps), so a typo here must
 # not ask for billions of rows; the largest NVLink domains today hold 72 GPUs.
-MAX_GPUS_PER_NODE = 1024
 _FIELD_LIMITS = {"gpus_per_node": MAX_GPUS_PER_NODE}
 
 

@@ -27,6 +27,7 @@ ENGINE_SETTINGS = {
 }
 ENGINE_FIELDS = ("rule", *ENGINE_SETTINGS)
 _INT_LIMIT = 2**62
+_COUNT_LIMIT = 2**31  # token and batch counts are INTEGER columns on PostgreSQL
 
 
 def check_rule(rule) -> str:
@@ -45,7 +46,7 @@ def check_engine_settings(settings: dict, block_size: int | None = None) -> dict
     for name in ("gpu_memory_utilization", "mem_fraction_static"):
         out[name] = _fraction(out[name], ENGINE_SETTINGS[name][1])
     for name in ("max_num_batched_tokens", "max_concurrent_batches"):
-        out[name] = _whole(out[name], ENGINE_SETTINGS[name][1], minimum=1)
+        out[name] = _whole(out[name], ENGINE_SETTINGS[name][1], minimum=1, limit=_COUNT_LIMIT)
     for name in ("activation_bytes", "cuda_graph_bytes"):
         out[name] = _whole(out[name], ENGINE_SETTINGS[name][1], minimum=0)
     for name, (rule, flag) in ENGINE_SETTINGS.items():
@@ -74,7 +75,7 @@ def _fraction(value, flag: str) -> float | None:
     return number
 
 
-def _whole(value, flag: str, *, minimum: int) -> int | None:
+def _whole(value, flag: str, *, minimum: int, limit: int = _INT_LIMIT) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool):
@@ -91,8 +92,8 @@ def _whole(value, flag: str, *, minimum: int) -> int | None:
     if value < minimum:
         what = "negative" if value < 0 else "zero"
         raise KvregError(f"{flag} must be at least {minimum}, not {value} ({what} makes no sense here)")
-    if value >= _INT_LIMIT:
-        raise KvregError(f"{flag} {value} is too large")
+    if value >= limit:
+        raise KvregError(f"{flag} {value} is too large (at most {limit - 1:,})")
     return value
 
 

@@ -39,5 +39,5 @@ def suggest(name: str, choices: list[str], what: str) -> NotFound:
         lowered = [c for c in choices if name.lower() in c.lower()]
         close = lowered[:3]
     hint = f": did you mean {', '.join(close)}?" if close else f": see `kvreg {what} list`"
-    shown = name if len(name) <= 80 else name[:77] + "..."  # a pasted page must not flood the terminal
+    shown = name if len(name) <= 200 else name[:197] + "..."  # a pasted page must not flood the terminal
     return NotFound(f"unknown {what} {shown!r}{hint}")

@@ -1,0 +1,30 @@
+"""The benchmark runs end to end at its smallest size, so it cannot rot. No timing is asserted:
+timings belong in docs/performance.md, written by a full run of bench/run.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_benchmark_runs_once_at_the_smallest_size(tmp_path):
+    out = tmp_path / "performance.md"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "run.py"), "--sizes", "10", "--repeat", "1", "--imports", "10",
+         "--timeout", "120", "--out", str(out), "--workdir", str(tmp_path / "work")],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = out.read_text()
+    for heading in ("## Machine", "## Targets", "## Measurements", "CPU model", "python -c pass", "kvreg capacity",
+                    "kvreg model import"):
+        assert heading in doc
+    # Every target has a verdict; a command kvreg lacks is named as such, not silently dropped.
+    targets = doc.split("## Targets")[1].split("##")[0]
+    rows = [ln for ln in targets.splitlines() if ln.startswith("| ") and "---" not in ln][1:]
+    assert rows and all(ln.rstrip(" |").endswith(("PASS", "MISS", "not measured")) for ln in rows)
+    # The registries were built with the sizes asked for: 10 synthetic models and plans on top of the catalog.
+    assert "| 10 |" in doc

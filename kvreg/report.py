@@ -36,6 +36,9 @@ FORMATS = ("md", "xlsx")
 DATA_FORMAT = "kvreg-report/1"
 SWEEP_CONTEXTS = (8192, 32768, 131072, 1_000_000)  # 8K, 32K, 128K (binary) and 1m (decimal)
 SWEEP_KV_DTYPE = "bf16"
+# Above this many model x GPU pairs the sweep covers only what plans use: a 10,000-model
+# registry would otherwise ask about millions of scenarios and draw an unreadable chart.
+SWEEP_MAX_PAIRS = 400
 CATALOG_KV_DTYPES = ("bf16", "fp8")
 REGISTRY_TABLES = ("dtype", "model", "gpu", "plan", "demand")
 
@@ -193,15 +196,32 @@ def _gpus(conn) -> list[dict]:
     return out
 
 
+def _sweep_scope(conn, models: list[dict], gpus: list[dict]) -> tuple[list[str], list[str], str]:
+    """Which models and GPUs the sweep covers: all of them in a registry of catalog size, else the
+    ones plans use (at most SWEEP_MAX_PAIRS pairs, first by name), and a sentence that says so."""
+    all_m, all_g = [m["model"] for m in models], [g["gpu"] for g in gpus]
+    if len(all_m) * len(all_g) <= SWEEP_MAX_PAIRS:
+        return all_m, all_g, "every model on every GPU"
+    used = _rows(conn, "SELECT DISTINCT m.name AS model, g.name AS gpu FROM plan p "
+                       "JOIN model m ON m.id = p.model_id JOIN gpu g ON g.id = p.gpu_id")
+    gpu_names = sorted({r["gpu"] for r in used})[:SWEEP_MAX_PAIRS]
+    model_names = sorted({r["model"] for r in used})[:max(1, SWEEP_MAX_PAIRS // max(1, len(gpu_names)))]
+    return model_names, gpu_names, (
+        f"the {len(model_names)} models and {len(gpu_names)} GPUs that plans use, first by name "
+        f"(the registry holds {len(all_m):,} models and {len(all_g):,} GPUs)")
+
+
 def _sweep(conn, models: list[dict], gpus: list[dict]) -> tuple[list[dict], dict]:
     """Max concurrency per model, GPU and context at the minimum TP: one question to the capacity view."""
     from kvreg.capacity import Question, ask
 
-    q = Question(models=[], gpus=[g["gpu"] for g in gpus], contexts=list(SWEEP_CONTEXTS),
+    model_names, gpu_names, scope = _sweep_scope(conn, models, gpus)
+    q = Question(models=model_names, gpus=gpu_names, contexts=list(SWEEP_CONTEXTS),
                  kv_dtypes=[SWEEP_KV_DTYPE], tp="auto")
     settings = {"contexts": list(q.contexts), "kv_dtype": SWEEP_KV_DTYPE, "weight_dtype": "native", "tp": q.tp,
-                "pp": q.pp, "gpus_per_node": q.gpus_per_node, "reserve": q.reserve, "block_size": q.block_size}
-    if not models or not gpus:
+                "pp": q.pp, "gpus_per_node": q.gpus_per_node, "reserve": q.reserve, "block_size": q.block_size,
+                "scope": scope}
+    if not model_names or not gpu_names:
         return [], settings
     rows = [_pick({k: _plain(v) for k, v in r.items()}, SWEEP_COLUMNS) for r in ask(conn, q)]
     rows.sort(key=lambda r: (r["gpu"], r["model"], r["context_tokens"]))

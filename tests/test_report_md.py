@@ -524,3 +524,28 @@ def test_seeded_registry_snapshot(tmp_path):
         "the seeded report changed: review the difference, then regenerate tests/snapshots/capacity.md with "
         "KVREG_UPDATE_SNAPSHOTS=1 python -m pytest tests/test_report_md.py -k snapshot"
     )
+
+
+def test_sweep_covers_only_the_models_and_gpus_plans_use_in_a_large_registry(engine):
+    """24 catalog models + 20 more on 10 GPUs is 440 pairs, above SWEEP_MAX_PAIRS (400): the sweep
+    then asks only about what plans use, 4 contexts each, and says so."""
+    from sqlalchemy import text
+
+    from kvreg.registry import add_model
+    from kvreg.report import SWEEP_CONTEXTS, SWEEP_MAX_PAIRS, gather
+
+    with engine.begin() as conn:
+        for i in range(20):
+            add_model(conn, dict(name=f"synthetic-{i:02d}", layers=32, kv_heads=8, attention_heads=32, head_dim=128,
+                                 params_total=8_000_000_000, max_position_embeddings=131072, weight_dtype="bf16"))
+        n_models = conn.execute(text("SELECT COUNT(*) FROM model")).scalar_one()
+        n_gpus = conn.execute(text("SELECT COUNT(*) FROM gpu")).scalar_one()
+        assert n_models * n_gpus > SWEEP_MAX_PAIRS
+        used = conn.execute(text("SELECT DISTINCT m.name, g.name FROM plan p JOIN model m ON m.id = p.model_id "
+                                 "JOIN gpu g ON g.id = p.gpu_id")).all()
+        data = gather(conn, "2026Q4", generated_at="2026-11-29T00:00:00Z", registry_url="sqlite://")
+    models, gpus = {m for m, _ in used}, {g for _, g in used}
+    assert {r["model"] for r in data["sweep"]} == models
+    assert {r["gpu"] for r in data["sweep"]} == gpus
+    assert len(data["sweep"]) == len(models) * len(gpus) * len(SWEEP_CONTEXTS)
+    assert f"the {len(models)} models and {len(gpus)} GPUs that plans use" in data["settings"]["sweep"]["scope"]

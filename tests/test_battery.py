@@ -262,7 +262,7 @@ CASES = [
          match=r"unknown gpu 'H100-SMX': did you mean H100-SXM", id="show-unknown-gpu"),
     case("model", "show", SQLISH, match=r"unknown model \"x'\); DROP TABLE model;--\"", id="show-sql-name"),
     case("model", "remove", "Llama-3-8B", match=r"used by plan\(s\) chat-llama3-8b", id="remove-model-in-use"),
-    case("model", "remove", LONG, match=r"unknown model 'm{200}", id="remove-long-name"),
+    case("model", "remove", LONG, match=r"unknown model 'm{197}\.\.\.'", id="remove-long-name"),
     case("model", "list", "--format", "pdf", match=r"'pdf' is not one of", id="model-list-format"),
     # ---------------------------------------------------------------- gpu and dtype (issue 2)
     case("gpu", "add", "g", "--memory", "80 bananas", match=r"unknown unit 'bananas'", id="gpu-bananas"),

@@ -19,6 +19,9 @@ from kvreg.errors import KvregError, suggest
 from kvreg.rules import ENGINE_FIELDS, ENGINE_SETTINGS, check_engine_settings
 
 MAX_GPUS_PER_NODE = 1024  # the largest node kvreg accepts (kvreg.registry uses it too)
+# A context sweep (report and workbook) asks about at most this many model x GPU pairs: a
+# 10,000-model registry would otherwise ask about millions of scenarios.
+SWEEP_MAX_PAIRS = 400
 
 JSON_COLUMNS = [
     "model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "kv_dtype", "weight_dtype",

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from sqlalchemy import text
 
+from kvreg.capacity import SWEEP_MAX_PAIRS
 from kvreg.errors import KvregError
 from kvreg.units import current_quarter, parse_quarter, previous_quarter, quarter_folder
 
@@ -36,9 +37,6 @@ FORMATS = ("md", "xlsx")
 DATA_FORMAT = "kvreg-report/1"
 SWEEP_CONTEXTS = (8192, 32768, 131072, 1_000_000)  # 8K, 32K, 128K (binary) and 1m (decimal)
 SWEEP_KV_DTYPE = "bf16"
-# Above this many model x GPU pairs the sweep covers only what plans use: a 10,000-model
-# registry would otherwise ask about millions of scenarios and draw an unreadable chart.
-SWEEP_MAX_PAIRS = 400
 CATALOG_KV_DTYPES = ("bf16", "fp8")
 REGISTRY_TABLES = ("dtype", "model", "gpu", "plan", "demand")
 

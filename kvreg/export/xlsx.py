@@ -149,7 +149,7 @@ def _sweep_rows(conn, data: dict) -> list[dict]:
     """Model x GPU x context for the models and GPUs the plans use, each at the minimum TP the
     capacity view picks (SPEC "Minimum TP"). Without plans: every model on the capacity
     question's default GPU (the first GPU if that one is gone)."""
-    from kvreg.capacity import Question, ask
+    from kvreg.capacity import SWEEP_MAX_PAIRS, Question, ask
 
     q = Question(contexts=list(SWEEP_CONTEXTS), kv_dtypes=["bf16"], tp="auto")
     if data["plans"]:
@@ -159,6 +159,8 @@ def _sweep_rows(conn, data: dict) -> list[dict]:
         names = [g["name"] for g in data["gpus"]]
         q.models = [m["name"] for m in data["models"]]
         q.gpus = [g for g in q.gpus if g in names] or names[:1]
+    q.gpus = q.gpus[:SWEEP_MAX_PAIRS]
+    q.models = q.models[:max(1, SWEEP_MAX_PAIRS // max(1, len(q.gpus)))]  # first by name, like the report
     if not q.models or not q.gpus:
         return []
     return [{k: r[k] for k in ("model", "gpu", "context_tokens", "tp", "pp", "dp_attention", "gpus_per_node",

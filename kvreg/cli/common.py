@@ -70,24 +70,28 @@ def open_db(ctx: click.Context):
     return open_registry(ctx.find_root().obj.get("db_url"))
 
 
-def _plain(v):
-    """JSON/CSV value: integral floats in byte counts stay exact integers, NaN becomes null."""
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            return None
-        return v
-    return v
+def _counts_whole_units(key: str) -> bool:
+    """Byte and token counts are integers (SPEC "Units"): an integral float prints as one."""
+    return key.endswith("_bytes") or "_bytes_" in key or key.endswith("_tokens")
 
 
 def normalise(rows: list[dict]) -> list[dict]:
+    """Rows ready for JSON/CSV: NaN and infinity become null, integral byte/token counts become ints.
+    Only floats are looked at, and each key is classified once (10,000-row lists stay fast)."""
+    whole: dict[str, bool] = {}
     out = []
     for r in rows:
-        d = {}
+        d = dict(r)
         for k, v in r.items():
-            v = _plain(v)
-            if isinstance(v, float) and v.is_integer() and (k.endswith("_bytes") or "_bytes_" in k or k.endswith("_tokens")):
-                v = int(v)
-            d[k] = v
+            if type(v) is float:
+                if not math.isfinite(v):
+                    d[k] = None
+                elif v.is_integer():
+                    w = whole.get(k)
+                    if w is None:
+                        w = whole[k] = _counts_whole_units(k)
+                    if w:
+                        d[k] = int(v)
         out.append(d)
     return out
 

@@ -18,7 +18,7 @@ import math
 from sqlalchemy import delete, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
-from kvreg.db.tables import Demand, Gpu, Model, Plan
+from kvreg.db.tables import Demand, Gpu, Model, Plan, WorkloadClass
 from kvreg.errors import AlreadyExists, KvregError, suggest
 from kvreg.registry import check_dtype, check_int, check_name, check_text, get_gpu, get_model
 from kvreg.rules import ENGINE_FIELDS, ENGINE_SETTINGS, check_engine_settings
@@ -42,6 +42,8 @@ _SCRATCH_QUARTER = "1970Q1"
 MAX_CONTEXT = 2**40
 # The reserve solver answers on a grid of 0.01 percentage points.
 RESERVE_STEP = 10_000
+# A workload mix: at most this many request classes per plan.
+MAX_CLASSES = 64
 
 
 # --------------------------------------------------------------------------- validation
@@ -76,11 +78,79 @@ def validate_plan(conn, spec: dict, *, named: bool = True) -> dict:
         s["tp"] = _minimum_tp(conn, s)
     s["tp"] = check_int(s["tp"], "tp")
     _check_parallelism(conn, m["name"], s["tp"], s["pp"], s["dp_attention"], s["gpus_per_node"])
+    if s["avg_tokens"] is not None and s["avg_tokens"] > s["context_tokens"]:
+        raise KvregError(f"--avg-tokens {s['avg_tokens']:,} is longer than the context ({s['context_tokens']:,} "
+                         "tokens, --context): a request cannot hold more than max_model_len; lower one or raise --context")
     row = {k: s[k] for k in SPEC_DEFAULTS}
     row.update(model_id=m["id"], gpu_id=g["id"], notes=check_text(str(s.get("notes") or ""), "notes"))
     if named:
         row["name"] = s["name"]
     return row
+
+
+def validate_workload(classes, context_tokens: int, avg_tokens=None) -> list[dict]:
+    """Check a workload mix: [{"class": name, "avg_tokens": n, "share": x}, ...] -> the rows to store.
+
+    Shares are relative weights (0.8 and 0.2, or 4 and 1): the views divide by their sum."""
+    classes = list(classes or [])
+    if not classes:
+        return []
+    if avg_tokens is not None:
+        raise KvregError("give --avg-tokens or --workload, not both: a mix's average is its classes' weighted mean")
+    if len(classes) > MAX_CLASSES:
+        raise KvregError(f"a workload has {len(classes)} classes: at most {MAX_CLASSES} are allowed")
+    out, seen = [], set()
+    for c in classes:
+        name = check_name(c.get("class"), "workload class")
+        if name in seen:
+            raise KvregError(f"workload class {name!r} is given twice: give each class once")
+        seen.add(name)
+        tokens = check_int(c.get("avg_tokens"), f"tokens of workload class {name!r}")
+        if tokens > context_tokens:
+            raise KvregError(f"workload class {name!r} holds {tokens:,} tokens, longer than the context "
+                             f"({context_tokens:,} tokens, --context): raise --context or shorten the class")
+        share = c.get("share")
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share) or share <= 0:
+            raise KvregError(f"share of workload class {name!r} must be a number above 0 (such as 0.8 or 80%), "
+                             f"not {share!r}")
+        out.append({"name": name, "avg_tokens": tokens, "share": float(share)})
+    return out
+
+
+def get_workload(conn, plan_id: int) -> list[dict]:
+    """A plan's workload classes as a spec list (empty: no mix), in the order they were given."""
+    rows = conn.execute(select(WorkloadClass.name, WorkloadClass.avg_tokens, WorkloadClass.share)
+                        .where(WorkloadClass.plan_id == plan_id).order_by(WorkloadClass.id)).all()
+    return [{"class": n, "avg_tokens": t, "share": sh} for n, t, sh in rows]
+
+
+def _write_workload(conn, plan_id: int, classes: list[dict]) -> None:
+    conn.execute(delete(WorkloadClass).where(WorkloadClass.plan_id == plan_id))
+    if classes:
+        conn.execute(insert(WorkloadClass), [{**c, "plan_id": plan_id} for c in classes])
+
+
+def format_workload(classes: list[dict]) -> str:
+    """A mix as the --workload options write it: chat=1500:0.8,docs=13000:0.2 ('' without classes)."""
+    return ",".join(f"{c['class']}={c['avg_tokens']}:{c['share']:g}" for c in classes)
+
+
+def workload_texts(conn) -> dict[int, str]:
+    """plan id -> its mix in --workload form, for every plan with classes (one query)."""
+    rows = conn.execute(select(WorkloadClass.plan_id, WorkloadClass.name, WorkloadClass.avg_tokens,
+                               WorkloadClass.share).order_by(WorkloadClass.plan_id, WorkloadClass.id)).all()
+    by_plan: dict[int, list[dict]] = {}
+    for pid, n, t, sh in rows:
+        by_plan.setdefault(pid, []).append({"class": n, "avg_tokens": t, "share": sh})
+    return {pid: format_workload(cs) for pid, cs in by_plan.items()}
+
+
+def plan_classes(conn, name: str) -> list[dict]:
+    """A plan's plan_class rows: each class's KV per request, concurrency alone and weighted terms."""
+    get_plan(conn, name)
+    sql = ("SELECT pc.* FROM plan_class pc JOIN workload_class wc ON wc.plan_id = pc.plan_id"
+           " AND wc.name = pc.workload_class WHERE pc.plan = :name ORDER BY wc.id")
+    return [dict(r) for r in conn.execute(text(sql), {"name": name}).mappings()]
 
 
 def _check_parallelism(conn, model: str, tp: int, pp: int, dp_attention: int, gpus_per_node: int) -> None:
@@ -144,18 +214,21 @@ def plan_spec(conn, name: str) -> dict:
     spec = {k: row[k] for k in SPEC_FIELDS if k in row}
     spec["model"] = conn.execute(select(Model.name).where(Model.id == row["model_id"])).scalar_one()
     spec["gpu"] = conn.execute(select(Gpu.name).where(Gpu.id == row["gpu_id"])).scalar_one()
+    spec["workload"] = get_workload(conn, row["id"])
     return spec
 
 
 def add_plan(conn, spec: dict) -> dict:
     """Validate and store a new plan; returns its plan_capacity row."""
     row = validate_plan(conn, spec)
+    classes = validate_workload(spec.get("workload"), row["context_tokens"], row["avg_tokens"])
     if conn.execute(select(Plan.id).where(Plan.name == row["name"])).first() is not None:
         raise _exists(row["name"])
     try:
-        conn.execute(insert(Plan).values(**row))
+        plan_id = conn.execute(insert(Plan).values(**row)).inserted_primary_key[0]
     except IntegrityError as exc:
         raise _integrity(exc, row["name"]) from None
+    _write_workload(conn, plan_id, classes)
     return plan_capacity(conn, row["name"])
 
 
@@ -179,8 +252,13 @@ def set_plan(conn, name: str, changes: dict) -> dict:
         for setting, (rule, _flag) in ENGINE_SETTINGS.items():
             if rule != changes["rule"]:
                 changes.setdefault(setting, None)
+    if changes.get("workload"):  # a mix replaces an average, and an average a mix
+        changes.setdefault("avg_tokens", None)
+    elif changes.get("avg_tokens") is not None:
+        changes.setdefault("workload", [])
     spec = {**old, **changes, "name": new_name}
     row = validate_plan(conn, spec)
+    classes = validate_workload(spec.get("workload"), row["context_tokens"], row["avg_tokens"])
     if new_name != name and conn.execute(select(Plan.id).where(Plan.name == new_name)).first() is not None:
         raise _exists(new_name)
     settings = [k for k in SPEC_DEFAULTS if k != "notes"]
@@ -190,6 +268,8 @@ def set_plan(conn, name: str, changes: dict) -> dict:
         conn.execute(update(Plan).where(Plan.name == name).values(**row))
     except IntegrityError as exc:
         raise _integrity(exc, new_name) from None
+    if "workload" in changes:
+        _write_workload(conn, get_plan(conn, new_name)["id"], classes)
     return plan_capacity(conn, new_name)
 
 
@@ -240,9 +320,10 @@ def _concurrency(value) -> float:
 
 
 def remove_plan(conn, name: str) -> None:
-    """Remove a plan and its demand."""
+    """Remove a plan, its demand and its workload classes."""
     plan = get_plan(conn, name)
     conn.execute(delete(Demand).where(Demand.plan_id == plan["id"]))
+    conn.execute(delete(WorkloadClass).where(WorkloadClass.plan_id == plan["id"]))
     conn.execute(delete(Plan).where(Plan.id == plan["id"]))
 
 
@@ -261,7 +342,13 @@ def list_plans(conn) -> list[dict]:
 def _capacity_rows(conn, where: str, params: dict) -> list[dict]:
     sql = (f"SELECT pc.*, p.notes AS notes FROM plan_capacity pc JOIN plan p ON p.id = pc.plan_id {where}"
            " ORDER BY pc.plan")
-    return [dict(r) for r in conn.execute(text(sql), params).mappings()]
+    mixes = workload_texts(conn)
+    rows = []
+    for r in conn.execute(text(sql), params).mappings():
+        row = dict(r)
+        row["workload"] = mixes.get(row["plan_id"], "")
+        rows.append(row)
+    return rows
 
 
 def show_plan(conn, name: str, quarter: str | None = None) -> list[dict]:
@@ -349,11 +436,15 @@ def evaluate(conn, rows: list[dict], *, full: bool = False) -> list[dict]:
     if not rows:
         return []
     names = [f"{_SCRATCH}{i}" for i in range(len(rows))]
-    plans = [{**{k: v for k, v in r.items() if k != "users"}, "name": n} for r, n in zip(rows, names)]
+    plans = [{**{k: v for k, v in r.items() if k not in ("users", "workload")}, "name": n}
+             for r, n in zip(rows, names)]
     trans = conn.begin_nested() if conn.in_transaction() else conn.begin()
     try:
         conn.execute(insert(Plan), plans)
         ids = dict(conn.execute(select(Plan.name, Plan.id).where(Plan.name.in_(names))).all())
+        classes = [{**c, "plan_id": ids[n]} for r, n in zip(rows, names) for c in r.get("workload") or []]
+        if classes:
+            conn.execute(insert(WorkloadClass), classes)
         conn.execute(insert(Demand), [dict(plan_id=ids[n], quarter=_SCRATCH_QUARTER, users=r["users"])
                                       for r, n in zip(rows, names)])
         wanted = set(ids.values())
@@ -432,6 +523,7 @@ def _solver_row(conn, spec: dict) -> tuple[dict, object]:
     """Validate a solver's deployment; with --tp auto validation uses TP 1 (valid for every model)."""
     tp = spec.get("tp", 1)
     row = validate_plan(conn, {**spec, "tp": 1 if tp == "auto" else tp}, named=False)
+    row["workload"] = validate_workload(spec.get("workload"), row["context_tokens"], row["avg_tokens"])
     return row, tp
 
 
@@ -441,13 +533,15 @@ def _solver_row(conn, spec: dict) -> tuple[dict, object]:
 def solve_context(conn, spec: dict, users, gpus) -> dict:
     """The longest context that serves `users` concurrent users on `gpus` GPUs.
 
-    Without avg_tokens each user holds a whole context (the workload is the context). With
-    --tp auto every valid TP is searched and the longest context wins (ties: the smaller TP).
+    Without avg_tokens or a workload mix each user holds a whole context (the workload is the
+    context); with them the context is searched from the longest request up. With --tp auto every
+    valid TP is searched and the longest context wins (ties: the smaller TP).
     """
     users = check_int(users, "users")
     gpus = check_int(gpus, "gpus")
-    row, tp = _solver_row(conn, spec)
+    row, tp = _solver_row(conn, {**spec, "context_tokens": MAX_CONTEXT})
     row["users"] = users
+    shortest = max([row["avg_tokens"] or 1] + [c["avg_tokens"] for c in row["workload"]])
     tps = _candidate_tps(conn, row, spec["model"], tp, gpus)
     if not tps or tps[0] * row["pp"] > gpus:
         raise KvregError(f"{gpus} GPU(s) cannot hold one replica of TP {tps[0] if tps else 1} x PP {row['pp']}: "
@@ -456,10 +550,11 @@ def solve_context(conn, spec: dict, users, gpus) -> dict:
     def probe(points):
         return [_serves(r, gpus) for r in evaluate(conn, [{**row, "tp": t, "context_tokens": c} for t, c in points])]
 
-    found = {t: c for t, c in search_largest(tps, 1, MAX_CONTEXT, probe).items() if c is not None}
+    found = {t: c for t, c in search_largest(tps, shortest, MAX_CONTEXT, probe).items() if c is not None}
     if not found:
-        at_one = evaluate(conn, [{**row, "tp": tps[-1], "context_tokens": 1}])[0]
-        why = at_one["reason"] or f"even 1-token requests need {at_one['gpus_needed']} GPUs at TP {tps[-1]}"
+        at_one = evaluate(conn, [{**row, "tp": tps[-1], "context_tokens": shortest}])[0]
+        why = at_one["reason"] or (f"even {shortest:,}-token contexts need {at_one['gpus_needed']} GPUs "
+                                   f"at TP {tps[-1]}")
         raise KvregError(f"{users} users do not fit on {gpus} GPU(s) of {spec['gpu']} at any context: {why}")
     best_tp = max(found, key=lambda t: (found[t], -t))
     best = found[best_tp]
@@ -505,6 +600,7 @@ def solve_reserve(conn, plan: str, quarter: str | None = None) -> list[dict]:
             raise KvregError(f"plan {plan!r} does not fit: {d['reason']}")
     row = validate_plan(conn, spec)
     del row["name"]
+    row["workload"] = validate_workload(spec["workload"], row["context_tokens"], row["avg_tokens"])
 
     def at(q: str, k: int) -> dict:
         return {**row, "reserve": k / RESERVE_STEP, "users": demand[q]["users"]}

@@ -38,11 +38,13 @@ DATA_FORMAT = "kvreg-report/1"
 SWEEP_CONTEXTS = (8192, 32768, 131072, 1_000_000)  # 8K, 32K, 128K (binary) and 1m (decimal)
 SWEEP_KV_DTYPE = "bf16"
 CATALOG_KV_DTYPES = ("bf16", "fp8")
-REGISTRY_TABLES = ("dtype", "model", "gpu", "plan", "demand")
+REGISTRY_TABLES = ("dtype", "model", "gpu", "plan", "workload_class", "demand")
 
 PROCUREMENT_COLUMNS = ["gpu", "plans", "plans_not_fitting", "users", "gpus_needed", "previous_gpus_needed",
                        "gpus_change", "nodes_needed", "cost_per_month", "capex"]
+CLASS_COLUMNS = ["workload_class", "class_tokens", "share", "class_kv_bytes_per_request_per_gpu", "class_concurrency"]
 PLAN_COLUMNS = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens",
+                "workload_tokens", "kv_bytes_per_request_per_gpu",
                 "kv_dtype", "weight_dtype", "reserve", "kv_cache_memory_bytes", "block_size",
                 "kv_bytes_per_token_per_gpu", "kv_gib_per_sequence_per_gpu", "weights_gib_per_gpu",
                 "usable_gib_per_gpu", "kv_pool_gib_per_gpu", "kv_pool_tokens", "max_concurrency", "whole_sequences",
@@ -96,8 +98,13 @@ def parse_formats(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- reading the registry
 
 
+_AS_IS = frozenset({int, str, bool, type(None)})  # the common types: nothing to convert
+
+
 def _plain(value):
     """A JSON-ready value: Decimal (PostgreSQL sums) to int/float, NaN and infinity to None."""
+    if type(value) in _AS_IS:
+        return value
     if isinstance(value, Decimal):
         value = int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, float) and not math.isfinite(value):
@@ -106,28 +113,42 @@ def _plain(value):
 
 
 def _rows(conn, sql: str, **params) -> list[dict]:
-    return [{k: _plain(v) for k, v in r.items()} for r in conn.execute(text(sql), params).mappings()]
+    result = conn.execute(text(sql), params)
+    keys = list(result.keys())
+    return [dict(zip(keys, map(_plain, r))) for r in result]
+
+
+def _view_columns(conn, view: str, wanted: list[str]) -> list[str]:
+    """Those of `wanted` the view has, in order (reading only the columns a report prints keeps
+    a 10,000-plan registry's rows small)."""
+    have = set(conn.execute(text(f"SELECT * FROM {view} WHERE 1 = 0")).keys())
+    return [c for c in wanted if c in have]
 
 
 def _pick(row: dict, columns: list[str]) -> dict:
     return {c: row.get(c) for c in columns}
 
 
+_REGISTRY_SQL = {
+    "dtype": "SELECT * FROM dtype",
+    "model": "SELECT * FROM model",
+    "gpu": "SELECT * FROM gpu",
+    "plan": "SELECT p.*, m.name AS model, g.name AS gpu FROM plan p"
+            " JOIN model m ON m.id = p.model_id JOIN gpu g ON g.id = p.gpu_id",
+    "workload_class": "SELECT wc.*, p.name AS plan FROM workload_class wc JOIN plan p ON p.id = wc.plan_id",
+    "demand": "SELECT d.*, p.name AS plan FROM demand d JOIN plan p ON p.id = d.plan_id",
+}
+
+
+def _registry_table(conn, table: str) -> list[dict]:
+    """A table's rows, foreign keys as names, ids dropped."""
+    return [{k: v for k, v in r.items() if k != "id" and not k.endswith("_id")}
+            for r in _rows(conn, _REGISTRY_SQL[table])]
+
+
 def registry_rows(conn) -> dict[str, list[dict]]:
     """Every user-entered row of the registry, foreign keys as names, ids dropped, in a canonical order."""
-    sql = {
-        "dtype": "SELECT * FROM dtype",
-        "model": "SELECT * FROM model",
-        "gpu": "SELECT * FROM gpu",
-        "plan": "SELECT p.*, m.name AS model, g.name AS gpu FROM plan p"
-                " JOIN model m ON m.id = p.model_id JOIN gpu g ON g.id = p.gpu_id",
-        "demand": "SELECT d.*, p.name AS plan FROM demand d JOIN plan p ON p.id = d.plan_id",
-    }
-    out = {}
-    for table in REGISTRY_TABLES:
-        rows = [{k: v for k, v in r.items() if k != "id" and not k.endswith("_id")} for r in _rows(conn, sql[table])]
-        out[table] = sorted(rows, key=_canonical)
-    return out
+    return {table: sorted(_registry_table(conn, table), key=_canonical) for table in REGISTRY_TABLES}
 
 
 def _canonical(obj) -> str:
@@ -135,8 +156,16 @@ def _canonical(obj) -> str:
 
 
 def registry_sha256(conn) -> str:
-    """sha256 of the registry's content: the rows of dtype, model, gpu, plan and demand as canonical JSON."""
-    return hashlib.sha256(_canonical(registry_rows(conn)).encode("utf-8")).hexdigest()
+    """sha256 of the registry's content: the rows of REGISTRY_TABLES as canonical JSON.
+
+    The same bytes as `_canonical(registry_rows(conn))`, each row encoded once: the canonical
+    JSON of a list is its items' canonical JSON joined by commas, in their sorted order."""
+    h = hashlib.sha256()
+    for i, table in enumerate(sorted(REGISTRY_TABLES)):
+        rows = sorted(_canonical(r) for r in _registry_table(conn, table))
+        h.update(f'{"{" if i == 0 else ","}{_canonical(table)}:[{",".join(rows)}]'.encode("utf-8"))
+    h.update(b"}")
+    return h.hexdigest()
 
 
 def provenance(conn, *, generated_at: str, registry_url: str) -> dict:
@@ -155,20 +184,33 @@ def provenance(conn, *, generated_at: str, registry_url: str) -> dict:
 
 def _plans(conn, quarter: str) -> list[dict]:
     demand: dict[int, list[dict]] = {}
-    for r in _rows(conn, "SELECT * FROM plan_quarter"):
+    columns = ", ".join(["plan_id"] + _view_columns(conn, "plan_quarter", DEMAND_COLUMNS))
+    for r in _rows(conn, f"SELECT {columns} FROM plan_quarter"):
         demand.setdefault(r["plan_id"], []).append(_pick(r, DEMAND_COLUMNS))
+    classes: dict[int, list[dict]] = {}
+    for r in _rows(conn, "SELECT pc.* FROM plan_class pc JOIN workload_class wc ON wc.plan_id = pc.plan_id"
+                         " AND wc.name = pc.workload_class ORDER BY wc.id"):
+        classes.setdefault(r["plan_id"], []).append(_pick(r, CLASS_COLUMNS))
     plans = []
-    for p in sorted(_rows(conn, "SELECT * FROM plan_capacity"), key=lambda r: r["plan"]):
+    columns = ", ".join(["plan_id", "plan"] + _view_columns(conn, "plan_capacity", PLAN_COLUMNS))
+    for p in sorted(_rows(conn, f"SELECT {columns} FROM plan_capacity"), key=lambda r: r["plan"]):
         quarters = sorted(demand.get(p["plan_id"], []), key=lambda d: d["quarter"])
         this = next((d for d in quarters if d["quarter"] == quarter), None)
-        plans.append({"plan": p["plan"], **_pick(p, PLAN_COLUMNS), "demand": this, "quarters": quarters})
+        plans.append({"plan": p["plan"], **_pick(p, PLAN_COLUMNS), "classes": classes.get(p["plan_id"], []),
+                      "demand": this, "quarters": quarters})
     return plans
 
 
 def _models(conn) -> list[dict]:
     kv: dict[str, dict] = {}
     weights_gb: dict[str, float] = {}
-    for r in _rows(conn, "SELECT * FROM model_kv"):
+    # The catalog's KV dtypes, and one more KV dtype for the weights of a model without them (weights_gb
+    # is the model's own, the same in every row): not the model_kv rows of every dtype.
+    dtypes = {f"d{i}": d for i, d in enumerate(CATALOG_KV_DTYPES)}
+    sql = (f"SELECT model, kv_dtype, weights_gb, {', '.join(MODEL_KV_COLUMNS)} FROM model_kv"
+           f" WHERE kv_dtype IN ({', '.join(':' + k for k in dtypes)})"
+           " OR kv_dtype = (SELECT MIN(name) FROM dtype WHERE kind IN ('kv', 'both'))")
+    for r in _rows(conn, sql, **dtypes):
         weights_gb[r["model"]] = r["weights_gb"]
         if r["kv_dtype"] in CATALOG_KV_DTYPES:
             kv.setdefault(r["model"], {})[r["kv_dtype"]] = _pick(r, MODEL_KV_COLUMNS)
@@ -209,8 +251,9 @@ def _sweep_scope(conn, models: list[dict], gpus: list[dict]) -> tuple[list[str],
         f"(the registry holds {len(all_m):,} models and {len(all_g):,} GPUs)")
 
 
-def _sweep(conn, models: list[dict], gpus: list[dict]) -> tuple[list[dict], dict]:
-    """Max concurrency per model, GPU and context at the minimum TP: one question to the capacity view."""
+def _sweep(conn, models: list[dict], gpus: list[dict], asked: dict | None = None) -> tuple[list[dict], dict]:
+    """Max concurrency per model, GPU and context at the minimum TP: one question to the capacity view
+    (its answer kept in `asked` by repr(question), for the workbook's sweep)."""
     from kvreg.capacity import Question, ask
 
     model_names, gpu_names, scope = _sweep_scope(conn, models, gpus)
@@ -221,13 +264,17 @@ def _sweep(conn, models: list[dict], gpus: list[dict]) -> tuple[list[dict], dict
                 "scope": scope}
     if not model_names or not gpu_names:
         return [], settings
-    rows = [_pick({k: _plain(v) for k, v in r.items()}, SWEEP_COLUMNS) for r in ask(conn, q)]
+    asked = {} if asked is None else asked
+    if repr(q) not in asked:
+        asked[repr(q)] = ask(conn, q)
+    rows = [_pick({k: _plain(v) for k, v in r.items()}, SWEEP_COLUMNS) for r in asked[repr(q)]]
     rows.sort(key=lambda r: (r["gpu"], r["model"], r["context_tokens"]))
     return rows, settings
 
 
-def gather(conn, quarter: str, *, generated_at: str, registry_url: str) -> dict:
-    """Everything the report prints, read from the views (the content of data.json)."""
+def gather(conn, quarter: str, *, generated_at: str, registry_url: str, asked: dict | None = None) -> dict:
+    """Everything the report prints, read from the views (the content of data.json). `asked` keeps
+    the capacity questions' answers by repr(question), to be reused on the same connection."""
     from kvreg.figures.declarations import HOURS_PER_MONTH
 
     # One read of the rollup (preparing its SQL is the costly part), split by quarter here.
@@ -236,7 +283,7 @@ def gather(conn, quarter: str, *, generated_at: str, registry_url: str) -> dict:
     by_quarter = [_pick(r, ["gpu", "quarter", "gpus_needed"]) for r in rollup]
     models = _models(conn)
     gpus = _gpus(conn)
-    sweep, sweep_settings = _sweep(conn, models, gpus)
+    sweep, sweep_settings = _sweep(conn, models, gpus, asked)
     return {
         "format": DATA_FORMAT,
         "quarter": quarter,
@@ -436,7 +483,7 @@ def _utc(now: dt.datetime | None) -> str:
     return now.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _write_files(conn, folder: Path, data: dict, formats: tuple[str, ...]) -> None:
+def _write_files(conn, folder: Path, data: dict, formats: tuple[str, ...], asked: dict | None = None) -> None:
     if "md" in formats:
         from kvreg.export.charts import write_charts
         from kvreg.export.markdown import render
@@ -448,7 +495,8 @@ def _write_files(conn, folder: Path, data: dict, formats: tuple[str, ...]) -> No
         from kvreg.export.xlsx import write_workbook
 
         # The report's own time, so the workbook is as repeatable as the other files.
-        write_workbook(conn, folder / "capacity.xlsx", data["quarter"], generated_at=data["provenance"]["generated_at"])
+        write_workbook(conn, folder / "capacity.xlsx", data["quarter"], generated_at=data["provenance"]["generated_at"],
+                       asked=asked)
     body = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
     (folder / "data.json").write_text(body + "\n", encoding="utf-8", newline="\n")
 
@@ -472,9 +520,10 @@ def write_report(engine, quarter: str | None = None, out: str | Path = "reports"
     tmp = _temp_folder(out, target)
     try:
         with engine.connect() as conn:
-            data = gather(conn, quarter, generated_at=_utc(now), registry_url=url)
+            asked: dict = {}  # the sweep's capacity question, asked once for the report and the workbook
+            data = gather(conn, quarter, generated_at=_utc(now), registry_url=url, asked=asked)
             data["comparison"] = compare_reports(previous, data, note) if previous else note
-            _write_files(conn, tmp, data, formats)
+            _write_files(conn, tmp, data, formats, asked)
             conn.rollback()  # nothing is written to the registry (the sweep's scratch rows included)
         _swap_into_place(tmp, target)
     except OSError as exc:

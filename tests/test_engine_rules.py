@@ -367,14 +367,15 @@ def _rows(url: str, columns: dict[str, list[str]]) -> dict:
         engine.dispose()
 
 
-def test_a_registry_at_0001_upgrades_with_every_row_and_back(empty_db_url):
+def registry_with_v1_rows(url: str, at: str) -> tuple[dict, dict]:
+    """A registry migrated to revision `at` holding _V1_ROWS: (columns per table, their rows)."""
     from sqlalchemy import inspect, text
 
     from kvreg.db.engine import make_engine
-    from test_migrations import alembic, revision
+    from test_migrations import alembic
 
-    alembic(empty_db_url, "upgrade", "0001")
-    engine = make_engine(empty_db_url)
+    alembic(url, "upgrade", at)
+    engine = make_engine(url)
     try:
         with engine.begin() as conn:
             for sql in _V1_ROWS.values():
@@ -383,10 +384,19 @@ def test_a_registry_at_0001_upgrades_with_every_row_and_back(empty_db_url):
             columns = {t: [c["name"] for c in inspect(conn).get_columns(t)] for t in _V1_ROWS if t != "kvreg_meta"}
     finally:
         engine.dispose()
-    before = _rows(empty_db_url, columns)
+    return columns, _rows(url, columns)
+
+
+def test_a_registry_at_0001_upgrades_with_every_row_and_back(empty_db_url):
+    from sqlalchemy import text
+
+    from kvreg.db.engine import head_revision, make_engine
+    from test_migrations import alembic, revision
+
+    columns, before = registry_with_v1_rows(empty_db_url, "0001")
 
     alembic(empty_db_url, "upgrade", "head")
-    assert revision(empty_db_url) == "0002"
+    assert revision(empty_db_url) == head_revision()
     assert _rows(empty_db_url, columns) == before  # every 0001 value, unchanged
     new = _rows(empty_db_url, {"plan": ["rule", "gpu_memory_utilization", "measured_kv_cache_tokens"],
                                "dtype": ["name", "scale_bytes_per_token_per_head"],

@@ -162,13 +162,13 @@ def test_rollup_is_the_sum_of_plan_quarter_rows(kv):
         assert r["previous_gpus_needed"] == prev
         assert r["gpus_change"] == r["gpus_needed"] - prev
     by_key = {(r["gpu"], r["quarter"]): r for r in rollup}
-    # By hand from the example plans: H100 2026Q3 = chat 1 + docs 1 + 70B 12 + Qwen3 24 = 38;
-    # 2026Q4 = 1 + 2 + 24 + 64 = 91, up 53. H200 (the 8B): 2 then 3.
-    assert by_key[("H100-SXM", "2026Q3")]["gpus_needed"] == 1 + 1 + 12 + 24 == 38
+    # By hand from the example plans: H100 2026Q3 = chat 1 + docs 1 + mixed 1 + 70B 12 + Qwen3 24 = 39;
+    # 2026Q4 = 1 + 2 + 2 (200 mixed users / 106.3) + 24 + 64 = 93, up 54. H200 (the 8B): 2 then 3.
+    assert by_key[("H100-SXM", "2026Q3")]["gpus_needed"] == 1 + 1 + 1 + 12 + 24 == 39
     h100_q4 = by_key[("H100-SXM", "2026Q4")]
-    assert (h100_q4["gpus_needed"], h100_q4["gpus_change"]) == (91, 53)
-    assert (h100_q4["plans"], h100_q4["plans_not_fitting"]) == (5, 1)
-    assert h100_q4["cost_per_month"] == pytest.approx(91 * 2.5 * 730)
+    assert (h100_q4["gpus_needed"], h100_q4["gpus_change"]) == (1 + 2 + 2 + 24 + 64, 93 - 39) == (93, 54)
+    assert (h100_q4["plans"], h100_q4["plans_not_fitting"]) == (6, 1)
+    assert h100_q4["cost_per_month"] == pytest.approx(93 * 2.5 * 730)
     assert by_key[("H200", "2026Q4")]["gpus_change"] == 3 - 2
     only_q4 = kv.json("plan", "rollup", "--quarter", "2026q4")
     assert {r["quarter"] for r in only_q4} == {"2026Q4"}
@@ -254,7 +254,7 @@ def test_demand_set_upserts_and_list_filters(kv, db_url):
 def test_plan_list_json_and_csv_agree(kv):
     rows = kv.json("plan", "list")
     assert [r["plan"] for r in rows] == sorted(r["plan"] for r in rows)
-    assert len(rows) == 5
+    assert len(rows) == 6
     text = kv("plan", "list", "--format", "csv").stdout
     table = list(csv.DictReader(io.StringIO(text)))
     assert [r["plan"] for r in table] == [r["plan"] for r in rows]
@@ -267,11 +267,11 @@ def test_plan_list_json_and_csv_agree(kv):
 
 def test_demand_and_rollup_csv(kv):
     table = list(csv.DictReader(io.StringIO(kv("demand", "list", "--format", "csv").stdout)))
-    assert len(table) == 10  # five plans x two quarters
+    assert len(table) == 12  # six plans x two quarters
     assert {"plan", "quarter", "users", "replicas_needed", "gpus_needed", "cost_per_month"} <= set(table[0])
     rollup = list(csv.DictReader(io.StringIO(kv("plan", "rollup", "--format", "csv").stdout)))
     assert [(r["gpu"], r["quarter"], r["gpus_needed"]) for r in rollup] == [
-        ("H100-SXM", "2026Q3", "38"), ("H200", "2026Q3", "2"), ("H100-SXM", "2026Q4", "91"), ("H200", "2026Q4", "3")]
+        ("H100-SXM", "2026Q3", "39"), ("H200", "2026Q3", "2"), ("H100-SXM", "2026Q4", "93"), ("H200", "2026Q4", "3")]
 
 
 def test_tables_print(kv):

@@ -187,8 +187,15 @@ def test_hostile_names_stay_inert_text(small, tmp_path):
             copy_model(conn, "Qwen2.5-7B", name)
             add_plan(conn, name, model=name, gpu="H100-SXM" if i % 2 else "H200")
             add_demand(conn, name, "2026Q4", 10)
+            conn.execute(text("INSERT INTO workload_class (plan_id, name, avg_tokens, share) VALUES"
+                              " ((SELECT id FROM plan WHERE name = :p), :n, 1000, 1)"), {"p": name, "n": name})
     r = report(small, tmp_path / "reports")
     md, data = read(r.folder)
+    # Each plan's workload mix table names its one class, the hostile name, as inert text.
+    lines = md.splitlines()
+    classes = {unescape(split_row(lines[i + 2])[0]) for i, line in enumerate(lines)
+               if line.startswith("| workload_class |")}
+    assert classes == {" ".join(name.split()) for name in HOSTILE}
 
     assert "<" not in md and ">" not in md  # no raw HTML at all, from names or anywhere else
     assert not any(line.startswith(("# injected", "| x | y |")) for line in md.splitlines())
@@ -298,6 +305,34 @@ def test_context_sweep_is_one_question_to_the_capacity_view(small, tmp_path, mon
     assert table_rows(sections["H200"], "model")[0] == ["model", "8K", "32K", "128K", "1m"]
     assert h200_llama[0] == "Llama-3.1-8B" and h200_llama[3] == f"{h200:.2f} TP1" == "6.82 TP1"
     assert h100_llama[4] == f"{h100_1m:.2f} TP2" == "1.03 TP2"
+
+
+def test_report_and_workbook_ask_one_sweep_question_when_it_is_the_same(small, tmp_path, monkeypatch):
+    """Plans on both models and both GPUs: the report's sweep (every model on every GPU, 2 x 2) and the
+    workbook's (the models and GPUs plans use) are the same question, asked once; with one plan the
+    workbook asks its own (1 model x 1 GPU)."""
+    from openpyxl import load_workbook
+
+    import kvreg.capacity
+
+    calls = []
+    real = kvreg.capacity.ask
+    monkeypatch.setattr(kvreg.capacity, "ask", lambda conn, q: calls.append(q) or real(conn, q))
+    with small.begin() as conn:
+        add_plan(conn, "a", model="Llama-3.1-8B", gpu="H100-SXM")
+    r = report(small, tmp_path / "one", formats=("md", "xlsx"))
+    assert [(q.models, q.gpus) for q in calls] == [(["Llama-3.1-8B", "Qwen2.5-7B"], ["H100-SXM", "H200"]),
+                                                   (["Llama-3.1-8B"], ["H100-SXM"])]
+    calls.clear()
+    with small.begin() as conn:
+        add_plan(conn, "b", model="Qwen2.5-7B", gpu="H200")
+    r = report(small, tmp_path / "both", formats=("md", "xlsx"))
+    assert len(calls) == 1
+    sweep = load_workbook(r.folder / "capacity.xlsx", read_only=True)["Context sweep"]
+    rows = [row[:3] for row in sweep.iter_rows(min_row=3, values_only=True)]  # model, gpu, context_tokens
+    assert len(rows) == len(read(r.folder)[1]["sweep"]) == 2 * 2 * 4  # models x GPUs x contexts
+    pairs = {(m, g) for m in ("Llama-3.1-8B", "Qwen2.5-7B") for g in ("H100-SXM", "H200")}
+    assert {(m, g) for m, g, _ in rows} == pairs
 
 
 # --------------------------------------------------------------------------- provenance

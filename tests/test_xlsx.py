@@ -47,6 +47,12 @@ ENGINE = [
                            " measured_engine_version = 'vllm 0.33.0'"),
     ("llama8b-h100-128k", "measured_kv_cache_tokens = 404352, measured_max_concurrency = 3.09"),
 ]
+# Workload classes: plan, class, tokens, share. "qwen235-h100-tp?" has none: its name as an unescaped
+# SUMIFS criterion would match tp8's classes; EVIL[1] as a class name stays text.
+CLASSES = [
+    ("qwen235-h100-tp8", "chat", 1500, 0.8), ("qwen235-h100-tp8", EVIL[1], 30000, 0.2),
+    (EVIL[3], "short", 100, 3.0), (EVIL[3], "long", 100000, 1.0),  # gpt-oss: beyond its 128-token window
+]
 DEMAND = [
     ("llama8b-h100-128k", "2026Q3", 100), ("llama8b-h100-128k", "2026Q4", 250),
     ("qwen235-h100-tp8", "2026Q4", 40), ("qwen235-h100-tp?", "2026Q4", 7),
@@ -74,6 +80,9 @@ def _insert_test_data(conn) -> None:
     for plan, quarter, users in DEMAND:
         conn.execute(text("INSERT INTO demand (plan_id, quarter, users) VALUES"
                           " ((SELECT id FROM plan WHERE name = :p), :q, :u)"), dict(p=plan, q=quarter, u=users))
+    for plan, name, tokens, share in CLASSES:
+        conn.execute(text("INSERT INTO workload_class (plan_id, name, avg_tokens, share) VALUES"
+                          " ((SELECT id FROM plan WHERE name = :p), :n, :t, :s)"), dict(p=plan, n=name, t=tokens, s=share))
 
 
 # The same edits, made by finance in the workbook and by us in the registry.
@@ -83,6 +92,7 @@ def _edit_registry(conn) -> None:
     conn.execute(text(f"UPDATE gpu SET memory_bytes = {94 * GIB} WHERE name = 'H100-SXM'"))
     conn.execute(text("UPDATE gpu SET price_per_hour = 4.0 WHERE name = 'H200'"))
     conn.execute(text("UPDATE model SET layers = 96, full_layers = 96 WHERE name = 'Qwen3-235B-A22B'"))
+    conn.execute(text("UPDATE workload_class SET share = 0.5 WHERE name = 'chat'"))
 
 
 def _edit_workbook(src: Path, dst: Path) -> None:
@@ -99,6 +109,10 @@ def _edit_workbook(src: Path, dst: Path) -> None:
     _cell(wb["GPUs"], "H200", "price_per_hour").value = 4.0
     _cell(wb["Models"], "Qwen3-235B-A22B", "layers").value = 96
     _cell(wb["Models"], "Qwen3-235B-A22B", "full_layers").value = 96
+    work = wb["Workload"]
+    chat = [r for r in _data_rows(work) if work.cell(r, _col(work, "workload_class")).value == "chat"]
+    for r in chat:
+        work.cell(r, _col(work, "share")).value = 0.5
     assert wb["Assumptions"]["A3"].value == "default_reserve"
     wb["Assumptions"]["B3"].value = 0.10
     wb.save(dst)
@@ -151,6 +165,7 @@ def _expected(conn) -> dict:
     models = {r["name"]: dict(r) for r in conn.execute(text("SELECT * FROM model")).mappings()}
     return {
         "plans": _grain_rows(conn, "plan_capacity", lambda r: r["plan"]),
+        "classes": _grain_rows(conn, "plan_class", lambda r: (r["plan"], r["workload_class"])),
         "demand": _grain_rows(conn, "plan_quarter", lambda r: (r["plan"], r["quarter"])),
         "model_kv": _grain_rows(conn, "model_kv", lambda r: (r["model"], r["kv_dtype"])),
         "procurement": {(r["gpu"], r["quarter"]): dict(r)
@@ -225,6 +240,13 @@ def _check_workbook(recalculated: Path, written: Path, conn, default_reserve: fl
 
     plans, demand = vals["Plans"], vals["Demand"]
     n += _compare(plans, forms["Plans"], lambda r, i: exp["plans"][plans.cell(r, 1).value], problems, covered)
+    work = vals["Workload"]
+
+    def class_at(r, i):
+        plan, name = work.cell(r, 1).value, work.cell(r, 2).value
+        return {**exp["plans"][plan], **exp["classes"][(plan, name)]}
+
+    n += _compare(work, forms["Workload"], class_at, problems, covered)
     n += _compare(demand, forms["Demand"],
                   lambda r, i: exp["demand"][(demand.cell(r, 1).value, demand.cell(r, 2).value)], problems, covered)
     n += _compare(vals["GPUs"], forms["GPUs"],
@@ -373,16 +395,16 @@ def test_user_text_is_stored_as_text_never_as_a_formula(written):
                 assert c.find(f"{m}f") is None, f"{sheet}!{c.get('r')} has a formula"
         for f in root.iter(f"{m}f"):
             assert "HYPERLINK" not in (f.text or "") and "SUM(A1)" not in (f.text or "")
-    # Each name is in its own table and in every row that refers to it (plans in Demand, "+1" in Plans
-    # and the sweep).
+    # Each name is in its own table and in every row that refers to it (plans in Demand and Workload,
+    # "+1" in Plans, the sweep and as a workload class).
     assert all(found.values()), found
-    assert found['=HYPERLINK("http://x","y")'] == found["@SUM(A1)"] == 2 and found["+1"] >= 3
+    assert found['=HYPERLINK("http://x","y")'] == 2 and found["@SUM(A1)"] == 2 + 2 and found["+1"] >= 4
 
 
 def test_every_figure_is_a_formula_and_every_input_a_value(written):
     from openpyxl import load_workbook
 
-    from kvreg.figures.declarations import FIGURES
+    from kvreg.figures.declarations import CLASS_MEANS, FIGURES
     from kvreg.figures.views import GRAIN
 
     wb = load_workbook(written)
@@ -392,9 +414,12 @@ def test_every_figure_is_a_formula_and_every_input_a_value(written):
     assert names[:14] == ["plan", "model", "gpu", "tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype",
                           "weight_dtype", "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes",
                           "block_size"]
-    sheets = {"Plans": "plan_capacity", "Demand": "plan_quarter", "Models": "model_kv", "Context sweep": "capacity"}
+    sheets = {"Plans": "plan_capacity", "Workload": "plan_class", "Demand": "plan_quarter", "Models": "model_kv",
+              "Context sweep": "capacity"}
+    no_mix = {("Context sweep", m.name) for m in CLASS_MEANS}  # a sweep point has no workload classes: =""
     for sheet, grain in sheets.items():
-        ws, figures = wb[sheet], set(GRAIN[grain].figures())
+        ws, figures = wb[sheet], set(GRAIN[grain].outputs())
+        assert _data_rows(ws), sheet
         header = [c.value for c in ws[2]]
         for r in _data_rows(ws):
             for i, name in enumerate(header, start=1):
@@ -406,7 +431,10 @@ def test_every_figure_is_a_formula_and_every_input_a_value(written):
                     assert c.data_type != "f", f"{where} is an input holding a formula"
                 else:  # a lookup of an input, or of a plan's figure in Demand
                     assert c.style == "kv_lookup" and c.data_type == "f", where
-                    assert name in FIGURES or name not in FIGURES and "!" in c.value or name == "state_dtype", where
+                    if (sheet, name) in no_mix:
+                        assert c.value == '=""', where
+                    else:
+                        assert name in FIGURES or "!" in c.value or name == "state_dtype", where
     # Units: in row 1 and in the number format.
     col = _col(plans, "kv_gib_per_sequence_per_gpu")
     assert plans.cell(1, col).value == "GiB" and plans.cell(3, col).number_format == '0.00 "GiB"'
@@ -530,6 +558,14 @@ def test_hand_worked_cells(recalculated):
     assert _cell(demand, EVIL[0], "cost_per_month").value in (None, "")
     assert _cell(demand, EVIL[0], "capex").value == 5500
     assert _cell(plans, EVIL[0], "plan").value == EVIL[0]
+    # Seed 002's mix (catalog plan): 0.8 x 94 + 0.2 x 813 blocks of 2 MiB per mean request, 53e9 B of pool.
+    mean = (0.8 * 94 + 0.2 * 813) * 16 * per_token  # 498,702,745.6 B
+    assert _cell(plans, "mixed-llama3-8b", "mix_kv_bytes_per_request_per_gpu").value == pytest.approx(mean)
+    assert _cell(plans, "mixed-llama3-8b", "workload_concurrency").value == pytest.approx(53e9 / mean)  # 106.28
+    assert _cell(plans, "mixed-llama3-8b", "workload_tokens").value == pytest.approx(3800)
+    # The wildcard name has no classes of its own: its mix stays blank (tp8's classes are not matched).
+    assert _cell(plans, "qwen235-h100-tp?", "mix_avg_tokens").value in (None, "")
+    assert _cell(plans, "qwen235-h100-tp8", "mix_avg_tokens").value == pytest.approx(0.8 * 1500 + 0.2 * 30000)
 
 
 def test_edits_recompute_like_the_registry(registry, recalculated):

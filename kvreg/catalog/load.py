@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import func, insert, select
 
-from kvreg.db.tables import Demand, Dtype, Gpu, Meta, Model, Plan
+from kvreg.db.tables import Demand, Dtype, Gpu, Meta, Model, Plan, WorkloadClass
 
 
 def seed_if_empty(conn) -> bool:
@@ -49,6 +49,9 @@ def _seed_plans(conn, plans: list[dict], demand: list[dict]) -> None:
         row = dict(p)
         row["model_id"] = conn.execute(select(Model.id).where(Model.name == row.pop("model"))).scalar_one()
         row["gpu_id"] = conn.execute(select(Gpu.id).where(Gpu.name == row.pop("gpu"))).scalar_one()
+        classes = row.pop("workload", [])
         ids[row["name"]] = conn.execute(insert(Plan).values(**row).returning(Plan.id)).scalar_one()
+        for c in classes:
+            conn.execute(insert(WorkloadClass).values(plan_id=ids[row["name"]], **c))
     for d in demand:
         conn.execute(insert(Demand).values(plan_id=ids[d["plan"]], quarter=d["quarter"], users=d["users"]))

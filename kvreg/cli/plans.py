@@ -7,10 +7,12 @@ import click
 
 from kvreg.cli.common import emit, emit_record, engine_options, format_option, open_db, user_errors
 
-LIST_TABLE_COLUMNS = ["plan", "rule", "model", "gpu", "tp", "pp", "gpus_per_node", "context_tokens", "avg_tokens", "kv_dtype",
-                      "kv_pool_gib_per_gpu", "max_concurrency", "workload_concurrency", "fits", "reason"]
+LIST_TABLE_COLUMNS = ["plan", "rule", "model", "gpu", "tp", "pp", "gpus_per_node", "context_tokens", "workload_tokens",
+                      "kv_dtype", "kv_pool_gib_per_gpu", "max_concurrency", "workload_concurrency", "fits", "reason"]
 QUARTER_TABLE_COLUMNS = ["plan", "quarter", "users", "gpu", "tp", "workload_concurrency", "replicas_needed",
                          "gpus_needed", "nodes_needed", "headroom_users", "cost_per_month", "capex", "reason"]
+CLASS_TABLE_COLUMNS = ["plan", "workload_class", "class_tokens", "share", "class_kv_bytes_per_request_per_gpu",
+                       "class_concurrency"]
 CALIBRATION_COLUMNS = ["plan", "rule", "measured_engine_version", "kv_cache_tokens", "kv_pool_tokens",
                        "measured_kv_cache_tokens", "kv_cache_tokens_error_fraction", "sequences_per_rank",
                        "measured_max_concurrency", "max_concurrency_error_fraction"]
@@ -46,6 +48,10 @@ def _deployment_options(*, defaults: bool, notes: bool = True, context: bool = T
                      help="Weight dtype, or native (the model's own)."),
         click.option("--avg-tokens", help="Average tokens a request holds (prompt + output); default: the context"
                      + ("." if defaults else "; none clears it.")),
+        click.option("--workload", multiple=True, metavar="CLASS=TOKENS:SHARE",
+                     help="A request class of a workload mix, repeatable: --workload chat=1500:0.8 --workload "
+                     "docs=13000:0.2 (or both comma-separated in one). Shares are relative weights (80% works); "
+                     "replaces --avg-tokens" + ("." if defaults else "; none clears the mix.")),
         click.option("--reserve", help="Share of GPU memory held back, in [0, 1) (default 0.12)"
                      + ("." if defaults else "; switches the plan from --kv-cache-memory back to the reserve.")),
         click.option("--kv-cache-memory", help="KV pool per GPU given directly (53GB, 40GiB), as vLLM's "
@@ -88,6 +94,8 @@ def _spec(opts: dict, *, partial: bool) -> dict:
         spec["context_tokens"] = parse_tokens(opts["context"])
     if opts.get("avg_tokens") is not None:
         spec["avg_tokens"] = None if _is_none(opts["avg_tokens"]) else parse_tokens(opts["avg_tokens"])
+    if opts.get("workload"):
+        spec["workload"] = parse_workload(opts["workload"])
     if opts.get("reserve") is not None:
         spec["reserve"] = parse_fraction(opts["reserve"])
         spec["kv_cache_memory_bytes"] = None
@@ -99,6 +107,30 @@ def _spec(opts: dict, *, partial: bool) -> dict:
         spec.setdefault("avg_tokens", None)
         spec.setdefault("kv_cache_memory_bytes", None)
     return spec
+
+
+def parse_workload(values) -> list[dict]:
+    """--workload chat=1500:0.8 (repeated, or comma-separated) -> [{"class", "avg_tokens", "share"}, ...];
+    a single none -> [] (no mix). Tokens take the --context units (13K); a share may be a percentage."""
+    from kvreg.errors import KvregError
+    from kvreg.units import parse_tokens
+
+    items = [part.strip() for v in values for part in str(v).split(",") if part.strip()]
+    if len(items) == 1 and _is_none(items[0]):
+        return []
+    out = []
+    for item in items:
+        name, eq, rest = item.rpartition("=")
+        tokens, colon, share = rest.partition(":")
+        if not eq or not colon or not name.strip():
+            raise KvregError(f"--workload {item!r} is not understood: write CLASS=TOKENS:SHARE, such as chat=1500:0.8")
+        share = share.strip()
+        try:
+            value = float(share[:-1]) / 100 if share.endswith("%") else float(share)
+        except ValueError:
+            raise KvregError(f"--workload {item!r}: share {share!r} is not a number (0.8 or 80%)") from None
+        out.append({"class": name.strip(), "avg_tokens": parse_tokens(tokens.strip()), "share": value})
+    return out
 
 
 def _is_none(value: str) -> bool:
@@ -229,6 +261,29 @@ def plan_show(ctx, name, quarter, fmt):
         emit_record({k: v for k, v in rows[0].items() if v is not None}, fmt)
     else:
         emit(rows, fmt, QUARTER_TABLE_COLUMNS)
+
+
+@plan_group.command("workload")
+@click.argument("name")
+@format_option()
+@click.pass_context
+@user_errors
+def plan_workload(ctx, name, fmt):
+    """A plan's workload mix, one row per request class (the plan_class view): its tokens and share,
+    the KV one request of it holds per GPU, and how many of it alone a replica would hold. The plan
+    holds the share-weighted mean request (plan show: workload_tokens, workload_concurrency).
+
+    Example: kvreg plan workload mixed-llama3-8b
+    """
+    from kvreg.errors import KvregError
+    from kvreg.plans import plan_classes
+
+    with open_db(ctx).connect() as conn:
+        rows = plan_classes(conn, name)
+    if not rows and fmt == "table":
+        raise KvregError(f"plan {name!r} has no workload mix: give one with "
+                         f"`kvreg plan set {name} --workload CLASS=TOKENS:SHARE ...`")
+    emit(rows, fmt, CLASS_TABLE_COLUMNS if fmt == "table" else None)
 
 
 @plan_group.command("remove")

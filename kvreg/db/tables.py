@@ -238,6 +238,27 @@ class Demand(SQLModel, table=True):
     users: int = Field(sa_column=Column(BigInteger, nullable=False))
 
 
+class WorkloadClass(SQLModel, table=True):
+    """One request class of a plan's workload mix (seed 002: chat at 1,500 tokens, documents at 13,000).
+
+    A plan with classes holds the share-weighted mean of its classes' KV per request; its own
+    avg_tokens is then unused. Shares are relative weights: the views divide by their sum."""
+
+    __tablename__ = "workload_class"
+    __table_args__ = (
+        UniqueConstraint("plan_id", "name", name="uq_workload_class_plan_name"),
+        CheckConstraint("length(name) > 0", name="ck_workload_class_name"),
+        CheckConstraint("avg_tokens > 0", name="ck_workload_class_tokens"),
+        CheckConstraint("share > 0", name="ck_workload_class_share"),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    plan_id: int = Field(sa_column=Column(Integer, ForeignKey("plan.id", ondelete="CASCADE"), nullable=False))
+    name: str = Field(sa_column=Column(String, nullable=False))
+    avg_tokens: int = Field(sa_column=Column(BigInteger, nullable=False))
+    share: float = Field(sa_column=Column(Float, nullable=False))
+
+
 class Scenario(SQLModel, table=True):
     """Scratch rows for ad-hoc questions (`kvreg capacity`): written and rolled back in one
     transaction, so the capacity view answers them without saving anything."""

@@ -8,17 +8,18 @@ NULLs travel through them and how the cells look.
 from __future__ import annotations
 
 import re
-from copy import copy
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
+from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell
 from openpyxl.comments import Comment
 from openpyxl.styles import Alignment, Border, Font, NamedStyle, PatternFill, Side
 from openpyxl.utils import column_index_from_string, get_column_letter
+from openpyxl.utils.cell import coordinate_from_string
+from openpyxl.worksheet._write_only import WriteOnlyWorksheet
 from openpyxl.worksheet.datavalidation import DataValidation
 
-from kvreg.figures.declarations import FIGURES, INPUTS
+from kvreg.figures.declarations import CLASS_MEANS, FIGURES, INPUTS
 from kvreg.figures.expr import Const, ExcelCompiler, Expr, Func, Input, Op, Ref
 
 # Where row numbers go in a formula template; replaced per row (compiling once per column keeps
@@ -106,6 +107,8 @@ def _input_nullability() -> dict[str, bool]:
                 out[c.name] = bool(c.nullable)
     out["kv_mla_bytes_per_token_per_layer"] = bool(Dtype.__table__.c.mla_bytes_per_token_per_layer.nullable)
     out["kv_scale_bytes_per_token_per_head"] = bool(Dtype.__table__.c.scale_bytes_per_token_per_head.nullable)
+    for m in CLASS_MEANS:  # a plan without workload classes has no mix
+        out[m.name] = True
     return out
 
 
@@ -414,10 +417,11 @@ def figure_column(name: str, cell_of: Callable[[str], str]) -> Column:
 
 
 def text_value(value: Any) -> str | None:
-    """User text as it will be stored: control characters XML cannot hold become '?'."""
+    """User text as it will be stored: control characters XML cannot hold become '?' (and a cell
+    holds at most 32,767 characters)."""
     if value is None or value == "":
         return None
-    return ILLEGAL_CHARACTERS_RE.sub("?", str(value))
+    return ILLEGAL_CHARACTERS_RE.sub("?", str(value))[:_MAX_TEXT]
 
 
 def set_text(cell, value: Any) -> None:
@@ -428,6 +432,98 @@ def set_text(cell, value: Any) -> None:
     cell.value = v
     if v is not None:
         cell.data_type = "s"
+
+
+# --------------------------------------------------------------------------- streaming sheets
+#
+# The workbook is written with openpyxl's write-only mode: each sheet streams its rows to a
+# temporary file as they are appended, so memory does not grow with the registry. What a
+# streamed sheet needs to know about its columns (widths, frozen panes) is set before its
+# first row; filters, data validation and conditional formats may follow the rows.
+
+_MAX_TEXT = 32767
+
+
+class Sheet(WriteOnlyWorksheet):
+    """A write-only sheet whose rows are appended as lists of cells (None: no cell).
+
+    openpyxl's own append first tries every item as a value and takes a cell only after that
+    conversion fails (an exception per cell); rows here are always cells, so they go to the
+    writer as they are. The writer writes a row before append returns, so a cell object may be
+    reused for the next row (`Table.write` keeps one per column).
+
+    `_values_to_row` is openpyxl's own hook (3.1); were it renamed, append would take the cells
+    its documented way again: slower, the same file."""
+
+    def _values_to_row(self, values, row_idx):
+        for col_idx, cell in enumerate(values, 1):
+            if cell is not None:
+                cell.row, cell.column = row_idx, col_idx
+                yield cell
+
+
+class _ColumnCell(Cell):
+    """The cell a table column writes every data row with: one style, its id in the workbook's
+    style list looked up once (openpyxl would hash the style again for every cell)."""
+
+    __slots__ = ("style_id",)
+    has_style = True
+
+
+def new_workbook(titles: Iterable[str]):
+    """A write-only workbook with kvreg's named styles and one empty `Sheet` per title, in order.
+    Returns (workbook, {title: sheet})."""
+    from openpyxl import Workbook
+
+    wb = Workbook(write_only=True)
+    for st in named_styles():
+        wb.add_named_style(st)
+    sheets = {}
+    for title in titles:
+        sheets[title] = Sheet(parent=wb, title=title)
+        wb._add_sheet(sheets[title])  # what create_sheet does, with the Sheet class
+    return wb, sheets
+
+
+class Grid:
+    """The cells of a small free-form sheet (Summary, Assumptions, About), addressed like a
+    normal worksheet's (`grid.cell(row, col, value)`, `grid["B1"]`) and streamed to the sheet
+    in row order by `flush`. Sheet-level settings (widths, panes, filters, charts) go on the
+    sheet itself, before `flush`."""
+
+    def __init__(self, ws: Sheet):
+        self.ws = ws
+        self.cells: dict[tuple[int, int], Cell] = {}
+
+    def cell(self, row: int, column: int, value: Any = None) -> Cell:
+        c = self.cells.get((row, column))
+        if c is None:
+            c = self.cells[(row, column)] = Cell(self.ws)
+        if value is not None:
+            c.value = value
+        return c
+
+    def __getitem__(self, ref: str) -> Cell:
+        column, row = coordinate_from_string(ref)
+        return self.cell(row, column_index_from_string(column))
+
+    def __setitem__(self, ref: str, value: Any) -> None:
+        self[ref].value = value
+
+    def flush(self) -> None:
+        if not self.cells:
+            return
+        last_row = max(r for r, _ in self.cells)
+        last_col = max(c for _, c in self.cells)
+        for r in range(1, last_row + 1):
+            row = [self.cells.get((r, c)) for c in range(1, last_col + 1)]
+            while row and row[-1] is None:
+                row.pop()
+            self.ws.append(row)
+        self.cells = {}
+
+
+# --------------------------------------------------------------------------- tables
 
 
 class Table:
@@ -457,54 +553,54 @@ class Table:
         """A column for lookups and sums: the written rows and room below for rows finance adds
         (down to row 1000, or as many rows again as the table has when that is further)."""
         assert self.written, f"{self.sheet} is referred to before it is written"
-        last = max(LOOKUP_LAST_ROW, FIRST_ROW + 2 * len(self.rows))
-        return column_range(self.sheet, self.letter(name), last)
+        return column_range(self.sheet, self.letter(name), self.lookup_last_row)
+
+    @property
+    def lookup_last_row(self) -> int:
+        return max(LOOKUP_LAST_ROW, FIRST_ROW + 2 * len(self.rows))
 
     def list_range(self, name: str) -> str:
         """A column's written rows only: the source of a drop-down list (no blank entries)."""
         assert self.written, f"{self.sheet} is referred to before it is written"
         return column_range(self.sheet, self.letter(name), FIRST_ROW + max(len(self.rows), 1) - 1)
 
-    def write(self, ws, rows: list[dict], freeze_after: str = "A") -> int:
-        """Write headers and rows; returns the last data row (HEADER_ROW when there are none)."""
+    def write(self, ws: Sheet, rows: list[dict], freeze_after: str = "A") -> int:
+        """Stream headers and rows to `ws` (a new `Sheet`); returns the last data row (HEADER_ROW
+        when there are none).
+
+        Per row the work is one value per column: a column's style is built once, and a figure's
+        formula is its template with the row number put in."""
         self.rows, self.written = rows, True
+        last = HEADER_ROW + len(rows)
+        self._layout(ws, rows, last, freeze_after)
+        units, names = [], []
         for c in self.columns:
-            u = ws.cell(1, _col_index(c.letter), c.unit if c.unit not in ("text", "name") else "")
+            u = Cell(ws, value=c.unit if c.unit not in ("text", "name") else None)
             u.font = UNIT_FONT
-            h = ws.cell(HEADER_ROW, _col_index(c.letter), c.name)
-            h.data_type = "s"
+            units.append(u)
+            h = Cell(ws)
+            set_text(h, c.name)
             h.font = HEADER_FONT
             fill = ROLES[c.role][1]
             if fill:
                 h.fill = PatternFill("solid", start_color=fill, end_color=fill)
             if c.meaning:
                 h.comment = Comment(_comment_text(c), "kvreg", width=320, height=120)
-        last = HEADER_ROW
-        styles: dict[int, object] = {}  # column -> the style of its first data cell
-        for i, row in enumerate(rows):
-            r = FIRST_ROW + i
-            last = r
-            for j, c in enumerate(self.columns, start=1):
-                cell = ws.cell(r, j)
-                self._write_value(cell, c, row, r)
-                if j in styles:
-                    # Copying a finished style is ~10x faster than applying a named style per cell.
-                    cell._style = copy(styles[j])
-                else:
-                    self._style(cell, c)
-                    styles[j] = copy(cell._style)
-        self._finish(ws, rows, last, freeze_after)
+            names.append(h)
+        ws.append(units)
+        ws.append(names)
+        cells = [self._column_cell(ws, c) for c in self.columns]
+        fills = [self._filler(c, cell) for c, cell in zip(self.columns, cells)]
+        for r, row in enumerate(rows, start=FIRST_ROW):
+            n = str(r)
+            for fill in fills:
+                fill(row, n)
+            ws.append(cells)
         return last
 
-    def _write_value(self, cell, c: Column, row: dict, r: int) -> None:
-        if c.role != "input":
-            cell.value = c.formula.replace(ROW, str(r))
-        elif c.is_text:
-            set_text(cell, c.value(row) if c.value else None)
-        else:
-            cell.value = c.value(row) if c.value else None
-
-    def _style(self, cell, c: Column) -> None:
+    def _column_cell(self, ws: Sheet, c: Column) -> _ColumnCell:
+        """The one cell that writes this column's data rows, styled for its role and unit."""
+        cell = _ColumnCell(ws)
         cell.style = ROLES[c.role][0]
         if c.is_text:
             # Input text is Text ('@': a retyped "=..." stays text); a formula's text result keeps
@@ -512,8 +608,35 @@ class Table:
             cell.number_format = "@" if c.role == "input" else "General"
         else:
             cell.number_format = number_format(c.unit, c.kind, c.name)
+        cell.style_id = ws.parent._cell_styles.add(cell._style)
+        return cell
 
-    def _finish(self, ws, rows: list[dict], last: int, freeze_after: str) -> None:
+    @staticmethod
+    def _filler(c: Column, cell: _ColumnCell) -> Callable[[dict, str], None]:
+        """A function that puts a row's value for this column into `cell` (row dict, row number)."""
+        if c.role != "input":
+            template = c.formula
+
+            def formula(_row, n, cell=cell, template=template):
+                # The template is compiled from the declarations: no user text, no control characters.
+                cell._value = template.replace(ROW, n)
+                cell.data_type = "f"
+            return formula
+        get = c.value or (lambda _row: None)
+        if c.is_text:
+            def text(row, _n, cell=cell, get=get):
+                v = text_value(get(row))
+                cell._value = v
+                cell.data_type = "n" if v is None else "s"  # never "f": user text is not a formula
+            return text
+
+        def number(row, _n, cell=cell, get=get):
+            cell.value = get(row)
+            if cell.data_type == "f":  # a string in a numeric column: still not a formula
+                cell.data_type = "s"
+        return number
+
+    def _layout(self, ws: Sheet, rows: list[dict], last: int, freeze_after: str) -> None:
         last_letter = self.columns[-1].letter
         ws.freeze_panes = f"{get_column_letter(_col_index(freeze_after) + 1)}{FIRST_ROW}"
         ws.auto_filter.ref = f"A{HEADER_ROW}:{last_letter}{max(last, FIRST_ROW)}"
@@ -525,8 +648,8 @@ class Table:
                     type="list", formula1=source, allow_blank=True, showErrorMessage=True, errorStyle="stop",
                     errorTitle=f"Unknown {what}", error=f"Pick a {what} from the list (it comes from the {what} table).",
                 )
-                dv.add(f"{c.letter}{FIRST_ROW}:{c.letter}{max(LOOKUP_LAST_ROW, FIRST_ROW + 2 * len(rows))}")
-                ws.add_data_validation(dv)
+                dv.add(f"{c.letter}{FIRST_ROW}:{c.letter}{self.lookup_last_row}")
+                ws.data_validations.append(dv)
 
 
 def _comment_text(c: Column) -> str:

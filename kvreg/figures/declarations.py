@@ -124,6 +124,14 @@ _INPUTS = [
     InputDecl("dp_attention", "ranks", "attention data-parallel size inside a TP group"),
     InputDecl("context_tokens", "tokens", "context length a sequence may reach (max_model_len)"),
     InputDecl("avg_tokens", "tokens", "average tokens a request holds (prompt + output)"),
+    # workload classes (a plan's mix of request classes, table workload_class)
+    InputDecl("class_tokens", "tokens", "average tokens a request of this class holds (prompt + output)"),
+    InputDecl("share", "fraction", "the class's share of requests (a relative weight: shares are divided by"
+              " their sum)", "real"),
+    InputDecl("mix_avg_tokens", "tokens", "share-weighted mean of the plan's class tokens (NULL: no classes)",
+              "real"),
+    InputDecl("mix_kv_bytes_per_request_per_gpu", "bytes",
+              "share-weighted mean of the plan's class_kv_bytes_per_request_per_gpu (NULL: no classes)", "real"),
     InputDecl("reserve", "fraction", "share of GPU memory held back for activations and overheads", "real"),
     InputDecl("kv_cache_memory_bytes", "bytes", "KV pool per GPU given directly (overrides the reserve)"),
     InputDecl("block_size", "tokens", "paged-KV block size (0: no rounding); SGLang's page size"),
@@ -640,10 +648,24 @@ _FIGURES: list[Figure] = [
         (F("sequences_per_rank") - I("measured_max_concurrency")) / I("measured_max_concurrency"),
     ),
     # ---- workload (paged: a request holds what it uses)
-    Figure("workload_tokens", "tokens", "tokens an average request holds (avg_tokens, else the context)",
-           coalesce(I("avg_tokens"), I("context_tokens")), "int"),
-    Figure("kv_bytes_per_request_per_gpu", "bytes", "KV bytes an average request holds on one GPU",
-           _sequence_bytes_per_gpu(F("workload_tokens"))),
+    Figure("class_kv_bytes_per_request_per_gpu", "bytes",
+           "KV bytes a request of one workload class holds on one GPU (whole blocks when paged)",
+           _sequence_bytes_per_gpu(I("class_tokens"))),
+    Figure("class_concurrency", "users",
+           "requests of this class alone one replica holds at once (pool / class bytes x DP-attention)",
+           if_(F("fits"), F("kv_pool_bytes_per_gpu") / F("class_kv_bytes_per_request_per_gpu") * I("dp_attention"), 0)),
+    Figure("class_weighted_tokens", "tokens", "share x class tokens (summed over a plan's classes for mix_avg_tokens)",
+           I("share") * I("class_tokens")),
+    Figure("class_weighted_kv_bytes", "bytes",
+           "share x class KV bytes per request (summed over a plan's classes for mix_kv_bytes_per_request_per_gpu)",
+           I("share") * F("class_kv_bytes_per_request_per_gpu")),
+    Figure("workload_tokens", "tokens",
+           "tokens an average request holds: the classes' share-weighted mean, else avg_tokens, else the context",
+           coalesce(I("mix_avg_tokens"), coalesce(I("avg_tokens"), I("context_tokens")))),
+    Figure("kv_bytes_per_request_per_gpu", "bytes",
+           "KV bytes an average request holds on one GPU: the classes' share-weighted mean (each class rounded to"
+           " its own blocks and windows), else one request of workload_tokens",
+           coalesce(I("mix_kv_bytes_per_request_per_gpu"), _sequence_bytes_per_gpu(F("workload_tokens")))),
     Figure(
         "workload_concurrency",
         "users",
@@ -673,6 +695,24 @@ _FIGURES: list[Figure] = [
     Figure("capex", "USD", "GPUs needed x unit price", F("gpus_needed") * I("unit_price")),
     Figure("cost_per_user_per_month", "USD", "cost per month / users", F("cost_per_month") / I("users")),
 ]
+
+
+
+@dataclass(frozen=True)
+class ClassMean:
+    """A share-weighted mean over a plan's workload classes, an input of the plan's figures:
+    SUM(weighted) / SUM(share) over the plan's rows of the plan_class grain (NULL: no classes).
+    The views (GROUP BY plan) and the workbook (SUMIFS over the Workload sheet) compile it."""
+
+    name: str  # the plan input it provides
+    weighted: str  # the class figure summed: share x value
+
+
+CLASS_WEIGHT = "share"
+CLASS_MEANS = (
+    ClassMean("mix_avg_tokens", "class_weighted_tokens"),
+    ClassMean("mix_kv_bytes_per_request_per_gpu", "class_weighted_kv_bytes"),
+)
 
 FIGURES: dict[str, Figure] = {}
 for _f in _FIGURES:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .declarations import FIGURES, INPUTS, dependencies
+from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, dependencies
 from .expr import PostgresCompiler, SqlCompiler
 
 _MODEL_COLS = [
@@ -36,9 +36,22 @@ _DTYPE_INPUTS = ("kv_bytes_per_element", "kv_mla_bytes_per_token_per_layer", "kv
                  "weight_bytes_per_param", "state_bytes_per_element")
 
 
-def _deployment_source(table: str, key_cols: list[str], extra_cols: list[str] = ()) -> str:
-    """The inputs of a deployment (a plan or a scratch scenario) joined with its model, GPU and dtypes."""
-    cols = [f"s.{c} AS {c}" for c in key_cols]
+# A plan's workload mix: the share-weighted means of its classes (CLASS_MEANS), one row per plan with classes.
+_MIX_COLS = [m.name for m in CLASS_MEANS]
+
+
+def _mix_sql() -> str:
+    means = ", ".join(f"SUM({m.weighted}) / SUM({CLASS_WEIGHT}) AS {m.name}" for m in CLASS_MEANS)
+    return f"SELECT plan_id, {means} FROM plan_class GROUP BY plan_id"
+
+
+def _deployment_source(table: str, key_cols: list[str], extra_cols: list[str] = (), *, lead: list[str] = (),
+                       joins: str = "", first: str = "") -> str:
+    """The inputs of a deployment (a plan or a scratch scenario) joined with its model, GPU and dtypes.
+
+    `lead` columns come first; `first` is a table joined before the deployment's (the deployment
+    then joins it as `s`); `joins` are more joins after the dtypes."""
+    cols = list(lead) + [f"s.{c} AS {c}" for c in key_cols]
     cols += ["m.name AS model", "g.name AS gpu", "s.kv_dtype AS kv_dtype", "s.weight_dtype AS weight_dtype"]
     cols += [f"m.{c} AS {c}" for c in _MODEL_COLS]
     cols += [f"g.{c} AS {c}" for c in _GPU_COLS]
@@ -49,12 +62,13 @@ def _deployment_source(table: str, key_cols: list[str], extra_cols: list[str] = 
         "sd.bytes_per_element AS state_bytes_per_element",
     ]
     return (
-        "SELECT " + ", ".join(cols) + f" FROM {table} s"
+        "SELECT " + ", ".join(cols) + f" FROM {first}{table} s"
         " JOIN model m ON m.id = s.model_id"
         " JOIN gpu g ON g.id = s.gpu_id"
         " JOIN dtype kd ON kd.name = s.kv_dtype"
         " JOIN dtype wd ON wd.name = s.weight_dtype"
         " JOIN dtype sd ON sd.name = COALESCE(m.linear_state_dtype, m.weight_dtype)"
+        + joins
     )
 
 
@@ -72,17 +86,43 @@ class Grain:
     columns: tuple[str, ...]  # every column the source provides
     passthrough: tuple[str, ...]  # source columns the view repeats, in order
     exclude: tuple[str, ...] = field(default=())  # figures not worth a column in this view
+    wanted: tuple[str, ...] = field(default=())  # when set: only these figures (and what they need) are computed
 
     def figures(self) -> list[str]:
-        """Figures computable from this grain's columns, in declaration order."""
+        """Figures computable from this grain's columns, in declaration order (with `wanted`: those
+        and the figures they need)."""
         have = set(self.columns)
+        keep = None
+        if self.wanted:
+            keep = set(self.wanted)
+            for name in self.wanted:
+                keep |= _figure_closure(name)
         out = []
         for name in FIGURES:
-            if name in have or name in self.exclude:
+            if name in have or name in self.exclude or (keep is not None and name not in keep):
                 continue
             if _computable(name, have):
                 out.append(name)
         return out
+
+    def outputs(self) -> list[str]:
+        """The figures the view shows: `wanted`, else every figure computed."""
+        return list(self.wanted) if self.wanted else self.figures()
+
+
+def _figure_closure(name: str) -> set[str]:
+    """The figures a figure refers to, through other figures."""
+    from .expr import Ref
+
+    out: set[str] = set()
+    stack = [FIGURES[name].expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Ref) and e.name not in out:
+            out.add(e.name)
+            stack.append(FIGURES[e.name].expr)
+        stack.extend(e.children())
+    return out
 
 
 def _computable(name: str, have: set[str], _memo: dict | None = None) -> bool:
@@ -128,18 +168,35 @@ GRAINS: list[Grain] = [
     Grain(
         "capacity",
         "per ad-hoc scenario (kvreg capacity): the deployment figures",
-        _deployment_source("scenario", ["id"]),
-        ("id",) + _DEPLOY_SOURCE_COLS,
+        # A scenario has no workload classes: its mix inputs are NULL.
+        _deployment_source("scenario", ["id"], lead=[f"CAST(NULL AS DOUBLE PRECISION) AS {c}" for c in _MIX_COLS]),
+        ("id",) + _DEPLOY_SOURCE_COLS + tuple(_MIX_COLS),
         ("id",) + tuple(_DEPLOY_OUT),
         _DEMAND_FIGURES,
     ),
     Grain(
+        "plan_class",
+        "per plan and workload class: the class's KV per request and its share-weighted terms",
+        _deployment_source(
+            "plan", ["name"],
+            lead=["wc.plan_id AS plan_id", "wc.name AS workload_class", "wc.avg_tokens AS class_tokens",
+                  f"wc.share AS {CLASS_WEIGHT}"],
+            first="workload_class wc JOIN ",
+        ).replace("FROM workload_class wc JOIN plan s JOIN", "FROM workload_class wc JOIN plan s ON s.id = wc.plan_id"
+                  " JOIN").replace("s.name AS name", "s.name AS plan"),
+        ("plan_id", "workload_class", "class_tokens", CLASS_WEIGHT, "plan") + _DEPLOY_SOURCE_COLS,
+        ("plan_id", "plan", "workload_class", "class_tokens", CLASS_WEIGHT),
+        wanted=("class_kv_bytes_per_request_per_gpu", "class_concurrency", "class_weighted_tokens",
+                "class_weighted_kv_bytes"),
+    ),
+    Grain(
         "plan_capacity",
-        "per saved plan: the deployment figures",
-        _deployment_source("plan", ["id", "name"], _MEASURED_COLS).replace("s.id AS id", "s.id AS plan_id").replace(
-            "s.name AS name", "s.name AS plan"
-        ),
-        ("plan_id", "plan") + _DEPLOY_SOURCE_COLS + tuple(_MEASURED_COLS),
+        "per saved plan: the deployment figures (the workload mix from plan_class)",
+        _deployment_source(
+            "plan", ["id", "name"], _MEASURED_COLS, lead=[f"mix.{c} AS {c}" for c in _MIX_COLS],
+            joins=f" LEFT JOIN ({_mix_sql()}) mix ON mix.plan_id = s.id",
+        ).replace("s.id AS id", "s.id AS plan_id").replace("s.name AS name", "s.name AS plan"),
+        ("plan_id", "plan") + _DEPLOY_SOURCE_COLS + tuple(_MEASURED_COLS) + tuple(_MIX_COLS),
         ("plan_id", "plan") + tuple(_DEPLOY_OUT) + tuple(_MEASURED_COLS),
         _DEMAND_FIGURES,
     ),
@@ -147,7 +204,7 @@ GRAINS: list[Grain] = [
 
 
 def _plan_quarter_grain() -> Grain:
-    cap = GRAINS[2]
+    cap = next(g for g in GRAINS if g.view == "plan_capacity")
     cap_cols = list(cap.passthrough) + cap.figures()
     cols = ", ".join(f"pc.{c} AS {c}" for c in cap_cols)
     source = (
@@ -254,7 +311,7 @@ def view_select(grain: Grain, dialect: str = "sqlite") -> str:
         cols = ",\n  ".join(f"{comp.compile(FIGURES[n].expr)} AS {n}" for n in layer)
         ctes.append(f"layer{i} AS (SELECT src.*,\n  {cols}\nFROM {below} src{fence})")
         below = f"layer{i}"
-    out = ", ".join(f"src.{c}" for c in list(grain.passthrough) + grain.figures())
+    out = ", ".join(f"src.{c}" for c in list(grain.passthrough) + grain.outputs())
     return "WITH " + ",\n".join(ctes) + f"\nSELECT {out}\nFROM {below} src"
 
 

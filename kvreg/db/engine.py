@@ -249,14 +249,19 @@ def prepare_registry(conn, url: str, *, upgrade: bool = True, seed: bool = True)
         # Two first opens at once would both migrate and seed: take turns (SQLite's BEGIN
         # IMMEDIATE already does this). The lock is released when the transaction ends.
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_OPEN_LOCK})")
+    from kvreg import fastpath
+
     rev = current_revision(conn)
-    if rev is not None and rev not in known_revisions():
-        raise RegistryError(
-            f"registry {mask_url(url)} is at schema revision {rev}, newer than this kvreg knows "
-            f"(head {head_revision()}): upgrade kvreg; the registry was left untouched"
-        )
-    if upgrade and rev != head_revision():
-        _upgrade(conn, url)
+    # At head (read from the migration files' revision lines, as Alembic finds it), there is nothing
+    # to refuse or migrate: skip Alembic's import and walk of the scripts (0.3 s on every command).
+    if rev is None or rev != fastpath.head_revision():
+        if rev is not None and rev not in known_revisions():
+            raise RegistryError(
+                f"registry {mask_url(url)} is at schema revision {rev}, newer than this kvreg knows "
+                f"(head {head_revision()}): upgrade kvreg; the registry was left untouched"
+            )
+        if upgrade and rev != head_revision():
+            _upgrade(conn, url)
     if seed:
         from kvreg.catalog.load import seed_if_empty
 

@@ -46,11 +46,11 @@ def _mix_sql() -> str:
 
 
 def _deployment_source(table: str, key_cols: list[str], extra_cols: list[str] = (), *, lead: list[str] = (),
-                       joins: str = "", first: str = "") -> str:
+                       joins: str = "", source: str = "") -> str:
     """The inputs of a deployment (a plan or a scratch scenario) joined with its model, GPU and dtypes.
 
-    `lead` columns come first; `first` is a table joined before the deployment's (the deployment
-    then joins it as `s`); `joins` are more joins after the dtypes."""
+    `lead` columns come first; `source` replaces the FROM clause's `{table} s` (it must still name
+    the deployment `s`); `joins` are more joins after the dtypes."""
     cols = list(lead) + [f"s.{c} AS {c}" for c in key_cols]
     cols += ["m.name AS model", "g.name AS gpu", "s.kv_dtype AS kv_dtype", "s.weight_dtype AS weight_dtype"]
     cols += [f"m.{c} AS {c}" for c in _MODEL_COLS]
@@ -62,7 +62,7 @@ def _deployment_source(table: str, key_cols: list[str], extra_cols: list[str] = 
         "sd.bytes_per_element AS state_bytes_per_element",
     ]
     return (
-        "SELECT " + ", ".join(cols) + f" FROM {first}{table} s"
+        "SELECT " + ", ".join(cols) + f" FROM {source or table + ' s'}"
         " JOIN model m ON m.id = s.model_id"
         " JOIN gpu g ON g.id = s.gpu_id"
         " JOIN dtype kd ON kd.name = s.kv_dtype"
@@ -181,9 +181,8 @@ GRAINS: list[Grain] = [
             "plan", ["name"],
             lead=["wc.plan_id AS plan_id", "wc.name AS workload_class", "wc.avg_tokens AS class_tokens",
                   f"wc.share AS {CLASS_WEIGHT}"],
-            first="workload_class wc JOIN ",
-        ).replace("FROM workload_class wc JOIN plan s JOIN", "FROM workload_class wc JOIN plan s ON s.id = wc.plan_id"
-                  " JOIN").replace("s.name AS name", "s.name AS plan"),
+            source="workload_class wc JOIN plan s ON s.id = wc.plan_id",
+        ).replace("s.name AS name", "s.name AS plan"),
         ("plan_id", "workload_class", "class_tokens", CLASS_WEIGHT, "plan") + _DEPLOY_SOURCE_COLS,
         ("plan_id", "plan", "workload_class", "class_tokens", CLASS_WEIGHT),
         wanted=("class_kv_bytes_per_request_per_gpu", "class_concurrency", "class_weighted_tokens",

@@ -113,6 +113,11 @@ def _edit_workbook(src: Path, dst: Path) -> None:
     chat = [r for r in _data_rows(work) if work.cell(r, _col(work, "workload_class")).value == "chat"]
     for r in chat:
         work.cell(r, _col(work, "share")).value = 0.5
+    # A row typed in without the formulas copied down: left out of its plan's mix (the registry has no such class).
+    extra = max(_data_rows(work)) + 1
+    for name, value in (("plan", "qwen235-h100-tp8"), ("workload_class", "typed"), ("class_tokens", 500),
+                        ("share", 5.0)):
+        work.cell(extra, _col(work, name)).value = value
     assert wb["Assumptions"]["A3"].value == "default_reserve"
     wb["Assumptions"]["B3"].value = 0.10
     wb.save(dst)

@@ -385,11 +385,18 @@ def _workload_range(name: str, rows: int) -> str:
 
 def _mix_overrides(rows: int) -> dict[str, str]:
     """A plan's mix inputs (CLASS_MEANS): sum(weighted) / sum(share) over its rows of the Workload sheet;
-    blank when the plan has no classes. {key} is the plan's name cell."""
-    crit = f'{_workload_range("plan", rows)},"="&{literal_key("{key}")}'
-    share = f"SUMIFS({_workload_range(CLASS_WEIGHT, rows)},{crit})"
-    return {m.name: f'=IF(COUNTIFS({crit})=0,"",SUMIFS({_workload_range(m.weighted, rows)},{crit})/{share})'
-            for m in CLASS_MEANS}
+    blank when the plan has no classes. {key} is the plan's name cell.
+
+    Only rows whose weighted figure is computed (> 0, as share and bytes always are) count, in the
+    shares too: a row finance adds without copying the formulas down is left out of the mean
+    rather than diluting it."""
+    out = {}
+    for m in CLASS_MEANS:
+        weighted = _workload_range(m.weighted, rows)
+        crit = f'{_workload_range("plan", rows)},"="&{literal_key("{key}")},{weighted},">0"'
+        share = f"SUMIFS({_workload_range(CLASS_WEIGHT, rows)},{crit})"
+        out[m.name] = f'=IF(COUNTIFS({crit})=0,"",SUMIFS({weighted},{crit})/{share})'
+    return out
 
 
 def _workload_sheet(ws, rows: list[dict], refs: _References) -> Table:

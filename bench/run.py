@@ -518,12 +518,14 @@ def write_doc(path: Path, ctx: Context, args, sizes: dict[int, dict], goals, sca
         "",
         "## Registries",
         "",
-        "| size | models | plans | demand rows | quarter |",
-        "| --- | --- | --- | --- | --- |",
-        *[f"| {n:,} | {r['model']:,} | {r['plan']:,} | {r['demand']:,} | {r['quarter']} |" for n, r in sizes.items()],
+        "| size | models | plans | demand rows | workload classes | quarter |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *[f"| {n:,} | {r['model']:,} | {r['plan']:,} | {r['demand']:,} | {r['workload_class']:,} | {r['quarter']} |"
+          for n, r in sizes.items()],
         "",
         "Synthetic models are the catalog's architectures under new names; plans cycle through TP 1-8,",
-        "contexts 8K-128K, bf16/fp8 KV and every catalog GPU; each plan has demand in two quarters.",
+        "contexts 8K-128K, bf16/fp8 KV and every catalog GPU; each plan has demand in two quarters, and",
+        "every fourth plan a two-class workload mix (chat 80%, half-context documents 20%).",
         "",
         "## Measurements",
         "",
@@ -618,7 +620,8 @@ def build(ctx: Context, sizes: list[int]) -> tuple[Path, dict[int, dict]]:
         counts = synth.fill(path, n, n)
         regs[n] = {"path": path, "url": f"sqlite:///{path}", **counts}
         ctx.say(f"  {n:>6,} models: {counts['model']:,} models, {counts['plan']:,} plans, "
-                f"{counts['demand']:,} demand rows in {time.perf_counter() - start:.1f} s")
+                f"{counts['demand']:,} demand rows, {counts['workload_class']:,} workload classes"
+                f" in {time.perf_counter() - start:.1f} s")
     return template, regs
 
 

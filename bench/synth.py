@@ -3,7 +3,8 @@
 A registry is created the way a user gets one (kvreg's open_registry: migrated, seeded, views
 synced) and then filled by direct SQL inserts in one transaction: N models copied from the
 catalog's architectures under new names, N plans spread over those models and the catalog's
-GPUs, and demand for each plan in the current and the previous quarter. Direct inserts keep
+GPUs, demand for each plan in the current and the previous quarter, and a two-class workload
+mix on every fourth plan. Direct inserts keep
 building a 10,000-plan registry to a second; the CLI's own write paths are timed separately
 (`kvreg model import`).
 """
@@ -60,7 +61,8 @@ def fill(path: Path, n_models: int, n_plans: int) -> dict:
         gpu_ids = [r[0] for r in conn.execute("SELECT id FROM gpu ORDER BY id")]
         _add_plans(conn, n_plans, model_ids, gpu_ids, (prev_q, cur_q))
         conn.execute("COMMIT")
-        counts = {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("model", "plan", "demand")}
+        counts = {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                  for t in ("model", "plan", "demand", "workload_class")}
     finally:
         conn.close()
     return {**counts, "quarter": cur_q, "previous_quarter": prev_q}
@@ -102,6 +104,12 @@ def _add_plans(conn: sqlite3.Connection, n: int, model_ids: list[int], gpu_ids: 
     ids = [r[0] for r in conn.execute("SELECT id FROM plan WHERE name LIKE 'bench-plan-%' ORDER BY id")]
     demand = [(pid, q, 10 + (pid * 37 + k * 101) % 500) for pid in ids for k, q in enumerate(qs)]
     conn.executemany("INSERT INTO demand (plan_id, quarter, users) VALUES (?, ?, ?)", demand)
+    # Every fourth plan serves a workload mix instead of one average: chat (80%) and half-context documents.
+    mixed = [(pid, ctx) for pid, (_n, _m, _g, _gpn, _tp, _pp, _dp, _kd, _wd, ctx, *_rest) in zip(ids, plans)][::4]
+    conn.executemany("UPDATE plan SET avg_tokens = NULL WHERE id = ?", [(pid,) for pid, _ctx in mixed])
+    classes = [(pid, "chat", min(1500, ctx), 0.8) for pid, ctx in mixed]
+    classes += [(pid, "documents", ctx // 2, 0.2) for pid, ctx in mixed]
+    conn.executemany("INSERT INTO workload_class (plan_id, name, avg_tokens, share) VALUES (?, ?, ?, ?)", classes)
 
 
 def write_configs(folder: Path, n: int, source: Path = HF_CONFIGS) -> list[Path]:

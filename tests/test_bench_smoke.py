@@ -27,7 +27,9 @@ def test_benchmark_runs_once_at_the_smallest_size(tmp_path):
     rows = [ln for ln in targets.splitlines() if ln.startswith("| ") and "---" not in ln][1:]
     assert rows and all(ln.rstrip(" |").endswith(("PASS", "MISS", "not measured")) for ln in rows)
     # The registries were built with the sizes asked for: 10 synthetic models and plans on top of the catalog.
-    assert "| 10 |" in doc
+    # 24 + 10 models, 6 + 10 plans, 12 + 2 x 10 demand rows; synthetic plans 0, 4 and 8 carry a
+    # two-class mix beside the catalog's mixed plan: 2 + 3 x 2 = 8 workload classes.
+    assert "| 10 | 34 | 16 | 32 | 8 |" in doc
     # --repeat-at 10=1: one run per figure at size 10 (the start-up figures keep --repeat 2).
     assert "--repeat 2 --repeat-at 10=1 " in doc
     assert "| kvreg capacity | 10 | " in doc and "(median of 1," in doc and "(median of 2," in doc

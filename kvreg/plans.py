@@ -22,7 +22,7 @@ from kvreg.db.tables import Demand, Gpu, Model, Plan, WorkloadClass
 from kvreg.errors import AlreadyExists, KvregError, suggest
 from kvreg.registry import check_dtype, check_int, check_name, check_text, get_gpu, get_model
 from kvreg.rules import ENGINE_FIELDS, ENGINE_SETTINGS, check_engine_settings
-from kvreg.units import format_tokens, parse_fraction, parse_quarter
+from kvreg.units import format_tokens, parse_fraction, parse_quarter, parse_tokens
 
 # A spec names its model and GPU; a row (what the plan table stores) carries their ids.
 SPEC_DEFAULTS = dict(
@@ -114,6 +114,27 @@ def validate_workload(classes, context_tokens: int, avg_tokens=None) -> list[dic
             raise KvregError(f"share of workload class {name!r} must be a number above 0 (such as 0.8 or 80%), "
                              f"not {share!r}")
         out.append({"name": name, "avg_tokens": tokens, "share": float(share)})
+    return out
+
+
+def parse_workload(values) -> list[dict]:
+    """--workload chat=1500:0.8 (repeated, or comma-separated) -> [{"class", "avg_tokens", "share"}, ...];
+    a single none -> [] (no mix). Tokens take the --context units (13K); a share may be a percentage."""
+    items = [part.strip() for v in values for part in str(v).split(",") if part.strip()]
+    if len(items) == 1 and items[0].lower() == "none":
+        return []
+    out = []
+    for item in items:
+        name, eq, rest = item.rpartition("=")
+        tokens, colon, share = rest.partition(":")
+        if not eq or not colon or not name.strip():
+            raise KvregError(f"--workload {item!r} is not understood: write CLASS=TOKENS:SHARE, such as chat=1500:0.8")
+        share = share.strip()
+        try:
+            value = float(share[:-1]) / 100 if share.endswith("%") else float(share)
+        except ValueError:
+            raise KvregError(f"--workload {item!r}: share {share!r} is not a number (0.8 or 80%)") from None
+        out.append({"class": name.strip(), "avg_tokens": parse_tokens(tokens.strip()), "share": value})
     return out
 
 

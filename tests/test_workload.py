@@ -210,3 +210,16 @@ def test_migration_0003_keeps_every_plan_and_back(empty_db_url):
     assert revision(empty_db_url) == "0002"
     assert _rows(empty_db_url, columns) == before
     alembic(empty_db_url, "upgrade", "head")
+
+
+@pytest.mark.parametrize("values, classes", [
+    (["chat=1500:0.8", "docs=13000:0.2"], [("chat", 1500, 0.8), ("docs", 13000, 0.2)]),
+    (["chat=1500:80%,docs=13k:20%"], [("chat", 1500, 0.8), ("docs", 13000, 0.2)]),  # 13k = 13,000
+    (["long=128K:1"], [("long", 131072, 1.0)]),  # 128K = 128 x 1,024
+    (["a=b=100:4"], [("a=b", 100, 4.0)]),  # the last = splits name from tokens
+    (["none"], []),
+])
+def test_parse_workload(values, classes):
+    from kvreg.plans import parse_workload
+
+    assert [(c["class"], c["avg_tokens"], c["share"]) for c in parse_workload(values)] == classes

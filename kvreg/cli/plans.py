@@ -95,6 +95,8 @@ def _spec(opts: dict, *, partial: bool) -> dict:
     if opts.get("avg_tokens") is not None:
         spec["avg_tokens"] = None if _is_none(opts["avg_tokens"]) else parse_tokens(opts["avg_tokens"])
     if opts.get("workload"):
+        from kvreg.plans import parse_workload
+
         spec["workload"] = parse_workload(opts["workload"])
     if opts.get("reserve") is not None:
         spec["reserve"] = parse_fraction(opts["reserve"])
@@ -107,30 +109,6 @@ def _spec(opts: dict, *, partial: bool) -> dict:
         spec.setdefault("avg_tokens", None)
         spec.setdefault("kv_cache_memory_bytes", None)
     return spec
-
-
-def parse_workload(values) -> list[dict]:
-    """--workload chat=1500:0.8 (repeated, or comma-separated) -> [{"class", "avg_tokens", "share"}, ...];
-    a single none -> [] (no mix). Tokens take the --context units (13K); a share may be a percentage."""
-    from kvreg.errors import KvregError
-    from kvreg.units import parse_tokens
-
-    items = [part.strip() for v in values for part in str(v).split(",") if part.strip()]
-    if len(items) == 1 and _is_none(items[0]):
-        return []
-    out = []
-    for item in items:
-        name, eq, rest = item.rpartition("=")
-        tokens, colon, share = rest.partition(":")
-        if not eq or not colon or not name.strip():
-            raise KvregError(f"--workload {item!r} is not understood: write CLASS=TOKENS:SHARE, such as chat=1500:0.8")
-        share = share.strip()
-        try:
-            value = float(share[:-1]) / 100 if share.endswith("%") else float(share)
-        except ValueError:
-            raise KvregError(f"--workload {item!r}: share {share!r} is not a number (0.8 or 80%)") from None
-        out.append({"class": name.strip(), "avg_tokens": parse_tokens(tokens.strip()), "share": value})
-    return out
 
 
 def _is_none(value: str) -> bool:

@@ -42,8 +42,10 @@ _SCRATCH_QUARTER = "1970Q1"
 MAX_CONTEXT = 2**40
 # The reserve solver answers on a grid of 0.01 percentage points.
 RESERVE_STEP = 10_000
-# A workload mix: at most this many request classes per plan.
+# A workload mix: at most this many request classes per plan, and shares (relative weights) at most
+# this large, so their sums stay far from floating-point overflow.
 MAX_CLASSES = 64
+MAX_SHARE = 1e6
 
 
 # --------------------------------------------------------------------------- validation
@@ -110,9 +112,10 @@ def validate_workload(classes, context_tokens: int, avg_tokens=None) -> list[dic
             raise KvregError(f"workload class {name!r} holds {tokens:,} tokens, longer than the context "
                              f"({context_tokens:,} tokens, --context): raise --context or shorten the class")
         share = c.get("share")
-        if isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share) or share <= 0:
-            raise KvregError(f"share of workload class {name!r} must be a number above 0 (such as 0.8 or 80%), "
-                             f"not {share!r}")
+        if (isinstance(share, bool) or not isinstance(share, (int, float)) or not math.isfinite(share)
+                or not 0 < share <= MAX_SHARE):
+            raise KvregError(f"share of workload class {name!r} must be a number above 0 and at most {MAX_SHARE:,.0f}"
+                             f" (such as 0.8, 80% or 4), not {share!r}")
         out.append({"name": name, "avg_tokens": tokens, "share": float(share)})
     return out
 
@@ -153,7 +156,13 @@ def _write_workload(conn, plan_id: int, classes: list[dict]) -> None:
 
 def format_workload(classes: list[dict]) -> str:
     """A mix as the --workload options write it: chat=1500:0.8,docs=13000:0.2 ('' without classes)."""
-    return ",".join(f"{c['class']}={c['avg_tokens']}:{c['share']:g}" for c in classes)
+    return ",".join(f"{c['class']}={c['avg_tokens']}:{_share_text(c['share'])}" for c in classes)
+
+
+def _share_text(share: float) -> str:
+    """The shortest text that reads back as the same share (0.8, 4, 0.3333333333333333)."""
+    text_ = repr(float(share))
+    return text_[:-2] if text_.endswith(".0") else text_
 
 
 def workload_texts(conn) -> dict[int, str]:
@@ -259,7 +268,8 @@ def set_plan(conn, name: str, changes: dict) -> dict:
     Changing the model without a weight dtype keeps an explicitly chosen weight dtype but
     follows the new model's native dtype when the plan used the old model's native one. Changing
     the rule clears the old engine's settings that the new rule does not read (unless given), and
-    any change but notes or name clears the calibration: it was measured with the old settings.
+    any change but notes, name or workload (avg_tokens, the mix) clears the calibration: it was
+    measured with the old settings, and what the engine prints does not depend on the workload.
     """
     changes = dict(changes)
     if not changes:
@@ -282,7 +292,7 @@ def set_plan(conn, name: str, changes: dict) -> dict:
     classes = validate_workload(spec.get("workload"), row["context_tokens"], row["avg_tokens"])
     if new_name != name and conn.execute(select(Plan.id).where(Plan.name == new_name)).first() is not None:
         raise _exists(new_name)
-    settings = [k for k in SPEC_DEFAULTS if k != "notes"]
+    settings = [k for k in SPEC_DEFAULTS if k not in ("notes", "avg_tokens")]
     if any(row[k] != old[k] for k in settings) or (spec["model"], spec["gpu"]) != (old["model"], old["gpu"]):
         row.update(dict.fromkeys(CALIBRATION_FIELDS))
     try:

@@ -125,6 +125,8 @@ BAD = {
     "no tokens": (("--workload", "chat=:1"), "token count '' is not understood"),
     "empty class name": (("--workload", "=1500:1"), "write CLASS=TOKENS:SHARE"),
     "average beyond the context": (("--context", "8K", "--avg-tokens", 13000), "longer than the context"),
+    # Two shares of 1e308 would sum to infinity and the mean to NaN (NULL): the plan would fall back to its context.
+    "huge share": (("--workload", "a=1000:1e308,b=2000:1e308"), "at most 1,000,000"),
 }
 
 
@@ -223,3 +225,26 @@ def test_parse_workload(values, classes):
     from kvreg.plans import parse_workload
 
     assert [(c["class"], c["avg_tokens"], c["share"]) for c in parse_workload(values)] == classes
+
+
+def test_a_workload_change_keeps_the_calibration(kv):
+    # What the engine printed at startup (its KV cache tokens) does not depend on the workload.
+    kv("plan", "calibrate", "chat-llama3-8b", "--kv-cache-tokens", "404,352")
+    kv("plan", "set", "chat-llama3-8b", "--workload", "chat=1500:4,docs=8000:1")
+    kv("plan", "set", "chat-llama3-8b", "--avg-tokens", 2000)
+    plan = {p["plan"]: p for p in kv.json("plan", "list")}["chat-llama3-8b"]
+    assert (plan["measured_kv_cache_tokens"], plan["avg_tokens"]) == (404_352, 2000)
+    kv("plan", "set", "chat-llama3-8b", "--block-size", 32)  # a deployment setting: cleared
+    plan = {p["plan"]: p for p in kv.json("plan", "list")}["chat-llama3-8b"]
+    assert plan["measured_kv_cache_tokens"] is None
+
+
+def test_shares_show_as_weights_not_percentages(kv, db_url, tmp_path):
+    # 4 and 1 are weights (80% and 20% of requests): the report prints them as given, not as 400% and 100%.
+    kv("plan", "add", "w41", *BASE, "--workload", "chat=1500:4,docs=13000:0.3333333333333333")
+    assert {p["plan"]: p for p in kv.json("plan", "list")}["w41"]["workload"] == (
+        "chat=1500:4,docs=13000:0.3333333333333333")  # reads back as the same share
+    kv("report", "--out", tmp_path / "reports", "--format", "md")
+    [md] = list((tmp_path / "reports").glob("*/capacity.md"))
+    text = md.read_text()
+    assert "| chat | 1,500 | 4.00 |" in text and "400.0%" not in text

@@ -309,7 +309,7 @@ def solve_group():
 @user_errors
 def solve_context_cmd(ctx, users, gpus, fmt, **opts):
     """The longest context that serves N concurrent users on G GPUs. Each user holds a whole context
-    unless --avg-tokens is given. --tp auto (the default) tries every valid TP.
+    unless --avg-tokens or --workload is given. --tp auto (the default) tries every valid TP.
 
     Example: kvreg plan solve context --model Llama-3.1-70B --gpu H100-SXM --tp 4 --users 8 --gpus 8
     """
@@ -329,7 +329,7 @@ def solve_context_cmd(ctx, users, gpus, fmt, **opts):
 @user_errors
 def solve_gpus_cmd(ctx, users, fmt, **opts):
     """The fewest GPUs that serve N concurrent users at --context (each user holding a whole context
-    unless --avg-tokens is given). --tp auto (the default) tries every valid TP in the node.
+    unless --avg-tokens or --workload is given). --tp auto (the default) tries every valid TP in the node.
 
     Example: kvreg plan solve gpus --model Llama-3.1-70B --gpu H100-SXM --tp auto --users 20 --context 128K
     """

@@ -249,7 +249,7 @@ class WorkloadClass(SQLModel, table=True):
         UniqueConstraint("plan_id", "name", name="uq_workload_class_plan_name"),
         CheckConstraint("length(name) > 0", name="ck_workload_class_name"),
         CheckConstraint("avg_tokens > 0", name="ck_workload_class_tokens"),
-        CheckConstraint("share > 0", name="ck_workload_class_share"),
+        CheckConstraint("share > 0 AND share <= 1000000", name="ck_workload_class_share"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)

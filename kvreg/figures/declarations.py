@@ -126,8 +126,8 @@ _INPUTS = [
     InputDecl("avg_tokens", "tokens", "average tokens a request holds (prompt + output)"),
     # workload classes (a plan's mix of request classes, table workload_class)
     InputDecl("class_tokens", "tokens", "average tokens a request of this class holds (prompt + output)"),
-    InputDecl("share", "fraction", "the class's share of requests (a relative weight: shares are divided by"
-              " their sum)", "real"),
+    InputDecl("share", "weight", "the class's share of requests, a relative weight (shares are divided by"
+              " their sum: 0.8 and 0.2, or 4 and 1)", "real"),
     InputDecl("mix_avg_tokens", "tokens", "share-weighted mean of the plan's class tokens (NULL: no classes)",
               "real"),
     InputDecl("mix_kv_bytes_per_request_per_gpu", "bytes",

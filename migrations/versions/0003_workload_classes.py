@@ -30,7 +30,7 @@ def upgrade() -> None:
         sa.Column('share', sa.Float(), nullable=False),
         sa.CheckConstraint('length(name) > 0', name='ck_workload_class_name'),
         sa.CheckConstraint('avg_tokens > 0', name='ck_workload_class_tokens'),
-        sa.CheckConstraint('share > 0', name='ck_workload_class_share'),
+        sa.CheckConstraint('share > 0 AND share <= 1000000', name='ck_workload_class_share'),
         sa.ForeignKeyConstraint(['plan_id'], ['plan.id'], ondelete='CASCADE'),
         sa.PrimaryKeyConstraint('id'),
         sa.UniqueConstraint('plan_id', 'name', name='uq_workload_class_plan_name'),

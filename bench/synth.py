@@ -18,7 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-HF_CONFIGS = Path(__file__).resolve().parents[2] / "shared" / "hf-configs"
+# The public configs vendored for the tests (sources in their MANIFEST.md): nothing outside the repository.
+HF_CONFIGS = Path(__file__).resolve().parents[1] / "tests" / "data" / "hf-configs"
 
 # Plan layouts cycled over: (tp, context tokens, avg tokens or None, kv dtype).
 _LAYOUTS = [
@@ -120,6 +121,8 @@ def write_configs(folder: Path, n: int, source: Path = HF_CONFIGS) -> list[Path]
     """
     folder.mkdir(parents=True, exist_ok=True)
     originals = sorted(p for p in source.glob("*.json"))
+    if not originals:
+        raise FileNotFoundError(f"no *.json config files in {source} to make benchmark variants of")
     texts = [(p.name.removesuffix(".json").split("__", 1)[-1], json.loads(p.read_text())) for p in originals]
     out = []
     for i in range(n):

@@ -18,8 +18,9 @@ import pytest
 from click.testing import CliRunner
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-HF_CONFIGS = SHARED / "hf-configs"
+# Public Hugging Face config.json files vendored with their sources (tests/data/hf-configs/MANIFEST.md):
+# tests and benchmarks read nothing outside the repository.
+HF_CONFIGS = REPO / "tests" / "data" / "hf-configs"
 BACKENDS = ["sqlite", "postgresql"]
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -33,3 +35,23 @@ def test_benchmark_runs_once_at_the_smallest_size(tmp_path):
     # --repeat-at 10=1: one run per figure at size 10 (the start-up figures keep --repeat 2).
     assert "--repeat 2 --repeat-at 10=1 " in doc
     assert "| kvreg capacity | 10 | " in doc and "(median of 1," in doc and "(median of 2," in doc
+
+
+def test_benchmark_configs_come_from_the_repository(tmp_path):
+    """bench/synth.py reads the configs vendored under tests/data/hf-configs (a fresh clone has no
+    folder beside it), and an empty source folder is a clear error, not a division by zero."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import synth
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    assert synth.HF_CONFIGS == REPO / "tests" / "data" / "hf-configs"
+    n = len(list(synth.HF_CONFIGS.glob("*.json")))
+    assert n >= 17
+    files = synth.write_configs(tmp_path / "out", n + 1)
+    # the vendored configs, cycled: file n+1 is the first config (sorted by name) again under a new name
+    assert [p.name for p in files[:1] + files[n:]] == ["bench__Qwen2.5-72B-v0000.json", f"bench__Qwen2.5-72B-v{n:04d}.json"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="no \\*.json config files in"):
+        synth.write_configs(tmp_path / "out2", 3, source=empty)

@@ -16,8 +16,7 @@ import pytest
 from kvreg.catalog import load_catalog
 from kvreg.db.tables import DTYPE_FIELDS, GPU_FIELDS, MODEL_FIELDS
 
-HF_CONFIGS = Path("/work/shared/hf-configs")
-needs_configs = pytest.mark.skipif(not HF_CONFIGS.is_dir(), reason="/work/shared/hf-configs is absent")
+from conftest import HF_CONFIGS
 
 GiB = 2**30
 BF16 = 2  # bytes per element
@@ -204,7 +203,8 @@ def test_model_rows_are_consistent(models, dtypes):
         else:
             assert m["source"].endswith(".json"), name
             assert m["imported_at"] == "2026-11-29T00:00:00Z", name
-            assert f"from hf-configs/{m['source']}" in m["notes"], name
+            assert f"from tests/data/hf-configs/{m['source']}" in m["notes"], name
+            assert (HF_CONFIGS / m["source"]).is_file(), name  # vendored with its public source
 
 
 def kv_bytes_per_token(m: dict, bytes_per_element: int) -> int:
@@ -324,13 +324,30 @@ def test_published_param_counts(models):
 # ---------------------------------------------------------------- models: provenance
 
 
-@needs_configs
 def test_source_sha256_matches_config_file(models):
     imported = [m for m in models.values() if m["source"] != "manual"]
     assert len(imported) == 17
     for m in imported:
         digest = hashlib.sha256((HF_CONFIGS / m["source"]).read_bytes()).hexdigest()
         assert m["source_sha256"] == digest, m["name"]
+
+
+def test_vendored_configs_live_in_the_repository_with_their_sources():
+    """A fresh clone tests on its own: the configs are under tests/data/hf-configs, and MANIFEST.md
+    gives each one's public Hugging Face repository and the sha256 of the bytes kept here."""
+    repo = Path(__file__).resolve().parents[1]
+    assert HF_CONFIGS.resolve().is_relative_to(repo)
+    files = sorted(p.name for p in HF_CONFIGS.glob("*.json"))
+    rows = {}
+    for line in (HF_CONFIGS / "MANIFEST.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0].endswith(".json"):
+            rows[cells[0]] = cells
+    assert sorted(rows) == files and len(files) >= 17
+    for name, (_file, hf_repo, *_rest, sha256) in rows.items():
+        org, model = name.removesuffix(".json").split("__", 1)
+        assert hf_repo == f"https://huggingface.co/{org}/{model}", name
+        assert sha256 == hashlib.sha256((HF_CONFIGS / name).read_bytes()).hexdigest(), name
 
 
 def _first(cfg: dict, *keys):
@@ -343,7 +360,6 @@ def _first(cfg: dict, *keys):
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
-@needs_configs
 def test_rows_agree_with_their_configs(models):
     """The architecture fields read back from each config.json (a small, independent reading)."""
     for m in models.values():

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from conftest import Kvreg
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "shared" / "hf-configs"
+from conftest import HF_CONFIGS as CONFIG_DIR  # tests/data/hf-configs, vendored with MANIFEST.md
+
 CONFIGS = sorted(CONFIG_DIR.glob("*.json"))
-needs_configs = pytest.mark.skipif(not CONFIGS, reason=f"real configs folder {CONFIG_DIR} is absent")
 
 GiB = 2**30
 BF16 = 2  # bytes per element
@@ -354,9 +354,8 @@ def test_dtype_add_bad_input(kv, state, args, message):
 # ---------------------------------------------------------------- model import
 
 
-@needs_configs
 def test_import_every_shared_config_in_one_call(kv):
-    """Every file in shared/hf-configs, one command, one transaction. Most names are built in
+    """Every file in tests/data/hf-configs, one command, one transaction. Most names are built in
     already, so --replace updates those rows from the configs."""
     rows = kv.json("model", "import", *CONFIGS, "--replace")
     assert len(rows) == len(CONFIGS) == 17
@@ -377,7 +376,6 @@ def test_import_every_shared_config_in_one_call(kv):
     assert (glm["layers"], glm["kv_heads"], glm["head_dim"]) == (28, 2, 128)  # multi_query_group_num, kv_channels
 
 
-@needs_configs
 def test_import_under_new_name(kv):
     path = CONFIG_DIR / "meta-llama__Llama-3.1-8B.json"
     rows = kv.json("model", "import", path, "--name", "My-Llama", "--params-b", "8.03")
@@ -387,7 +385,6 @@ def test_import_under_new_name(kv):
     assert m["source"] == path.name
 
 
-@needs_configs
 def test_import_from_stdin(kv):
     path = CONFIG_DIR / "Qwen__Qwen2.5-7B.json"
     kv("model", "import", "-", "--name", "Piped-Qwen", "--params-b", "7.6", input=path.read_bytes())
@@ -395,14 +392,12 @@ def test_import_from_stdin(kv):
     assert (m["layers"], m["kv_heads"], m["sliding_layers"], m["source"]) == (28, 4, 0, "stdin")
 
 
-@needs_configs
 def test_import_batch_with_an_existing_name_writes_nothing(kv, state):
     kv("init")
     line = fails_cleanly(kv, state, "model", "import", *CONFIGS)  # without --replace: names already exist
     assert "already exists" in line
 
 
-@needs_configs
 def test_import_batch_with_a_bad_file_writes_nothing(kv, state, tmp_path):
     """The good files come first; the last one is not JSON. --replace would change the built-in
     rows (estimated params_total differ from the catalog's), so an unchanged dump proves none was written."""

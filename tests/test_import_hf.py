@@ -1,6 +1,6 @@
 """Importing Hugging Face config.json files (kvreg.importers.hf).
 
-The real configs in /work/shared/hf-configs are imported one by one and every architecture field
+The real configs in tests/data/hf-configs (public files; sources in its MANIFEST.md) are imported one by one and every architecture field
 is checked against the table below; KV bytes per token are recomputed here, with the arithmetic
 written out, and compared with SPEC's golden figures. Bad inputs must fail with one-line messages
 that name the file, the problem and the fix.
@@ -28,10 +28,8 @@ from kvreg.importers.hf import (
     read_config,
 )
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "shared" / "hf-configs"
-needs_configs = pytest.mark.skipif(
-    not CONFIG_DIR.is_dir(), reason=f"real configs folder {CONFIG_DIR} is absent (shared/hf-configs)"
-)
+from conftest import HF_CONFIGS as CONFIG_DIR  # tests/data/hf-configs, vendored with MANIFEST.md
+
 
 # file: (layers, full, sliding, window, linear, linear state elements, heads, kv_heads, head_dim,
 #        v_head_dim, kv_lora_rank, qk_rope_head_dim, weight_dtype, max_position_embeddings)
@@ -94,12 +92,10 @@ PUBLISHED_PARAMS_B = {
 # ------------------------------------------------------------------------------ real configs
 
 
-@needs_configs
 def test_every_config_in_the_folder_has_expectations():
     assert sorted(p.name for p in CONFIG_DIR.glob("*.json")) == sorted(EXPECTED)
 
 
-@needs_configs
 @pytest.mark.parametrize("file", sorted(EXPECTED))
 def test_architecture_fields(file):
     path = CONFIG_DIR / file
@@ -114,14 +110,12 @@ def test_architecture_fields(file):
     assert set(row) <= set(MODEL_FIELDS)
 
 
-@needs_configs
 def test_linear_state_details_of_qwen3_next():
     row, _ = import_path(CONFIG_DIR / "Qwen__Qwen3-Next-80B-A3B-Thinking.json")
     assert row["linear_state_heads"] == 16  # linear_num_key_heads
     assert row["linear_state_dtype"] is None  # no mamba_ssm_cache_dtype: the model's dtype
 
 
-@needs_configs
 @pytest.mark.parametrize(
     "file, golden",
     [
@@ -148,7 +142,6 @@ def test_kv_bytes_per_token_bf16_matches_spec(file, golden):
     assert golden in spec  # the arithmetic above reproduces SPEC's figure, not a new one
 
 
-@needs_configs
 @pytest.mark.parametrize("file", sorted(PUBLISHED_PARAMS_B))
 def test_parameter_estimate_is_close_and_says_so(file):
     row, warnings = import_path(CONFIG_DIR / file)
@@ -163,7 +156,6 @@ def test_parameter_estimate_is_close_and_says_so(file):
         assert row["params_active"] == pytest.approx(active_b * 1e9, rel=0.30)  # conventions differ (embeddings)
 
 
-@needs_configs
 def test_every_row_satisfies_the_schema_constraints():
     engine = create_engine("sqlite://")
     SQLModel.metadata.create_all(engine, tables=[Dtype.__table__, Model.__table__])
@@ -176,14 +168,12 @@ def test_every_row_satisfies_the_schema_constraints():
         session.commit()  # CHECK constraints (layer sum, windows, MLA, params) would raise here
 
 
-@needs_configs
 def test_falcon_context_default_is_noted():
     row, warnings = import_path(CONFIG_DIR / "tiiuae__falcon-40b.json")
     assert any("2048" in w and "max_position_embeddings" in w for w in warnings)
     assert "2048" in row["notes"]
 
 
-@needs_configs
 def test_gpt_oss_mxfp4_is_fp4_with_a_note():
     row, _ = import_path(CONFIG_DIR / "openai__gpt-oss-120b.json")
     assert row["weight_dtype"] == "fp4"
@@ -193,7 +183,6 @@ def test_gpt_oss_mxfp4_is_fp4_with_a_note():
 # ------------------------------------------------------------------------- paths and names
 
 
-@needs_configs
 def test_model_folder_uses_folder_name_and_safetensors_index(tmp_path):
     folder = tmp_path / "Llama-3.1-8B"
     folder.mkdir()
@@ -213,7 +202,6 @@ def test_model_folder_uses_folder_name_and_safetensors_index(tmp_path):
         assert "model.safetensors.index.json" in row["notes"]
 
 
-@needs_configs
 def test_safetensors_index_of_an_fp8_moe_gives_bytes_over_one(tmp_path):
     (tmp_path / "config.json").write_bytes((CONFIG_DIR / "deepseek-ai__DeepSeek-V3.json").read_bytes())
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 688_586_727_753}}))

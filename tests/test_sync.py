@@ -102,6 +102,7 @@ def test_export_out_writes_the_same_text_as_stdout(kv, tmp_path):
 
 
 def test_export_out_to_missing_folder_fails_in_one_line(kv, tmp_path):
+    kv("init")  # the registry exists: stderr holds the error alone, not the first-run notice
     result = kv("export", "--out", tmp_path / "no" / "such" / "dir.toml", ok=False)
     assert result.exit_code != 0
     assert len(result.stderr.strip().splitlines()) == 1 and "cannot write" in result.stderr

@@ -67,7 +67,26 @@ def one_line(text: str) -> str:
 def open_db(ctx: click.Context):
     from kvreg.db.engine import open_registry
 
-    return open_registry(ctx.find_root().obj.get("db_url"))
+    return open_registry(ctx.find_root().obj.get("db_url"), on_seeded=say_created)
+
+
+def say_created(url: str) -> None:
+    """One notice on stderr when a command made a new registry: a user who runs kvreg from another
+    folder gets another registry.db, and should not be surprised to find it holds only the catalog."""
+    from kvreg.catalog import load_catalog
+    from kvreg.db.engine import mask_url
+    from kvreg.fastpath import sqlite_file
+
+    cat = load_catalog()
+    loaded = (f"the built-in catalog ({len(cat['models'])} models, {len(cat['gpus'])} GPUs, "
+              f"{len(cat['dtypes'])} dtypes, {len(cat.get('plans', []))} example plans)")
+    path = sqlite_file(url)
+    if path:
+        message = (f"kvreg: created {path} with {loaded}; from another folder, use it with "
+                   f"--db sqlite:///{path} or KVREG_DB")
+    else:
+        message = f"kvreg: loaded {loaded} into the new registry {mask_url(url)}"
+    click.echo(message, err=True)
 
 
 def _counts_whole_units(key: str) -> bool:

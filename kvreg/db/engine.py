@@ -7,6 +7,7 @@ a missing SQLite file is created, migrated to head, seeded and given its views.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -226,25 +227,31 @@ def _connect_error(url: str, exc: BaseException) -> RegistryError:
 _OPEN_LOCK = 0x6B7672  # "kvr": the advisory lock key open_registry takes on PostgreSQL
 
 
-def open_registry(url: str | None = None, *, upgrade: bool = True, seed: bool = True) -> Engine:
-    """Open (creating, upgrading and seeding as needed) the registry at `url`."""
+def open_registry(url: str | None = None, *, upgrade: bool = True, seed: bool = True,
+                  on_seeded: Callable[[str], None] | None = None) -> Engine:
+    """Open (creating, upgrading and seeding as needed) the registry at `url`. `on_seeded(url)` is
+    called, once the seeding has committed, when this open loaded the built-in catalog into a new
+    registry (the CLI says so on stderr)."""
     url = resolve_url(url)
     engine = make_engine(url)
     try:
         with engine.begin() as conn:
-            prepare_registry(conn, url, upgrade=upgrade, seed=seed)
+            seeded = prepare_registry(conn, url, upgrade=upgrade, seed=seed)
     except RegistryError:
         engine.dispose()
         raise
     except SQLAlchemyError as exc:
         engine.dispose()
         raise _connect_error(url, exc) from None
+    if seeded and on_seeded is not None:
+        on_seeded(url)
     return engine
 
 
-def prepare_registry(conn, url: str, *, upgrade: bool = True, seed: bool = True) -> None:
+def prepare_registry(conn, url: str, *, upgrade: bool = True, seed: bool = True) -> bool:
     """Inside the caller's transaction: refuse a registry from a newer kvreg (changing nothing),
-    migrate to head, seed an empty one, and bring the views in line with the declarations."""
+    migrate to head, seed an empty one, and bring the views in line with the declarations.
+    True when this call loaded the built-in catalog (a new registry)."""
     if conn.dialect.name == "postgresql":
         # Two first opens at once would both migrate and seed: take turns (SQLite's BEGIN
         # IMMEDIATE already does this). The lock is released when the transaction ends.
@@ -262,13 +269,15 @@ def prepare_registry(conn, url: str, *, upgrade: bool = True, seed: bool = True)
             )
         if upgrade and rev != head_revision():
             _upgrade(conn, url)
+    seeded = False
     if seed:
         from kvreg.catalog.load import seed_if_empty
 
-        seed_if_empty(conn)
+        seeded = seed_if_empty(conn)
     from kvreg.figures.views import sync_views
 
     sync_views(conn)
+    return seeded
 
 
 def _upgrade(conn, url: str, target: str = "head") -> None:

@@ -112,7 +112,7 @@ _OPTIONS = {
 def parse_engine_options(opts: dict) -> dict:
     """The rule and engine options as typed on the command line -> settings, for the options given
     (None: not given). 'none' clears a setting (`plan set`); sizes read like --kv-cache-memory
-    (2GiB, 1.5e9) and may be 0; token counts like --context (8k, 8K)."""
+    (2GiB, 1.5e9B: a unit is required) and may be 0; token counts like --context (8k, 8K)."""
     from kvreg.units import UnitError, parse_size, parse_tokens
 
     out = {}

@@ -5,8 +5,9 @@ changed ones, matched by name; delete only with prune); ``kvreg export`` writes 
 back out in the same format, so a team can keep its registry under review in git.
 
 The keys are the column names of the registry tables, as in the built-in catalog
-(kvreg/catalog/*.toml). A few conveniences are read on top: sizes as strings (``memory_bytes =
-"80GiB"``, ``memory_bandwidth_bytes_per_s = "3.35TB"``), token counts as strings
+(kvreg/catalog/*.toml). Sizes are strings with a unit (``memory_bytes =
+"80GiB"``, ``memory_bandwidth_bytes_per_s = "3.35TB"``; a bare number is refused). A few conveniences
+are read on top: token counts as strings
 (``max_position_embeddings = "128K"``) and parameters in billions (``params_b = 8.03``,
 ``active_params_b = 3``). A row declares the whole row: a key it leaves out means NULL or the
 column's default, exactly as when the catalog is loaded.
@@ -32,6 +33,7 @@ _TABLES = {"dtype": Dtype, "gpu": Gpu, "model": Model}
 _FIELDS = {"dtype": DTYPE_FIELDS, "gpu": GPU_FIELDS, "model": MODEL_FIELDS}
 _ALIASES = {"model": {"params_b": "params_total", "active_params_b": "params_active"}}
 _TOKEN_FIELDS = ("max_position_embeddings", "sliding_window", "attention_chunk_size")
+SIZE_FIELDS = ("memory_bytes", "memory_bandwidth_bytes_per_s")  # text with a unit: "80GiB", "3350GB"
 DTYPE_KINDS = ("kv", "weight", "both")
 _HEADER = (
     "# kvreg registry: dtypes, GPUs and models.\n"
@@ -145,6 +147,12 @@ def normalise_row(conn, kind: str, row: dict) -> dict:
     elif kind == "gpu":
         from kvreg.registry import validate_gpu
 
+        for f in SIZE_FIELDS:
+            value = row.get(f)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                # A bare number is ambiguous (memory_bytes = 80 would be an 80-byte GPU): say the unit.
+                raise KvregError(f"{f} = {value!r} has no unit: write {f} = "
+                                 f'"{value}GiB" or "{value}GB", or "{value}B" if you mean bytes')
         row = validate_gpu(row)
     else:
         row = validate_dtype(row)
@@ -371,10 +379,11 @@ def _table_text(kind: str, row) -> str:
         value = row[f]
         if value is None:  # TOML has no null: an absent key means NULL
             continue
-        line = f"{f} = {toml_value(value)}"
-        if f == "memory_bytes":
-            line += f"  # {value / 2**30:g} GiB"  # display only: the integer is what is read back
-        lines.append(line)
+        if f in SIZE_FIELDS:
+            from kvreg.units import format_size
+
+            value = format_size(int(value))  # exact, with its unit: "80GiB" reads back as 85,899,345,920
+        lines.append(f"{f} = {toml_value(value)}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,7 +1,8 @@
 """Parsing and printing of sizes, token counts and quarters.
 
 Conventions (SPEC "Units and sizes"):
-- sizes: ``80GiB`` is 80 * 2**30 bytes, ``53GB`` is 53 * 10**9 bytes; a bare number is bytes.
+- sizes: ``80GiB`` is 80 * 2**30 bytes, ``53GB`` is 53 * 10**9 bytes, ``512B`` is 512 bytes. Text
+  without a unit is refused: ``--memory 80`` would otherwise be an 80-byte GPU.
 - token counts follow vLLM's ``--max-model-len``: lower-case suffixes are decimal
   (``128k`` = 128,000, ``1m`` = 1,000,000), upper-case are binary (``128K`` = 131,072,
   ``1M`` = 1,048,576).
@@ -20,7 +21,6 @@ class UnitError(ValueError):
 
 
 _SIZE_UNITS = {
-    "": 1,
     "b": 1,
     "kb": 10**3,
     "mb": 10**6,
@@ -36,7 +36,8 @@ _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z
 
 
 def parse_size(text: str | int | float) -> int:
-    """Parse ``80GiB``, ``141 GiB``, ``24GB``, ``53e9`` into a whole number of bytes."""
+    """Parse ``80GiB``, ``141 GiB``, ``24GB``, ``53e9B`` into a whole number of bytes. Text must
+    carry a unit; a Python int or float (a value already in bytes, from the registry) needs none."""
     if isinstance(text, bool):
         raise UnitError(f"size {text!r} is not a number of bytes")
     if isinstance(text, int):
@@ -50,13 +51,22 @@ def parse_size(text: str | int | float) -> int:
                 f"size {text!r} is not understood: use a number with a unit such as 80GiB, 141GiB or 24GB"
             )
         value, unit = float(m.group(1)), m.group(2).lower()
-    if unit not in _SIZE_UNITS:
+        if not unit:
+            number = m.group(1)
+            if float(number) >= 2**20:  # a byte count typed without its B
+                raise UnitError(f"size {text!r} has no unit: write {number}B if you mean bytes, "
+                                "or give GiB or GB (80GiB, 80GB)")
+            raise UnitError(
+                f"size {text!r} has no unit: write {number}GiB ({number} x 2^30 bytes) or {number}GB "
+                f"({number} x 10^9 bytes), or {number}B if you mean bytes"
+            )
+    if unit and unit not in _SIZE_UNITS:
         raise UnitError(
             f"size {text!r} has an unknown unit {unit!r}: use B, KB, MB, GB, TB (10^n) or KiB, MiB, GiB, TiB (2^n)"
         )
     if isinstance(value, float) and not math.isfinite(value):
         raise UnitError(f"size {text!r} is not a finite number")
-    nbytes = value * _SIZE_UNITS[unit]
+    nbytes = value * _SIZE_UNITS[unit] if unit else value
     if nbytes <= 0:
         raise UnitError(f"size {text!r} must be greater than zero")
     if nbytes >= 2**63:
@@ -101,6 +111,15 @@ def parse_token_list(text: str) -> list[int]:
     if not parts:
         raise UnitError("no token count given: use for example --context 128K,1m")
     return [parse_tokens(p) for p in parts]
+
+
+def format_size(nbytes: int) -> str:
+    """The exact size as text parse_size reads back: 85899345920 -> 80GiB, 3350000000000 -> 3350GB, 656 -> 656B."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("TB", 10**12), ("GB", 10**9), ("MiB", 2**20),
+                        ("MB", 10**6), ("KiB", 2**10), ("KB", 10**3)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale}{unit}"
+    return f"{nbytes}B"
 
 
 def format_tokens(tokens: int) -> str:

@@ -86,7 +86,7 @@ def test_llama_8b_with_a_53_gib_pool_prints_what_vllm_prints(cap):
 
 def test_seed_002s_53e9_byte_pool(cap):
     r = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--context", "128K", "--rule", "vllm",
-            "--kv-cache-memory", "53e9")
+            "--kv-cache-memory", "53GB")
     assert r["num_blocks"] == 53_000_000_000 // (16 * LLAMA_8B_PER_TOKEN) == 25_272
     assert r["kv_cache_tokens"] == 25_272 * 16 == 404_352  # seed 002's 404,352 tokens
 

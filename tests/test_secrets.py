@@ -161,7 +161,7 @@ def run(args, *, env=None, tmp: Path):
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_failing_connection_never_shows_the_password(planner, failure, command, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "registry.toml").write_text('[[gpu]]\nname = "Secret-GPU"\nmemory_bytes = 85899345920\n')
+    (tmp_path / "registry.toml").write_text('[[gpu]]\nname = "Secret-GPU"\nmemory_bytes = "80GiB"\n')
     (tmp_path / "config.json").write_text(json.dumps(LLAMA_LIKE))
     password, db = failures(planner)[failure]
     for how, args, env in (("--db", ["--db", db, *COMMANDS[command]], {"KVREG_DB": None}),

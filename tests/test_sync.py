@@ -81,7 +81,8 @@ def test_export_writes_every_catalog_row_sorted_by_name(kv):
         names = [r["name"] for r in data[kind]]
         assert names == sorted(names)
     h100 = next(g for g in data["gpu"] if g["name"] == "H100-SXM")
-    assert h100["memory_bytes"] == 80 * GiB == 85_899_345_920
+    # sizes carry their unit (a bare number is refused on the way back in): 80 x 2^30 = 85,899,345,920 B
+    assert (h100["memory_bytes"], h100["memory_bandwidth_bytes_per_s"]) == ("80GiB", "3350GB")
     llama = next(m for m in data["model"] if m["name"] == "Llama-3.1-8B")
     assert (llama["layers"], llama["kv_heads"], llama["head_dim"], llama["params_total"]) == (32, 8, 128, 8_050_000_000)
     nvfp4 = next(d for d in data["dtype"] if d["name"] == "nvfp4")

@@ -216,6 +216,19 @@ def candidate_tps(gpus_per_node: int, pp: int) -> list[int]:
     return out
 
 
+def check_dp_attention(dp_attention: int, tp, tps: list[int]) -> None:
+    """DP-attention must divide TP (it splits one TP group's GPUs into ranks holding different
+    sequences): refuse a layout that cannot exist instead of printing blank figures."""
+    if dp_attention < 1:
+        raise KvregError("--dp-attention must be at least 1")
+    if tp != "auto" and tp % dp_attention:
+        raise KvregError(f"--dp-attention {dp_attention} does not divide --tp {tp}: DP-attention splits a TP group "
+                         f"into equal ranks, so give a TP that is a multiple of {dp_attention} (or --tp auto)")
+    if tp == "auto" and not any(t % dp_attention == 0 for t in tps):
+        raise KvregError(f"--dp-attention {dp_attention} divides none of the TPs a node allows "
+                         f"({', '.join(map(str, tps))}): lower --dp-attention or raise --gpus-per-node")
+
+
 def _check_question(db, q: Question) -> tuple[list[dict], list[dict], list[int], dict]:
     """Validate a question: its models, GPUs, dtypes, layout and engine settings. Returns models, GPUs,
     TPs to try and the rule with its settings."""
@@ -238,6 +251,9 @@ def _check_question(db, q: Question) -> tuple[list[dict], list[dict], list[int],
                          "(--gpus-per-node)")
     if not tps:
         raise KvregError(f"PP {q.pp} does not fit in a node of {q.gpus_per_node} GPUs")
+    check_dp_attention(q.dp_attention, "auto" if auto else int(q.tp), tps)
+    # DP-attention splits a TP group into dp_attention ranks: a TP it does not divide cannot exist.
+    tps = [t for t in tps if t % q.dp_attention == 0]
     engine = check_engine_settings({f: getattr(q, f) for f in ENGINE_FIELDS}, q.block_size)
     return models, gpus, tps, engine
 
@@ -271,12 +287,13 @@ def ask(conn, q: Question) -> list[dict]:
 
 
 def _pick_auto_tp(result: list[dict], n_tps: int) -> list[dict]:
-    """--tp auto: per question, the smallest valid TP that holds one sequence, else the largest valid TP
-    (so the row says why not), else the first row (no valid TP: its reason says so)."""
+    """--tp auto: per question, the smallest valid TP that fits (the declared `fits` figure: a replica
+    holds one whole sequence), else the largest valid TP (so the row says why not), else the first row
+    (no valid TP: its reason says so)."""
     picked = []
     for i in range(0, len(result), n_tps):
         group = [r for r in result[i:i + n_tps] if r["tp_valid"]]
-        fitting = [r for r in group if r["max_concurrency"] and r["max_concurrency"] >= 1]
+        fitting = [r for r in group if r["fits"]]
         if fitting:
             picked.append(fitting[0])
         elif group:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from kvreg.db.tables import Demand, Gpu, Model, Plan, WorkloadClass
@@ -51,12 +51,14 @@ MAX_SHARE = 1e6
 # --------------------------------------------------------------------------- validation
 
 
-def validate_plan(conn, spec: dict, *, named: bool = True) -> dict:
+def validate_plan(conn, spec: dict, *, named: bool = True, users: int | None = None, choose_tp: bool = True) -> dict:
     """Check a plan spec and return the row the plan table stores (model and GPU as ids).
 
-    `spec["tp"]` may be "auto": SPEC's minimum TP (the smallest valid TP in the node that holds
-    one context-length sequence), chosen through the capacity view. A plan that does not fit is
-    valid: it is stored, and the views say why it does not fit.
+    `spec["tp"]` may be "auto": the layout that serves `users` (the plan's peak demand; 1 without
+    demand) with the fewest GPUs, found by the same function as `plan solve gpus` (ties: the smaller
+    TP); when no valid TP fits, the largest valid one, so the views say why. A plan that does not
+    fit is valid: it is stored, and the views say why it does not fit. With choose_tp=False an "auto"
+    TP is left as None for a solver to choose.
     """
     s = {**SPEC_DEFAULTS, **{k: v for k, v in spec.items() if v is not None}}
     if named:
@@ -76,15 +78,20 @@ def validate_plan(conn, spec: dict, *, named: bool = True) -> dict:
     s.update(check_engine_settings(s, s["block_size"]))
     check_dtype(conn, s["kv_dtype"], "kv", "KV dtype")
     s["weight_dtype"] = check_dtype(conn, s["weight_dtype"] or m["weight_dtype"], "weight", "weight dtype")
-    if s["tp"] == "auto":
-        s["tp"] = _minimum_tp(conn, s)
-    s["tp"] = check_int(s["tp"], "tp")
-    _check_parallelism(conn, m["name"], s["tp"], s["pp"], s["dp_attention"], s["gpus_per_node"])
+    auto = s["tp"] == "auto"
+    if not auto:
+        s["tp"] = check_int(s["tp"], "tp")
+        _check_parallelism(conn, m["name"], s["tp"], s["pp"], s["dp_attention"], s["gpus_per_node"])
     if s["avg_tokens"] is not None and s["avg_tokens"] > s["context_tokens"]:
         raise KvregError(f"--avg-tokens {s['avg_tokens']:,} is longer than the context ({s['context_tokens']:,} "
                          "tokens, --context): a request cannot hold more than max_model_len; lower one or raise --context")
     row = {k: s[k] for k in SPEC_DEFAULTS}
     row.update(model_id=m["id"], gpu_id=g["id"], notes=check_text(str(s.get("notes") or ""), "notes"))
+    if auto and not choose_tp:
+        row["tp"] = None
+    elif auto:
+        workload = validate_workload(spec.get("workload"), row["context_tokens"], row["avg_tokens"])
+        row["tp"] = _auto_tp(conn, row, m["name"], workload, users or 1)
     if named:
         row["name"] = s["name"]
     return row
@@ -195,20 +202,27 @@ def _check_parallelism(conn, model: str, tp: int, pp: int, dp_attention: int, gp
             f"TP {tp} is not valid for {model} (attention heads must divide by TP, and KV heads by TP or TP by "
             f"KV heads): valid TPs in a {gpus_per_node}-GPU node with PP {pp} are {', '.join(map(str, valid))}"
         )
-    if tp % dp_attention:
-        raise KvregError(f"--dp-attention {dp_attention} must divide --tp {tp}")
+    from kvreg.capacity import check_dp_attention
+
+    check_dp_attention(dp_attention, tp, valid)
 
 
-def _minimum_tp(conn, s: dict) -> int:
-    """`--tp auto`: the TP the capacity view picks (SPEC "Minimum TP for a context")."""
-    from kvreg.capacity import Question, ask
+def _auto_tp(conn, row: dict, model: str, workload: list[dict], users: int) -> int:
+    """`plan add/set --tp auto`: the TP of fewest_gpus (what `plan solve gpus` answers) for `users`;
+    the largest valid TP when none fits (the stored plan's reason then says why)."""
+    tps = _candidate_tps(conn, row, model, "auto")
+    best, _results = fewest_gpus(conn, {**row, "workload": workload}, tps, users)
+    return best["tp"] if best is not None else tps[-1]
 
-    q = Question(models=[s["model"]], gpus=[s["gpu"]], contexts=[s["context_tokens"]], kv_dtypes=[s["kv_dtype"]],
-                 weight_dtype=s["weight_dtype"], tp="auto", pp=s["pp"], dp_attention=s["dp_attention"],
-                 gpus_per_node=s["gpus_per_node"], reserve=s["reserve"],
-                 kv_cache_memory_bytes=s["kv_cache_memory_bytes"], block_size=s["block_size"],
-                 **{f: s[f] for f in ENGINE_FIELDS})
-    return int(ask(conn, q)[0]["tp"])
+
+def fewest_gpus(conn, row: dict, tps: list[int], users: int) -> tuple[dict | None, list[dict]]:
+    """Of the layouts at these TPs, the one that serves `users` with the fewest GPUs (ties: the smaller
+    TP, which gives more, smaller replicas), or None when none fits; and every layout's figures.
+    One function for `plan solve gpus` and `plan add --tp auto`."""
+    results = evaluate(conn, [{**row, "tp": t, "users": users} for t in tps], full=True)
+    fitting = [r for r in results if r["fits"] and r["gpus_needed"] is not None]
+    best = min(fitting, key=lambda r: (r["gpus_needed"], r["tp"])) if fitting else None
+    return best, results
 
 
 def _integrity(exc: IntegrityError, name: str) -> KvregError:
@@ -288,7 +302,9 @@ def set_plan(conn, name: str, changes: dict) -> dict:
     elif changes.get("avg_tokens") is not None:
         changes.setdefault("workload", [])
     spec = {**old, **changes, "name": new_name}
-    row = validate_plan(conn, spec)
+    # --tp auto sizes for the plan's peak demand (1 user without demand), as `plan solve gpus` would
+    peak = conn.execute(select(func.max(Demand.users)).where(Demand.plan_id == get_plan(conn, name)["id"])).scalar()
+    row = validate_plan(conn, spec, users=peak)
     classes = validate_workload(spec.get("workload"), row["context_tokens"], row["avg_tokens"])
     if new_name != name and conn.execute(select(Plan.id).where(Plan.name == new_name)).first() is not None:
         raise _exists(new_name)
@@ -543,17 +559,24 @@ def _candidate_tps(conn, row: dict, model: str, tp, max_gpus: int | None = None)
     """The TPs a solver tries: the one given, or (auto) every valid TP of the node the DP size divides."""
     from kvreg.capacity import valid_tps
 
+    from kvreg.capacity import check_dp_attention
+
     if tp != "auto":
         return [row["tp"]]
+    if row["pp"] > row["gpus_per_node"]:
+        raise KvregError(f"PP {row['pp']} does not fit in a node of {row['gpus_per_node']} GPUs (--gpus-per-node)")
+    valid = valid_tps(conn, model, row["gpus_per_node"], row["pp"])
+    if not valid:
+        raise KvregError(f"no TP is valid for {model} in a {row['gpus_per_node']}-GPU node with PP {row['pp']}")
+    check_dp_attention(row["dp_attention"], "auto", valid)
     limit = row["gpus_per_node"] if max_gpus is None else min(row["gpus_per_node"], max_gpus // row["pp"])
-    return [t for t in valid_tps(conn, model, row["gpus_per_node"], row["pp"])
-            if t % row["dp_attention"] == 0 and t <= limit]
+    return [t for t in valid if t % row["dp_attention"] == 0 and t <= limit]
 
 
 def _solver_row(conn, spec: dict) -> tuple[dict, object]:
-    """Validate a solver's deployment; with --tp auto validation uses TP 1 (valid for every model)."""
+    """Validate a solver's deployment; with --tp auto the row's TP is None (the solver tries each)."""
     tp = spec.get("tp", 1)
-    row = validate_plan(conn, {**spec, "tp": 1 if tp == "auto" else tp}, named=False)
+    row = validate_plan(conn, spec, named=False, choose_tp=False)
     row["workload"] = validate_workload(spec.get("workload"), row["context_tokens"], row["avg_tokens"])
     return row, tp
 
@@ -603,12 +626,10 @@ def solve_gpus(conn, spec: dict, users) -> dict:
     users = check_int(users, "users")
     row, tp = _solver_row(conn, spec)
     tps = _candidate_tps(conn, row, spec["model"], tp)
-    results = evaluate(conn, [{**row, "tp": t, "users": users} for t in tps], full=True)
-    fitting = [r for r in results if r["fits"] and r["gpus_needed"] is not None]
-    if not fitting:
+    best, results = fewest_gpus(conn, row, tps, users)
+    if best is None:
         last = results[-1]
         raise KvregError(f"{spec['model']} does not fit on {spec['gpu']} at TP {last['tp']}: {last['reason']}")
-    best = min(fitting, key=lambda r: (r["gpus_needed"], r["tp"]))
     return _answer(best, users=users, gpus=best["gpus_needed"], context=format_tokens(int(best["context_tokens"])))
 
 

@@ -264,7 +264,7 @@ LLAMA_3_8B = 32 * 8 * 2 * 128 * 2  # 131,072 B per token
 POOL = 53e9
 
 
-@pytest.mark.parametrize("pool_option", ["53e9", "53GB"])
+@pytest.mark.parametrize("pool_option", ["53e9B", "53GB"])
 def test_seed_002_pool_tokens_and_requests(pool_option, capacity):
     rows = capacity("--model", "Llama-3-8B", "--kv-cache-memory", pool_option, "--block-size", "16",
                     "--context", "2048,8192,32768,131072")

@@ -34,9 +34,9 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.option("--kv-dtype", default="bf16", show_default=True, help="KV cache dtypes, comma-separated: bf16,fp8.")
 @click.option("--weight-dtype", default="native", show_default=True, help="Weight dtype, or native (the model's own).")
 @click.option("--tp", default="1", show_default=True, help="Tensor-parallel size, or auto (the smallest valid TP "
-              "in the node that holds one sequence).")
+              "in the node at which a replica holds one whole sequence: fits = 1).")
 @click.option("--pp", type=int, default=1, show_default=True, help="Pipeline-parallel size.")
-@click.option("--dp-attention", type=int, default=1, show_default=True, help="Attention data-parallel size in a TP group.")
+@click.option("--dp-attention", type=int, default=1, show_default=True, help="Attention data-parallel size in a TP group; must divide TP.")
 @click.option("--gpus-per-node", type=int, default=8, show_default=True)
 @click.option("--reserve", default="0.12", show_default=True, help="Share of GPU memory held back, in [0, 1).")
 @click.option("--kv-cache-memory", help="KV pool per GPU given directly (53GB, 40GiB); overrides --reserve.")

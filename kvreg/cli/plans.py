@@ -27,7 +27,8 @@ SOLVE_TABLE = {
 
 
 def _deployment_options(*, defaults: bool, notes: bool = True, context: bool = True, tp: str = "1",
-                        tp_auto: str = "the smallest valid TP in the node that holds one sequence"):
+                        tp_auto: str = "the TP that serves the plan's peak demand, one user without demand, with the fewest GPUs: "
+                                      "what `plan solve gpus` answers"):
     """The `kvreg capacity` options for one deployment. Without defaults (plan set) an option left
     out keeps the stored value."""
 
@@ -42,7 +43,7 @@ def _deployment_options(*, defaults: bool, notes: bool = True, context: bool = T
                      help=f"Tensor-parallel size, or auto ({tp_auto})."),
         click.option("--pp", type=int, default=d(1), show_default=defaults, help="Pipeline-parallel size."),
         click.option("--dp-attention", type=int, default=d(1), show_default=defaults,
-                     help="Attention data-parallel size in a TP group."),
+                     help="Attention data-parallel size in a TP group; must divide TP."),
         click.option("--kv-dtype", default=d("bf16"), show_default=defaults, help="KV cache dtype: bf16, fp8, ..."),
         click.option("--weight-dtype", default=d("native"), show_default=defaults,
                      help="Weight dtype, or native (the model's own)."),

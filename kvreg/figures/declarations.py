@@ -614,8 +614,10 @@ _FIGURES: list[Figure] = [
     ),
     Figure("replicas_per_node", "replicas", "TP x PP groups in a node: gpus_per_node // (TP x PP)",
            floor(I("gpus_per_node") / (I("tp") * I("pp"))), "int"),
-    Figure("node_concurrency", "sequences", "context-length sequences a whole node holds",
-           F("replicas_per_node") * F("max_concurrency")),
+    Figure("node_concurrency", "sequences",
+           "context-length sequences a whole node holds: replicas x max concurrency; 0 when a replica cannot hold"
+           " one whole sequence (fits = 0)",
+           if_(F("fits"), F("replicas_per_node") * F("max_concurrency"), 0)),
     Figure(
         "decode_bytes_per_step_per_gpu",
         "bytes",

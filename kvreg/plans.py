@@ -584,8 +584,9 @@ def _solver_row(conn, spec: dict) -> tuple[dict, object]:
 # --------------------------------------------------------------------------- solvers
 
 
-def solve_context(conn, spec: dict, users, gpus) -> dict:
-    """The longest context that serves `users` concurrent users on `gpus` GPUs.
+def solve_context(conn, spec: dict, users, gpus, *, beyond_claim: bool = False) -> dict:
+    """The longest context that serves `users` concurrent users on `gpus` GPUs, at most the model's
+    claimed context (max_position_embeddings) unless `beyond_claim`.
 
     Without avg_tokens or a workload mix each user holds a whole context (the workload is the
     context); with them the context is searched from the longest request up. With --tp auto every
@@ -596,6 +597,11 @@ def solve_context(conn, spec: dict, users, gpus) -> dict:
     row, tp = _solver_row(conn, {**spec, "context_tokens": MAX_CONTEXT})
     row["users"] = users
     shortest = max([row["avg_tokens"] or 1] + [c["avg_tokens"] for c in row["workload"]])
+    claim = int(get_model(conn, spec["model"])["max_position_embeddings"])
+    limit = MAX_CONTEXT if beyond_claim else min(claim, MAX_CONTEXT)
+    if shortest > limit:
+        raise KvregError(f"requests of {shortest:,} tokens are longer than {spec['model']}'s {claim:,}-token claim "
+                         "(max_position_embeddings): shorten them, or give --beyond-claim to search past it")
     tps = _candidate_tps(conn, row, spec["model"], tp, gpus)
     if not tps or tps[0] * row["pp"] > gpus:
         raise KvregError(f"{gpus} GPU(s) cannot hold one replica of TP {tps[0] if tps else 1} x PP {row['pp']}: "
@@ -604,7 +610,7 @@ def solve_context(conn, spec: dict, users, gpus) -> dict:
     def probe(points):
         return [_serves(r, gpus) for r in evaluate(conn, [{**row, "tp": t, "context_tokens": c} for t, c in points])]
 
-    found = {t: c for t, c in search_largest(tps, shortest, MAX_CONTEXT, probe).items() if c is not None}
+    found = {t: c for t, c in search_largest(tps, shortest, limit, probe).items() if c is not None}
     if not found:
         at_one = evaluate(conn, [{**row, "tp": tps[-1], "context_tokens": shortest}])[0]
         why = at_one["reason"] or (f"even {shortest:,}-token contexts need {at_one['gpus_needed']} GPUs "
@@ -613,8 +619,9 @@ def solve_context(conn, spec: dict, users, gpus) -> dict:
     best_tp = max(found, key=lambda t: (found[t], -t))
     best = found[best_tp]
     result = evaluate(conn, [{**row, "tp": best_tp, "context_tokens": best}], full=True)[0]
-    return _answer(result, users=users, gpus=gpus, context=format_tokens(best),
-                   limited_by="search limit" if best == MAX_CONTEXT else "memory")
+    limited_by = ("search limit" if best == MAX_CONTEXT else "model's claim" if best == limit and not beyond_claim
+                  else "memory")
+    return _answer(result, users=users, gpus=gpus, context=format_tokens(best), limited_by=limited_by)
 
 
 def solve_gpus(conn, spec: dict, users) -> dict:

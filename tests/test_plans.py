@@ -315,7 +315,7 @@ def test_solve_context_is_the_boundary(kv):
 
 def test_solve_context_tp_auto_takes_the_longest_over_tps(kv):
     (ans,) = kv.json("plan", "solve", "context", "--model", "Llama-3.1-70B", "--gpu", "H100-SXM", "--tp", "auto",
-                     "--users", 8, "--gpus", 8)
+                     "--users", 8, "--gpus", 8, "--beyond-claim")  # memory's limit, past the 131,072-token claim
     # One TP8 replica holds all 8 users: 1 KV head per GPU = 40,960 B per token per GPU, and
     # 8 x blocks(C) x 40,960 B <= 0.88 x 80 GiB - 141.2e9 / 8 B.
     pool = H100_BYTES * 0.88 - LLAMA_70B_WEIGHTS / 8
@@ -339,7 +339,7 @@ def test_solve_context_with_a_workload_and_a_kv_pool(kv):
     # Seed 002's chat on one H100: 250 users of 1,500 tokens fit, whatever the context, until one
     # context-length sequence no longer fits the 404,352-token pool.
     (ans,) = kv.json("plan", "solve", "context", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--gpus-per-node", 1,
-                     "--kv-cache-memory", "53GB", "--avg-tokens", 1500, "--users", 250, "--gpus", 1)
+                     "--kv-cache-memory", "53GB", "--avg-tokens", 1500, "--users", 250, "--gpus", 1, "--beyond-claim")
     assert ans["context_tokens"] == 25_272 * BLOCK == 404_352
     assert ans["context_within_claim"] == 0
     base = ["--model", "Llama-3-8B", "--gpu", "H100-SXM", "--gpus-per-node", 1, "--kv-cache-memory", "53GB",

@@ -15,7 +15,7 @@ from test_plans import BLOCK, LLAMA_8B_KV_BYTES_PER_TOKEN, SEED_002_POOL, blocks
 
 CHAT = blocks(1500) * LLAMA_8B_KV_BYTES_PER_TOKEN  # 94 blocks = 1,504 tokens: 197,132,288 B
 DOCS = blocks(13000) * LLAMA_8B_KV_BYTES_PER_TOKEN  # 813 blocks = 13,008 tokens: 1,704,984,576 B
-BASE = ["--model", "Llama-3-8B", "--gpu", "H100-SXM", "--gpus-per-node", 1, "--kv-cache-memory", SEED_002_POOL,
+BASE = ["--model", "Llama-3-8B", "--gpu", "H100-SXM", "--gpus-per-node", 1, "--kv-cache-memory", f"{SEED_002_POOL}B",
         "--context", 13000]
 
 
@@ -156,7 +156,7 @@ def test_solvers_take_a_mix(kv):
     assert fewer["gpus_needed"] == math.ceil(212 / per_gpu) == 2
     # The longest context for 200 mixed users on 2 GPUs: the mix fixes the users per GPU, so the
     # context grows until one context-length sequence no longer fits the 404,352-token pool.
-    (ctx,) = kv.json("plan", "solve", "context", *base, *mix, "--users", 200, "--gpus", 2)
+    (ctx,) = kv.json("plan", "solve", "context", *base, *mix, "--users", 200, "--gpus", 2, "--beyond-claim")
     assert ctx["context_tokens"] == 25_272 * BLOCK == 404_352
     kv("plan", "add", "at", *base, "--context", 404_352, *mix)
     kv("plan", "add", "beyond", *base, "--context", 404_353, *mix)

@@ -19,7 +19,7 @@ CALIBRATION_COLUMNS = ["plan", "rule", "measured_engine_version", "kv_cache_toke
 ROLLUP_COLUMNS = ["gpu", "quarter", "plans", "plans_not_fitting", "users", "gpus_needed", "nodes_needed",
                   "cost_per_month", "capex", "previous_gpus_needed", "gpus_change"]
 SOLVE_TABLE = {
-    "context": ["model", "gpu", "tp", "users", "gpus", "context_tokens", "context", "max_concurrency",
+    "context": ["model", "gpu", "tp", "users", "gpus", "context_tokens", "max_concurrency",
                 "workload_concurrency", "replicas_needed", "gpus_needed", "context_within_claim", "limited_by"],
     "gpus": ["model", "gpu", "tp", "users", "context_tokens", "workload_concurrency", "replicas_needed", "gpus_needed",
              "nodes_needed", "headroom_users", "cost_per_month", "capex"],
@@ -130,6 +130,19 @@ def _parse_tp(tp: str):
     return value
 
 
+def _claim_warning(conn, row: dict) -> str:
+    """A warning for a plan whose context is past its model's max_position_embeddings ("" otherwise):
+    the plan is saved, and the memory may hold the context, but the model does not claim to work there."""
+    from kvreg.registry import get_model
+
+    if row["context_within_claim"]:
+        return ""
+    claim = get_model(conn, row["model"])["max_position_embeddings"]
+    return (f"kvreg: warning: plan {row['plan']}'s context ({int(row['context_tokens']):,} tokens) is beyond "
+            f"{row['model']}'s {claim:,}-token claim (max_position_embeddings); saved, but the model is not known "
+            "to answer well past it")
+
+
 def _fit_note(row: dict) -> str:
     return "" if row["fits"] else f"; it does not fit: {row['reason']}"
 
@@ -158,7 +171,10 @@ def plan_add(ctx, name, **opts):
     spec = {"name": name, **_spec(opts, partial=False)}
     with open_db(ctx).begin() as conn:
         row = add_plan(conn, spec)
+        claim = _claim_warning(conn, row)
     click.echo(f"added plan {name}{_fit_note(row)}")
+    if claim:
+        click.echo(claim, err=True)
 
 
 @plan_group.command("set")
@@ -179,7 +195,10 @@ def plan_set(ctx, name, rename, **opts):
         changes["rename"] = rename
     with open_db(ctx).begin() as conn:
         row = set_plan(conn, name, changes)
+        claim = _claim_warning(conn, row)
     click.echo(f"changed plan {row['plan']}{_fit_note(row)}")
+    if claim:
+        click.echo(claim, err=True)
 
 
 @plan_group.command("calibrate")
@@ -304,13 +323,17 @@ def solve_group():
 @solve_group.command("context")
 @click.option("--users", required=True, help="Concurrent users to serve.")
 @click.option("--gpus", required=True, help="GPUs available.")
+@click.option("--beyond-claim", is_flag=True, help="Search past the model's claimed context (max_position_embeddings); "
+              "without it the answer is at most the claim.")
 @_deployment_options(defaults=True, notes=False, context=False, tp="auto", tp_auto="try every valid TP")
 @format_option()
 @click.pass_context
 @user_errors
-def solve_context_cmd(ctx, users, gpus, fmt, **opts):
-    """The longest context that serves N concurrent users on G GPUs. Each user holds a whole context
-    unless --avg-tokens or --workload is given. --tp auto (the default) tries every valid TP.
+def solve_context_cmd(ctx, users, gpus, beyond_claim, fmt, **opts):
+    """The longest context that serves N concurrent users on G GPUs, at most the model's claimed
+    context unless --beyond-claim (limited_by says which bound it met: memory, the model's claim).
+    Each user holds a whole context unless --avg-tokens or --workload is given. --tp auto (the
+    default) tries every valid TP.
 
     Example: kvreg plan solve context --model Llama-3.1-70B --gpu H100-SXM --tp 4 --users 8 --gpus 8
     """
@@ -318,7 +341,7 @@ def solve_context_cmd(ctx, users, gpus, fmt, **opts):
 
     spec = _spec(opts, partial=False)
     with open_db(ctx).connect() as conn:
-        row = solve_context(conn, spec, users, gpus)
+        row = solve_context(conn, spec, users, gpus, beyond_claim=beyond_claim)
     _emit_solution(row, fmt, "context")
 
 
@@ -360,7 +383,10 @@ def solve_reserve_cmd(ctx, plan, quarter, fmt):
 
 def _emit_solution(row: dict, fmt: str, kind: str) -> None:
     if fmt == "table":
-        emit_record({k: row.get(k) for k in SOLVE_TABLE[kind] if k in row}, fmt)
+        keys = [k for k in SOLVE_TABLE[kind] if k in row]
+        if row.get("workload_concurrency") == row.get("max_concurrency") and "max_concurrency" in keys:
+            keys.remove("workload_concurrency")  # no average or mix: the same figure, printed once
+        emit_record({k: row[k] for k in keys}, fmt)
     else:
         emit([row], fmt)
 

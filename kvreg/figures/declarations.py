@@ -221,6 +221,38 @@ def _sequence_bytes(tokens: Expr) -> Expr:
 
 # --------------------------------------------------------------------------- figures
 
+# Why a layout does not fit, or "" when it does (the reason figure adds the model's claim).
+_WHY_NOT = (
+        if_(
+            not_(F("tp_valid")),
+            concat("TP ", I("tp"), " x PP ", I("pp"), " is not valid for ", I("attention_heads"), " attention heads, ",
+                   I("kv_heads"), " KV heads and ", I("gpus_per_node"), " GPUs per node"),
+            if_(
+                not_(F("kv_dtype_valid")),
+                concat("KV dtype ", I("kv_dtype"), " is for MLA models only"),
+                if_(
+                    not_(F("weights_fit")),
+                    if_(
+                        isnull(I("kv_cache_memory_bytes")),
+                        concat("weights need ", fmt(F("weights_gib_per_gpu"), 2), " GiB per GPU but only ",
+                               fmt(F("allocatable_gib_per_gpu"), 2), " GiB is usable"),
+                        concat("weights (", fmt(F("weights_gib_per_gpu"), 2), " GiB) plus the KV pool (",
+                               fmt(F("kv_pool_gib_per_gpu"), 2), " GiB) exceed ", fmt(F("memory_gib"), 2),
+                               " GiB per GPU"),
+                    ),
+                    if_(
+                        F("whole_sequences") < 1,
+                        concat("one ", I("context_tokens"), "-token sequence needs ",
+                               fmt(F("kv_gib_per_sequence_per_gpu"), 2), " GiB per GPU but the KV pool holds ",
+                               fmt(F("kv_pool_gib_per_gpu"), 2), " GiB"),
+                        "",
+                    ),
+                ),
+            ),
+        )
+)
+
+
 _FIGURES: list[Figure] = [
     # ---- per model and KV dtype
     Figure("is_mla", "flag", "1 when the model caches an MLA latent", if_(isnull(I("kv_lora_rank")), 0, 1), "flag"),
@@ -566,32 +598,15 @@ _FIGURES: list[Figure] = [
     Figure(
         "reason",
         "text",
-        "why it does not fit (empty when it fits)",
+        "why it does not fit (empty when it fits and the context is within the model's claim); a context beyond"
+        " max_position_embeddings is said here too, fitting or not",
         if_(
-            not_(F("tp_valid")),
-            concat("TP ", I("tp"), " x PP ", I("pp"), " is not valid for ", I("attention_heads"), " attention heads, ",
-                   I("kv_heads"), " KV heads and ", I("gpus_per_node"), " GPUs per node"),
+            F("context_within_claim"),
+            _WHY_NOT,
             if_(
-                not_(F("kv_dtype_valid")),
-                concat("KV dtype ", I("kv_dtype"), " is for MLA models only"),
-                if_(
-                    not_(F("weights_fit")),
-                    if_(
-                        isnull(I("kv_cache_memory_bytes")),
-                        concat("weights need ", fmt(F("weights_gib_per_gpu"), 2), " GiB per GPU but only ",
-                               fmt(F("allocatable_gib_per_gpu"), 2), " GiB is usable"),
-                        concat("weights (", fmt(F("weights_gib_per_gpu"), 2), " GiB) plus the KV pool (",
-                               fmt(F("kv_pool_gib_per_gpu"), 2), " GiB) exceed ", fmt(F("memory_gib"), 2),
-                               " GiB per GPU"),
-                    ),
-                    if_(
-                        F("whole_sequences") < 1,
-                        concat("one ", I("context_tokens"), "-token sequence needs ",
-                               fmt(F("kv_gib_per_sequence_per_gpu"), 2), " GiB per GPU but the KV pool holds ",
-                               fmt(F("kv_pool_gib_per_gpu"), 2), " GiB"),
-                        "",
-                    ),
-                ),
+                F("fits"),
+                concat("fits, beyond the model's ", I("max_position_embeddings"), "-token claim"),
+                concat(_WHY_NOT, "; beyond the model's ", I("max_position_embeddings"), "-token claim"),
             ),
         ),
         "text",

@@ -100,3 +100,17 @@ def test_readme_links_to_files_that_exist():
     assert links, "the README links the docs"
     missing = sorted({link for link in links if not (REPO / link).exists()})
     assert missing == [], f"README links to missing files: {missing}"
+
+
+def test_no_help_report_or_workbook_text_sends_the_reader_to_files_they_do_not_have(entries):
+    """Users have neither the capacity spec nor the seed documents kvreg was built from: help, the
+    report and the workbook name the method for what it is and point to docs/methodology.md."""
+    banned = re.compile(r"\bSPEC\b|SPEC\.md|SPEC's|\bseed \d{3}|\bseeds?'s?\b(?! on first use)|the seeds", re.I)
+    for e in entries:
+        assert not banned.search(e.help), (e.path, banned.search(e.help).group(0))
+    report = (REPO / "tests" / "snapshots" / "capacity.md").read_text(encoding="utf-8")  # the seeded report
+    assert not banned.search(report), banned.search(report).group(0)
+    for source in ("kvreg/export/xlsx.py", "kvreg/export/excel_layout.py", "templates/capacity.md.j2"):
+        text = (REPO / source).read_text(encoding="utf-8")
+        strings = re.findall(r'"([^"\n]*)"', text)  # what reaches a cell or the page, not the comments
+        assert not [s for s in strings if banned.search(s)], source

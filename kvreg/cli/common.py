@@ -31,7 +31,7 @@ def engine_options(defaults: bool) -> list:
     clears = "" if defaults else "; none clears it"
     return [
         click.option("--rule", default="theoretical" if defaults else None, show_default=defaults,
-                     help="Allocation rule: theoretical (SPEC's reserve), vllm or sglang (what the engine allocates)."),
+                     help="Allocation rule: theoretical (a share of memory held back, --reserve, 12% by default; see docs/methodology.md), vllm or sglang (what the engine allocates)."),
         click.option("--gpu-memory-utilization", help=f"vLLM: share of GPU memory it may use, in (0, 1] (default 0.92)"
                      f"{clears}."),
         click.option("--max-num-batched-tokens", help=f"vLLM: tokens per scheduler step (default 8192){clears}."),
@@ -115,9 +115,15 @@ def normalise(rows: list[dict]) -> list[dict]:
     return out
 
 
+def _is_money(key: str) -> bool:
+    return "price" in key or "cost" in key or key.startswith("capex") or key.endswith("_usd")
+
+
 def _cell(v, key: str = "") -> str:
     if v is None:
         return ""
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and _is_money(key):
+        return f"{v:,.2f}"  # USD: always cents
     if isinstance(v, float):
         if key.endswith("_gib") or "_gib_" in key or key.endswith("_gb"):
             return f"{v:,.2f}"
@@ -125,7 +131,8 @@ def _cell(v, key: str = "") -> str:
             return f"{int(v):,}"
         return f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
     if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}" if abs(v) >= 10000 else str(v)
+        # grouped (8,192 beside 32,768), except identifiers
+        return str(v) if key == "id" or key.endswith("_id") else f"{v:,}"
     return " ".join(str(v).split())
 
 

@@ -87,8 +87,7 @@ def display(value: object, name: str = "") -> Md:
     if unit == "bytes/s":
         return Md(f"{value / 1e12:,.2f} TB/s")
     if unit == "tokens" and float(value).is_integer():
-        label = format_tokens(int(value))
-        return Md(label if label != str(int(value)) else _int(value))
+        return Md(_int(value))  # a number (131,072), never a label (128K), so a column reads as one kind
     if kind == "int" or (isinstance(value, int) and not kind) or unit in ("bytes", "params", "layers", "heads"):
         if float(value).is_integer():
             return Md(_int(value))

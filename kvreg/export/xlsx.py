@@ -677,7 +677,7 @@ def _about_sheet(ws, conn, quarter: str, generated_at: str) -> None:
         ("", "Names are matched exactly (wildcards * ? ~ are taken literally) but without regard to case.", None),
         ("Functions used", ", ".join(FUNCTIONS_USED), None),
         ("Units", "GiB = 2^30 bytes, GB = 10^9 bytes; each column's unit is in row 1 and its number format.", None),
-        ("Source", "Figures and their meaning: docs/workbook.md and SPEC.md in the kvreg repository.", None),
+        ("Source", "Figures and their meaning: docs/workbook.md and docs/methodology.md in the kvreg repository.", None),
     ]
     g = Grid(ws)
     for i, (a, b, style) in enumerate(lines, start=1):

@@ -375,7 +375,7 @@ _FIGURES: list[Figure] = [
     Figure("usable_gib_per_gpu", "GiB", "the same in GiB", F("usable_bytes_per_gpu") / GIB),
     # ---- engine knobs as the engine resolves them (NULL under a rule that has no such knob)
     Figure("gpu_memory_utilization_used", "fraction",
-           f"vLLM: gpu_memory_utilization, else {VLLM_GPU_MEMORY_UTILIZATION} (SPEC's default)",
+           f"vLLM: gpu_memory_utilization, else {VLLM_GPU_MEMORY_UTILIZATION} (vLLM's default)",
            if_(_rule("vllm"), coalesce(I("gpu_memory_utilization"), VLLM_GPU_MEMORY_UTILIZATION), Const(None))),
     Figure("max_num_batched_tokens_used", "tokens", f"vLLM: max_num_batched_tokens, else {VLLM_MAX_NUM_BATCHED_TOKENS:,}",
            if_(_rule("vllm"), coalesce(I("max_num_batched_tokens"), VLLM_MAX_NUM_BATCHED_TOKENS), Const(None)), "int"),

@@ -548,6 +548,7 @@ def machine() -> list[tuple[str, str]]:
             return "not installed"
 
     return [
+        ("load average (1, 5, 15 min) when the run started", " / ".join(f"{x:.1f}" for x in LOAD_AT_START)),
         ("CPUs (nproc)", str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())),
         ("CPU model", cpu_model()),
         ("memory", memory()),
@@ -567,7 +568,7 @@ def write_doc(path: Path, ctx: Context, args, sizes: dict[int, dict], goals, sca
         "# Performance",
         "",
         f"Written by `python bench/run.py --sizes {','.join(map(str, sizes))} --repeat {args.repeat} "
-        f"{_repeat_at_text(args)}--imports {args.imports}` on {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}. Every figure is a whole "
+        f"{_repeat_at_text(args)}--imports {args.imports}{_only_text(args)}` on {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}. Every figure is a whole "
         "process, timed from start to exit, the median of the runs; each is set beside a baseline measured in "
         "the same run on the same machine. Re-run it after a change that could matter; see bench/README.md.",
         "",
@@ -582,6 +583,20 @@ def write_doc(path: Path, ctx: Context, args, sizes: dict[int, dict], goals, sca
         "| target | measured | result |",
         "| --- | --- | --- |",
         *[f"| {t} | {m} | {r} |" for t, m, r in goals],
+        "",
+        "## Read commands",
+        "",
+        "Every read command takes one read path (kvreg/db/read.py). A SQLite registry at the newest schema, "
+        "seeded, whose views were compiled from this kvreg's declarations (the one test: "
+        "`kvreg.fastpath.eligibility`) is read with the standard library's sqlite3 and never imports "
+        "SQLAlchemy, SQLModel or Alembic (about 0.3 s); any other registry is opened the full way. Both ways "
+        "run the same queries and print through the same formatter, so the output is identical byte for byte "
+        "(tests/test_read_path.py compares them in table, json and csv; `KVREG_FULL_PATH=1` forces the full "
+        "way). What is left is Python with click (about twice `python -c pass`) plus SQLite preparing the "
+        "view queries: the views are large SQL, and `plan rollup` prepares `plan_quarter` twice (the "
+        "procurement view joins it to itself for the previous quarter), so the commands over "
+        "`plan_quarter` (`plan rollup`, `plan show`, `demand list`) cost the most; running a prepared "
+        "query again takes about a millisecond on the seeded registry.",
         "",
         "## Registries",
         "",
@@ -615,11 +630,18 @@ def write_doc(path: Path, ctx: Context, args, sizes: dict[int, dict], goals, sca
               "report workbook's own cell values (read back from it) for reports.",
               f"- Peak memory is the child's ru_maxrss from wait4. Linux starts it from the parent's size at fork, "
               f"so {floor:.0f} MiB (this script's own peak) is a floor under every figure.",
+              "- Read commands (issue 20's target) run on the seeded registry, each run paired with a run of "
+              "`python -c pass` just before it (B A B A ...); the figure is the median of the per-pair ratios, "
+              "which stays meaningful when the machine's speed drifts during the run.",
               "- `kvreg model import` imports into a fresh copy of a seeded registry each run; reports write into "
               "an empty folder each run."]
     lines += ["", "## Log", "", "```", *[ln for ln in ctx.lines if ln.strip()], "```", ""]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines))
+
+
+def _only_text(args) -> str:
+    return "" if list(args.only) == list(SECTIONS) else " --only " + ",".join(args.only)
 
 
 def _repeat_at_text(args) -> str:
@@ -658,7 +680,7 @@ def _bytecode(folder: Path) -> None:
     os.environ["PYTHONPYCACHEPREFIX"] = str(folder)
 
 
-def warm_up(ctx: Context, template: Path, reg: dict) -> None:
+def warm_up(ctx: Context, template: Path, reg: dict, reports: bool = True) -> None:
     """One untimed run of each kind of work: compiling modules and building matplotlib's font cache
     are a first-run cost, not the cost of a question."""
     scratch = ctx.work / "warm-up"
@@ -669,7 +691,7 @@ def warm_up(ctx: Context, template: Path, reg: dict) -> None:
     configs = synth.write_configs(scratch / "configs", 2)
     for cmd in ([*ctx.kvreg, "--db", reg["url"], "capacity"],
                 [*ctx.kvreg, "--db", reg["url"], "plan", "list", "--format", "json"],
-                [*ctx.kvreg, "--db", reg["url"], "report", "--out", str(scratch / "reports")],
+                *([[*ctx.kvreg, "--db", reg["url"], "report", "--out", str(scratch / "reports")]] if reports else []),
                 [*ctx.kvreg, "--db", f"sqlite:///{db}", "model", "import", *map(str, configs)],
                 [sys.executable, "-c", "import json, pickle, sqlite3, matplotlib.pyplot, openpyxl"]):
         run_once(cmd, ctx.work, ctx.timeout, ctx.work / "stdout")
@@ -694,6 +716,10 @@ def build(ctx: Context, sizes: list[int]) -> tuple[Path, dict[int, dict]]:
     return template, regs
 
 
+LOAD_AT_START = os.getloadavg()
+SECTIONS = ("startup", "reads", "plan-list", "report", "import", "seeded-report")
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", default="100,1000,10000", help="registry sizes: models and plans (default %(default)s)")
@@ -706,6 +732,9 @@ def parse_args(argv=None):
     p.add_argument("--memory-limit", type=float, default=8,
                    help="GiB of address space each timed process may take; beyond it the run fails (0: no limit)")
     p.add_argument("--workdir", type=Path, help="keep registries and outputs here (default: a temporary folder)")
+    p.add_argument("--only", default=",".join(SECTIONS), metavar="SECTION[,...]",
+                   help="run only these sections (default: all): " + ", ".join(SECTIONS)
+                   + "; targets of the others read 'not measured'")
     args = p.parse_args(argv)
     args.sizes = sorted({int(s.replace(",", "").replace("_", "")) for s in args.sizes.split(",") if s.strip()})
     try:
@@ -713,6 +742,10 @@ def parse_args(argv=None):
                           for n, k in (item.split("=") for item in args.repeat_at.split(",") if item.strip())}
     except ValueError:
         p.error("--repeat-at takes SIZE=RUNS pairs separated by commas: 10000=1")
+    args.only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = sorted(set(args.only) - set(SECTIONS))
+    if unknown or not args.only:
+        p.error(f"--only takes sections among {', '.join(SECTIONS)}, not {', '.join(unknown) or 'nothing'}")
     if (not args.sizes or min(args.sizes) < 1 or args.repeat < 1 or args.imports < 1
             or any(k < 1 for k in args.repeat_at.values())):
         p.error("sizes, --repeat, --repeat-at and --imports must be positive")
@@ -728,13 +761,18 @@ def main(argv=None) -> int:
                       memory=int(args.memory_limit * GIB), repeat_at=args.repeat_at)
         _bytecode(ctx.work / "pycache")
         template, sizes = build(ctx, args.sizes)
-        warm_up(ctx, template, sizes[args.sizes[0]])
-        bench_startup(ctx, sizes)
-        bench_reads(ctx, template)
-        bench_plan_list(ctx, sizes)
-        bench_reports(ctx, sizes)
-        bench_import(ctx, template, args.imports)
-        bench_seeded_report(ctx, template)
+        warm_up(ctx, template, sizes[args.sizes[0]], reports="report" in args.only)
+        sections = {
+            "startup": lambda: bench_startup(ctx, sizes),
+            "reads": lambda: bench_reads(ctx, template),
+            "plan-list": lambda: bench_plan_list(ctx, sizes),
+            "report": lambda: bench_reports(ctx, sizes),
+            "import": lambda: bench_import(ctx, template, args.imports),
+            "seeded-report": lambda: bench_seeded_report(ctx, template),
+        }
+        for name, run in sections.items():
+            if name in args.only:
+                run()
         scale = scaling(ctx)
         goals = targets(ctx, sizes, scale)
         ctx.say("\n== targets")

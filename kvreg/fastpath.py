@@ -16,11 +16,18 @@ Stdlib only at import time: this module is loaded by every read command.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import re
 import sqlite3
+
+try:  # CPython's own SHA-256 (same digest): hashlib would load OpenSSL too, a few ms of start-up time
+    from _sha256 import sha256
+except ImportError:  # Python 3.12 and later name it _sha2; other interpreters have hashlib only
+    try:
+        from _sha2 import sha256
+    except ImportError:
+        from hashlib import sha256
 
 # kvreg.figures.views.VIEW_NAMES, kept equal by a test (importing views compiles nothing but
 # still costs 30 ms).
@@ -35,7 +42,7 @@ def figures_fingerprint(dialect: str = "sqlite") -> str:
     The views are compiled from those modules alone, so equal sources give equal views; this
     costs a few file reads where compiling the views to compare them costs 40 ms.
     """
-    h = hashlib.sha256(dialect.encode() + b"\0")
+    h = sha256(dialect.encode() + b"\0")
     for name in sorted(os.listdir(_FIGURES_DIR)):
         if name.endswith(".py"):
             with open(os.path.join(_FIGURES_DIR, name), "rb") as f:

@@ -23,9 +23,12 @@ from typing import Any
 from sqlalchemy import String, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from kvreg.db.read import DECLARED_KINDS, declared_rows
 from kvreg.db.tables import DTYPE_FIELDS, GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, Model, Plan
 from kvreg.errors import KvregError
-from kvreg.export.toml_text import KINDS, export_text, toml_string, toml_value  # noqa: F401  (re-exported)
+from kvreg.export.toml_text import toml_string, toml_text, toml_value  # noqa: F401  (re-exported)
+
+KINDS = DECLARED_KINDS  # apply order matters: models refer to dtypes
 
 _TABLES = {"dtype": Dtype, "gpu": Gpu, "model": Model}
 _FIELDS = {"dtype": DTYPE_FIELDS, "gpu": GPU_FIELDS, "model": MODEL_FIELDS}
@@ -344,3 +347,11 @@ def _show(value: Any, limit: int = 60) -> str:
     if len(text) <= limit:
         return text
     return text[: limit - 4] + "..." + (text[0] if isinstance(value, str) else "")
+
+
+# --------------------------------------------------------------------------- exporting
+
+
+def export_text(conn) -> str:
+    """The registry's dtypes, GPUs and models as TOML in the apply format, ordered by name."""
+    return toml_text(declared_rows(conn))

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import json
 import math
 
@@ -132,6 +130,9 @@ def emit(rows: list[dict], fmt: str, columns: list[str] | None = None) -> None:
         return
     rows = normalise(rows)
     if fmt == "csv":
+        import csv  # here, not at the top: only csv output needs it (start-up time)
+        import io
+
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(columns)

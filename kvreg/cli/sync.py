@@ -40,9 +40,10 @@ def export_cmd(ctx, out):
 
     Export, apply to another registry, export again: the text is identical.
     """
-    from kvreg.export.toml_text import export_text
+    from kvreg.db.read import declared_rows
+    from kvreg.export.toml_text import toml_text
 
-    text = read(ctx, export_text)
+    text = toml_text(read(ctx, declared_rows))
     if out is None:
         click.echo(text, nl=False)
         return

@@ -177,9 +177,15 @@ def _one(conn, table: str, name: str, what: str) -> dict:
     return rows[0]
 
 
-def registry_rows(conn, table: str) -> list[dict]:
-    """Every row of the dtype, gpu or model table, in no particular order (columns as COLUMNS)."""
-    return runner(conn).rows(_select(table, order=""))
+# What a declaration file (`kvreg export`, `kvreg apply`) holds, in apply order: models refer to dtypes.
+DECLARED_KINDS = ("dtype", "gpu", "model")
+
+
+def declared_rows(conn) -> dict[str, list[dict]]:
+    """Every dtype, GPU and model row (columns as COLUMNS), each kind sorted by name."""
+    # Sorted here, not in SQL: PostgreSQL's collation would order names differently from SQLite's.
+    return {kind: sorted(runner(conn).rows(_select(kind, order="")), key=lambda r: r["name"])
+            for kind in DECLARED_KINDS}
 
 
 def list_dtypes(conn) -> list[dict]:

@@ -1,16 +1,14 @@
 """The registry's dtypes, GPUs and models as TOML: what `kvreg export` writes and `kvreg apply` reads
-(kvreg.sync). Stdlib only at import time: `kvreg export` reads through kvreg.db.read, on the fast
-path without SQLAlchemy."""
+(kvreg.sync). Rendering only: the rows come from kvreg.db.read.declared_rows. Stdlib only at import
+time, so `kvreg export` runs without SQLAlchemy on the fast read path."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
-from kvreg.db.read import COLUMNS, registry_rows
+from kvreg.db.read import COLUMNS, DECLARED_KINDS
 
-# Apply order matters: models refer to dtypes.
-KINDS = ("dtype", "gpu", "model")
 _HEADER = (
     "# kvreg registry: dtypes, GPUs and models.\n"
     "# Written by `kvreg export`; `kvreg apply FILE` syncs a registry to it (see docs/cli.md).\n"
@@ -18,13 +16,11 @@ _HEADER = (
 )
 
 
-def export_text(conn) -> str:
-    """The registry's dtypes, GPUs and models as TOML in the apply format, ordered by name."""
+def toml_text(declared: dict[str, list[dict]]) -> str:
+    """{kind: rows} (kvreg.db.read.declared_rows) as TOML in the apply format, in the order given."""
     parts = [_HEADER]
-    for kind in KINDS:
-        # Sorted here, not in SQL: PostgreSQL's collation would order names differently from SQLite's.
-        rows = sorted(registry_rows(conn, kind), key=lambda r: r["name"])
-        parts += [_table_text(kind, row) for row in rows]
+    for kind in DECLARED_KINDS:
+        parts += [_table_text(kind, row) for row in declared.get(kind, [])]
     return "\n".join(parts)
 
 

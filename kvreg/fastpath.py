@@ -163,11 +163,15 @@ def read(url: str | None, fn) -> tuple[bool, object]:
         conn.close()
 
 
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9 ./_+-]*")
+
+
 def display_url(url: str | None) -> str:
-    """The registry URL as `kvreg db current` prints it: a plain sqlite:/// URL holds no password
-    and prints as given; any other is masked by kvreg.db.engine.mask_url (which loads SQLAlchemy)."""
+    """The registry URL as `kvreg db current` prints it (kvreg.db.engine.mask_url's text). A sqlite:///
+    URL of plain characters holds no password and mask_url prints it as given; any other is
+    masked (and percent-escaped) by mask_url itself, which loads SQLAlchemy."""
     url = url or os.environ.get("KVREG_DB") or DEFAULT_URL
-    if sqlite_file(url) is not None:
+    if sqlite_file(url) is not None and _PLAIN_PATH.fullmatch(url[len("sqlite:///"):]):
         return url
     from kvreg.db.engine import mask_url
 

@@ -237,3 +237,15 @@ def test_a_new_read_query_is_one_function(current):
         return db_read.runner(conn).rows("SELECT name FROM gpu ORDER BY memory_bytes DESC, name LIMIT 1")
 
     assert db_read.read(current, biggest_gpu) == [{"name": "B200"}]
+
+
+@pytest.mark.parametrize("url", [
+    "sqlite:///registry.db", "sqlite:////tmp/a b/c.db", "sqlite:///./x_y-z+1.db",  # printed as given
+    "sqlite:///we@ird:name.db", "sqlite:///ünï/x.db", "sqlite:////tmp/p=q;r.db",  # escaped by SQLAlchemy
+    "sqlite:///reg.db?mode=ro", "postgresql+psycopg://planner:s3cret@db/kvreg",  # masked by SQLAlchemy
+])
+def test_db_current_prints_the_url_as_mask_url_does(url):
+    from kvreg.db.engine import mask_url
+
+    assert fastpath.display_url(url) == mask_url(url)
+    assert "s3cret" not in fastpath.display_url(url)

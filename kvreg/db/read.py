@@ -13,15 +13,18 @@ with one formatter (kvreg.cli.common.emit).
 A new read command is a query function here (or anywhere that reads through `runner`) and one
 call: `rows = read(url, lambda conn: my_query(conn, arg))`.
 
-Stdlib only at import time: this module is loaded by every read command (start-up time, see
-DESIGN.md). SQLAlchemy is imported inside functions, on the full path only.
+Stdlib only at import time: this module is loaded by every read command (start-up time).
+SQLAlchemy is imported inside functions, on the full path only.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from contextlib import contextmanager
 
+from kvreg import fastpath
 from kvreg.errors import suggest
+from kvreg.units import parse_quarter
 
 # Registry columns in the order the table definitions give them (kvreg.db.tables; a test keeps them
 # equal). Rows are read with these lists, never `SELECT *`: a column added by a migration sits last
@@ -51,8 +54,6 @@ def read(url: str | None, fn, *, prepare: bool = True):
     command does), or, with prepare=False, connected to as it is (`kvreg db current` must not
     upgrade what it reports on). Errors fn raises (an unknown name, ...) propagate unchanged.
     """
-    from kvreg import fastpath
-
     answered, result = fastpath.read(url, fn)
     if answered:
         return result
@@ -81,7 +82,9 @@ def _full_read(url: str | None, fn, prepare: bool):
 
 
 class _SqlaRunner:
-    """Runs the statements on a SQLAlchemy connection (SQLite or PostgreSQL)."""
+    """Runs the statements on a SQLAlchemy connection (SQLite or PostgreSQL). SQLAlchemy's text() is
+    imported in each method, not at the top: this module is on every read's start-up path, and a
+    SQLAlchemy connection means SQLAlchemy is loaded already."""
 
     def __init__(self, conn):
         self.conn = conn
@@ -150,8 +153,6 @@ def runner(conn):
     """The runner for a SQLAlchemy connection or a stdlib sqlite3 connection: .rows(sql, params)
     returns dicts, .columns(sql, params) the result's column names, .execute(sql, params) writes,
     .scratch() is a transaction always rolled back."""
-    import sqlite3
-
     if isinstance(conn, (_SqlaRunner, _SqliteRunner)):
         return conn
     if isinstance(conn, sqlite3.Connection):
@@ -221,8 +222,6 @@ def list_gpus(conn) -> list[dict]:
 
 def current_revision(conn) -> str | None:
     """The registry's schema revision (None: no alembic_version table, a new or foreign database)."""
-    import sqlite3
-
     if isinstance(conn, sqlite3.Connection):  # only an eligible registry gets here: the table exists
         rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
         return rows[0][0] if rows else None
@@ -303,8 +302,6 @@ def show_plan(conn, name: str, quarter: str | None = None) -> list[dict]:
     With no demand (for that quarter), one row: the plan_capacity figures, with the demand
     columns empty.
     """
-    from kvreg.units import parse_quarter
-
     cap = plan_capacity(conn, name)
     quarter = parse_quarter(quarter) if quarter else None
     rows = list_demand(conn, plan=name, quarter=quarter)
@@ -319,8 +316,6 @@ def view_columns(conn, view: str) -> list[str]:
 
 def list_demand(conn, plan: str | None = None, quarter: str | None = None) -> list[dict]:
     """plan_quarter rows, by plan then quarter, optionally for one plan and/or one quarter."""
-    from kvreg.units import parse_quarter
-
     where, params = [], {}
     if plan is not None:
         get_plan(conn, plan)
@@ -335,8 +330,6 @@ def list_demand(conn, plan: str | None = None, quarter: str | None = None) -> li
 
 def rollup(conn, quarter: str | None = None) -> list[dict]:
     """The procurement view: GPUs, nodes and cost per GPU type per quarter, and the change from the quarter before."""
-    from kvreg.units import parse_quarter
-
     sql, params = "SELECT * FROM procurement", {}
     if quarter is not None:
         sql += " WHERE quarter = :quarter"

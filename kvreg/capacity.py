@@ -6,15 +6,15 @@ every figure comes from the same view SQL that plans and reports use.
 
 The statements are plain SQL strings with named parameters, run through a small runner, so
 the same code answers on a SQLAlchemy connection (any backend) and on a stdlib sqlite3
-connection (kvreg.fastpath: `kvreg capacity` without importing SQLAlchemy). This module
+connection (kvreg.db.read: `kvreg capacity` without importing SQLAlchemy). This module
 imports nothing heavy at load time for that reason.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from kvreg.db.read import runner
 from kvreg.errors import KvregError, suggest
 from kvreg.rules import ENGINE_FIELDS, ENGINE_SETTINGS, check_engine_settings
 
@@ -93,79 +93,6 @@ def columns(rule: str, table: bool = False) -> list[str]:
         extra = [c for c in extra if c == "kv_cache_tokens"]
     at = base.index("max_concurrency") + 1
     return base[:at] + extra + base[at:]
-
-
-# --------------------------------------------------------------------------- runners
-
-
-class _SqlaRunner:
-    """Runs the statements on a SQLAlchemy connection (SQLite or PostgreSQL)."""
-
-    def __init__(self, conn):
-        self.conn = conn
-
-    def rows(self, sql: str, params: dict | None = None) -> list[dict]:
-        from sqlalchemy import text
-
-        return [dict(r) for r in self.conn.execute(text(sql), params or {}).mappings()]
-
-    def execute(self, sql: str, params: dict | list[dict] | None = None) -> None:
-        from sqlalchemy import text
-
-        self.conn.execute(text(sql), params or {})
-
-    @contextmanager
-    def scratch(self):
-        """A transaction (a savepoint inside an open one) that is always rolled back."""
-        trans = self.conn.begin_nested() if self.conn.in_transaction() else self.conn.begin()
-        try:
-            yield
-        finally:
-            trans.rollback()
-
-
-class _SqliteRunner:
-    """Runs the statements on a stdlib sqlite3 connection opened with isolation_level=None."""
-
-    def __init__(self, conn):
-        self.conn = conn
-
-    def rows(self, sql: str, params: dict | None = None) -> list[dict]:
-        cur = self.conn.execute(sql, params or {})
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, r)) for r in cur.fetchall()]
-
-    def execute(self, sql: str, params: dict | list[dict] | None = None) -> None:
-        if isinstance(params, list):
-            self.conn.executemany(sql, params)
-        else:
-            self.conn.execute(sql, params or {})
-
-    @contextmanager
-    def scratch(self):
-        """BEGIN IMMEDIATE (as the SQLAlchemy engine does) or a savepoint; always rolled back."""
-        nested = self.conn.in_transaction
-        self.conn.execute("SAVEPOINT kvreg_scratch" if nested else "BEGIN IMMEDIATE")
-        try:
-            yield
-        finally:
-            if nested:
-                self.conn.execute("ROLLBACK TO kvreg_scratch")
-                self.conn.execute("RELEASE kvreg_scratch")
-            else:
-                self.conn.execute("ROLLBACK")
-
-
-def runner(conn):
-    """The runner for a SQLAlchemy connection or a stdlib sqlite3 connection: .rows(sql, params)
-    returns dicts, .execute(sql, params) writes, .scratch() is a transaction always rolled back."""
-    import sqlite3
-
-    if isinstance(conn, (_SqlaRunner, _SqliteRunner)):
-        return conn
-    if isinstance(conn, sqlite3.Connection):
-        return _SqliteRunner(conn)
-    return _SqlaRunner(conn)
 
 
 # --------------------------------------------------------------------------- lookups

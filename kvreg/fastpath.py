@@ -1,24 +1,33 @@
-"""A fast read path: answer from a SQLite registry with the stdlib alone.
+"""The fast read path: answer from a SQLite registry with the stdlib alone.
 
 Importing SQLAlchemy, SQLModel and Alembic costs about 0.3 s, more than a planner should wait
-for one what-if (DESIGN.md: start-up cost). A registry that is already at the schema head,
-seeded, and whose views were compiled from the current figure declarations needs none of
+for one listing or what-if (DESIGN.md: start-up cost). A registry that is already at the schema
+head, seeded, and whose views were compiled from the current figure declarations needs none of
 them: the views hold every figure, and reading them is plain SQL. Such a registry is opened
-with sqlite3 and the question is answered by the same statements kvreg.capacity runs on a
-SQLAlchemy connection. Anything else (a missing file, an older schema, stale views, a URL with
-options, PostgreSQL) returns None and the caller takes the normal path, open_registry, which
-creates, upgrades, seeds or re-syncs as needed.
+with sqlite3 and the question is answered by the same functions that run on a SQLAlchemy
+connection (kvreg.db.read, the one read path every read command takes). Anything else (a
+missing file, an older schema, stale views, a URL with options, PostgreSQL) is left to the full
+path, open_registry, which creates, upgrades, seeds or re-syncs as needed.
 
-Stdlib only at import time: this module is loaded on every `kvreg capacity`.
+Which registries are read this way is decided by `eligibility` alone.
+
+Stdlib only at import time: this module is loaded by every read command.
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import re
 import sqlite3
+
+try:  # CPython's own SHA-256 (same digest): hashlib would load OpenSSL too, a few ms of start-up time
+    from _sha256 import sha256
+except ImportError:  # Python 3.12 and later name it _sha2; other interpreters have hashlib only
+    try:
+        from _sha2 import sha256
+    except ImportError:
+        from hashlib import sha256
 
 # kvreg.figures.views.VIEW_NAMES, kept equal by a test (importing views compiles nothing but
 # still costs 30 ms).
@@ -33,7 +42,7 @@ def figures_fingerprint(dialect: str = "sqlite") -> str:
     The views are compiled from those modules alone, so equal sources give equal views; this
     costs a few file reads where compiling the views to compare them costs 40 ms.
     """
-    h = hashlib.sha256(dialect.encode() + b"\0")
+    h = sha256(dialect.encode() + b"\0")
     for name in sorted(os.listdir(_FIGURES_DIR)):
         if name.endswith(".py"):
             with open(os.path.join(_FIGURES_DIR, name), "rb") as f:
@@ -81,21 +90,35 @@ def sqlite_file(url: str | None) -> str | None:
     return os.path.abspath(path)
 
 
-def is_current(conn: sqlite3.Connection) -> bool:
-    """At HEAD_REVISION, seeded, views present and compiled from the current declarations:
-    the state in which open_registry would change nothing."""
+# Set to anything but "" or 0 to send every read down the full (SQLAlchemy) path: tests compare the
+# two paths' output byte for byte, and a suspected fast-path difference is checked the same way.
+FULL_PATH_ENV = "KVREG_FULL_PATH"
+
+
+def eligibility(path: str, conn: sqlite3.Connection) -> str | None:
+    """Why the SQLite registry at `path`, open on `conn` inside the read's transaction, must take the
+    full path; None when the fast path may answer: at HEAD_REVISION, seeded, views present and
+    compiled from the current declarations (the state in which open_registry would change nothing).
+
+    The one place that decides; extend it (and only it) when opening a registry learns a new check.
+    """
+    if os.environ.get(FULL_PATH_ENV, "") not in ("", "0"):
+        return f"{FULL_PATH_ENV} is set"
     try:
         revs = [r[0] for r in conn.execute("SELECT version_num FROM alembic_version")]
         meta = dict(conn.execute("SELECT key, value FROM kvreg_meta WHERE key IN ('seeded', 'views_hash')"))
         views = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
     except sqlite3.Error:  # no such table: a new or foreign file
-        return False
-    return (
-        len(revs) == 1 and revs[0] == head_revision()
-        and "seeded" in meta
-        and meta.get("views_hash") == figures_fingerprint("sqlite")
-        and set(VIEW_NAMES) <= views
-    )
+        return "not a kvreg registry (no alembic_version or kvreg_meta table)"
+    if len(revs) != 1 or revs[0] != head_revision():
+        return f"schema revision {revs} is not the head {head_revision()!r}"
+    if "seeded" not in meta:
+        return "not seeded"
+    if meta.get("views_hash") != figures_fingerprint("sqlite"):
+        return "views compiled from other declarations"
+    if not set(VIEW_NAMES) <= views:
+        return f"views missing: {', '.join(sorted(set(VIEW_NAMES) - views))}"
+    return None
 
 
 def _connect(path: str) -> sqlite3.Connection | None:
@@ -111,39 +134,45 @@ def _connect(path: str) -> sqlite3.Connection | None:
     return conn
 
 
-def read(url: str | None, fn):
-    """fn(conn) on a stdlib sqlite3 connection to a current registry, inside one transaction that is
-    rolled back; None (fn not called) when the registry needs the normal path.
+def read(url: str | None, fn) -> tuple[bool, object]:
+    """(True, fn(conn)) on a stdlib sqlite3 connection to an eligible registry, inside one transaction
+    that is rolled back; (False, None), fn not called, when the registry needs the full path.
 
-    Any read-only command can answer this way; kvreg.capacity.runner(conn) runs the same SQL
-    strings on this connection and on a SQLAlchemy one. Errors fn raises propagate unchanged.
+    Callers use kvreg.db.read.read, which takes the full path itself when this declines. fn runs
+    the same SQL on this connection as on a SQLAlchemy one (kvreg.db.read.runner). Errors fn
+    raises propagate unchanged.
     """
     path = sqlite_file(url)
     conn = _connect(path) if path else None
     if conn is None:
-        return None
+        return False, None
     try:
         # One IMMEDIATE transaction around the check and the answer, as open_registry takes:
         # the registry cannot be upgraded between them, and scratch writes never wait on a
         # stale snapshot.
         conn.execute("BEGIN IMMEDIATE")
         try:
-            if not is_current(conn):
-                return None
-            return fn(conn)
+            if eligibility(path, conn) is not None:
+                return False, None
+            return True, fn(conn)
         finally:
             conn.execute("ROLLBACK")
-    except sqlite3.Error:  # locked, read-only, damaged: the normal path reports it properly
-        return None
+    except sqlite3.Error:  # locked, read-only, damaged: the full path reports it properly
+        return False, None
     finally:
         conn.close()
 
 
-def capacity_rows(url: str | None, question) -> list[dict] | None:
-    """kvreg.capacity.ask on the fast path, or None when the registry needs the normal path.
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9 ./_+-]*")
 
-    Errors a user can fix (unknown model, invalid TP, ...) are raised exactly as ask raises them.
-    """
-    from kvreg.capacity import ask
 
-    return read(url, lambda conn: ask(conn, question))
+def display_url(url: str | None) -> str:
+    """The registry URL as `kvreg db current` prints it (kvreg.db.engine.mask_url's text). A sqlite:///
+    URL of plain characters holds no password and mask_url prints it as given; any other is
+    masked (and percent-escaped) by mask_url itself, which loads SQLAlchemy."""
+    url = url or os.environ.get("KVREG_DB") or DEFAULT_URL
+    if sqlite_file(url) is not None and _PLAIN_PATH.fullmatch(url[len("sqlite:///"):]):
+        return url
+    from kvreg.db.engine import mask_url
+
+    return mask_url(url)

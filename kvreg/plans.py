@@ -18,8 +18,12 @@ import math
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
+from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
+    format_workload, get_plan, list_demand, list_plans, plan_capacity, plan_classes, plan_names, rollup, show_plan,
+    workload_texts,
+)
 from kvreg.db.tables import Demand, Gpu, Model, Plan, WorkloadClass
-from kvreg.errors import AlreadyExists, KvregError, suggest
+from kvreg.errors import AlreadyExists, KvregError
 from kvreg.registry import check_dtype, check_int, check_name, check_text, get_gpu, get_model
 from kvreg.rules import ENGINE_FIELDS, ENGINE_SETTINGS, check_engine_settings
 from kvreg.units import format_tokens, parse_fraction, parse_quarter, parse_tokens
@@ -161,35 +165,6 @@ def _write_workload(conn, plan_id: int, classes: list[dict]) -> None:
         conn.execute(insert(WorkloadClass), [{**c, "plan_id": plan_id} for c in classes])
 
 
-def format_workload(classes: list[dict]) -> str:
-    """A mix as the --workload options write it: chat=1500:0.8,docs=13000:0.2 ('' without classes)."""
-    return ",".join(f"{c['class']}={c['avg_tokens']}:{_share_text(c['share'])}" for c in classes)
-
-
-def _share_text(share: float) -> str:
-    """The shortest text that reads back as the same share (0.8, 4, 0.3333333333333333)."""
-    text_ = repr(float(share))
-    return text_[:-2] if text_.endswith(".0") else text_
-
-
-def workload_texts(conn) -> dict[int, str]:
-    """plan id -> its mix in --workload form, for every plan with classes (one query)."""
-    rows = conn.execute(select(WorkloadClass.plan_id, WorkloadClass.name, WorkloadClass.avg_tokens,
-                               WorkloadClass.share).order_by(WorkloadClass.plan_id, WorkloadClass.id)).all()
-    by_plan: dict[int, list[dict]] = {}
-    for pid, n, t, sh in rows:
-        by_plan.setdefault(pid, []).append({"class": n, "avg_tokens": t, "share": sh})
-    return {pid: format_workload(cs) for pid, cs in by_plan.items()}
-
-
-def plan_classes(conn, name: str) -> list[dict]:
-    """A plan's plan_class rows: each class's KV per request, concurrency alone and weighted terms."""
-    get_plan(conn, name)
-    sql = ("SELECT pc.* FROM plan_class pc JOIN workload_class wc ON wc.plan_id = pc.plan_id"
-           " AND wc.name = pc.workload_class WHERE pc.plan = :name ORDER BY wc.id")
-    return [dict(r) for r in conn.execute(text(sql), {"name": name}).mappings()]
-
-
 def _check_parallelism(conn, model: str, tp: int, pp: int, dp_attention: int, gpus_per_node: int) -> None:
     from kvreg.capacity import valid_tps
 
@@ -237,19 +212,6 @@ def _exists(name: str) -> AlreadyExists:
 
 
 # --------------------------------------------------------------------------- plans
-
-
-def plan_names(conn) -> list[str]:
-    """Every plan's name, sorted."""
-    return list(conn.execute(select(Plan.name).order_by(Plan.name)).scalars())
-
-
-def get_plan(conn, name: str) -> dict:
-    """The stored plan row; an unknown name suggests close ones."""
-    row = conn.execute(select(Plan).where(Plan.name == name)).mappings().first()
-    if row is None:
-        raise suggest(name, plan_names(conn), "plan")
-    return dict(row)
 
 
 def plan_spec(conn, name: str) -> dict:
@@ -374,48 +336,6 @@ def remove_plan(conn, name: str) -> None:
     conn.execute(delete(Plan).where(Plan.id == plan["id"]))
 
 
-def plan_capacity(conn, name: str) -> dict:
-    """One plan's plan_capacity row, with its notes."""
-    get_plan(conn, name)
-    rows = _capacity_rows(conn, "WHERE pc.plan = :name", {"name": name})
-    return rows[0]
-
-
-def list_plans(conn) -> list[dict]:
-    """Every plan's plan_capacity row (with notes), by name."""
-    return _capacity_rows(conn, "", {})
-
-
-def _capacity_rows(conn, where: str, params: dict) -> list[dict]:
-    sql = (f"SELECT pc.*, p.notes AS notes FROM plan_capacity pc JOIN plan p ON p.id = pc.plan_id {where}"
-           " ORDER BY pc.plan")
-    mixes = workload_texts(conn)
-    rows = []
-    for r in conn.execute(text(sql), params).mappings():
-        row = dict(r)
-        row["workload"] = mixes.get(row["plan_id"], "")
-        rows.append(row)
-    return rows
-
-
-def show_plan(conn, name: str, quarter: str | None = None) -> list[dict]:
-    """A plan per quarter: each plan_quarter row followed by the plan's other plan_capacity figures.
-
-    With no demand (for that quarter), one row: the plan_capacity figures, with the demand
-    columns empty.
-    """
-    cap = plan_capacity(conn, name)
-    quarter = parse_quarter(quarter) if quarter else None
-    rows = list_demand(conn, plan=name, quarter=quarter)
-    if not rows:
-        rows = [{**{k: cap.get(k) for k in _view_columns(conn, "plan_quarter")}, "quarter": quarter}]
-    return [{**r, **{k: v for k, v in cap.items() if k not in r}} for r in rows]
-
-
-def _view_columns(conn, view: str) -> list[str]:
-    return list(conn.execute(text(f"SELECT * FROM {view} WHERE 1 = 0")).keys())
-
-
 # --------------------------------------------------------------------------- demand
 
 
@@ -446,29 +366,6 @@ def remove_demand(conn, plan: str, quarter: str) -> None:
     gone = conn.execute(delete(Demand).where(Demand.plan_id == plan_id, Demand.quarter == quarter)).rowcount
     if not gone:
         raise KvregError(f"plan {plan!r} has no demand in {quarter}: see `kvreg demand list --plan {plan}`")
-
-
-def list_demand(conn, plan: str | None = None, quarter: str | None = None) -> list[dict]:
-    """plan_quarter rows, by plan then quarter, optionally for one plan and/or one quarter."""
-    where, params = [], {}
-    if plan is not None:
-        get_plan(conn, plan)
-        where.append("plan = :plan")
-        params["plan"] = plan
-    if quarter is not None:
-        where.append("quarter = :quarter")
-        params["quarter"] = parse_quarter(quarter)
-    sql = "SELECT * FROM plan_quarter" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY plan, quarter"
-    return [dict(r) for r in conn.execute(text(sql), params).mappings()]
-
-
-def rollup(conn, quarter: str | None = None) -> list[dict]:
-    """The procurement view: GPUs, nodes and cost per GPU type per quarter, and the change from the quarter before."""
-    sql, params = "SELECT * FROM procurement", {}
-    if quarter is not None:
-        sql += " WHERE quarter = :quarter"
-        params["quarter"] = parse_quarter(quarter)
-    return [dict(r) for r in conn.execute(text(sql + " ORDER BY quarter, gpu"), params).mappings()]
 
 
 # --------------------------------------------------------------------------- scratch evaluation

@@ -10,9 +10,12 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from kvreg.db.tables import GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, Model, Plan
 from kvreg.capacity import MAX_GPUS_PER_NODE
-from kvreg.errors import AlreadyExists, KvregError, suggest
+from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
+    get_gpu, get_model, gpu_names, list_dtypes, list_gpus, list_models, model_names,
+)
+from kvreg.db.tables import GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, Model, Plan
+from kvreg.errors import AlreadyExists, KvregError
 
 MAX_NAME = 200
 _INT_LIMIT = 2**62
@@ -149,10 +152,6 @@ def check_dtype(conn, name: str, kind: str, field: str = "dtype") -> str:
     return name
 
 
-def list_dtypes(conn) -> list[dict]:
-    return [dict(r) for r in conn.execute(select(Dtype).order_by(Dtype.bytes_per_element.desc(), Dtype.name)).mappings()]
-
-
 def add_dtype(conn, row: dict) -> None:
     check_name(row.get("name"), "dtype")
     _check_texts(row, ("notes",))
@@ -227,17 +226,6 @@ def validate_model(conn, row: dict) -> dict:
     return row
 
 
-def model_names(conn) -> list[str]:
-    return list(conn.execute(select(Model.name).order_by(Model.name)).scalars())
-
-
-def get_model(conn, name: str) -> dict:
-    row = conn.execute(select(Model).where(Model.name == name)).mappings().first()
-    if row is None:
-        raise suggest(name, model_names(conn), "model")
-    return dict(row)
-
-
 def add_model(conn, row: dict, *, replace: bool = False) -> dict:
     row = validate_model(conn, row)
     try:
@@ -251,10 +239,6 @@ def add_model(conn, row: dict, *, replace: bool = False) -> dict:
     return row
 
 
-def list_models(conn) -> list[dict]:
-    return [dict(r) for r in conn.execute(select(Model).order_by(Model.name)).mappings()]
-
-
 def remove_model(conn, name: str) -> None:
     m = get_model(conn, name)
     plans = list(conn.execute(select(Plan.name).where(Plan.model_id == m["id"])).scalars())
@@ -264,17 +248,6 @@ def remove_model(conn, name: str) -> None:
 
 
 # --------------------------------------------------------------------------- GPUs
-
-
-def gpu_names(conn) -> list[str]:
-    return list(conn.execute(select(Gpu.name).order_by(Gpu.name)).scalars())
-
-
-def get_gpu(conn, name: str) -> dict:
-    row = conn.execute(select(Gpu).where(Gpu.name == name)).mappings().first()
-    if row is None:
-        raise suggest(name, gpu_names(conn), "gpu")
-    return dict(row)
 
 
 def validate_gpu(row: dict) -> dict:
@@ -314,10 +287,6 @@ def add_gpu(conn, row: dict, *, replace: bool = False) -> dict:
     except IntegrityError as exc:
         raise _integrity(exc, "gpu", row["name"]) from None
     return row
-
-
-def list_gpus(conn) -> list[dict]:
-    return [dict(r) for r in conn.execute(select(Gpu).order_by(Gpu.name)).mappings()]
 
 
 def remove_gpu(conn, name: str) -> None:

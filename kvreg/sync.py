@@ -24,22 +24,18 @@ from typing import Any
 from sqlalchemy import String, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from kvreg.db.read import DECLARED_KINDS, declared_rows
 from kvreg.db.tables import DTYPE_FIELDS, GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, Model, Plan
 from kvreg.errors import KvregError
+from kvreg.export.toml_text import SIZE_FIELDS, toml_string, toml_text, toml_value  # noqa: F401  (re-exported)
 
-# Apply order matters: models refer to dtypes.
-KINDS = ("dtype", "gpu", "model")
+KINDS = DECLARED_KINDS  # apply order matters: models refer to dtypes
+
 _TABLES = {"dtype": Dtype, "gpu": Gpu, "model": Model}
 _FIELDS = {"dtype": DTYPE_FIELDS, "gpu": GPU_FIELDS, "model": MODEL_FIELDS}
 _ALIASES = {"model": {"params_b": "params_total", "active_params_b": "params_active"}}
 _TOKEN_FIELDS = ("max_position_embeddings", "sliding_window", "attention_chunk_size")
-SIZE_FIELDS = ("memory_bytes", "memory_bandwidth_bytes_per_s")  # text with a unit: "80GiB", "3350GB"
 DTYPE_KINDS = ("kv", "weight", "both")
-_HEADER = (
-    "# kvreg registry: dtypes, GPUs and models.\n"
-    "# Written by `kvreg export`; `kvreg apply FILE` syncs a registry to it (see docs/cli.md).\n"
-    "# Keys are registry column names; a key that is absent means NULL or the column default.\n"
-)
 
 
 @dataclass
@@ -365,54 +361,4 @@ def _show(value: Any, limit: int = 60) -> str:
 
 def export_text(conn) -> str:
     """The registry's dtypes, GPUs and models as TOML in the apply format, ordered by name."""
-    parts = [_HEADER]
-    for kind in KINDS:
-        # Sorted here, not in SQL: PostgreSQL's collation would order names differently from SQLite's.
-        rows = sorted(conn.execute(select(_TABLES[kind])).mappings(), key=lambda r: r["name"])
-        parts += [_table_text(kind, row) for row in rows]
-    return "\n".join(parts)
-
-
-def _table_text(kind: str, row) -> str:
-    lines = [f"[[{kind}]]"]
-    for f in _FIELDS[kind]:
-        value = row[f]
-        if value is None:  # TOML has no null: an absent key means NULL
-            continue
-        if f in SIZE_FIELDS:
-            from kvreg.units import format_size
-
-            value = format_size(int(value))  # exact, with its unit: "80GiB" reads back as 85,899,345,920
-        lines.append(f"{f} = {toml_value(value)}")
-    return "\n".join(lines) + "\n"
-
-
-def toml_value(value: Any) -> str:
-    """A TOML literal for a str, int or float (the only types registry columns hold)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"TOML cannot hold {value!r}")
-        return repr(value)  # shortest round-tripping form; always has '.', 'e' (or is inf/nan, excluded)
-    if isinstance(value, str):
-        return toml_string(value)
-    raise TypeError(f"no TOML form for {type(value).__name__}")
-
-
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
-
-
-def toml_string(text: str) -> str:
-    """A TOML basic string: quotes, backslashes and every control character escaped."""
-    out = []
-    for ch in text:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04X}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    return toml_text(declared_rows(conn))

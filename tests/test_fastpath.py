@@ -1,5 +1,6 @@
-"""The fast read path (kvreg.fastpath) answers `kvreg capacity` exactly as the normal path does,
-and only for a SQLite registry that open_registry would leave unchanged."""
+"""The fast read path (kvreg.fastpath, through kvreg.db.read) answers every read command exactly
+as the full path does, byte for byte, and only for a SQLite registry that open_registry would
+leave unchanged."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from kvreg import fastpath
 from kvreg.capacity import Question, ask
+from kvreg.db import read as db_read
 
 QUESTIONS = [
     ["--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--format", "json"],
@@ -44,6 +46,12 @@ def _path(url: str) -> str:
     return fastpath.sqlite_file(url)
 
 
+def capacity_rows(url: str, q: Question):
+    """ask(conn, q) on the fast path, or None when the registry is not eligible."""
+    answered, rows = fastpath.read(url, lambda conn: ask(conn, q))
+    return rows if answered else None
+
+
 def test_constants_match_the_slow_sources():
     from kvreg.db.engine import DEFAULT_URL, head_revision
     from kvreg.figures.views import VIEW_NAMES, views_hash
@@ -55,18 +63,26 @@ def test_constants_match_the_slow_sources():
     assert views_hash("postgresql") != views_hash("sqlite")
 
 
+def test_column_lists_match_the_tables():
+    """kvreg.db.read lists each table's columns (stdlib only); they must be the table definitions'."""
+    from kvreg.db.tables import Dtype, Gpu, Model
+
+    for table, cls in (("dtype", Dtype), ("gpu", Gpu), ("model", Model)):
+        assert list(db_read.COLUMNS[table]) == [c.name for c in cls.__table__.columns], table
+
+
 @pytest.mark.parametrize("args", QUESTIONS, ids=lambda a: " ".join(a))
 def test_same_output_from_both_paths(engine, kv, monkeypatch, args):
     """On SQLite the first run takes the fast path; on PostgreSQL both take the normal path, which
     checks that the shared statements run there too."""
     fast = kv("capacity", *args, ok=False)
-    monkeypatch.setattr(fastpath, "capacity_rows", lambda url, q: None)
+    monkeypatch.setenv(fastpath.FULL_PATH_ENV, "1")
     slow = kv("capacity", *args, ok=False)
     assert (fast.exit_code, fast.output) == (slow.exit_code, slow.output)
 
 
 def test_fast_path_is_taken_and_values_are_real(current):
-    rows = fastpath.capacity_rows(current, Question(models=["Llama-3.1-8B"]))
+    rows = capacity_rows(current, Question(models=["Llama-3.1-8B"]))
     assert rows is not None
     # Llama-3.1-8B: 2 (K and V) x 32 layers x 8 KV heads x 128 head_dim x 2 bytes (bf16) = 131,072 B/token.
     assert rows[0]["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2 == 131072
@@ -76,13 +92,13 @@ def test_errors_are_raised_on_the_fast_path(current):
     from kvreg.errors import KvregError
 
     with pytest.raises(KvregError, match="did you mean Llama-3.1-8B"):
-        fastpath.capacity_rows(current, Question(models=["Lama-3.1-8B"]))
+        capacity_rows(current, Question(models=["Lama-3.1-8B"]))
     with pytest.raises(KvregError, match="valid TPs in a 8-GPU node are 1, 2, 4, 8"):
-        fastpath.capacity_rows(current, Question(models=["Llama-3.1-8B"], tp=3))
+        capacity_rows(current, Question(models=["Llama-3.1-8B"], tp=3))
 
 
 def test_fast_path_writes_nothing(current):
-    fastpath.capacity_rows(current, Question(models=["Llama-3.1-8B"], tp="auto"))
+    capacity_rows(current, Question(models=["Llama-3.1-8B"], tp="auto"))
     with sqlite3.connect(_path(current)) as c:
         assert c.execute("SELECT COUNT(*) FROM scenario").fetchone() == (0,)
 
@@ -116,19 +132,19 @@ def _edit(url: str, sql: str) -> None:
 ])
 def test_anything_not_current_takes_the_normal_path(current, sql):
     _edit(current, sql)
-    assert fastpath.capacity_rows(current, Question(models=["Llama-3.1-8B"])) is None
+    assert capacity_rows(current, Question(models=["Llama-3.1-8B"])) is None
 
 
 def test_postgresql_takes_the_normal_path(pg_url):
-    assert fastpath.capacity_rows(pg_url, Question(models=["Llama-3.1-8B"])) is None
+    assert capacity_rows(pg_url, Question(models=["Llama-3.1-8B"])) is None
 
 
 def test_other_urls_take_the_normal_path(tmp_path):
     q = Question(models=["Llama-3.1-8B"])
-    assert fastpath.capacity_rows(f"sqlite:///{tmp_path / 'missing.db'}", q) is None
+    assert capacity_rows(f"sqlite:///{tmp_path / 'missing.db'}", q) is None
     assert not (tmp_path / "missing.db").exists()
-    assert fastpath.capacity_rows("postgresql+psycopg://u@localhost/kvreg", q) is None
-    assert fastpath.capacity_rows("sqlite://", q) is None
+    assert capacity_rows("postgresql+psycopg://u@localhost/kvreg", q) is None
+    assert capacity_rows("sqlite://", q) is None
     assert fastpath.sqlite_file("sqlite:///reg.db?mode=ro") is None
     assert fastpath.sqlite_file("sqlite:////tmp/x.db") == "/tmp/x.db"
 

@@ -1,14 +1,15 @@
 """`kvreg capacity`: ad-hoc questions answered straight from the capacity view.
 
-A SQLite registry that is already current is read with the stdlib alone (kvreg.fastpath), so a
-what-if answers without loading SQLAlchemy; the answer is the same either way.
+Read through the one read path (kvreg.db.read): a SQLite registry that is already current is read
+with the stdlib alone, so a what-if answers without loading SQLAlchemy; the answer is the same
+either way.
 """
 
 from __future__ import annotations
 
 import click
 
-from kvreg.cli.common import emit, engine_options, format_option, open_db, user_errors
+from kvreg.cli.common import emit, engine_options, format_option, read, user_errors
 
 
 def _options(options: list):
@@ -56,7 +57,6 @@ def capacity_cmd(ctx, models, gpus, context, kv_dtype, weight_dtype, tp, pp, dp_
     """
     from kvreg.capacity import Question, ask, columns
     from kvreg.errors import KvregError
-    from kvreg.fastpath import capacity_rows
     from kvreg.rules import parse_engine_options
     from kvreg.units import parse_fraction, parse_size, parse_token_list
 
@@ -76,8 +76,5 @@ def capacity_cmd(ctx, models, gpus, context, kv_dtype, weight_dtype, tp, pp, dp_
         kv_cache_memory_bytes=parse_size(kv_cache_memory) if kv_cache_memory else None, block_size=block_size,
         **parse_engine_options(engine),
     )
-    rows = capacity_rows(ctx.find_root().obj.get("db_url"), q)
-    if rows is None:  # not a SQLite registry at head with current views: open it the full way
-        with open_db(ctx).connect() as conn:
-            rows = ask(conn, q)
+    rows = read(ctx, lambda conn: ask(conn, q))
     emit(rows, fmt, columns(q.rule, table=fmt == "table"))

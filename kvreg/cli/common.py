@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
 import json
 import math
 
@@ -65,6 +63,7 @@ def one_line(text: str) -> str:
 
 
 def open_db(ctx: click.Context):
+    """The registry, opened the full way (SQLAlchemy): for commands that write."""
     from kvreg.db.engine import open_registry
 
     return open_registry(ctx.find_root().obj.get("db_url"), on_seeded=say_created)
@@ -87,6 +86,15 @@ def say_created(url: str) -> None:
     else:
         message = f"kvreg: loaded {loaded} into the new registry {mask_url(url)}"
     click.echo(message, err=True)
+
+
+def read(ctx: click.Context, fn, *, prepare: bool = True):
+    """fn(conn) on the --db registry by the one read path (kvreg.db.read.read): sqlite3 alone for a
+    current SQLite registry, SQLAlchemy otherwise; the same rows either way. Every read-only
+    command reads this way, and prints what it gets with emit / emit_record below."""
+    from kvreg.db.read import read as read_registry
+
+    return read_registry(ctx.find_root().obj.get("db_url"), fn, prepare=prepare)
 
 
 def _counts_whole_units(key: str) -> bool:
@@ -138,16 +146,19 @@ def _cell(v, key: str = "") -> str:
 
 def emit(rows: list[dict], fmt: str, columns: list[str] | None = None) -> None:
     """Print rows as a table, json or csv; columns picks and orders keys (all keys by default)."""
-    rows = normalise(rows)
     if columns is None:
         columns = list(rows[0].keys()) if rows else []
     if fmt == "json":
         # One object per line: indent= would fall back to json's pure-Python encoder (2x slower on
         # 10,000 plans); this layout is still one JSON array and still diffs line by line.
-        objects = [json.dumps({c: r.get(c) for c in columns}, ensure_ascii=False) for r in rows]
+        objects = _json_objects(rows, columns)
         click.echo("[\n" + ",\n".join("  " + o for o in objects) + "\n]" if objects else "[]")
         return
+    rows = normalise(rows)
     if fmt == "csv":
+        import csv  # here, not at the top: only csv output needs it (start-up time)
+        import io
+
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(columns)
@@ -168,6 +179,27 @@ def emit(rows: list[dict], fmt: str, columns: list[str] | None = None) -> None:
     click.echo("  ".join("-" * w for w in widths))
     for row in cells:
         click.echo(line(row))
+
+
+def _json_objects(rows: list[dict], columns: list[str]) -> list[str]:
+    """Each row as one JSON object of `columns`, normalised exactly as `normalise` does, but looking
+    only at the values normalising can change: the byte and token counts, and (through the
+    encoder's own check) non-finite floats, which are rare. A 10,000-plan list has 1.5 million
+    values; a loop over all of them in Python cost more than the query."""
+    encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False).encode
+    whole = [c for c in columns if _counts_whole_units(c)]
+    out = []
+    for r in rows:
+        d = dict(r) if list(r) == columns else {c: r.get(c) for c in columns}
+        for k in whole:
+            v = d[k]
+            if type(v) is float and v.is_integer():
+                d[k] = int(v)
+        try:
+            out.append(encode(d))
+        except ValueError:  # NaN or infinity: null, as normalise makes it
+            out.append(encode({k: None if type(v) is float and not math.isfinite(v) else v for k, v in d.items()}))
+    return out
 
 
 def _is_num(v) -> bool:

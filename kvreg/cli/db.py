@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvreg.cli.common import emit, format_option, open_db, user_errors
+from kvreg.cli.common import emit, format_option, open_db, read, user_errors
 
 
 def _url(ctx) -> str:
@@ -60,20 +60,18 @@ def db_downgrade(ctx, revision):
 @user_errors
 def db_current(ctx, fmt):
     """Show the registry's schema revision and the newest this kvreg knows."""
-    from sqlalchemy.exc import SQLAlchemyError
+    from kvreg.db.read import current_revision
+    from kvreg.fastpath import display_url, head_revision
 
-    from kvreg.db.engine import _connect_error, current_revision, head_revision, make_engine, mask_url
+    # prepare=False: the full path connects without upgrading the registry it reports on.
+    rev = read(ctx, current_revision, prepare=False)
+    head = head_revision()
+    if head is None:  # the migration files do not name one head: ask Alembic (it loads SQLAlchemy)
+        from kvreg.db.engine import head_revision as alembic_head
 
-    url = _url(ctx)
-    engine = make_engine(url)
-    try:
-        with engine.connect() as conn:
-            rev = current_revision(conn)
-    except SQLAlchemyError as exc:  # reported as one line, password masked
-        raise _connect_error(url, exc) from None
-    finally:
-        engine.dispose()
-    emit([{"registry": mask_url(url), "revision": rev, "head": head_revision(), "at_head": rev == head_revision()}], fmt)
+        head = alembic_head()
+    url = ctx.find_root().obj.get("db_url")
+    emit([{"registry": display_url(url), "revision": rev, "head": head, "at_head": rev == head}], fmt)
 
 
 @db_group.command("history")

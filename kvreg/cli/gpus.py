@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvreg.cli.common import emit, emit_record, format_option, open_db, user_errors
+from kvreg.cli.common import emit, emit_record, format_option, open_db, read, user_errors
 
 GPU_COLUMNS = ["name", "vendor", "memory_bytes", "memory_gib", "memory_bandwidth_bytes_per_s", "interconnect",
                "price_per_hour", "unit_price", "notes"]
@@ -48,10 +48,9 @@ def gpu_add(ctx, name, memory, bandwidth, vendor, interconnect, price_per_hour, 
 @user_errors
 def gpu_list(ctx, fmt):
     """List GPUs."""
-    from kvreg.registry import list_gpus
+    from kvreg.db.read import list_gpus
 
-    with open_db(ctx).connect() as conn:
-        rows = [_gpu_out(r) for r in list_gpus(conn)]
+    rows = [_gpu_out(r) for r in read(ctx, list_gpus)]
     emit(rows, fmt, GPU_COLUMNS if fmt != "table" else ["name", "vendor", "memory_gib", "memory_bandwidth_bytes_per_s",
                                                         "price_per_hour", "unit_price"])
 
@@ -63,10 +62,9 @@ def gpu_list(ctx, fmt):
 @user_errors
 def gpu_show(ctx, name, fmt):
     """Show one GPU."""
-    from kvreg.registry import get_gpu
+    from kvreg.db.read import get_gpu
 
-    with open_db(ctx).connect() as conn:
-        emit_record(_gpu_out(get_gpu(conn, name)), fmt)
+    emit_record(_gpu_out(read(ctx, lambda conn: get_gpu(conn, name))), fmt)
 
 
 @gpu_group.command("remove")
@@ -93,11 +91,10 @@ def dtype_group():
 @user_errors
 def dtype_list(ctx, fmt):
     """List dtypes with their exact bytes per element."""
-    from kvreg.registry import list_dtypes
+    from kvreg.db.read import list_dtypes
 
-    with open_db(ctx).connect() as conn:
-        emit(list_dtypes(conn), fmt, ["name", "bytes_per_element", "kind", "mla_bytes_per_token_per_layer",
-                                      "scale_bytes_per_token_per_head", "notes"])
+    emit(read(ctx, list_dtypes), fmt, ["name", "bytes_per_element", "kind", "mla_bytes_per_token_per_layer",
+                                       "scale_bytes_per_token_per_head", "notes"])
 
 
 @dtype_group.command("add")

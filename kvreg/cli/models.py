@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvreg.cli.common import emit, emit_record, format_option, open_db, user_errors
+from kvreg.cli.common import emit, emit_record, format_option, open_db, read, user_errors
 
 LIST_COLUMNS = ["name", "family", "layers", "full_layers", "sliding_layers", "linear_layers", "attention_heads",
                 "kv_heads", "head_dim", "kv_lora_rank", "params_total", "weight_dtype", "max_position_embeddings",
@@ -145,10 +145,9 @@ class _nullbar:
 @user_errors
 def model_list(ctx, fmt):
     """List models (json/csv carry every field)."""
-    from kvreg.registry import list_models
+    from kvreg.db.read import list_models
 
-    with open_db(ctx).connect() as conn:
-        rows = list_models(conn)
+    rows = read(ctx, list_models)
     emit(rows, fmt, LIST_COLUMNS if fmt == "table" else None)
 
 
@@ -162,11 +161,9 @@ def model_list(ctx, fmt):
 def model_show(ctx, name, gpu, kv_dtype, fmt):
     """Show a model and its figures at 8K, 32K, 128K, 1m and its claimed context (minimum TP in a node)."""
     from kvreg.capacity import JSON_COLUMNS, TABLE_COLUMNS, model_context_figures
-    from kvreg.registry import get_model
+    from kvreg.db.read import get_model
 
-    with open_db(ctx).connect() as conn:
-        model = get_model(conn, name)
-        figures = model_context_figures(conn, name, gpu, kv_dtype)
+    model, figures = read(ctx, lambda conn: (get_model(conn, name), model_context_figures(conn, name, gpu, kv_dtype)))
     if fmt == "json":
         import json
 

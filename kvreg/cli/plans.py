@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from kvreg.cli.common import emit, emit_record, engine_options, format_option, open_db, user_errors
+from kvreg.cli.common import emit, emit_record, engine_options, format_option, open_db, read, user_errors
 
 LIST_TABLE_COLUMNS = ["plan", "rule", "model", "gpu", "tp", "pp", "gpus_per_node", "context_tokens", "workload_tokens",
                       "kv_dtype", "kv_pool_gib_per_gpu", "max_concurrency", "workload_concurrency", "fits", "reason"]
@@ -231,10 +231,9 @@ def plan_calibrate(ctx, name, kv_cache_tokens, max_concurrency, engine_version, 
 @user_errors
 def plan_list(ctx, fmt):
     """Every plan with its deployment figures (the plan_capacity view); json and csv carry every column."""
-    from kvreg.plans import list_plans
+    from kvreg.db.read import list_plans
 
-    with open_db(ctx).connect() as conn:
-        rows = list_plans(conn)
+    rows = read(ctx, list_plans)
     emit(rows, fmt, LIST_TABLE_COLUMNS if fmt == "table" else None)
 
 
@@ -249,10 +248,9 @@ def plan_show(ctx, name, quarter, fmt):
 
     With no demand, the plan's figures alone.
     """
-    from kvreg.plans import show_plan
+    from kvreg.db.read import show_plan
 
-    with open_db(ctx).connect() as conn:
-        rows = show_plan(conn, name, quarter)
+    rows = read(ctx, lambda conn: show_plan(conn, name, quarter))
     if fmt != "table":
         emit(rows, fmt)
     elif len(rows) == 1 and rows[0]["users"] is None:
@@ -273,11 +271,10 @@ def plan_workload(ctx, name, fmt):
 
     Example: kvreg plan workload mixed-llama3-8b
     """
+    from kvreg.db.read import plan_classes
     from kvreg.errors import KvregError
-    from kvreg.plans import plan_classes
 
-    with open_db(ctx).connect() as conn:
-        rows = plan_classes(conn, name)
+    rows = read(ctx, lambda conn: plan_classes(conn, name))
     if not rows and fmt == "table":
         raise KvregError(f"plan {name!r} has no workload mix: give one with "
                          f"`kvreg plan set {name} --workload CLASS=TOKENS:SHARE ...`")
@@ -305,10 +302,9 @@ def plan_remove(ctx, name):
 def plan_rollup(ctx, quarter, fmt):
     """What to buy: GPUs, nodes, cost per month and capex per GPU type per quarter, summed over plans,
     and the change in GPUs from the quarter before (the procurement view)."""
-    from kvreg.plans import rollup
+    from kvreg.db.read import rollup
 
-    with open_db(ctx).connect() as conn:
-        rows = rollup(conn, quarter)
+    rows = read(ctx, lambda conn: rollup(conn, quarter))
     emit(rows, fmt, ROLLUP_COLUMNS)
 
 
@@ -425,10 +421,9 @@ def demand_set(ctx, plan, quarter, users):
 @user_errors
 def demand_list(ctx, plan, quarter, fmt):
     """Demand per plan and quarter with replicas, GPUs, nodes, headroom and cost (the plan_quarter view)."""
-    from kvreg.plans import list_demand
+    from kvreg.db.read import list_demand
 
-    with open_db(ctx).connect() as conn:
-        rows = list_demand(conn, plan, quarter)
+    rows = read(ctx, lambda conn: list_demand(conn, plan, quarter))
     emit(rows, fmt, QUARTER_TABLE_COLUMNS if fmt == "table" else None)
 
 

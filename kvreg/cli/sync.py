@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvreg.cli.common import open_db, user_errors
+from kvreg.cli.common import open_db, read, user_errors
 
 
 @click.command("apply")
@@ -40,10 +40,10 @@ def export_cmd(ctx, out):
 
     Export, apply to another registry, export again: the text is identical.
     """
-    from kvreg.sync import export_text
+    from kvreg.db.read import declared_rows
+    from kvreg.export.toml_text import toml_text
 
-    with open_db(ctx).connect() as conn:
-        text = export_text(conn)
+    text = toml_text(read(ctx, declared_rows))
     if out is None:
         click.echo(text, nl=False)
         return

@@ -1,0 +1,338 @@
+"""The one read path: every read-only command asks its question here, by the same code on either
+connection.
+
+`read(url, fn)` runs `fn(conn)` on the registry at `url`. A SQLite registry that is at the schema
+head with current views (kvreg.fastpath.eligibility decides, and nothing else does) is opened
+with the standard library's sqlite3; anything else (PostgreSQL, an older schema, stale views, a
+new file) is opened the full way, kvreg.db.engine.open_registry, which imports SQLAlchemy. `fn`
+is the same function either way: the queries below are plain SQL strings with named parameters,
+run through `runner(conn)`, which speaks to a sqlite3 connection and a SQLAlchemy one alike. So
+a command's output cannot depend on the path it took; the CLI formats the rows it gets back
+with one formatter (kvreg.cli.common.emit).
+
+A new read command is a query function here (or anywhere that reads through `runner`) and one
+call: `rows = read(url, lambda conn: my_query(conn, arg))`.
+
+Stdlib only at import time: this module is loaded by every read command (start-up time).
+SQLAlchemy is imported inside functions, on the full path only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import contextmanager
+
+from kvreg import fastpath
+from kvreg.errors import suggest
+from kvreg.units import parse_quarter
+
+# Registry columns in the order the table definitions give them (kvreg.db.tables; a test keeps them
+# equal). Rows are read with these lists, never `SELECT *`: a column added by a migration sits last
+# in SQLite's table, wherever the table definition puts it, and json/csv output follows this order.
+DTYPE_COLUMNS = ("name", "bytes_per_element", "kind", "mla_bytes_per_token_per_layer",
+                 "scale_bytes_per_token_per_head", "notes")
+GPU_COLUMNS = ("id", "name", "vendor", "memory_bytes", "memory_bandwidth_bytes_per_s", "interconnect",
+               "price_per_hour", "unit_price", "notes")
+MODEL_COLUMNS = (
+    "id", "name", "architecture", "family", "layers", "full_layers", "sliding_layers", "sliding_window",
+    "chunked_layers", "attention_chunk_size", "linear_layers", "linear_state_elements_per_layer",
+    "linear_state_heads", "linear_state_dtype", "attention_heads", "kv_heads", "head_dim", "v_head_dim",
+    "kv_lora_rank", "qk_rope_head_dim", "indexer_bytes_per_token_per_layer", "params_total", "params_active",
+    "weight_dtype", "max_position_embeddings", "source", "source_sha256", "imported_at", "notes",
+)
+COLUMNS = {"dtype": DTYPE_COLUMNS, "gpu": GPU_COLUMNS, "model": MODEL_COLUMNS}
+
+
+# --------------------------------------------------------------------------- the read path
+
+
+def read(url: str | None, fn, *, prepare: bool = True):
+    """fn(conn) on the registry at `url` (None: $KVREG_DB, else sqlite:///registry.db), read-only.
+
+    An eligible SQLite registry is read with sqlite3 inside one transaction that is rolled back;
+    any other is opened with open_registry (created, upgraded, seeded and its views synced as every
+    command does), or, with prepare=False, connected to as it is (`kvreg db current` must not
+    upgrade what it reports on). Errors fn raises (an unknown name, ...) propagate unchanged.
+    """
+    answered, result = fastpath.read(url, fn)
+    if answered:
+        return result
+    return _full_read(url, fn, prepare)
+
+
+def _full_read(url: str | None, fn, prepare: bool):
+    # Imported here, not at the top: SQLAlchemy and Alembic take about 0.3 s to import, which an
+    # eligible registry never pays (start-up time).
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from kvreg.db.engine import _connect_error, make_engine, open_registry, resolve_url
+
+    url = resolve_url(url)
+    engine = open_registry(url) if prepare else make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return fn(conn)
+    except SQLAlchemyError as exc:  # reported as one line, password masked
+        raise _connect_error(url, exc) from None
+    finally:
+        engine.dispose()
+
+
+# --------------------------------------------------------------------------- runners
+
+
+class _SqlaRunner:
+    """Runs the statements on a SQLAlchemy connection (SQLite or PostgreSQL). SQLAlchemy's text() is
+    imported in each method, not at the top: this module is on every read's start-up path, and a
+    SQLAlchemy connection means SQLAlchemy is loaded already."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def rows(self, sql: str, params: dict | None = None) -> list[dict]:
+        from sqlalchemy import text
+
+        return [dict(r) for r in self.conn.execute(text(sql), params or {}).mappings()]
+
+    def columns(self, sql: str, params: dict | None = None) -> list[str]:
+        from sqlalchemy import text
+
+        return list(self.conn.execute(text(sql), params or {}).keys())
+
+    def execute(self, sql: str, params: dict | list[dict] | None = None) -> None:
+        from sqlalchemy import text
+
+        self.conn.execute(text(sql), params or {})
+
+    @contextmanager
+    def scratch(self):
+        """A transaction (a savepoint inside an open one) that is always rolled back."""
+        trans = self.conn.begin_nested() if self.conn.in_transaction() else self.conn.begin()
+        try:
+            yield
+        finally:
+            trans.rollback()
+
+
+class _SqliteRunner:
+    """Runs the statements on a stdlib sqlite3 connection opened with isolation_level=None."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def rows(self, sql: str, params: dict | None = None) -> list[dict]:
+        cur = self.conn.execute(sql, params or {})
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
+
+    def columns(self, sql: str, params: dict | None = None) -> list[str]:
+        return [d[0] for d in self.conn.execute(sql, params or {}).description]
+
+    def execute(self, sql: str, params: dict | list[dict] | None = None) -> None:
+        if isinstance(params, list):
+            self.conn.executemany(sql, params)
+        else:
+            self.conn.execute(sql, params or {})
+
+    @contextmanager
+    def scratch(self):
+        """BEGIN IMMEDIATE (as the SQLAlchemy engine does) or a savepoint; always rolled back."""
+        nested = self.conn.in_transaction
+        self.conn.execute("SAVEPOINT kvreg_scratch" if nested else "BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            if nested:
+                self.conn.execute("ROLLBACK TO kvreg_scratch")
+                self.conn.execute("RELEASE kvreg_scratch")
+            else:
+                self.conn.execute("ROLLBACK")
+
+
+def runner(conn):
+    """The runner for a SQLAlchemy connection or a stdlib sqlite3 connection: .rows(sql, params)
+    returns dicts, .columns(sql, params) the result's column names, .execute(sql, params) writes,
+    .scratch() is a transaction always rolled back."""
+    if isinstance(conn, (_SqlaRunner, _SqliteRunner)):
+        return conn
+    if isinstance(conn, sqlite3.Connection):
+        return _SqliteRunner(conn)
+    return _SqlaRunner(conn)
+
+
+# --------------------------------------------------------------------------- registry rows
+
+
+def _select(table: str, where: str = "", order: str = "name") -> str:
+    return f"SELECT {', '.join(COLUMNS[table])} FROM {table}{where}" + (f" ORDER BY {order}" if order else "")
+
+
+def _names(conn, table: str) -> list[str]:
+    return [r["name"] for r in runner(conn).rows(f"SELECT name FROM {table} ORDER BY name")]
+
+
+def _one(conn, table: str, name: str, what: str) -> dict:
+    rows = runner(conn).rows(_select(table, " WHERE name = :name", order=""), {"name": name})
+    if not rows:
+        raise suggest(name, _names(conn, table), what)
+    return rows[0]
+
+
+# What a declaration file (`kvreg export`, `kvreg apply`) holds, in apply order: models refer to dtypes.
+DECLARED_KINDS = ("dtype", "gpu", "model")
+
+
+def declared_rows(conn) -> dict[str, list[dict]]:
+    """Every dtype, GPU and model row (columns as COLUMNS), each kind sorted by name."""
+    # Sorted here, not in SQL: PostgreSQL's collation would order names differently from SQLite's.
+    return {kind: sorted(runner(conn).rows(_select(kind, order="")), key=lambda r: r["name"])
+            for kind in DECLARED_KINDS}
+
+
+def list_dtypes(conn) -> list[dict]:
+    """Dtypes, widest first (then by name)."""
+    return runner(conn).rows(_select("dtype", order="bytes_per_element DESC, name"))
+
+
+def model_names(conn) -> list[str]:
+    return _names(conn, "model")
+
+
+def get_model(conn, name: str) -> dict:
+    """One model's row; an unknown name suggests close ones."""
+    return _one(conn, "model", name, "model")
+
+
+def list_models(conn) -> list[dict]:
+    return runner(conn).rows(_select("model"))
+
+
+def gpu_names(conn) -> list[str]:
+    return _names(conn, "gpu")
+
+
+def get_gpu(conn, name: str) -> dict:
+    """One GPU's row; an unknown name suggests close ones."""
+    return _one(conn, "gpu", name, "gpu")
+
+
+def list_gpus(conn) -> list[dict]:
+    return runner(conn).rows(_select("gpu"))
+
+
+def current_revision(conn) -> str | None:
+    """The registry's schema revision (None: no alembic_version table, a new or foreign database)."""
+    if isinstance(conn, sqlite3.Connection):  # only an eligible registry gets here: the table exists
+        rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+        return rows[0][0] if rows else None
+    from kvreg.db.engine import current_revision as full  # a SQLAlchemy connection: SQLAlchemy is loaded
+
+    return full(conn)
+
+
+# --------------------------------------------------------------------------- plans and demand
+
+
+def plan_names(conn) -> list[str]:
+    """Every plan's name, sorted."""
+    return _names(conn, "plan")
+
+
+def get_plan(conn, name: str) -> dict:
+    """The stored plan row; an unknown name suggests close ones."""
+    rows = runner(conn).rows("SELECT * FROM plan WHERE name = :name", {"name": name})
+    if not rows:
+        raise suggest(name, plan_names(conn), "plan")
+    return rows[0]
+
+
+def format_workload(classes: list[dict]) -> str:
+    """A mix as the --workload options write it: chat=1500:0.8,docs=13000:0.2 ('' without classes)."""
+    return ",".join(f"{c['class']}={c['avg_tokens']}:{_share_text(c['share'])}" for c in classes)
+
+
+def _share_text(share: float) -> str:
+    """The shortest text that reads back as the same share (0.8, 4, 0.3333333333333333)."""
+    text_ = repr(float(share))
+    return text_[:-2] if text_.endswith(".0") else text_
+
+
+def workload_texts(conn) -> dict[int, str]:
+    """plan id -> its mix in --workload form, for every plan with classes (one query)."""
+    rows = runner(conn).rows("SELECT plan_id, name, avg_tokens, share FROM workload_class ORDER BY plan_id, id")
+    by_plan: dict[int, list[dict]] = {}
+    for r in rows:
+        by_plan.setdefault(r["plan_id"], []).append({"class": r["name"], "avg_tokens": r["avg_tokens"],
+                                                     "share": r["share"]})
+    return {pid: format_workload(cs) for pid, cs in by_plan.items()}
+
+
+def plan_classes(conn, name: str) -> list[dict]:
+    """A plan's plan_class rows: each class's KV per request, concurrency alone and weighted terms."""
+    get_plan(conn, name)
+    sql = ("SELECT pc.* FROM plan_class pc JOIN workload_class wc ON wc.plan_id = pc.plan_id"
+           " AND wc.name = pc.workload_class WHERE pc.plan = :name ORDER BY wc.id")
+    return runner(conn).rows(sql, {"name": name})
+
+
+def plan_capacity(conn, name: str) -> dict:
+    """One plan's plan_capacity row, with its notes."""
+    get_plan(conn, name)
+    return _capacity_rows(conn, "WHERE pc.plan = :name", {"name": name})[0]
+
+
+def list_plans(conn) -> list[dict]:
+    """Every plan's plan_capacity row (with notes and its workload mix), by name."""
+    return _capacity_rows(conn, "", {})
+
+
+def _capacity_rows(conn, where: str, params: dict) -> list[dict]:
+    sql = (f"SELECT pc.*, p.notes AS notes FROM plan_capacity pc JOIN plan p ON p.id = pc.plan_id {where}"
+           " ORDER BY pc.plan")
+    mixes = workload_texts(conn)
+    rows = runner(conn).rows(sql, params)
+    for row in rows:
+        row["workload"] = mixes.get(row["plan_id"], "")
+    return rows
+
+
+def show_plan(conn, name: str, quarter: str | None = None) -> list[dict]:
+    """A plan per quarter: each plan_quarter row followed by the plan's other plan_capacity figures.
+
+    With no demand (for that quarter), one row: the plan_capacity figures, with the demand
+    columns empty.
+    """
+    cap = plan_capacity(conn, name)
+    quarter = parse_quarter(quarter) if quarter else None
+    rows = list_demand(conn, plan=name, quarter=quarter)
+    if not rows:
+        rows = [{**{k: cap.get(k) for k in view_columns(conn, "plan_quarter")}, "quarter": quarter}]
+    return [{**r, **{k: v for k, v in cap.items() if k not in r}} for r in rows]
+
+
+def view_columns(conn, view: str) -> list[str]:
+    return runner(conn).columns(f"SELECT * FROM {view} WHERE 1 = 0")
+
+
+def list_demand(conn, plan: str | None = None, quarter: str | None = None) -> list[dict]:
+    """plan_quarter rows, by plan then quarter, optionally for one plan and/or one quarter."""
+    where, params = [], {}
+    if plan is not None:
+        get_plan(conn, plan)
+        where.append("plan = :plan")
+        params["plan"] = plan
+    if quarter is not None:
+        where.append("quarter = :quarter")
+        params["quarter"] = parse_quarter(quarter)
+    sql = "SELECT * FROM plan_quarter" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY plan, quarter"
+    return runner(conn).rows(sql, params)
+
+
+def rollup(conn, quarter: str | None = None) -> list[dict]:
+    """The procurement view: GPUs, nodes and cost per GPU type per quarter, and the change from the quarter before."""
+    sql, params = "SELECT * FROM procurement", {}
+    if quarter is not None:
+        sql += " WHERE quarter = :quarter"
+        params["quarter"] = parse_quarter(quarter)
+    return runner(conn).rows(sql + " ORDER BY quarter, gpu", params)
+

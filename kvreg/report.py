@@ -319,15 +319,45 @@ def load_previous(out: Path, quarter: str, compare: str | None) -> tuple[dict | 
                              f"`kvreg report --quarter {q}`, or leave out --compare")
         return None, {**note, "note": f"No earlier report to compare with: {against} is not in the output folder"}
     try:
-        prev = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(prev, dict) or prev.get("format") != DATA_FORMAT:
-            raise ValueError(f"it is not a {DATA_FORMAT} file")
+        from kvreg.limits import MAX_DATA_JSON_BYTES, parse_json, read_input
+
+        prev = parse_json(read_input(str(path), MAX_DATA_JSON_BYTES, "report data file"), against, "report data file")
+        _check_previous(prev)
     except (OSError, ValueError) as exc:
         reason = " ".join(str(exc).split())
         if compare:
             raise KvregError(f"--compare {q}: {path} cannot be read ({reason}): write that quarter's report again")
         return None, {**note, "note": f"Nothing is compared: {against} cannot be read ({reason})"}
     return prev, note
+
+
+# What compare_reports reads of an earlier data.json: list -> (key every item must have as text,
+# keys whose values must be numbers or null).
+_PREVIOUS_SHAPE = {"models": ("model", ()), "gpus": ("gpu", ()), "plans": ("plan", ("max_concurrency",)),
+                   "procurement": ("gpu", ("gpus_needed", "cost_per_month"))}
+
+
+def _check_previous(prev) -> None:
+    """ValueError (its text says what is wrong) unless `prev` has the shape compare_reports reads."""
+    if not isinstance(prev, dict) or prev.get("format") != DATA_FORMAT:
+        raise ValueError(f"it is not a {DATA_FORMAT} file")
+    for name, (key, numbers) in _PREVIOUS_SHAPE.items():
+        items = prev.get(name, [])
+        if not isinstance(items, list) or not all(isinstance(r, dict) and isinstance(r.get(key), str) for r in items):
+            raise ValueError(f"its {name} is not a list of records with a {key} name")
+        for r in items:
+            demand = r.get("demand") if isinstance(r.get("demand"), dict) else {}
+            bad = [k for k in numbers if r.get(k) is not None and type(r.get(k)) not in (int, float)]
+            bad += [f"demand.{k}" for k in ("capacity_users", "gpus_needed")
+                    if demand.get(k) is not None and type(demand.get(k)) not in (int, float)]
+            if bad:
+                raise ValueError(f"{name} {r[key]!r}: {bad[0]} is not a number")
+            for k in ("inputs", "kv", "demand"):
+                if r.get(k) is not None and not isinstance(r[k], dict):
+                    raise ValueError(f"{name} {r[key]!r}: {k} is not an object")
+            kv = r.get("kv") or {}
+            if any(v is not None and not isinstance(v, dict) for v in kv.values()):
+                raise ValueError(f"{name} {r[key]!r}: kv holds a value that is not an object")
 
 
 def _flat(record: dict, skip: tuple[str, ...] = ()) -> dict:

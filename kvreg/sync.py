@@ -76,13 +76,11 @@ def read_file(path: str) -> dict[str, list[dict]]:
 
     Only the kinds the file declares are present as keys, so --prune leaves other tables alone.
     """
-    import sys
 
-    where = "stdin" if path == "-" else path
-    try:
-        raw = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
-    except OSError as exc:
-        raise KvregError(f"cannot read {where}: {exc.strerror or exc}") from None
+    from kvreg.limits import MAX_TOML_BYTES, read_input, show_path
+
+    where = "stdin" if path == "-" else show_path(path)
+    raw = read_input(path, MAX_TOML_BYTES, "TOML declaration")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -94,8 +92,10 @@ def read_file(path: str) -> dict[str, list[dict]]:
 
 def parse_text(text: str, where: str = "<text>") -> dict[str, list[dict]]:
     """Parse TOML text into declared rows per kind; rejects unknown tables and duplicate names."""
+    from kvreg.limits import parse_toml
+
     try:
-        data = tomllib.loads(text)
+        data = parse_toml(text, where)
     except tomllib.TOMLDecodeError as exc:
         raise KvregError(f"{where} is not valid TOML: {exc}") from None
     out: dict[str, list[dict]] = {}

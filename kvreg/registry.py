@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from kvreg.db.tables import GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, Model, Plan
 from kvreg.capacity import MAX_GPUS_PER_NODE
 from kvreg.errors import AlreadyExists, KvregError, suggest
+from kvreg.text import invisible_characters
 
 MAX_NAME = 200
 _INT_LIMIT = 2**62
@@ -31,6 +32,10 @@ def check_name(name: Any, what: str) -> str:
         raise KvregError(f"{what} name is {len(name):,} characters long: at most {MAX_NAME} are allowed")
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
         raise KvregError(f"{what} name {name!r} contains control characters: use printable text only")
+    hidden = invisible_characters(name)
+    if hidden:  # a name must read as what it is: not reversed, not a look-alike of another
+        raise KvregError(f"{what} name {name!r} contains invisible or direction-changing characters "
+                         f"({', '.join(hidden)}): use visible text only")
     return name
 
 

@@ -204,6 +204,10 @@ def lock_timeout() -> float:
     return value
 
 
+QUIET_WAIT_MS = 1000
+_SAID_WAITING: set[str] = set()
+
+
 # SQLAlchemy Connection.info key: this connection reads one snapshot and never writes (on SQLite a
 # plain BEGIN, which in WAL mode neither waits for writers nor blocks them).
 READ_SNAPSHOT = "kvreg_read_snapshot"
@@ -255,19 +259,22 @@ def _sqlite_transactions(engine: Engine, url: str) -> None:
             return
         cur = conn.connection.driver_connection.cursor()
         try:
-            cur.execute("PRAGMA busy_timeout = 200")
+            # Waits of under a second (another command's short transaction) go unmentioned.
+            cur.execute(f"PRAGMA busy_timeout = {min(timeout_ms, QUIET_WAIT_MS)}")
             try:
                 cur.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
                     raise
-            import sys
+            if url not in _SAID_WAITING:  # once per registry and process, not per transaction
+                import sys
 
-            sys.stderr.write(f"kvreg: waiting for another command writing to registry {mask_url(url)} "
-                             f"(up to {timeout_ms / 1000:g} s, {LOCK_TIMEOUT_ENV})\n")
-            sys.stderr.flush()
-            cur.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+                _SAID_WAITING.add(url)
+                sys.stderr.write(f"kvreg: waiting for another command writing to registry {mask_url(url)} "
+                                 f"(up to {timeout_ms / 1000:g} s, {LOCK_TIMEOUT_ENV})\n")
+                sys.stderr.flush()
+            cur.execute(f"PRAGMA busy_timeout = {max(timeout_ms - QUIET_WAIT_MS, 0)}")
             try:
                 cur.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
@@ -359,6 +366,11 @@ def open_registry(url: str | None = None, *, upgrade: bool = True, seed: bool = 
     """Open (creating, upgrading and seeding as needed) the registry at `url`."""
     url = resolve_url(url)
     engine = make_engine(url)
+    # Imported before the transaction, not inside it: on SQLite it holds the write lock, and on
+    # a busy machine these imports take seconds that every other writer would wait.
+    import kvreg.catalog.load  # noqa: F401
+    import kvreg.figures.views  # noqa: F401
+
     try:
         with engine.begin() as conn:
             prepare_registry(conn, url, upgrade=upgrade, seed=seed)

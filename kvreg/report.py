@@ -630,6 +630,24 @@ def _snapshot(engine):
             del conn.info[READ_SNAPSHOT]
 
 
+def _collect_quietly(exc: BaseException) -> None:
+    """Collect what a failed run left half-written. openpyxl's streaming sheets are generators
+    whose file is already closed; collected later (the error's traceback keeps them alive), each
+    would print an "Exception ignored" traceback under the one-line error."""
+    import gc
+    import sys
+    import traceback
+
+    traceback.clear_frames(exc.__traceback__)  # the frames that hold the workbook, not this one
+
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda _unraisable: None
+    try:
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+
+
 def write_report(engine, quarter: str | None = None, out: str | Path = "reports",
                  formats: str | tuple[str, ...] = FORMATS, compare: str | None = None, *,
                  registry_url: str | None = None, now: dt.datetime | None = None) -> Report:
@@ -659,8 +677,9 @@ def write_report(engine, quarter: str | None = None, out: str | Path = "reports"
         shutil.rmtree(tmp, ignore_errors=True)
         raise KvregError(f"cannot write the report to {target}: {exc.strerror or exc}; "
                          "the previous report was left as it was") from None
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        _collect_quietly(exc)
         raise
     files = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
     return Report(target, files)

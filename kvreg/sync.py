@@ -198,15 +198,12 @@ def _describe(value: Any) -> str:
 
 
 def validate_dtype(row: dict) -> dict:
-    """Check a dtype row: bytes per element exact and in (0, 8], kind kv|weight|both."""
-    from kvreg.registry import check_int, check_name
+    """Check a dtype row: bytes per element in [0.125, 8], kind kv|weight|both."""
+    from kvreg.registry import check_bytes_per_element, check_int, check_name
 
     row = dict(row)
     check_name(row.get("name"), "dtype")
-    b = row.get("bytes_per_element")
-    if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b) or not 0 < b <= 8:
-        raise KvregError(f"bytes_per_element must be a number above 0 and at most 8 (int4: 0.5), not {b!r}")
-    row["bytes_per_element"] = float(b)
+    row["bytes_per_element"] = check_bytes_per_element(row.get("bytes_per_element"))
     row.setdefault("kind", "both")
     if row["kind"] not in DTYPE_KINDS:
         raise KvregError(f"kind must be one of {', '.join(DTYPE_KINDS)}, not {row['kind']!r}")

@@ -174,8 +174,12 @@ def _mask_connect_errors(engine: Engine, url: str) -> None:
 
     @event.listens_for(engine, "handle_error")
     def _handle(ctx):
-        if ctx.connection is None or ctx.is_disconnect:
+        if ctx.connection is None:
             raise _connect_error(url, ctx.original_exception)
+        if ctx.is_disconnect:  # it was open: the server went away partway through the command
+            detail = " ".join(_masked(url, _first_line(ctx.original_exception)).split())
+            raise RegistryError(f"lost the connection to registry {mask_url(url)} partway: {detail}; "
+                                "nothing was written: run the command again when the server is back")
         if isinstance(ctx.sqlalchemy_exception, DataError):
             raise UnstorableValue(" ".join(_masked(url, _first_line(ctx.original_exception)).split()))
         detail = str(ctx.original_exception)

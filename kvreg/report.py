@@ -456,7 +456,8 @@ def _umask() -> int:
 
 # Folders a report run makes beside its target: .2026-Q4.tmp-<pid>-<random> (being written) and
 # .2026-Q4.old-<random> (the previous report, about to be deleted). Older kvreg wrote no <pid>.
-_TEMP_NAME = re.compile(r"^\.\d{4}-Q[1-4]\.(tmp|old)-(?:(\d+)-)?[A-Za-z0-9_]+$")
+# (mkdtemp and secrets.token_hex(4) both end the name in 8 characters.)
+_TEMP_NAME = re.compile(r"^\.\d{4}-Q[1-4]\.(tmp|old)-(?:(\d+)-)?[a-z0-9_]{8}$")
 
 
 def _alive(pid: int) -> bool:
@@ -485,10 +486,12 @@ def clean_stale_temporaries(out: Path) -> list[Path]:
             continue
         path = Path(entry.path)
         try:
-            if entry.is_symlink() or not entry.is_dir(follow_symlinks=False):
+            if entry.is_symlink():  # an old report folder that was a link: the link goes, not its target
                 path.unlink()
-            else:
+            elif entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(path)
+            else:  # kvreg makes folders here, never files: not ours
+                continue
             removed.append(path)
         except OSError:  # another run removed it first, or it is not ours to delete: leave it
             pass

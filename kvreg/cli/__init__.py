@@ -62,7 +62,8 @@ class LazyGroup(click.Group):
     default=None,
     metavar="URL",
     help="Registry database URL (SQLAlchemy form). Env: KVREG_DB. Default: sqlite:///registry.db "
-    "in the current directory, created and seeded on first use.",
+    "in the current directory, created and seeded on first use. A writer waits up to KVREG_LOCK_TIMEOUT "
+    "seconds (default 30) for another's lock.",
 )
 @click.version_option(__version__, prog_name="kvreg")
 @click.pass_context

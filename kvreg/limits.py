@@ -20,8 +20,8 @@ import sys
 from kvreg.errors import KvregError
 
 MB = 1_000_000
-MAX_TOML_BYTES = 16 * MB  # `kvreg apply` files: a 10,000-model export is about 4 MB
-MAX_DATA_JSON_BYTES = 256 * MB  # a previous report's data.json: 10,006 plans write about 60 MB
+MAX_TOML_BYTES = 16 * MB  # `kvreg apply` files: a 10,024-model export is 7.5 MB
+MAX_DATA_JSON_BYTES = 256 * MB  # a previous report's data.json: 10,012 plans write 48.5 MB
 MAX_DEPTH = 32  # nesting of arrays and tables in TOML and JSON; kvreg's own files use at most 6
 MAX_KEY_PARTS = 16  # parts of a dotted TOML key (a.b.c is 3); kvreg's files use 1
 

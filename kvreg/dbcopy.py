@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,7 +111,11 @@ def copy_registry(source_url: str, target_url: str, *, force: bool = False) -> C
 
     new_file = _sqlite_path(target_url)
     new_file = new_file if new_file and not new_file.exists() else None
-    engine = make_engine(target_url)
+    tmp_file = None
+    if new_file:  # a new SQLite file is filled under a temporary name and renamed into place when done
+        _clean_stale_copies(new_file)
+        tmp_file = new_file.with_name(f".{new_file.name}.kvreg-copy-{os.getpid()}-{secrets.token_hex(4)}")
+    engine = make_engine(f"sqlite:///{tmp_file}" if tmp_file else target_url)
     try:
         with engine.begin() as conn:
             replaced = _fill_target(conn, target_url, snap, meta, force)
@@ -120,11 +126,12 @@ def copy_registry(source_url: str, target_url: str, *, force: bool = False) -> C
                     f"copy to {mask_url(target_url)} did not verify (rows {target_rows} vs {source_rows}, "
                     f"sha256 {target_sha[:12]} vs {source_sha[:12]}): nothing was written"
                 )
+        if tmp_file:
+            _move_into_place(engine, tmp_file, new_file, target_url)
     except BaseException as exc:
         engine.dispose()
-        if new_file:  # the failed copy created it: leave no empty registry behind
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                Path(f"{new_file}{suffix}").unlink(missing_ok=True)
+        if tmp_file:  # the failed copy created it: leave no empty registry behind
+            _unlink_sqlite(tmp_file)
         if isinstance(exc, SQLAlchemyError):
             raise KvregError(f"cannot copy into {mask_url(target_url)}: {_masked(target_url, _one_line(exc))}; "
                              "nothing was written") from None
@@ -132,6 +139,52 @@ def copy_registry(source_url: str, target_url: str, *, force: bool = False) -> C
     engine.dispose()
     return CopyResult(mask_url(source_url), mask_url(target_url), revision, source_rows, target_rows,
                       source_sha, target_sha, replaced)
+
+
+_COPY_SUFFIX = ".kvreg-copy-"
+
+
+def _unlink_sqlite(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def _clean_stale_copies(target: Path) -> None:
+    """Delete what killed copies into `target` left: .NAME.kvreg-copy-<pid>-<hex> files (and their
+    -wal, -shm) whose process is gone."""
+    from kvreg.report import _alive
+
+    prefix = f".{target.name}{_COPY_SUFFIX}"
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(prefix) or name.endswith(("-wal", "-shm", "-journal")):
+            continue
+        pid = name[len(prefix):].split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            _unlink_sqlite(target.parent / name)
+
+
+def _move_into_place(engine, tmp: Path, target: Path, url: str) -> None:
+    """Give the finished copy its name: back to a single file first (journal_mode DELETE folds the
+    write-ahead log in and removes it; kvreg turns WAL on again at the next open), then a link
+    under the target's name, which fails rather than replace a file that appeared meanwhile."""
+    from kvreg.db.engine import mask_url
+
+    raw = engine.raw_connection()  # outside any transaction, where the journal mode can change
+    try:
+        raw.driver_connection.execute("PRAGMA journal_mode = DELETE")
+    finally:
+        raw.close()
+    engine.dispose()
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise KvregError(f"{mask_url(url)} was created by someone else during the copy: nothing was written "
+                         "to it; copy again") from None
+    tmp.unlink()
 
 
 def _one_line(exc: BaseException) -> str:

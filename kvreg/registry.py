@@ -15,7 +15,8 @@ from kvreg.db.read import (  # noqa: F401  (the read queries live in the db laye
     get_gpu, get_model, gpu_names, list_dtypes, list_gpus, list_models, model_names,
 )
 from kvreg.db.tables import GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, Model, Plan
-from kvreg.errors import AlreadyExists, KvregError
+from kvreg.errors import AlreadyExists, KvregError, suggest
+from kvreg.text import invisible_characters
 
 MAX_NAME = 200
 _INT_LIMIT = 2**62
@@ -34,7 +35,39 @@ def check_name(name: Any, what: str) -> str:
         raise KvregError(f"{what} name is {len(name):,} characters long: at most {MAX_NAME} are allowed")
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
         raise KvregError(f"{what} name {name!r} contains control characters: use printable text only")
+    if not _is_utf8(name):
+        raise KvregError(f"{what} name {_shown(name)} is not valid UTF-8 (it came from a file or folder name): "
+                         "give the name with --name")
+    hidden = invisible_characters(name)
+    if hidden:  # a name must read as what it is: not reversed, not a look-alike of another
+        raise KvregError(f"{what} name {name!r} contains invisible or direction-changing characters "
+                         f"({', '.join(hidden)}): use visible text only")
     return name
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")  # bytes of a file name that are not UTF-8 arrive as lone surrogates
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(text: str) -> str:
+    return repr(text.encode("utf-8", "surrogateescape"))[1:]
+
+
+# A number format's size: from 1 bit (0.125 B) to 8 B (fp64). Anything smaller makes every
+# figure built on it meaningless (1e-320 B per element: a billion users on 0 GPUs).
+BYTES_PER_ELEMENT_RANGE = (0.125, 8)
+
+
+def check_bytes_per_element(value: Any, field: str = "bytes_per_element") -> float:
+    low, high = BYTES_PER_ELEMENT_RANGE
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not low <= value <= high:
+        raise KvregError(f"{field} must be a number from {low} (1 bit) to {high} bytes (int4: 0.5), not {value!r}")
+    return float(value)
 
 
 def check_text(value: Any, field: str) -> str:
@@ -44,6 +77,9 @@ def check_text(value: Any, field: str) -> str:
         return ""
     if not isinstance(value, str):
         raise KvregError(f"{field} must be text, not {value!r}")
+    if not _is_utf8(value):
+        raise KvregError(f"{field} {_shown(value)} is not valid UTF-8 (it came from a file or folder name): "
+                         "rename the file")
     if "\x00" in value:
         raise KvregError(f"{field} contains a NUL character (\\x00), which a registry cannot store: remove it")
     return value
@@ -187,6 +223,10 @@ def validate_model(conn, row: dict) -> dict:
     row["qk_rope_head_dim"] = check_int(row.get("qk_rope_head_dim"), "qk_rope_head_dim", minimum=0, allow_none=True)
     kinds = row["sliding_layers"] + row["chunked_layers"] + row["linear_layers"]
     if row.get("full_layers") is None:
+        if kinds > row["layers"]:  # say so in the fields given, not in full_layers (derived: -8)
+            raise KvregError(
+                f"model {row['name']!r}: sliding ({row['sliding_layers']}) + chunked ({row['chunked_layers']}) + "
+                f"linear ({row['linear_layers']}) layers add up to {kinds}, more than layers ({row['layers']})")
         row["full_layers"] = row["layers"] - kinds
     row["full_layers"] = check_int(row["full_layers"], "full_layers", minimum=0)
     if row["full_layers"] + kinds != row["layers"]:

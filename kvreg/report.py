@@ -20,9 +20,11 @@ import hashlib
 import json
 import math
 import os
+import re
 import secrets
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -319,15 +321,45 @@ def load_previous(out: Path, quarter: str, compare: str | None) -> tuple[dict | 
                              f"`kvreg report --quarter {q}`, or leave out --compare")
         return None, {**note, "note": f"No earlier report to compare with: {against} is not in the output folder"}
     try:
-        prev = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(prev, dict) or prev.get("format") != DATA_FORMAT:
-            raise ValueError(f"it is not a {DATA_FORMAT} file")
+        from kvreg.limits import MAX_DATA_JSON_BYTES, parse_json, read_input
+
+        prev = parse_json(read_input(str(path), MAX_DATA_JSON_BYTES, "report data file"), against, "report data file")
+        _check_previous(prev)
     except (OSError, ValueError) as exc:
         reason = " ".join(str(exc).split())
         if compare:
             raise KvregError(f"--compare {q}: {path} cannot be read ({reason}): write that quarter's report again")
         return None, {**note, "note": f"Nothing is compared: {against} cannot be read ({reason})"}
     return prev, note
+
+
+# What compare_reports reads of an earlier data.json: list -> (key every item must have as text,
+# keys whose values must be numbers or null).
+_PREVIOUS_SHAPE = {"models": ("model", ()), "gpus": ("gpu", ()), "plans": ("plan", ("max_concurrency",)),
+                   "procurement": ("gpu", ("gpus_needed", "cost_per_month"))}
+
+
+def _check_previous(prev) -> None:
+    """ValueError (its text says what is wrong) unless `prev` has the shape compare_reports reads."""
+    if not isinstance(prev, dict) or prev.get("format") != DATA_FORMAT:
+        raise ValueError(f"it is not a {DATA_FORMAT} file")
+    for name, (key, numbers) in _PREVIOUS_SHAPE.items():
+        items = prev.get(name, [])
+        if not isinstance(items, list) or not all(isinstance(r, dict) and isinstance(r.get(key), str) for r in items):
+            raise ValueError(f"its {name} is not a list of records with a {key} name")
+        for r in items:
+            demand = r.get("demand") if isinstance(r.get("demand"), dict) else {}
+            bad = [k for k in numbers if r.get(k) is not None and type(r.get(k)) not in (int, float)]
+            bad += [f"demand.{k}" for k in ("capacity_users", "gpus_needed")
+                    if demand.get(k) is not None and type(demand.get(k)) not in (int, float)]
+            if bad:
+                raise ValueError(f"{name} {r[key]!r}: {bad[0]} is not a number")
+            for k in ("inputs", "kv", "demand"):
+                if r.get(k) is not None and not isinstance(r[k], dict):
+                    raise ValueError(f"{name} {r[key]!r}: {k} is not an object")
+            kv = r.get("kv") or {}
+            if any(v is not None and not isinstance(v, dict) for v in kv.values()):
+                raise ValueError(f"{name} {r[key]!r}: kv holds a value that is not an object")
 
 
 def _flat(record: dict, skip: tuple[str, ...] = ()) -> dict:
@@ -422,13 +454,68 @@ def _umask() -> int:
     return mask
 
 
+# Folders a report run makes beside its target: .2026-Q4.tmp-<pid>-<random> (being written) and
+# .2026-Q4.old-<random> (the previous report, about to be deleted). Older kvreg wrote no <pid>.
+# (mkdtemp and secrets.token_hex(4) both end the name in 8 characters.)
+_TEMP_NAME = re.compile(r"^\.\d{4}-Q[1-4]\.(tmp|old)-(?:(\d+)-)?[a-z0-9_]{8}$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # someone else's process: alive
+        return True
+    return True
+
+
+def clean_stale_temporaries(out: Path) -> list[Path]:
+    """Delete what killed report runs left under `out`: temporary folders of kvreg's own naming
+    whose process is gone (a .old- folder is always leftover: a live run deletes its own at once,
+    and the report it held is already replaced). Symlinks are removed, never followed. Returns
+    what was deleted."""
+    removed = []
+    try:
+        entries = list(os.scandir(out))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = _TEMP_NAME.match(entry.name)
+        if not m or (m.group(1) == "tmp" and m.group(2) and _alive(int(m.group(2)))):
+            continue
+        path = Path(entry.path)
+        try:
+            if entry.is_symlink():  # an old report folder that was a link: the link goes, not its target
+                path.unlink()
+            elif entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path)
+            else:  # kvreg makes folders here, never files: not ours
+                continue
+            removed.append(path)
+        except OSError:  # another run removed it first, or it is not ours to delete: leave it
+            pass
+    return removed
+
+
+def _remove(path: Path) -> None:
+    """Delete a folder, or only the link if it is a symlink (never what it points to)."""
+    if path.is_symlink():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _temp_folder(out: Path, target: Path) -> Path:
     """A fresh folder beside the target (same filesystem, so the final rename is atomic)."""
+    if out.exists() and not out.is_dir():
+        raise KvregError(f"cannot write reports under {out}: it is a file, not a folder; choose a folder with --out")
     try:
         out.mkdir(parents=True, exist_ok=True)
         if target.exists() and not target.is_dir():
             raise KvregError(f"cannot write the report: {target} exists and is not a folder; move it away")
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=out))
+        clean_stale_temporaries(out)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=out))
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; a report folder is not
     except OSError as exc:
         raise KvregError(f"cannot write reports under {out}: {exc.strerror or exc}; "
@@ -459,11 +546,13 @@ def _swap_into_place(tmp: Path, target: Path) -> None:
     Exchanging the two folders is one step, so a process killed at any moment leaves a whole
     report at the target, old or new. Where the system cannot exchange: rename the old report
     away and the new one in (undone on failure), which leaves no report for an instant."""
-    if target.exists() and _exchange(tmp, target):
-        shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old report
+    # A symlink at the target is replaced by the new folder, and only the link is deleted.
+    present = target.exists() or target.is_symlink()
+    if present and _exchange(tmp, target):
+        _remove(tmp)  # tmp now holds the old report (or the old link)
         return
     old = None
-    if target.exists():
+    if present:
         old = target.with_name(f".{target.name}.old-{secrets.token_hex(4)}")
         os.rename(target, old)
     try:
@@ -473,7 +562,7 @@ def _swap_into_place(tmp: Path, target: Path) -> None:
             os.rename(old, target)
         raise
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        _remove(old)
 
 
 def _utc(now: dt.datetime | None) -> str:
@@ -501,6 +590,67 @@ def _write_files(conn, folder: Path, data: dict, formats: tuple[str, ...], asked
     (folder / "data.json").write_text(body + "\n", encoding="utf-8", newline="\n")
 
 
+_FOREIGN_KEY = re.compile(r",\s*FOREIGN KEY\s*\([^)]*\)\s*REFERENCES\s+[^,)]+\([^)]*\)(\s+ON \w+ \w+( \w+)?)*", re.I)
+
+
+def _scratch_in_temp(conn) -> None:
+    """Give a SQLite connection its own scratch table and views in its TEMP schema.
+
+    Capacity questions (the sweep) are answered by writing scratch scenarios and reading them
+    back through the views. Written to main.scenario they would need the write lock, held to the
+    end of the report. A TEMP copy of the scenario table (foreign keys left out: they cannot
+    reach across schemas; kvreg.capacity validates names before writing) and TEMP copies of the
+    views, with the same SQL, shadow them for this connection only: its writes never touch the
+    registry file, so the report reads one snapshot and writers go on at once."""
+    objects = conn.exec_driver_sql("SELECT type, name, sql FROM main.sqlite_master WHERE (type = 'table' AND "
+                                   "name = 'scenario') OR type = 'view' ORDER BY rowid").all()
+    for kind, name, sql in sorted(objects, key=lambda o: o[0] != "table"):  # the table first, views in order
+        head = re.match(rf"\s*CREATE\s+{kind}\s+(\"?{name}\"?)", sql, re.I)
+        if head is None:
+            raise KvregError(f"the registry's {kind} {name} is not as kvreg made it: run `kvreg init` to rebuild it")
+        body = sql[head.end():]
+        if kind == "table":
+            body = _FOREIGN_KEY.sub("", body)
+        conn.exec_driver_sql(f"CREATE TEMP {kind.upper()} {head.group(1)}{body}")
+
+
+@contextmanager
+def _snapshot(engine):
+    """A connection that reads one consistent snapshot of the registry and blocks no writer:
+    on SQLite a WAL read transaction whose scratch rows stay in its TEMP schema, on PostgreSQL
+    REPEATABLE READ (its scratch rows are rolled back with it; readers never block writers)."""
+    from kvreg.db.engine import READ_SNAPSHOT
+
+    with engine.connect() as conn:
+        if conn.dialect.name != "sqlite":
+            yield conn.execution_options(isolation_level="REPEATABLE READ")
+            return
+        conn.info[READ_SNAPSHOT] = True
+        try:
+            _scratch_in_temp(conn)
+            yield conn
+        finally:
+            del conn.info[READ_SNAPSHOT]
+
+
+def _collect_quietly(exc: BaseException) -> None:
+    """Collect what a failed run left half-written. openpyxl's streaming sheets are generators
+    whose file is already closed; collected later (the error's traceback keeps them alive), each
+    would print an "Exception ignored" traceback under the one-line error."""
+    import gc
+    import sys
+    import traceback
+
+    traceback.clear_frames(exc.__traceback__)  # the frames that hold the workbook, not this one
+
+    hook = sys.unraisablehook
+    sys.unraisablehook = lambda _unraisable: None
+    try:
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+
+
 def write_report(engine, quarter: str | None = None, out: str | Path = "reports",
                  formats: str | tuple[str, ...] = FORMATS, compare: str | None = None, *,
                  registry_url: str | None = None, now: dt.datetime | None = None) -> Report:
@@ -519,7 +669,7 @@ def write_report(engine, quarter: str | None = None, out: str | Path = "reports"
     url = registry_url or engine.url.render_as_string(hide_password=False)
     tmp = _temp_folder(out, target)
     try:
-        with engine.connect() as conn:
+        with _snapshot(engine) as conn:
             asked: dict = {}  # the sweep's capacity question, asked once for the report and the workbook
             data = gather(conn, quarter, generated_at=_utc(now), registry_url=url, asked=asked)
             data["comparison"] = compare_reports(previous, data, note) if previous else note
@@ -530,8 +680,9 @@ def write_report(engine, quarter: str | None = None, out: str | Path = "reports"
         shutil.rmtree(tmp, ignore_errors=True)
         raise KvregError(f"cannot write the report to {target}: {exc.strerror or exc}; "
                          "the previous report was left as it was") from None
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        _collect_quietly(exc)
         raise
     files = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
     return Report(target, files)

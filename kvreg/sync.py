@@ -74,13 +74,11 @@ def read_file(path: str) -> dict[str, list[dict]]:
 
     Only the kinds the file declares are present as keys, so --prune leaves other tables alone.
     """
-    import sys
 
-    where = "stdin" if path == "-" else path
-    try:
-        raw = sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
-    except OSError as exc:
-        raise KvregError(f"cannot read {where}: {exc.strerror or exc}") from None
+    from kvreg.limits import MAX_TOML_BYTES, read_input, show_path
+
+    where = "stdin" if path == "-" else show_path(path)
+    raw = read_input(path, MAX_TOML_BYTES, "TOML declaration")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -92,8 +90,10 @@ def read_file(path: str) -> dict[str, list[dict]]:
 
 def parse_text(text: str, where: str = "<text>") -> dict[str, list[dict]]:
     """Parse TOML text into declared rows per kind; rejects unknown tables and duplicate names."""
+    from kvreg.limits import parse_toml
+
     try:
-        data = tomllib.loads(text)
+        data = parse_toml(text, where)
     except tomllib.TOMLDecodeError as exc:
         raise KvregError(f"{where} is not valid TOML: {exc}") from None
     out: dict[str, list[dict]] = {}
@@ -202,15 +202,12 @@ def _describe(value: Any) -> str:
 
 
 def validate_dtype(row: dict) -> dict:
-    """Check a dtype row: bytes per element exact and in (0, 8], kind kv|weight|both."""
-    from kvreg.registry import check_int, check_name
+    """Check a dtype row: bytes per element in [0.125, 8], kind kv|weight|both."""
+    from kvreg.registry import check_bytes_per_element, check_int, check_name
 
     row = dict(row)
     check_name(row.get("name"), "dtype")
-    b = row.get("bytes_per_element")
-    if isinstance(b, bool) or not isinstance(b, (int, float)) or not math.isfinite(b) or not 0 < b <= 8:
-        raise KvregError(f"bytes_per_element must be a number above 0 and at most 8 (int4: 0.5), not {b!r}")
-    row["bytes_per_element"] = float(b)
+    row["bytes_per_element"] = check_bytes_per_element(row.get("bytes_per_element"))
     row.setdefault("kind", "both")
     if row["kind"] not in DTYPE_KINDS:
         raise KvregError(f"kind must be one of {', '.join(DTYPE_KINDS)}, not {row['kind']!r}")

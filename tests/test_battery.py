@@ -12,6 +12,7 @@ named like an SQL injection) are accepted, and tested below the battery for roun
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -85,6 +86,16 @@ FILES = {
                       "params_b = 8\nmax_position_embeddings = '128K'\n"),
     "model-dtype.toml": ("[[model]]\nname = 'm'\nlayers = 32\nattention_heads = 32\nkv_heads = 8\nhead_dim = 128\n"
                          "params_b = 8\nmax_position_embeddings = '128K'\nweight_dtype = 'fp7'\n"),
+    # issue 21: limits on structure, names that display other than they are, sizes out of range
+    "deep.toml": "x = " + "[" * 100_000 + "]" * 100_000 + "\n",
+    "long-key.toml": "[" + ".".join(["a"] * 50_000) + "]\nx = 1\n",
+    "bidi.toml": '[[gpu]]\nname = "H100\u202eMXS"\nmemory_bytes = "80GiB"\n',
+    "tiny-dtype.toml": "[[dtype]]\nname = 'tiny'\nbytes_per_element = 1e-320\n",
+    "sliding-40.toml": ("[[model]]\nname = 'm'\nlayers = 32\nsliding_layers = 40\nsliding_window = 4096\n"
+                        "attention_heads = 32\nkv_heads = 8\nhead_dim = 128\nparams_b = 8\n"
+                        "max_position_embeddings = '128K'\n"),
+    "prev/2026-Q3/data.json": '{"format": "kvreg-report/1", "models": [1, 2]}',
+    "deep-prev/2026-Q3/data.json": '{"format": "kvreg-report/1", "models": ' + "[" * 100_000 + "]" * 100_000 + "}",
     "good-then-bad.toml": ("[[gpu]]\nname = 'fine'\nmemory_bytes = '80GiB'\n"
                            "[[gpu]]\nname = 'broken'\nmemory_bytes = '-80GiB'\n"),
 }
@@ -97,6 +108,7 @@ def inputs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("inputs")
     for name, content in FILES.items():
         path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, bytes):
             path.write_bytes(content)
         else:
@@ -109,6 +121,18 @@ def inputs(tmp_path_factory):
         fh.write("x" * (BIG_JSON_BYTES - len(head) - 2))
         fh.write('"}')
     (folder / "a-file").write_text("not a folder\n")
+    os.mkfifo(folder / "fifo.toml")  # no writer: opening it would wait for ever
+    not_utf8 = os.fsencode(folder) + b"/model-\xff"  # a folder name that is not UTF-8
+    os.mkdir(not_utf8)
+    with open(not_utf8 + b"/config.json", "w") as fh:
+        fh.write(_config())
+    index = folder / "big-index"  # a valid config beside a 21 MB safetensors index
+    index.mkdir()
+    (index / "config.json").write_text(_config())
+    with (index / "model.safetensors.index.json").open("w") as fh:
+        fh.write('{"metadata": {"total_size": 16060522496}, "weight_map": {')
+        fh.write(",".join(f'"model.layers.{i}.weight": "model-00001.safetensors"' for i in range(400_000)))
+        fh.write("}}")
     (folder / "model-folder").mkdir()  # a folder with no config.json in it
     return folder
 
@@ -147,6 +171,25 @@ CASES = [
          match=r"--from and --to are the same database", id="db-copy-onto-itself"),
     case("db", "copy", "--to", SQLITE_NOWHERE,
          match=r"folder '/nonexistent-folder' does not exist", id="db-copy-nowhere"),
+    # ---------------------------------------------------------------- registries that cannot keep data (issue 21)
+    case("--db", "sqlite:///", "gpu", "add", "g", "--memory", "80GiB",
+         match=r"'sqlite:///' names no file \(an in-memory database\)", id="db-empty-path"),
+    case("--db", "sqlite://", "gpu", "add", "g", "--memory", "80GiB", match=r"names no file", id="db-no-path"),
+    case("--db", "sqlite:///:memory:", "gpu", "add", "g", "--memory", "80GiB",
+         match=r"names no file .*everything written would be lost", id="db-memory"),
+    case("--db", "sqlite:///file:x?mode=memory&uri=true", "plan", "list",
+         match=r"names no file", id="db-memory-uri"),
+    case("--db", "postgresql+psycopg://u@127.0.0.1:abc/db", "model", "list",
+         match=r"is not understood", id="db-port-not-a-number"),
+    case("--db", "sqlite:///{tmp}/r.db?timeout=abc", "model", "list",
+         match=r"timeout='abc' is not a number of seconds", id="db-timeout-not-a-number"),
+    case("--db", "sqlite:///{tmp}/d\udcff/r.db", "db", "current",
+         match=r"registry path 'd\\xff/r\.db'|registry path .*d\\xff/r\.db' is not valid UTF-8", id="db-path-not-utf8"),
+    case("db", "copy", "--to", "sqlite:///{tmp}/d\udcff.db",
+         match=r"d\\xff\.db' is not valid UTF-8", id="db-copy-to-not-utf8"),
+    case("db", "downgrade", "0002",
+         match=r"to 0002 would drop 2 workload_class rows: nothing was changed; pass --yes", id="db-downgrade-drops-rows"),
+    case("db", "downgrade", "base", match=r"to base would drop .*\d+ model rows.*pass --yes", id="db-downgrade-base"),
     # ---------------------------------------------------------------- model add (issue 2)
     case("model", "add", "m", "--layers", "0", *MODEL[2:],
          match=r"layers must be at least 1, not 0", id="add-zero-layers"),
@@ -257,6 +300,20 @@ CASES = [
          match=r"list\.json: JSON is a list", id="import-batch-one-bad"),
     case("model", "import", "{in}/base.json", "{in}/base.json",
          match=r"'base' already exists", id="import-batch-twice"),
+    case("model", "import", "-", "--name", "m", stdin=b"\0" * (10_000_000 + 2),
+         match=r"stdin: larger than 10 MB", id="import-stdin-dev-zero"),
+    case("model", "import", "{in}/model-\udcff",
+         match=r"model name 'model-\\xff' is not valid UTF-8 .*--name", id="import-folder-not-utf8"),
+    case("model", "import", "{in}/big-index",
+         match=r"model\.safetensors\.index\.json: larger than 20 MB", id="import-21MB-safetensors-index"),
+    # ---------------------------------------------------------------- names that display other than they are (issue 21)
+    case("gpu", "add", "H100\u202eMXS", "--memory", "80GiB",
+         match=r"gpu name .* invisible or direction-changing characters \(U\+202E\)", id="gpu-bidi-override"),
+    case("model", "add", "Llama\u200b-3.1-8B", *MODEL,
+         match=r"model name .*\(U\+200B\)", id="model-zero-width-space"),
+    case("plan", "add", "\u2066chat\u2069", *PLAN, match=r"plan name .*\(U\+2066, U\+2069\)", id="plan-bidi-isolate"),
+    case("dtype", "add", "fp8\ufeff", "--bytes-per-element", "1", match=r"\(U\+FEFF\)", id="dtype-zero-width-bom"),
+    case("apply", "{in}/bidi.toml", match=r"gpu name .*\(U\+202E\)", id="apply-bidi-name"),
     # ---------------------------------------------------------------- model show / remove / list
     case("model", "show", "Lama-3.1-8B",
          match=r"unknown model 'Lama-3\.1-8B': did you mean Llama-3\.1-8B", id="show-unknown-model"),
@@ -298,11 +355,11 @@ CASES = [
     case("dtype", "add", "bf16", "--bytes-per-element", "2",
          match=r"dtype 'bf16' already exists", id="dtype-duplicate"),
     case("dtype", "add", "d", "--bytes-per-element", "nan",
-         match=r"--bytes-per-element must be above 0", id="dtype-nan"),
+         match=r"--bytes-per-element must be a number from 0\.125 \(1 bit\) to 8 bytes", id="dtype-nan"),
     case("dtype", "add", "d", "--bytes-per-element", "inf",
-         match=r"--bytes-per-element must be above 0", id="dtype-inf"),
+         match=r"--bytes-per-element must be a number from 0\.125 \(1 bit\) to 8 bytes", id="dtype-inf"),
     case("dtype", "add", "d", "--bytes-per-element", "0",
-         match=r"--bytes-per-element must be above 0", id="dtype-zero"),
+         match=r"--bytes-per-element must be a number from 0\.125 \(1 bit\) to 8 bytes", id="dtype-zero"),
     case("dtype", "add", LONG, "--bytes-per-element", "1",
          match=r"dtype name is 10,000 characters", id="dtype-long-name"),
     case("dtype", "add", "d\x00", "--bytes-per-element", "1",
@@ -315,7 +372,7 @@ CASES = [
     case("apply", "{in}/missing.toml", match=r"cannot read .*missing\.toml: No such file", id="apply-missing-file"),
     case("apply", "{in}/not-toml.toml", match=r"not valid TOML", id="apply-not-toml"),
     case("apply", "{in}/deep.json", match=r"not valid TOML", id="apply-deep-json"),
-    case("apply", "{in}/big/config.json", match=r"config\.json is not valid TOML", id="apply-50MB"),
+    case("apply", "{in}/big/config.json", match=r"config\.json is 52\.4 MB: larger than 16 MB", id="apply-50MB"),
     case("apply", "{in}/not-utf8.json", match=r"not UTF-8", id="apply-not-utf8"),
     case("apply", "{in}/unknown-table.toml",
          match=r"unknown table 'modle': did you mean \[\[model\]\]", id="apply-unknown-table"),
@@ -338,6 +395,18 @@ CASES = [
          match=r"kv_heads \(5\) must divide attention_heads \(32\)", id="apply-kv-not-dividing"),
     case("apply", "{in}/model-dtype.toml", match=r"unknown weight dtype 'fp7'", id="apply-unknown-dtype"),
     case("apply", "{in}/good-then-bad.toml", match=r"#2 'broken'.*not understood", id="apply-good-then-bad"),
+    case("apply", "/dev/zero", match=r"cannot read /dev/zero: it is not a regular file", id="apply-dev-zero"),
+    case("apply", "-", stdin=b"\0" * (16_000_000 + 2), match=r"stdin: larger than 16 MB", id="apply-stdin-dev-zero"),
+    case("apply", "{in}/fifo.toml", match=r"fifo\.toml: it is not a regular file", id="apply-fifo"),
+    case("apply", "{in}/deep.toml", match=r"deep\.toml: nested more than 32 levels deep", id="apply-deep-toml"),
+    case("apply", "{in}/long-key.toml", match=r"a dotted key has more than 16 parts", id="apply-50000-part-key"),
+    case("apply", "{in}/tiny-dtype.toml",
+         match=r"bytes_per_element must be a number from 0\.125 \(1 bit\) to 8 bytes .*1e-320", id="apply-dtype-1e-320"),
+    case("dtype", "add", "tiny", "--bytes-per-element", "1e-320",
+         match=r"--bytes-per-element must be a number from 0\.125", id="dtype-1e-320"),
+    case("apply", "{in}/sliding-40.toml",
+         match=r"'m': sliding \(40\) \+ chunked \(0\) \+ linear \(0\) layers add up to 40, more than layers \(32\)",
+         id="apply-sliding-beyond-layers"),
     case("export", "--out", "{in}/a-file/sub/registry.toml",
          match=r"cannot write .*a-file/sub/registry\.toml", id="export-under-a-file"),
     case("export", "--out", "/proc/kvreg.toml", match=r"cannot write /proc/kvreg\.toml", id="export-to-proc"),
@@ -464,6 +533,12 @@ CASES = [
          match=r"cannot write reports under .*a-file/sub", id="report-out-under-a-file"),
     case("report", "--quarter", "2026Q4", "--out", "/proc/kvreg-reports",
          match=r"cannot write reports under /proc/kvreg-reports", id="report-out-in-proc"),
+    case("report", "--quarter", "2026Q4", "--out", "{in}/a-file",
+         match=r"cannot write reports under .*a-file: it is a file, not a folder", id="report-out-is-a-file"),
+    case("report", "--quarter", "2026Q4", "--out", "{in}/prev", "--compare", "2026Q3",
+         match=r"--compare 2026Q3: .*cannot be read \(its models is not a list of records", id="report-previous-malformed"),
+    case("report", "--quarter", "2026Q4", "--out", "{in}/deep-prev", "--compare", "2026Q3",
+         match=r"--compare 2026Q3: .*nested more than 32 levels deep", id="report-previous-deep"),
     case("report", "--quarter", "2026Q4", "--out", "{in}", "--compare", "2026Q2",
          match=r"--compare 2026Q2: there is no report", id="report-compare-missing"),
 ]

@@ -341,8 +341,8 @@ def test_dtype_add_then_use_it(kv):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["fp6", "--bytes-per-element", "0"], "--bytes-per-element must be above 0 and at most 8"),
-    (["fp6", "--bytes-per-element", "16"], "--bytes-per-element must be above 0 and at most 8"),
+    (["fp6", "--bytes-per-element", "0"], "--bytes-per-element must be a number from 0.125 (1 bit) to 8 bytes"),
+    (["fp6", "--bytes-per-element", "16"], "--bytes-per-element must be a number from 0.125 (1 bit) to 8 bytes"),
     (["fp8", "--bytes-per-element", "1"], "dtype 'fp8' already exists"),
     (["fp6", "--bytes-per-element", "0.75", "--kind", "scale"], "'scale' is not one of 'kv', 'weight', 'both'"),
 ])

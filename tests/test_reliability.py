@@ -13,6 +13,7 @@ Migrations with data are in test_migration_data.py, bad input in test_battery.py
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -149,8 +150,9 @@ def test_two_writers_at_once_lose_and_duplicate_nothing(empty_db_url, tmp_path):
     """Two processes each add 200 models and 200 plans, one transaction each, to the same registry
     at the same moment, while `kvreg apply` adds 200 more models in one transaction. The registry
     starts empty, so the first opens also race to create, migrate and seed it. Every row arrives
-    exactly once and no process prints anything on stderr: SQLite writers wait on the busy
-    timeout (BEGIN IMMEDIATE), PostgreSQL's first opens take turns on an advisory lock."""
+    exactly once and no process prints anything on stderr but, at most once, that it is waiting:
+    SQLite writers wait on the busy timeout (BEGIN IMMEDIATE), PostgreSQL's first opens take
+    turns on an advisory lock."""
     from collections import Counter
 
     from kvreg.catalog import load_catalog
@@ -169,7 +171,9 @@ def test_two_writers_at_once_lose_and_duplicate_nothing(empty_db_url, tmp_path):
     procs = (*writers, applier)
     outputs = [proc.communicate(timeout=300) for proc in procs]
     for proc, (_out, err) in zip(procs, outputs):
-        assert proc.returncode == 0 and err == "", err
+        assert proc.returncode == 0, err
+        assert err in ("", f"kvreg: waiting for another command writing to registry {empty_db_url} "
+                           "(up to 30 s, KVREG_LOCK_TIMEOUT)\n"), err
     assert outputs[-1][0].splitlines()[-1] == f"applied: {WRITES} row(s) written"
 
     catalog = load_catalog()
@@ -379,3 +383,426 @@ def test_kill_9_inside_the_import_transaction_writes_nothing(db_url, kv, tmp_pat
     _sqlite_intact(db_url)
     kv("model", "import", *paths[:2], "--format", "csv")  # and the next writer is not blocked
     assert _imported(db_url, "mid") == 2
+
+
+# =========================================================================== issue 21: nothing lost
+#
+# Each test below failed on the main branch before issue 21: the registry or the files around
+# it were lost, damaged, adopted or held, or the user got a traceback instead of one line.
+
+
+def _one_line_error(result, match: str) -> str:
+    """The run failed with exactly one stderr line matching `match`; returns it."""
+    import re
+
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code != 0, result.output
+    assert len(lines) == 1, result.stderr
+    assert re.search(match, lines[0]), lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("url", ["sqlite:///", "sqlite://", "sqlite:///:memory:"])
+def test_kvreg_db_naming_no_file_is_refused_not_written_and_lost(url, monkeypatch, tmp_path):
+    """Through KVREG_DB as through --db: a registry that cannot persist would print "added gpu"
+    and lose it at exit."""
+    from click.testing import CliRunner
+
+    from kvreg.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KVREG_DB", url)
+    result = CliRunner().invoke(cli, ["gpu", "add", "g", "--memory", "80GiB"])
+    _one_line_error(result, r"names no file \(an in-memory database\): everything written would be lost")
+    assert result.stdout == "" and os.listdir(tmp_path) == []
+
+
+def test_a_downgrade_that_drops_rows_needs_yes_and_is_not_undone_behind_the_users_back(kv, db_url, state):
+    """The seeded plan chat-and-docs-llama3-8b has a workload mix of 2 classes: 0002 has no table for them."""
+    kv("init")
+    before = state()
+    refused = kv("db", "downgrade", "0002", ok=False)
+    _one_line_error(refused, r"to 0002 would drop 2 workload_class rows: nothing was changed; pass --yes")
+    assert state() == before
+    done = kv("db", "downgrade", "0002", "--yes")
+    assert done.stdout == "downgraded to 0002; dropped 2 workload_class rows\n"
+    assert kv.json("db", "current")[0]["revision"] == "0002"
+    for args in (["model", "list"], ["gpu", "add", "g", "--memory", "80GiB"], ["report", "--out", "reports"]):
+        later = kv(*args, ok=False)  # no command upgrades it quietly: the user asked for 0002
+        _one_line_error(later, r"was downgraded to schema revision 0002 with `kvreg db downgrade`; .*"
+                               r"run `kvreg db upgrade`")
+    assert kv.json("db", "current")[0]["revision"] == "0002"
+    assert kv("db", "upgrade").stdout == "upgraded to head\n"
+    assert len(kv.json("model", "list")) == 24  # the catalog's 24 models, back at head
+
+
+@pytest.fixture
+def foreign(empty_db_url):
+    """Someone else's database: one table, customers, with one row."""
+    engine = make_engine(empty_db_url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE customers (id INTEGER PRIMARY KEY, name VARCHAR(40))"))
+        conn.execute(text("INSERT INTO customers (id, name) VALUES (1, 'Ada')"))
+    engine.dispose()
+    return empty_db_url
+
+
+def _foreign_state(url: str):
+    """Exactly what the foreign database holds: SQLite the file's bytes, PostgreSQL its table names
+    and the customers rows."""
+    from sqlalchemy import inspect
+
+    if url.startswith("sqlite"):
+        import hashlib
+
+        return hashlib.sha256(Path(url.removeprefix("sqlite:///")).read_bytes()).hexdigest()
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        found = sorted(inspect(conn).get_table_names()), conn.execute(text("SELECT * FROM customers")).all()
+    engine.dispose()
+    return found
+
+
+@pytest.mark.parametrize("args", [["gpu", "add", "g", "--memory", "80GiB"], ["init"], ["model", "list"],
+                                  ["db", "upgrade"], ["capacity", "--model", "Llama-3.1-8B"]])
+def test_a_database_that_is_not_a_registry_is_refused_untouched(args, foreign, tmp_path):
+    before = _foreign_state(foreign)
+    result = Kvreg(foreign)(*args, ok=False)
+    _one_line_error(result, r"is not a kvreg registry: it holds other tables \(customers\) .*left untouched")
+    assert _foreign_state(foreign) == before
+
+
+def test_db_copy_into_a_database_that_is_not_a_registry_is_refused_untouched(foreign, tmp_path):
+    source = f"sqlite:///{tmp_path}/source.db"
+    Kvreg(source)("init")
+    before = _foreign_state(foreign)
+    result = Kvreg(source)("db", "copy", "--to", foreign, ok=False)
+    _one_line_error(result, r"is not a kvreg registry")
+    assert _foreign_state(foreign) == before
+
+
+def test_a_report_cleans_what_killed_runs_left_and_replaces_a_symlink_without_following_it(kv, tmp_path):
+    kv("init")
+    out = tmp_path / "reports"
+    elsewhere = tmp_path / "elsewhere"
+    _plant(elsewhere, {"keep.txt": b"not kvreg's\n"})
+    out.mkdir()
+    (out / "2026-Q4").symlink_to(elsewhere, target_is_directory=True)
+    stale = [".2027-Q1.tmp-k2j4h1x_", ".2026-Q4.tmp-999999999-ab12cd34", ".2026-Q3.old-0a1b2c3d"]
+    for name in stale:  # as killed runs leave them: older kvreg's name, a dead process's, an old report
+        _plant(out / name, {"capacity.md": b"# half\n", "charts/a.png": b"x" * 1000})
+    live = out / f".2026-Q2.tmp-{os.getpid()}-live0001"  # a run still going: left alone
+    _plant(live, {"capacity.md": b"# being written\n"})
+    not_ours = out / ".2026-Q4.tmp-notes"  # looks close, is not kvreg's naming: left alone
+    not_ours.write_text("mine\n")
+    (out / "notes.txt").write_text("mine\n")
+
+    kv("report", "--quarter", "2026Q4", "--out", str(out), "--format", "md")
+    assert sorted(os.listdir(out)) == sorted([".2026-Q4.tmp-notes", live.name, "2026-Q4", "notes.txt"])
+    assert not (out / "2026-Q4").is_symlink() and (out / "2026-Q4" / "data.json").is_file()
+    assert _tree(elsewhere) == {"keep.txt": b"not kvreg's\n"}  # the link's target was not written or deleted
+
+
+def test_db_copy_cleans_what_a_killed_copy_left_and_leaves_no_temporaries(kv, db_url, tmp_path):
+    kv("init")
+    target = tmp_path / "copy.db"
+    dead = tmp_path / ".copy.db.kvreg-copy-999999999-0a1b2c3d"  # a killed copy's file, and its WAL
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{dead}{suffix}").write_bytes(b"")
+    kv("db", "copy", "--from", db_url, "--to", f"sqlite:///{target}")
+    leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".copy.db"))
+    assert leftovers == []
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("copy.db")) == ["copy.db"]
+    assert len(Kvreg(f"sqlite:///{target}").json("model", "list")) == 24
+
+
+def test_export_keeps_the_files_mode_follows_the_umask_and_writes_through_a_symlink(kv, tmp_path):
+    kv("init")
+    old = os.umask(0o022)
+    try:
+        kv("export", "--out", str(tmp_path / "new.toml"))
+        assert (tmp_path / "new.toml").stat().st_mode & 0o777 == 0o644  # 0666 less the umask 022
+        kept = tmp_path / "kept.toml"
+        kept.write_text("old\n")
+        kept.chmod(0o640)
+        kv("export", "--out", str(kept))
+        assert kept.stat().st_mode & 0o777 == 0o640 and kept.read_text().startswith("# kvreg registry: dtypes, GPUs and models.\n")
+        real = tmp_path / "real.toml"
+        real.write_text("old\n")
+        (tmp_path / "link.toml").symlink_to(real)
+        kv("export", "--out", str(tmp_path / "link.toml"))
+        assert (tmp_path / "link.toml").is_symlink() and real.read_text() == kept.read_text()
+    finally:
+        os.umask(old)
+
+
+# =========================================================================== issue 21: locks
+
+
+def test_a_report_reads_one_snapshot_and_holds_no_write_lock(tmp_path, monkeypatch):
+    """While the report is reading, another process adds a GPU without waiting (busy timeout 0:
+    on main, BEGIN IMMEDIATE held for the whole report made it fail "database is locked"), and
+    the report shows the registry as it was when it started: without that GPU."""
+    import sqlite3
+
+    import kvreg.report
+
+    url = f"sqlite:///{tmp_path}/registry.db"
+    kv = Kvreg(url)
+    kv("init")
+    gpus_before = len(kv.json("gpu", "list"))
+    original, added = kvreg.report._gpus, []
+
+    def gpus_with_a_writer_in_between(conn):
+        con = sqlite3.connect(tmp_path / "registry.db", timeout=0, isolation_level=None)
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("INSERT INTO gpu (name, memory_bytes, vendor, interconnect, notes) "
+                    "VALUES ('B300-new', 288000000000, '', '', '')")
+        con.execute("COMMIT")
+        con.close()
+        added.append(True)
+        return original(conn)
+
+    monkeypatch.setattr(kvreg.report, "_gpus", gpus_with_a_writer_in_between)
+    kv("report", "--quarter", "2026Q4", "--out", str(tmp_path / "reports"), "--format", "md")
+    assert added == [True]
+    data = json.loads((tmp_path / "reports" / "2026-Q4" / "data.json").read_text())
+    assert len(data["gpus"]) == gpus_before and "B300-new" not in {g["gpu"] for g in data["gpus"]}
+    assert len(kv.json("gpu", "list")) == gpus_before + 1
+
+
+def _hold_write_lock(path: Path, seconds: float) -> subprocess.Popen:
+    """Another process holding the SQLite write lock until a line arrives on its stdin, or
+    `seconds` pass; returns once it holds it."""
+    code = ("import select, sqlite3, sys\n"
+            "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "c.execute('BEGIN IMMEDIATE')\nprint('held', flush=True)\n"
+            "select.select([sys.stdin], [], [], float(sys.argv[2]))\nc.execute('ROLLBACK')\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path), str(seconds)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "held\n"
+    return proc
+
+
+def test_a_writer_waiting_for_the_lock_says_so_and_then_writes(tmp_path):
+    url = f"sqlite:///{tmp_path}/registry.db"
+    Kvreg(url)("init")
+    holder = _hold_write_lock(tmp_path / "registry.db", 120)
+    writer = subprocess.Popen([*kvreg_command(), "--db", url, "gpu", "add", "g", "--memory", "80GiB"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    waiting = writer.stderr.readline()  # said while the lock is still held
+    holder.communicate("release\n", timeout=60)
+    out, err = writer.communicate(timeout=120)
+    assert waiting == f"kvreg: waiting for another command writing to registry {url} (up to 30 s, KVREG_LOCK_TIMEOUT)\n"
+    assert writer.returncode == 0 and out == "added gpu g\n" and err == ""
+
+
+def test_a_writer_that_waited_in_vain_stops_in_one_line_and_writes_nothing(tmp_path):
+    url = f"sqlite:///{tmp_path}/registry.db"
+    Kvreg(url)("init")
+    before = registry_state(url)
+    holder = _hold_write_lock(tmp_path / "registry.db", 120)  # held until the writer has given up
+    run = subprocess.run([*kvreg_command(), "--db", url, "gpu", "add", "g", "--memory", "80GiB"],
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "KVREG_LOCK_TIMEOUT": "2"})
+    holder.communicate("release\n", timeout=60)
+    assert run.returncode == 1 and run.stdout == ""
+    assert run.stderr.splitlines() == [
+        f"kvreg: waiting for another command writing to registry {url} (up to 2 s, KVREG_LOCK_TIMEOUT)",
+        f"Error: registry {url} is still locked by another writer after 2 s: nothing was written; "
+        "try again when it has finished (or raise KVREG_LOCK_TIMEOUT)"]
+    assert registry_state(url) == before
+
+
+# =========================================================================== issue 21: one line, not a traceback
+
+
+def test_a_read_only_registry_can_be_read_and_refuses_writes_in_one_line(tmp_path):
+    """A registry in a folder the user cannot write (run as an unprivileged user: root writes anyway)."""
+    import shutil as sh
+    import tempfile
+
+    if os.geteuid() == 0 and not sh.which("setpriv"):
+        pytest.skip("running as root without setpriv: cannot make a registry read-only")
+    folder = Path(tempfile.mkdtemp(prefix="kvreg-ro-"))
+    try:
+        url = f"sqlite:///{folder}/registry.db"
+        Kvreg(url)("init")
+        Kvreg(url)("gpu", "add", "mine", "--memory", "80GiB")
+        before = registry_state(url)
+        for p in folder.iterdir():
+            p.chmod(0o444)
+        folder.chmod(0o555)
+        as_user = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"] if os.geteuid() == 0 else []
+
+        def run(*args):
+            return subprocess.run([*as_user, *kvreg_command(), "--db", url, *args], capture_output=True, text=True,
+                                  timeout=120)
+
+        listed = run("gpu", "list", "--format", "json")
+        assert listed.returncode == 0, listed.stderr
+        assert "mine" in {g["name"] for g in json.loads(listed.stdout)}
+        refused = run("gpu", "add", "g", "--memory", "80GiB")
+        assert refused.returncode == 1 and refused.stdout == ""
+        assert refused.stderr == (f"Error: registry {url} is read-only: nothing was written; make the file and its "
+                                  "folder writable, or copy it elsewhere (kvreg db copy)\n")
+        folder.chmod(0o755)
+        assert registry_state(url) == before
+    finally:
+        folder.chmod(0o755)
+        sh.rmtree(folder)
+
+
+NOTES = "x" * 50_000  # more than the free space of any page: the write needs new pages
+
+
+@pytest.mark.parametrize("args", [
+    ["gpu", "add", "g", "--memory", "80GiB", "--notes", NOTES],
+    ["plan", "add", "p", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--notes", NOTES],
+    ["model", "add", "m", "--layers", "32", "--kv-heads", "8", "--attention-heads", "32", "--head-dim", "128",
+     "--params-b", "8", "--notes", NOTES],
+    ["apply", "{tmp}/one.toml"],
+])
+def test_a_full_disk_is_one_line_and_writes_nothing(args, tmp_path):
+    """SQLite's max_page_count set to the file's size: the next page written fails "database or
+    disk is full", as a full disk does. (demand set writes a row too small to need a new page
+    here; it goes through the same error handler.)"""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    url = f"sqlite:///{tmp_path}/registry.db"
+    Kvreg(url)("init")
+    (tmp_path / "one.toml").write_text(f"[[gpu]]\nname = 'g'\nmemory_bytes = '80GiB'\nnotes = '{NOTES}'\n")
+    before = registry_state(url)
+
+    def full(dbapi_conn, _record):
+        pages = dbapi_conn.execute("PRAGMA page_count").fetchone()[0]
+        dbapi_conn.execute(f"PRAGMA max_page_count = {pages}")
+
+    event.listen(Engine, "connect", full)
+    try:
+        result = Kvreg(url)(*[a.replace("{tmp}", str(tmp_path)) for a in args], ok=False)
+    finally:
+        event.remove(Engine, "connect", full)
+    _one_line_error(result, rf"^Error: the disk holding registry {url} is full: nothing was written; free some space")
+    assert registry_state(url) == before
+
+
+def test_ctrl_c_reaches_kvregs_handler(monkeypatch, capsys, tmp_path):
+    """Click's standalone mode printed "Aborted!" and exited 1."""
+    import kvreg.cli.common
+    from kvreg.cli import main
+
+    def interrupted(_ctx):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(kvreg.cli.common, "open_db", interrupted)
+    monkeypatch.setattr("kvreg.cli.gpus.open_db", interrupted, raising=False)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--db", f"sqlite:///{tmp_path}/r.db", "gpu", "add", "g", "--memory", "80GiB"])
+    assert exit_.value.code == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "kvreg: interrupted; nothing was written" and "Aborted" not in err
+
+
+def test_a_connection_lost_partway_through_a_report_is_one_line_that_says_so(pg_url, tmp_path, monkeypatch):
+    """The server ends the report's session after it has started reading (as a server stopped
+    mid-report does): one line saying the connection was lost, not "cannot open", and no
+    "Exception ignored" tracebacks from the half-written workbook."""
+    import kvreg.report
+
+    original = kvreg.report._gpus
+
+    def server_goes_away(conn):
+        conn.exec_driver_sql("SELECT pg_terminate_backend(pg_backend_pid())")
+        return original(conn)
+
+    monkeypatch.setattr(kvreg.report, "_gpus", server_goes_away)
+    result = Kvreg(pg_url)("report", "--quarter", "2026Q4", "--out", str(tmp_path / "reports"), ok=False)
+    _one_line_error(result, r"^Error: lost the connection to registry .* partway: .*terminating connection.*"
+                            r"nothing was written: run the command again when the server is back$")
+    assert not (tmp_path / "reports" / "2026-Q4").exists()
+
+
+FAILING_WORKBOOK = """
+import sys
+import kvreg.export.xlsx
+from kvreg.db.engine import RegistryError
+
+def lost(*args, **kwargs):
+    raise RegistryError("lost the connection to registry X partway: server closed the connection")
+
+kvreg.export.xlsx._sweep_sheet = lost
+from kvreg.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_report_failing_inside_the_workbook_prints_one_line_and_no_exception_ignored(tmp_path):
+    url = f"sqlite:///{tmp_path}/registry.db"
+    Kvreg(url)("init")
+    run = subprocess.run([sys.executable, "-c", FAILING_WORKBOOK, "--db", url, "report", "--quarter", "2026Q4",
+                          "--out", str(tmp_path / "reports"), "--format", "xlsx"], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 1
+    assert run.stderr == "Error: lost the connection to registry X partway: server closed the connection\n"
+    assert os.listdir(tmp_path / "reports") == []
+
+
+def test_a_tilde_in_a_sqlite_url_is_the_home_folder(monkeypatch, tmp_path):
+    """The folder check expanded ~ but SQLite did not (it looked for a folder named ~)."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    Kvreg("sqlite:///~/registry.db")("gpu", "add", "g", "--memory", "80GiB")
+    assert (home / "registry.db").is_file() and os.listdir(cwd) == []
+    assert "g" in {g["name"] for g in Kvreg(f"sqlite:///{home}/registry.db").json("gpu", "list")}
+
+
+# =========================================================================== issue 21: injection
+
+
+def test_csv_output_quotes_text_a_spreadsheet_would_run_as_a_formula(kv):
+    kv("init")
+    kv("gpu", "add", "=cmd|' /C calc'!A0", "--memory", "80GiB", "--vendor", "@SUM(1+1)",
+       "--notes", '=HYPERLINK("http://example.com","x")')
+    kv("gpu", "add", "+plus", "--memory", "80GiB", "--vendor", "-minus")
+    rows = {r["name"]: r for r in __import__("csv").DictReader(kv("gpu", "list", "--format", "csv").stdout.splitlines())}
+    assert rows["'=cmd|' /C calc'!A0"]["vendor"] == "'@SUM(1+1)"
+    assert rows["'+plus"]["vendor"] == "'-minus"
+    full = kv("gpu", "show", "=cmd|' /C calc'!A0", "--format", "csv").stdout
+    assert "\"'=HYPERLINK(\"\"http://example.com\"\",\"\"x\"\")\"" in full
+    assert kv.json("gpu", "show", "=cmd|' /C calc'!A0")[0]["name"] == "=cmd|' /C calc'!A0"  # JSON: as stored
+    # numbers stay numbers: a negative figure is not text
+    from kvreg.text import spreadsheet_safe
+
+    assert spreadsheet_safe(-5) == -5 and spreadsheet_safe("-5") == "'-5" and spreadsheet_safe("H100") == "H100"
+
+
+# =========================================================================== issue 21: limits
+
+
+def test_a_previous_data_json_too_big_deep_or_malformed_is_not_compared(kv, tmp_path, monkeypatch):
+    """Without --compare the report is written, and says why nothing was compared; data.json is
+    read at most MAX_DATA_JSON_BYTES (here lowered to 1,000 to test it with a small file)."""
+    import kvreg.limits
+
+    kv("init")
+    out = tmp_path / "reports"
+    cases = {
+        "big": ('{"format": "kvreg-report/1", "pad": "' + "x" * 2000 + '"}', r"larger than 0 MB|is 0\.0 MB"),
+        "deep": ('{"format": "kvreg-report/1", "models": ' + "[" * 100 + "]" * 100 + "}",
+                 r"nested more than 32 levels deep"),
+        "malformed": ('{"format": "kvreg-report/1", "procurement": [{"gpu": "H100-SXM", "gpus_needed": "many"}]}',
+                      r"procurement 'H100-SXM': gpus_needed is not a number"),
+    }
+    monkeypatch.setattr(kvreg.limits, "MAX_DATA_JSON_BYTES", 1000)
+    import re
+
+    for name, (content, reason) in cases.items():
+        _plant(out / "2026-Q3", {"data.json": content.encode()})
+        kv("report", "--quarter", "2026Q4", "--out", str(out), "--format", "md")
+        note = json.loads((out / "2026-Q4" / "data.json").read_text())["comparison"]["note"]
+        assert note.startswith("Nothing is compared: 2026-Q3/data.json cannot be read (") and re.search(reason, note), \
+            (name, note)

@@ -257,7 +257,7 @@ BAD = [
     ("kv_heads = 8", "kv_head = 8", "unknown key 'kv_head': did you mean kv_heads?"),
     ('weight_dtype = "mxfp4"', 'weight_dtype = "fp5"', "unknown weight dtype 'fp5'"),
     ('memory_bytes = "80GiB"', 'memory_bytes = "80 bananas"', "'H100-PCIe': size '80 bananas' has an unknown unit"),
-    ("bytes_per_element = 0.53125", "bytes_per_element = 9", "bytes_per_element must be a number above 0 and at most"),
+    ("bytes_per_element = 0.53125", "bytes_per_element = 9", "bytes_per_element must be a number from 0.125 (1 bit) to 8 bytes"),
     ('kind = "weight"', 'kind = "scale"', "kind must be one of kv, weight, both, not 'scale'"),
     ("params_b = 8.03", "params_b = 8.03\nparams_total = 8030000000", "give params_b or params_total, not both"),
     ("params_b = 8.03", "params_b = -1", "params_b must be a positive number of billions"),

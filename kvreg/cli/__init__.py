@@ -62,7 +62,8 @@ class LazyGroup(click.Group):
     default=None,
     metavar="URL",
     help="Registry database URL (SQLAlchemy form). Env: KVREG_DB. Default: sqlite:///registry.db "
-    "in the current directory, created and seeded on first use.",
+    "in the current directory, created and seeded on first use. A writer waits up to KVREG_LOCK_TIMEOUT "
+    "seconds (default 30) for another's lock.",
 )
 @click.version_option(__version__, prog_name="kvreg")
 @click.pass_context
@@ -76,8 +77,21 @@ def cli(ctx, db_url):
 
 
 def main(argv=None) -> None:
+    """The `kvreg` executable. Click's standalone mode would answer Ctrl-C with "Aborted!" and
+    exit 1; kvreg says what happened (every change is one transaction, rolled back) and exits 130."""
+    import errno
+
     try:
-        cli.main(args=argv, prog_name="kvreg", standalone_mode=True)
-    except KeyboardInterrupt:
+        rv = cli.main(args=argv, prog_name="kvreg", standalone_mode=False)
+    except (KeyboardInterrupt, click.Abort):
         click.echo("kvreg: interrupted; nothing was written", err=True)
         sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:  # a reader that stopped early (kvreg plan list | head) is no error
+            raise
+        sys.stdout = None  # nothing more can reach it; do not let interpreter shutdown try
+        sys.exit(1)
+    sys.exit(rv if isinstance(rv, int) else 0)

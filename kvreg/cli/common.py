@@ -159,11 +159,13 @@ def emit(rows: list[dict], fmt: str, columns: list[str] | None = None) -> None:
         import csv  # here, not at the top: only csv output needs it (start-up time)
         import io
 
+        from kvreg.text import spreadsheet_safe  # text a spreadsheet would run as a formula: 'quoted
+
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(columns)
         for r in rows:
-            w.writerow(["" if r.get(c) is None else r.get(c) for c in columns])
+            w.writerow(["" if r.get(c) is None else spreadsheet_safe(r.get(c)) for c in columns])
         click.echo(buf.getvalue(), nl=False)
         return
     if not rows:

@@ -46,12 +46,24 @@ def db_upgrade(ctx, revision):
 
 @db_group.command("downgrade")
 @click.argument("revision")
+@click.option("--yes", is_flag=True, help="Drop the rows and values the older schema has no place for "
+              "(refused without it, and the list of what would go is printed).")
 @click.pass_context
 @user_errors
-def db_downgrade(ctx, revision):
-    """Downgrade the registry schema to REVISION (`base` removes every table)."""
-    _alembic(ctx, "downgrade", revision)
-    click.echo(f"downgraded to {revision}")
+def db_downgrade(ctx, revision, yes):
+    """Downgrade the registry schema to REVISION (`base` removes every table).
+
+    A downgrade that would drop rows or values (say workload mixes, which the older schema cannot
+    hold) is refused, changing nothing, with a list of what would be lost, unless --yes. A
+    downgraded registry stays at REVISION: other commands refuse it rather than upgrade it behind
+    your back, until `kvreg db upgrade`.
+
+    \b
+    Example:
+      kvreg export --out registry.toml && kvreg db downgrade 0002 --yes
+    """
+    lost = _alembic(ctx, "downgrade", revision, yes=yes)
+    click.echo(f"downgraded to {revision}" + (f"; dropped {', '.join(lost)}" if lost else ""))
 
 
 @db_group.command("current")
@@ -128,12 +140,69 @@ def db_copy(ctx, source, target, force, fmt):
         "verified": result.source_sha256 == result.target_sha256}], fmt)
 
 
-def _alembic(ctx, action: str, revision: str) -> None:
+# Bookkeeping tables: what they lose in a downgrade is not the user's data.
+_NOT_DATA = ("alembic_version", "kvreg_meta", "scenario")
+
+
+def _inventory(conn) -> dict[str, tuple[int, dict[str, int]]]:
+    """table -> (rows, column -> non-null values), for every data table."""
+    from sqlalchemy import inspect, text
+
+    out = {}
+    for table in inspect(conn).get_table_names():
+        if table in _NOT_DATA:
+            continue
+        cols = [c["name"] for c in inspect(conn).get_columns(table)]
+        q = conn.dialect.identifier_preparer.quote
+        sql = f"SELECT COUNT(*){''.join(f', COUNT({q(c)})' for c in cols)} FROM {q(table)}"
+        counts = conn.execute(text(sql)).one()
+        out[table] = (counts[0], dict(zip(cols, counts[1:])))
+    return out
+
+
+def _losses(before: dict, after: dict) -> list[str]:
+    """What a schema change dropped: whole tables' rows, rows, and values of dropped columns."""
+    lost = []
+    for table, (rows, cols) in sorted(before.items()):
+        if table not in after:
+            if rows:
+                lost.append(f"{rows:,} {table} row{'s' if rows != 1 else ''}")
+            continue
+        rows_after, cols_after = after[table]
+        if rows_after < rows:
+            lost.append(f"{rows - rows_after:,} {table} row{'s' if rows - rows_after != 1 else ''}")
+        lost += [f"{n:,} value{'s' if n != 1 else ''} of {table}.{c}" for c, n in cols.items()
+                 if n and c not in cols_after]
+    return lost
+
+
+def _mark_downgraded(conn, downgraded: bool) -> None:
+    """Record (or clear) that the user downgraded the registry, so no command upgrades it unasked."""
+    from sqlalchemy import inspect, text
+
+    from kvreg.db.engine import DOWNGRADED_KEY
+
+    if not inspect(conn).has_table("kvreg_meta"):
+        return
+    conn.execute(text("DELETE FROM kvreg_meta WHERE key = :k"), {"k": DOWNGRADED_KEY})
+    if downgraded:
+        conn.execute(text("INSERT INTO kvreg_meta (key, value) VALUES (:k, :v)"),
+                     {"k": DOWNGRADED_KEY, "v": current_revision_of(conn) or "base"})
+
+
+def current_revision_of(conn):
+    from kvreg.db.engine import current_revision
+
+    return current_revision(conn)
+
+
+def _alembic(ctx, action: str, revision: str, yes: bool = False) -> list[str]:
     from alembic import command
     from alembic.util import CommandError
     from sqlalchemy.exc import SQLAlchemyError
 
-    from kvreg.db.engine import _connect_error, alembic_config, current_revision, known_revisions, make_engine, mask_url
+    from kvreg.db.engine import (_connect_error, alembic_config, check_openable, current_revision, known_revisions,
+                                  make_engine, mask_url)
     from kvreg.errors import KvregError
 
     url = _url(ctx)
@@ -141,13 +210,22 @@ def _alembic(ctx, action: str, revision: str) -> None:
     try:
         with engine.begin() as conn:
             rev = current_revision(conn)
+            if rev is None:
+                check_openable(conn, url, None)  # someone else's tables: never add kvreg's to them
             if rev is not None and rev not in known_revisions():
                 raise KvregError(f"registry {mask_url(url)} is at revision {rev}, newer than this kvreg knows: "
                                  "upgrade kvreg; the registry was left untouched")
+            before = _inventory(conn) if action == "downgrade" else {}
             try:
                 getattr(command, action)(alembic_config(url, conn), revision)
             except CommandError as exc:
                 raise KvregError(f"cannot {action} to {revision!r}: {exc}") from None
+            lost = _losses(before, _inventory(conn)) if action == "downgrade" else []
+            if lost and not yes:
+                raise KvregError(f"downgrading registry {mask_url(url)} to {revision} would drop {', '.join(lost)}: "
+                                 "nothing was changed; pass --yes to drop them (keep a copy first: kvreg db copy)")
+            _mark_downgraded(conn, action == "downgrade")
+            return lost
     except SQLAlchemyError as exc:
         raise _connect_error(url, exc) from None
     finally:

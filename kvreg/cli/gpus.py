@@ -110,13 +110,9 @@ def dtype_list(ctx, fmt):
 def dtype_add(ctx, name, bytes_per_element, kind, mla_bytes_per_token_per_layer, scale_bytes_per_token_per_head,
               notes):
     """Add a dtype."""
-    import math
+    from kvreg.registry import add_dtype, check_bytes_per_element
 
-    from kvreg.errors import KvregError
-    from kvreg.registry import add_dtype
-
-    if not math.isfinite(bytes_per_element) or not 0 < bytes_per_element <= 8:
-        raise KvregError("--bytes-per-element must be above 0 and at most 8")
+    check_bytes_per_element(bytes_per_element, "--bytes-per-element")
     with open_db(ctx).begin() as conn:
         add_dtype(conn, dict(name=name, bytes_per_element=bytes_per_element, kind=kind,
                              mla_bytes_per_token_per_layer=mla_bytes_per_token_per_layer,

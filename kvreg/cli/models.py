@@ -102,7 +102,7 @@ def model_import(ctx, paths, name, params_b, replace, fmt):
     import sys
 
     from kvreg.errors import KvregError
-    from kvreg.importers.hf import import_path, import_text
+    from kvreg.importers.hf import MAX_CONFIG_BYTES, import_path, import_text
     from kvreg.registry import add_model
 
     if name and len(paths) > 1:
@@ -115,7 +115,8 @@ def model_import(ctx, paths, name, params_b, replace, fmt):
             if p == "-":
                 if not name:
                     raise KvregError("reading a config from stdin needs --name")
-                row, warns = import_text(sys.stdin.buffer.read(), name=name, params_b=params_b)
+                # At most one byte past the importer's own limit, which then refuses it in words.
+                row, warns = import_text(sys.stdin.buffer.read(MAX_CONFIG_BYTES + 1), name=name, params_b=params_b)
             else:
                 row, warns = import_path(p, name=name, params_b=params_b)
             rows.append(row)

@@ -48,25 +48,40 @@ def export_cmd(ctx, out):
         click.echo(text, nl=False)
         return
     _write_atomically(out, text)
-    click.echo(f"wrote {out}")
+    from kvreg.limits import show_path
+
+    click.echo(f"wrote {show_path(out)}")
 
 
 def _write_atomically(path: str, text: str) -> None:
-    """Replace the file in one step, so a failed export never leaves half a file behind."""
+    """Replace the file in one step, so a failed export never leaves half a file behind.
+
+    The new file gets the mode the old one had (a new one: 0666 less the umask, as any program
+    creating a file), and a symlink is written through: the file it points to is replaced and
+    the link stays."""
     import os
     import tempfile
 
     from kvreg.errors import KvregError
+    from kvreg.limits import show_path
 
-    folder = os.path.dirname(os.path.abspath(path))
+    real = os.path.realpath(path)
+    folder = os.path.dirname(real)
+    try:
+        mode = os.stat(real).st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        mode = 0o666 & ~mask
     try:
         fd, tmp = tempfile.mkstemp(prefix=".kvreg-export-", suffix=".toml", dir=folder)
     except OSError as exc:
-        raise KvregError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise KvregError(f"cannot write {show_path(path)}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
-        os.replace(tmp, path)
+        os.chmod(tmp, mode)
+        os.replace(tmp, real)
     except OSError as exc:
         os.unlink(tmp)
-        raise KvregError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise KvregError(f"cannot write {show_path(path)}: {exc.strerror or exc}") from None

@@ -69,27 +69,75 @@ def _secrets(url: str) -> list[str]:
     return sorted(out, key=len, reverse=True)
 
 
+def check_url(url: str):
+    """The parsed URL of a registry kvreg can keep, or a one-line RegistryError: the checks every
+    way of opening a registry shares (open_registry, `db` commands, the fast path).
+
+    Refused: an unparsable URL or port, a SQLite database that cannot persist (no path,
+    :memory:, mode=memory: whatever is written is lost at exit), a path that is not UTF-8.
+    `~` in a SQLite path is expanded (SQLite itself would not)."""
+    try:
+        u = make_url(url)
+        u.port  # noqa: B018 - a non-numeric port fails here, not deep in the driver
+    except (ArgumentError, ValueError):
+        raise RegistryError(
+            f"database URL {mask_url(url)!r} is not understood: use sqlite:///path/registry.db or "
+            "postgresql+psycopg://user@host/dbname"
+        ) from None
+    if u.get_backend_name() != "sqlite":
+        return u
+    db = u.database or ""
+    memory = "memory" in (u.query.get("mode") or "")
+    if not db or db == ":memory:" or db.startswith("file::memory:") or memory:
+        raise RegistryError(
+            f"database URL {mask_url(url)!r} names no file (an in-memory database): everything written "
+            "would be lost when kvreg exits; give a file, such as sqlite:///registry.db"
+        )
+    if not _is_utf8(db):
+        raise RegistryError(f"registry path {_printable(db)} is not valid UTF-8: rename the file or folder")
+    if db.startswith("~"):
+        u = u.set(database=os.path.expanduser(db))
+    return u
+
+
+def _is_utf8(text_: str) -> bool:
+    try:
+        text_.encode("utf-8")
+    except UnicodeEncodeError:  # undecodable bytes of a file name arrive as lone surrogates
+        return False
+    return True
+
+
+def _printable(text_: str) -> str:
+    """A path that may hold undecodable bytes, printable: those bytes as hex escapes."""
+    return repr(os.fsencode(text_))[1:] if not _is_utf8(text_) else repr(text_)
+
+
 def make_engine(url: str) -> Engine:
     """An engine with the pragmas and transaction handling kvreg relies on.
 
     Failing to reach the database raises RegistryError with the password masked, from any
     statement of any command, not only from open_registry."""
-    try:
-        u = make_url(url)
-    except ArgumentError:
-        raise RegistryError(
-            f"database URL {mask_url(url)!r} is not understood: use sqlite:///path/registry.db or "
-            "postgresql+psycopg://user@host/dbname"
-        ) from None
+    u = check_url(url)
     backend = u.get_backend_name()
     if backend == "sqlite":
-        db = u.database
-        if db and db != ":memory:":
-            parent = Path(db).expanduser().resolve().parent
-            if not parent.is_dir():
-                raise RegistryError(f"cannot open registry {db!r}: folder {str(parent)!r} does not exist")
+        parent = Path(u.database).resolve().parent
+        if not parent.is_dir():
+            raise RegistryError(f"cannot open registry {u.database!r}: folder {str(parent)!r} does not exist")
+        timeout = u.query.get("timeout")
+        if timeout is not None:
+            try:
+                float(timeout)
+            except ValueError:
+                raise RegistryError(f"database URL option timeout={timeout!r} is not a number of seconds") from None
+        read_only, immutable = _read_only_file(u.database)
+        if read_only:  # reads must still work: open it read-only (writes then fail in one line)
+            from urllib.parse import quote
+
+            query = {"mode": "ro", "uri": "true", **({"immutable": "1"} if immutable else {})}
+            u = u.set(database=f"file:{quote(str(Path(u.database).resolve()))}").update_query_dict(query)
         engine = _create(url, u, connect_args={"timeout": 30})
-        _sqlite_transactions(engine)
+        _sqlite_transactions(engine, url)
     elif backend == "postgresql":
         from sqlalchemy.pool import NullPool
 
@@ -127,31 +175,123 @@ def _mask_connect_errors(engine: Engine, url: str) -> None:
 
     @event.listens_for(engine, "handle_error")
     def _handle(ctx):
-        if ctx.connection is None or ctx.is_disconnect:
+        if ctx.connection is None:
             raise _connect_error(url, ctx.original_exception)
+        if ctx.is_disconnect:  # it was open: the server went away partway through the command
+            detail = " ".join(_masked(url, _first_line(ctx.original_exception)).split())
+            raise RegistryError(f"lost the connection to registry {mask_url(url)} partway: {detail}; "
+                                "nothing was written: run the command again when the server is back")
         if isinstance(ctx.sqlalchemy_exception, DataError):
             raise UnstorableValue(" ".join(_masked(url, _first_line(ctx.original_exception)).split()))
+        detail = str(ctx.original_exception)
+        if "readonly database" in detail or "read-only transaction" in detail:
+            raise RegistryError(f"registry {mask_url(url)} is read-only: nothing was written; make the file and "
+                                "its folder writable, or copy it elsewhere (kvreg db copy)")
+        if "database or disk is full" in detail or "No space left on device" in detail or "DiskFull" in detail:
+            raise RegistryError(f"the disk holding registry {mask_url(url)} is full: nothing was written; "
+                                "free some space and run the command again")
+        if "disk I/O error" in detail:
+            raise RegistryError(f"registry {mask_url(url)}: disk I/O error: nothing was written; check the disk")
 
 
-def _sqlite_transactions(engine: Engine) -> None:
+LOCK_TIMEOUT_ENV = "KVREG_LOCK_TIMEOUT"
+
+
+def lock_timeout() -> float:
+    """Seconds a writer waits for another writer's lock on a SQLite registry (KVREG_LOCK_TIMEOUT,
+    default 30)."""
+    try:
+        value = float(os.environ.get(LOCK_TIMEOUT_ENV) or 30)
+    except ValueError:
+        raise RegistryError(f"{LOCK_TIMEOUT_ENV}={os.environ[LOCK_TIMEOUT_ENV]!r} is not a number of seconds") from None
+    if not 0 <= value <= 86400:
+        raise RegistryError(f"{LOCK_TIMEOUT_ENV}={value:g} must be between 0 and 86400 seconds")
+    return value
+
+
+QUIET_WAIT_MS = 1000
+_SAID_WAITING: set[str] = set()
+
+
+# SQLAlchemy Connection.info key: this connection reads one snapshot and never writes (on SQLite a
+# plain BEGIN, which in WAL mode neither waits for writers nor blocks them).
+READ_SNAPSHOT = "kvreg_read_snapshot"
+
+
+def _read_only_file(path: str) -> tuple[bool, bool]:
+    """(read-only, immutable) for an existing SQLite file: read-only when kvreg cannot write the
+    file or its folder (WAL needs to create -wal and -shm beside it); immutable when nobody else
+    can be writing either (the folder is read-only and no -wal is there), so SQLite may skip locks."""
+    if not os.path.isfile(path):
+        return False, False
+    folder_writable = os.access(os.path.dirname(path) or ".", os.W_OK)
+    read_only = not os.access(path, os.W_OK) or not folder_writable
+    immutable = read_only and not folder_writable and not os.path.exists(path + "-wal")
+    return read_only, immutable
+
+
+def _sqlite_transactions(engine: Engine, url: str) -> None:
     """Make SQLite transactions real, DDL included (SQLAlchemy's documented pysqlite recipe),
-    and set the pragmas: foreign keys, WAL, a busy timeout so writers wait instead of failing."""
+    and set the pragmas: foreign keys, WAL, a busy timeout so writers wait instead of failing.
+
+    A writer takes the write lock at BEGIN (IMMEDIATE); one that has to wait says so on stderr,
+    and one that waited KVREG_LOCK_TIMEOUT seconds in vain stops with one line. A connection
+    marked READ_SNAPSHOT begins a plain read transaction instead."""
+    import sqlite3
+
+    timeout_ms = int(lock_timeout() * 1000)
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_conn, _record):
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA foreign_keys = ON")
-        cur.execute("PRAGMA busy_timeout = 30000")
+        cur.execute(f"PRAGMA busy_timeout = {timeout_ms}")
         try:
-            cur.execute("PRAGMA journal_mode = WAL")
+            # Only a new file or a kvreg registry: switching journal mode rewrites the file's header,
+            # and a database that is not a registry is to be refused untouched (check_openable).
+            tables = {r[0] for r in cur.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not tables or "alembic_version" in tables:
+                cur.execute("PRAGMA journal_mode = WAL")
         except Exception:  # read-only media: keep the default journal
             pass
         cur.close()
 
     @event.listens_for(engine, "begin")
     def _begin(conn):
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        if conn.info.get(READ_SNAPSHOT) or engine.url.query.get("mode") == "ro":
+            conn.exec_driver_sql("BEGIN")
+            return
+        cur = conn.connection.driver_connection.cursor()
+        try:
+            # Waits of under a second (another command's short transaction) go unmentioned.
+            cur.execute(f"PRAGMA busy_timeout = {min(timeout_ms, QUIET_WAIT_MS)}")
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+            if url not in _SAID_WAITING:  # once per registry and process, not per transaction
+                import sys
+
+                _SAID_WAITING.add(url)
+                sys.stderr.write(f"kvreg: waiting for another command writing to registry {mask_url(url)} "
+                                 f"(up to {timeout_ms / 1000:g} s, {LOCK_TIMEOUT_ENV})\n")
+                sys.stderr.flush()
+            cur.execute(f"PRAGMA busy_timeout = {max(timeout_ms - QUIET_WAIT_MS, 0)}")
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                raise RegistryError(
+                    f"registry {mask_url(url)} is still locked by another writer after {timeout_ms / 1000:g} s: "
+                    f"nothing was written; try again when it has finished (or raise {LOCK_TIMEOUT_ENV})"
+                ) from None
+        finally:
+            cur.execute(f"PRAGMA busy_timeout = {timeout_ms}")
+            cur.close()
 
 
 def migrations_dir() -> Path:
@@ -234,6 +374,11 @@ def open_registry(url: str | None = None, *, upgrade: bool = True, seed: bool = 
     registry (the CLI says so on stderr)."""
     url = resolve_url(url)
     engine = make_engine(url)
+    # Imported before the transaction, not inside it: on SQLite it holds the write lock, and on
+    # a busy machine these imports take seconds that every other writer would wait.
+    import kvreg.catalog.load  # noqa: F401
+    import kvreg.figures.views  # noqa: F401
+
     try:
         with engine.begin() as conn:
             seeded = prepare_registry(conn, url, upgrade=upgrade, seed=seed)
@@ -262,12 +407,13 @@ def prepare_registry(conn, url: str, *, upgrade: bool = True, seed: bool = True)
     # At head (read from the migration files' revision lines, as Alembic finds it), there is nothing
     # to refuse or migrate: skip Alembic's import and walk of the scripts (0.3 s on every command).
     if rev is None or rev != fastpath.head_revision():
-        if rev is not None and rev not in known_revisions():
-            raise RegistryError(
-                f"registry {mask_url(url)} is at schema revision {rev}, newer than this kvreg knows "
-                f"(head {head_revision()}): upgrade kvreg; the registry was left untouched"
-            )
+        check_openable(conn, url, rev)
         if upgrade and rev != head_revision():
+            if rev is not None:
+                import sys
+
+                sys.stderr.write(f"kvreg: upgrading registry {mask_url(url)} from schema revision {rev} "
+                                 f"to {head_revision()}\n")
             _upgrade(conn, url)
     seeded = False
     if seed:
@@ -278,6 +424,46 @@ def prepare_registry(conn, url: str, *, upgrade: bool = True, seed: bool = True)
 
     sync_views(conn)
     return seeded
+
+
+DOWNGRADED_KEY = "downgraded_by_user"  # kvreg_meta: `kvreg db downgrade` left the registry at this revision
+
+
+def check_openable(conn, url: str, rev: str | None) -> None:
+    """Refuse, changing nothing, what kvreg must not adopt or upgrade by itself: a registry from a
+    newer kvreg, a non-empty database that is not a kvreg registry (someone else's tables), and a
+    registry deliberately downgraded with `kvreg db downgrade` (upgrade it with `kvreg db upgrade`)."""
+    from sqlalchemy import inspect
+
+    if rev is None:
+        insp = inspect(conn)
+        tables = set(insp.get_table_names())
+        # An empty alembic_version is what `kvreg db downgrade base` leaves: a registry emptied on purpose.
+        foreign = sorted((tables | set(insp.get_view_names())) - {"alembic_version"})
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise RegistryError(
+                f"{mask_url(url)} is not a kvreg registry: it holds other tables ({shown}) and no kvreg schema "
+                "revision; it was left untouched: give an empty database or a new file"
+            )
+        if "alembic_version" in tables:
+            import sys
+
+            sys.stderr.write(f"kvreg: registry {mask_url(url)} was emptied (db downgrade base): creating it afresh\n")
+        return
+    if rev not in known_revisions():
+        raise RegistryError(
+            f"registry {mask_url(url)} is at schema revision {rev}, newer than this kvreg knows "
+            f"(head {head_revision()}): upgrade kvreg; the registry was left untouched"
+        )
+    if rev != head_revision() and inspect(conn).has_table("kvreg_meta"):
+        mark = conn.execute(text("SELECT value FROM kvreg_meta WHERE key = :k"), {"k": DOWNGRADED_KEY}).first()
+        if mark is not None:
+            raise RegistryError(
+                f"registry {mask_url(url)} was downgraded to schema revision {rev} with `kvreg db downgrade`; "
+                f"it is not upgraded without being asked: run `kvreg db upgrade` to use it with this kvreg "
+                f"(head {head_revision()})"
+            )
 
 
 def _upgrade(conn, url: str, target: str = "head") -> None:

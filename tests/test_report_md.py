@@ -291,20 +291,21 @@ def test_context_sweep_is_one_question_to_the_capacity_view(small, tmp_path, mon
     real = kvreg.capacity.ask
     monkeypatch.setattr(kvreg.capacity, "ask", lambda conn, q: calls.append(q) or real(conn, q))
     md, data = read(report(small, tmp_path / "r").folder)
-    assert len(calls) == 1 and calls[0].tp == "auto"
+    assert len(calls) == 1 and calls[0].tp == "auto" and calls[0].contexts == [8192]  # TP picked at the shortest
     assert len(data["sweep"]) == 2 * 2 * 4  # models x GPUs x contexts (8K, 32K, 128K, 1m)
 
     # H200, 128K: (141 GiB x 0.88 - 16.1e9 B) / 16 GiB = 6.82 sequences at TP1 (SPEC: 6.8).
     h200 = (H200 * 0.88 - LLAMA8_WEIGHTS) / (LLAMA8_KV_BYTES_PER_TOKEN * 131072)
-    # H100, 1m: TP1 would need 131,072 B x 1e6 = 131 GB per sequence; TP2 halves the heads (4 per GPU)
-    # and the weights: (80 GiB x 0.88 - 8.05e9 B) / (65,536 B x 1e6) = 1.03 at TP2.
-    h100_1m = (H100 * 0.88 - LLAMA8_WEIGHTS / 2) / (LLAMA8_KV_BYTES_PER_TOKEN / 2 * 1_000_000)
+    # H100, 1m: the row keeps TP1 (picked at 8K), where a sequence needs 131,072 B x 1e6 = 131 GB:
+    # (80 GiB x 0.88 - 16.1e9 B) / 1.31072e11 B = 0.45, no fit (TP2 would hold 1.03; the row names its TP).
+    h100_1m = (H100 * 0.88 - LLAMA8_WEIGHTS) / (LLAMA8_KV_BYTES_PER_TOKEN * 1_000_000)
     sections = {s.split("\n", 1)[0]: s for s in md.split("\n### ")}
-    h100_llama = table_rows(sections["H100-SXM"], "model")[2:][0]
-    h200_llama = table_rows(sections["H200"], "model")[2:][0]
-    assert table_rows(sections["H200"], "model")[0] == ["model", "8K", "32K", "128K", "1m"]
-    assert h200_llama[0] == "Llama-3.1-8B" and h200_llama[3] == f"{h200:.2f} TP1" == "6.82 TP1"
-    assert h100_llama[4] == f"{h100_1m:.2f} TP2" == "1.03 TP2"
+    h100_llama = table_rows(sections["H100-SXM"], "Model")[2:][0]
+    h200_llama = table_rows(sections["H200"], "Model")[2:][0]
+    assert table_rows(sections["H200"], "Model")[0] == ["Model", "TP", "8K context", "32K context", "128K context",
+                                                       "1m context"]
+    assert h200_llama[:2] == ["Llama-3.1-8B", "1"] and h200_llama[4] == f"{h200:.2f}" == "6.82"
+    assert h100_llama[1] == "1" and h100_llama[5] == f"{h100_1m:.2f} no fit" == "0.45 no fit"
 
 
 def test_report_and_workbook_ask_one_sweep_question_when_it_is_the_same(small, tmp_path, monkeypatch):

@@ -153,17 +153,18 @@ def sweep_by_gpu(rows: list[dict]) -> list[tuple[str, list[dict]]]:
 def _sweep_cell(r: dict | None) -> Md:
     if r is None:
         return Md("—")
-    cell = f"{display(r['max_concurrency'], 'max_concurrency')} TP{r['tp']}"
+    cell = f"{display(r['max_concurrency'], 'max_concurrency')}"
     return Md(cell if r["fits"] else cell + " no fit")
 
 
 def sweep_table(rows: list[dict], contexts: list[int]) -> Md:
-    """One GPU's sweep: a row per model, a column per context, max concurrency at the TP chosen."""
+    """One GPU's sweep: a row per model at one TP (named), a column per context, max concurrency."""
     by = {(r["model"], r["context_tokens"]): r for r in rows}
     models = sorted({r["model"] for r in rows})
-    lines = [cells([trusted("model")] + [trusted(format_tokens(c)) for c in contexts]),
-             cells([Md("---")] * (len(contexts) + 1))]
-    lines += [cells([display(m)] + [_sweep_cell(by.get((m, c))) for c in contexts]) for m in models]
+    tps = {m: "/".join(str(t) for t in sorted({r["tp"] for r in rows if r["model"] == m})) for m in models}
+    lines = [cells([trusted("Model"), trusted("TP")] + [trusted(f"{format_tokens(c)} context") for c in contexts]),
+             cells([Md("---")] * (len(contexts) + 2))]
+    lines += [cells([display(m), Md(tps[m])] + [_sweep_cell(by.get((m, c))) for c in contexts]) for m in models]
     return Md("\n".join(lines))
 
 

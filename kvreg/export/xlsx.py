@@ -154,25 +154,45 @@ def _converted_columns(t: Table, name: str, *, validation=None) -> str:
 
 @dataclass(frozen=True)
 class Editable:
-    """A sheet whose input columns `kvreg apply` reads back: the columns naming a row (`keys`),
-    and per editable column the registry field it sets and how a cell becomes a registry value."""
+    """A sheet whose input columns `kvreg apply` reads back. `keys` are the columns naming a row
+    and, for each, (SQL naming it in `table`'s rows, SQL matching it in a WHERE clause with the
+    parameter of the same name); `columns` maps a workbook column to the registry field it sets,
+    `convert` turns a cell into the registry's unit, `checks` a field's value into a valid one
+    (kvreg.importers.workbook.CHECKS names). `insert`: SQL adding a row the registry lacks
+    (parameters: the keys and the field), or None when such a row is refused.
+
+    Another input sheet (issue 16's fleet counts, say) is one more entry here."""
 
     sheet: str
     what: str  # how a diff line names the row: "plan", "gpu", "class"
-    keys: tuple[str, ...]
+    table: str
+    keys: dict[str, tuple[str, str]]
     columns: dict[str, str]  # workbook column -> registry field
+    checks: dict[str, str]  # registry field -> check name
     convert: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
+    insert: str | None = None
 
 
+_PLAN_ID = "(SELECT id FROM plan WHERE name = :plan)"
 EDITABLE = [
-    Editable("Demand", "plan", ("plan", "quarter"), {"users": "users"}),
-    Editable("Plan detail", "plan", ("plan",), {"reserve": "reserve"}),
-    Editable("Workload", "class", ("plan", "workload_class"), {"share": "share", "class_tokens": "avg_tokens"}),
-    Editable("GPUs", "gpu", ("gpu",), {
-        "price_per_hour": "price_per_hour", "unit_price": "unit_price",
-        "memory_gib_input": "memory_bytes", "memory_bandwidth_gb_per_s_input": "memory_bandwidth_bytes_per_s"},
-        {"memory_gib_input": CONVERTED["memory_bytes"].to_registry,
-         "memory_bandwidth_gb_per_s_input": CONVERTED["memory_bandwidth_bytes_per_s"].to_registry}),
+    Editable("Demand", "plan", "demand",
+             {"plan": ("(SELECT name FROM plan WHERE plan.id = demand.plan_id)", f"plan_id = {_PLAN_ID}"),
+              "quarter": ("quarter", "quarter = :quarter")},
+             {"users": "users"}, {"users": "users"},
+             insert=f"INSERT INTO demand (plan_id, quarter, users) VALUES ({_PLAN_ID}, :quarter, :users)"),
+    Editable("Plan detail", "plan", "plan", {"plan": ("name", "name = :plan")},
+             {"reserve": "reserve"}, {"reserve": "reserve"}),
+    Editable("Workload", "class", "workload_class",
+             {"plan": ("(SELECT name FROM plan WHERE plan.id = workload_class.plan_id)", f"plan_id = {_PLAN_ID}"),
+              "workload_class": ("name", "name = :workload_class")},
+             {"share": "share", "class_tokens": "avg_tokens"}, {"share": "share", "avg_tokens": "tokens"}),
+    Editable("GPUs", "gpu", "gpu", {"gpu": ("name", "name = :gpu")},
+             {"price_per_hour": "price_per_hour", "unit_price": "unit_price",
+              "memory_gib_input": "memory_bytes", "memory_bandwidth_gb_per_s_input": "memory_bandwidth_bytes_per_s"},
+             {"price_per_hour": "price", "unit_price": "price", "memory_bytes": "bytes",
+              "memory_bandwidth_bytes_per_s": "bytes_or_none"},
+             {"memory_gib_input": CONVERTED["memory_bytes"].to_registry,
+              "memory_bandwidth_gb_per_s_input": CONVERTED["memory_bandwidth_bytes_per_s"].to_registry}),
 ]
 
 

@@ -194,7 +194,7 @@ def test_hostile_names_stay_inert_text(small, tmp_path):
     # Each plan's workload mix table names its one class, the hostile name, as inert text.
     lines = md.splitlines()
     classes = {unescape(split_row(lines[i + 2])[0]) for i, line in enumerate(lines)
-               if line.startswith("| workload_class |")}
+               if line.startswith("| Workload class |")}
     assert classes == {" ".join(name.split()) for name in HOSTILE}
 
     assert "<" not in md and ">" not in md  # no raw HTML at all, from names or anywhere else
@@ -206,7 +206,7 @@ def test_hostile_names_stay_inert_text(small, tmp_path):
         widths = {len(split_row(line)) for line in block.splitlines()}
         assert len(widths) == 1, block
     # Each name reads back exactly (newlines as spaces) in the catalog and as its plan's heading.
-    catalog = {unescape(row[0]) for row in table_rows(md, "model")[2:]}
+    catalog = {unescape(row[0]) for row in table_rows(md, "Model")[2:]}
     headings = {unescape(line[4:]) for line in md.splitlines() if line.startswith("### ")}
     for name in HOSTILE:
         assert " ".join(name.split()) in catalog
@@ -247,12 +247,14 @@ def test_procurement_summary_and_plan_figures(chat_plan, tmp_path):
     assert math.ceil(40 / concurrency) == 12  # 2026Q3
 
     # The summary row, as printed: 29 GPUs, 12 the quarter before (+17), 4 nodes.
-    rows = table_rows(md, "gpu")
-    assert rows[0] == ["gpu", "plans", "plans_not_fitting", "users", "gpus_needed", "previous_gpus_needed",
-                       "gpus_change", "nodes_needed", "cost_per_month", "capex"]
+    rows = table_rows(md, "GPU type")
+    # Headers in words with units (kvreg.figures.labels); data.json keeps the view column names.
+    assert rows[0] == ["GPU type", "Plans (count)", "Plans that do not fit (count)", "Concurrent users (users)",
+                       "GPUs needed (GPUs)", "GPUs needed the quarter before (GPUs)", "Change in GPUs needed (GPUs)",
+                       "Nodes needed (nodes)", "Cost per month (USD)", "Purchase cost (USD)"]
     assert rows[2] == ["H100-SXM", "1", "0", "100", "29", "12", "+17", "4", "52,925.00", "870,000.00"]
     assert data["procurement"][0]["gpus_change"] == 17
-    assert "| max_concurrency | 3.46 |" in md
+    assert "| Max concurrency (sequences) | 3.46 |" in md
     assert "**Fits:** one replica holds 3.46 context-length sequences (3 whole)." in md
     headroom = 29 * concurrency - 100  # 0.42 users
     assert plan["demand"]["headroom_users"] == pytest.approx(headroom)
@@ -278,7 +280,7 @@ def test_model_catalog_from_model_kv(small, tmp_path):
     assert llama["kv"]["bf16"]["kv_bytes_per_token"] == 131_072
     assert llama["kv"]["fp8"]["kv_bytes_per_token"] == 131_072 // 2  # one byte per element
     assert llama["kv"]["bf16"]["kv_gib_per_128k_sequence"] == 131_072 * 131_072 / GIB == 16.0
-    rows = {r[0]: r for r in table_rows(md, "model")[2:]}
+    rows = {r[0]: r for r in table_rows(md, "Model")[2:]}
     # Qwen2.5-7B: 28 layers x 4 KV heads x 256 x 2 B = 57,344 B per token, 7.00 GiB per 128K (SPEC: 56 KiB / 7.00).
     assert rows["Qwen2.5-7B"] == ["Qwen2.5-7B", "bf16", "15.20", "128K", "57,344", "7.00", "28,672", "3.50"]
     assert rows["Llama-3.1-8B"][4:] == ["131,072", "16.00", "65,536", "8.00"]

@@ -22,6 +22,12 @@ _UNIT_TOKENS = {"bytes": {"bytes"}, "GiB": {"gib"}, "GB": {"gb"}, "USD": {"usd"}
 _UNITS = {"USD/h": "USD per hour", "bytes/s": "bytes per second", "tokens/s": "tokens per second",
           "fraction": "share", "flag": "1 = yes, 0 = no", "name": "", "text": "", "weight": "share"}
 LABELS = {
+    "gpu": "GPU type",
+    "plan": "Plan",
+    "model": "Model",
+    "quarter": "Quarter",
+    "vendor": "Vendor",
+    "plans": "Plans (count)",
     "memory_bandwidth_bytes_per_s": "Memory bandwidth (bytes per second)",
     "price_per_hour": "Price per GPU-hour (USD)",
     "unit_price": "Price per GPU (USD)",

@@ -573,7 +573,7 @@ def _sweep_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
 
 # --------------------------------------------------------------------------- workload classes
 
-# The Workload sheet's first columns, in order: the Plans sheet's SUMIFS read the weighted columns by letter.
+# The Workload sheet's first columns, in order: the Plan detail sheet's SUMIFS read the weighted columns by letter.
 _WORKLOAD_LEAD = ["plan", "workload_class", "class_tokens", CLASS_WEIGHT] + [m.weighted for m in CLASS_MEANS]
 
 

@@ -577,7 +577,7 @@ class Table:
         self.rows, self.written = rows, True
         last = HEADER_ROW + len(rows)
         self._layout(book, ws, rows, last, freeze_after)
-        plan = []
+        plan, wrapped = [], []
         for j, c in enumerate(self.columns):
             get = c.value or (lambda row, n=c.name: row.get(n))
             if c.is_text:
@@ -585,14 +585,20 @@ class Table:
             else:
                 num = c.number_format or number_format(c.unit, c.kind, c.name)
             # Long text wraps in its column instead of running over the next ones.
-            extra = {"text_wrap": True, "valign": "top"} if c.is_text and (c.width or 0) >= 30 else {}
-            fmt = book.cell(c.role, num, **extra)
+            wraps = c.is_text and (c.width or 0) >= 30
+            if wraps:
+                wrapped.append((get, c.width))
+            fmt = book.cell(c.role, num, **({"text_wrap": True, "valign": "top"} if wraps else {}))
             kind = "f" if c.role != "input" else ("s" if c.is_text else "n")
             plan.append((j, kind, fmt, get, c.formula))
         write_formula, write_string = ws.write_formula, ws.write_string
         write_number, write_blank = ws.write_number, ws.write_blank
         for i, row in enumerate(rows, start=FIRST_ROW - 1):
             n = str(i + 1)
+            if wrapped:  # a row as tall as its longest wrapped text, so it does not run into the next
+                lines = max(_lines(str(get(row) or ""), width) for get, width in wrapped)
+                if lines > 1:
+                    ws.set_row(i, 15 * min(lines, 10))
             for j, kind, fmt, get, template in plan:
                 v = get(row)
                 if kind == "f":

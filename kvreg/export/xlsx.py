@@ -337,7 +337,7 @@ def _sweep_rows(conn, data: dict, asked: dict | None = None) -> list[dict]:
 
 def _dtypes_sheet(book: Book, ws, rows: list[dict]) -> Table:
     t = Table("Dtypes", [
-        input_column("dtype", key="name", meaning="number format name", width=14),
+        input_column("dtype", key="name", meaning="number format name"),
         input_column("bytes_per_element", unit="bytes", kind="real", meaning="bytes per element (KV or weight)"),
         input_column("kind", meaning="kv, weight or both"),
         input_column("mla_bytes_per_token_per_layer", unit="bytes", kind="int",

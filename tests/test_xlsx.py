@@ -626,6 +626,16 @@ def test_seeded_workbook_prints_to_at_most_30_pages(engine, tmp_path):
     pdf = (tmp_path / "capacity.pdf").read_bytes()
     pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
     assert 11 <= pages <= 30, pages  # at least a page per sheet; 201 before the page setup
+    # What a reader sees first holds a number in every figure cell (only a fitting plan's reason is empty).
+    from openpyxl import load_workbook
+
+    forms, vals = load_workbook(path), load_workbook(path, data_only=True)
+    for sheet in ("Summary", "Plans"):
+        reason = _col(forms["Plans"], "reason") if sheet == "Plans" else None
+        cells = [(c.row, c.column) for row in forms[sheet].iter_rows() for c in row if c.data_type == "f"]
+        assert len(cells) > 50
+        empty = [(r, c) for r, c in cells if c != reason and vals[sheet].cell(r, c).value in (None, "")]
+        assert empty == [], (sheet, empty[:5])
 
 
 def test_hand_worked_cells(recalculated):

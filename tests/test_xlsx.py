@@ -530,6 +530,12 @@ def test_layout_for_finance(written):
             validated[plans[rng.split(":")[0]].column] = dv.formula1
     for name, sheet in (("gpu", "GPUs"), ("model", "Models"), ("kv_dtype", "Dtypes"), ("weight_dtype", "Dtypes")):
         assert validated[_col(plans, name)].startswith(f"{sheet}!$A$3:$A$")
+    assert validated[_col(plans, "rule")] == '"theoretical,vllm,sglang"'
+    # A quarter is picked from a list (those with demand and four more); a new one is asked about, then kept.
+    demand = wb["Demand"]
+    quarter_dv = [dv for dv in demand.data_validations.dataValidation if "B3" in str(dv.sqref)]
+    assert quarter_dv[0].formula1 == '"2026Q3,2026Q4,2027Q1,2027Q2,2027Q3,2027Q4"'
+    assert quarter_dv[0].errorStyle == "warning"
     rules = [r for cf in plans.conditional_formatting for r in cf.rules]
     fits = plans.cell(2, _col(plans, "fits")).column_letter
     assert any(f"${fits}3=0" in r.formula[0] for r in rules)

@@ -372,6 +372,8 @@ class Column:
     value: Callable[[dict], Any] | None = None
     formula: str | None = None
     validation: tuple[str, str] | None = None  # (list range, what it lists) for data validation
+    # stop: only listed values; warning: a value not listed is asked about, then kept (a new quarter)
+    validation_style: str = "stop"
     width: float | None = None
     letter: str = ""
     label: str | None = None  # the header in words; default: kvreg.figures.labels.label(name, unit)
@@ -624,10 +626,14 @@ class Table:
             lines = max(lines, _lines(c.header, width))
             if c.validation:
                 source, what = c.validation
+                listed = source.startswith('"')  # a literal list rather than a range
                 ws.data_validation(FIRST_ROW - 1, j, self.lookup_last_row - 1, j, {
-                    "validate": "list", "source": "=" + source, "ignore_blank": True, "error_type": "stop",
+                    "validate": "list", "source": source[1:-1].split(",") if listed else "=" + source,
+                    "ignore_blank": True, "error_type": c.validation_style,
                     "error_title": f"Unknown {what}"[:32],
-                    "error_message": f"Pick a {what} from the list (it comes from the {what} table).",
+                    "error_message": (f"Pick a {what} from the list" + ("." if listed else
+                                      f" (it comes from the {what} table).")
+                                      + (" Keep a new one anyway?" if c.validation_style != "stop" else "")),
                 })
         ws.set_row(0, 13 * min(lines, 6) + 4)
         ws.set_row(1, None, None, {"hidden": True})

@@ -213,6 +213,7 @@ def write_workbook(conn, path, quarter: str, *, generated_at: str | None = None,
     quarter = parse_quarter(quarter)
     generated_at = generated_at or _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
     data = _read_registry(conn)
+    data["quarters"] = _quarter_choices(data["demand"], quarter)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".xlsx", dir=path.parent)
@@ -299,6 +300,16 @@ def _read_registry(conn) -> dict:
             "plans": plans, "classes": classes, "demand": demand, "procurement": procurement,
             "model_kv": _merged(conn, "model_kv", lambda r: (r["model"], r["kv_dtype"])),
             "registry_id": registry_id(conn)}
+
+
+def _quarter_choices(demand: list[dict], quarter: str, ahead: int = 4) -> list[str]:
+    """The quarters the drop-downs offer: those with demand, the workbook's, and `ahead` more."""
+    have = sorted({d["quarter"] for d in demand} | {quarter})
+    year, q = int(have[-1][:4]), int(have[-1][5])
+    for _ in range(ahead):
+        year, q = (year + 1, 1) if q == 4 else (year, q + 1)
+        have.append(f"{year}Q{q}")
+    return have[-20:]  # a list's text is limited to 255 characters
 
 
 def _kv_blocks(dtypes: list[dict]) -> list[str]:
@@ -474,6 +485,7 @@ class _References:
         self.gpu_pos = _positions(data["gpus"], "name")
         self.dtype_pos = _positions(data["dtypes"], "name")
         self.plan_pos = _positions(data["plans"], "plan")
+        self.quarters = data["quarters"]
 
     def state_dtype(self, model: str) -> str:
         m = self.model[model]
@@ -659,7 +671,8 @@ def _demand_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
     plan_list = (plans.list_range("plan"), "plan")
     t = Table("Demand", [
         input_column("plan", meaning="plan (from the Plan detail sheet)", validation=plan_list, width=24),
-        input_column("quarter", meaning="quarter, written YEARQn (2026Q4)", label="Quarter"),
+        input_column("quarter", meaning="quarter, written YEARQn (2026Q4)", label="Quarter",
+                     validation=('"' + ",".join(refs.quarters) + '"', "quarter"), validation_style="warning"),
         input_column("users"),
     ])
     cells = {c.name: c.letter for c in t.columns}
@@ -760,6 +773,9 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, swee
     bold = book.fmt(bold=True)
     g.put(1, 1, "Quarter", bold)
     g.text(1, 2, quarter, book.cell("input", "@"))
+    ws.data_validation(0, 1, 0, 1, {"validate": "list", "source": data["quarters"], "error_type": "warning",
+                                    "error_title": "Unknown quarter",
+                                    "error_message": "Pick a quarter from the list (written like 2026Q4)."})
     g.put(1, 3, "Change the quarter (written like 2026Q4) to see another one; every figure below recomputes.")
     g.put(2, 1, "Previous quarter", bold)
     g.put(2, 2, '=IF(RIGHT(B1,1)="1",(LEFT(B1,4)-1)&"Q4",LEFT(B1,5)&(RIGHT(B1,1)-1))', book.cell("lookup"),

@@ -7,7 +7,7 @@ Builds synthetic registries (bench/synth.py: N models and N plans with two quart
 for each size N), then times, as separate processes started the way a user starts them:
 start-up (`kvreg --help`, `kvreg capacity`) against `python -c pass`; `kvreg plan list --format
 json` against a bare sqlite3 query of the same view; `kvreg report` (md and xlsx) against a bare
-openpyxl write-only workbook holding the same cells; `kvreg model import` of many config files;
+XlsxWriter write of the same cells and stored values; `kvreg model import` of many config files;
 the seeded registry's full report. Each figure is the median of --repeat runs; peak memory is
 the child's ru_maxrss (os.wait4: the RUSAGE_CHILDREN figure of that one process). Results are
 printed as they come and written, with the machine and the targets (PASS/MISS), to --out.
@@ -53,27 +53,43 @@ names = [d[0] for d in cur.description]
 sys.stdout.write(json.dumps([dict(zip(names, r)) for r in cur], indent=2))  # one write, as kvreg prints
 """
 
+# Every cell of the report's workbook: (formula or value, stored result), read with openpyxl.
 DUMP_CELLS = """\
 import pickle, sys
 from openpyxl import load_workbook
-wb = load_workbook(sys.argv[1], read_only=True)
-sheets = [(ws.title, [list(r) for r in ws.iter_rows(values_only=True)]) for ws in wb.worksheets]
+forms = load_workbook(sys.argv[1], read_only=True)
+vals = load_workbook(sys.argv[1], read_only=True, data_only=True)
+sheets = []
+for fs, vs in zip(forms.worksheets, vals.worksheets):
+    rows = [[(f, v) for f, v in zip(fr, vr)] for fr, vr in zip(fs.iter_rows(values_only=True), vs.iter_rows(values_only=True))]
+    sheets.append((fs.title, rows))
 with open(sys.argv[2], "wb") as f:
     pickle.dump(sheets, f)
-print(sum(v is not None for _, rows in sheets for r in rows for v in r))
+print(sum(f is not None for _, rows in sheets for r in rows for f, _v in r))
 """
 
+# The same cells written with bare XlsxWriter (constant_memory, as kvreg writes): each formula with its
+# stored result, text as text, numbers as numbers; no formats, widths, charts or validation.
 BARE_WORKBOOK = """\
 import pickle, sys
-from openpyxl import Workbook
+import xlsxwriter
 with open(sys.argv[1], "rb") as f:
     sheets = pickle.load(f)
-wb = Workbook(write_only=True)
+wb = xlsxwriter.Workbook(sys.argv[2], {"constant_memory": True, "strings_to_formulas": False,
+                                       "strings_to_numbers": False, "strings_to_urls": False})
 for title, rows in sheets:
-    ws = wb.create_sheet(title)
-    for row in rows:
-        ws.append(row)
-wb.save(sys.argv[2])
+    ws = wb.add_worksheet(title)
+    for r, row in enumerate(rows):
+        for c, (f, v) in enumerate(row):
+            if f is None:
+                continue
+            if isinstance(f, str) and f.startswith("="):
+                ws.write_formula(r, c, f, None, "" if v is None else v)
+            elif isinstance(f, str):
+                ws.write_string(r, c, f)
+            else:
+                ws.write_number(r, c, f)
+wb.close()
 """
 
 
@@ -364,7 +380,7 @@ def _workbook_cells(out: Path, pickle_path: Path) -> tuple[int, Path] | None:
 def _bare_workbook(ctx: Context, cells: tuple[int, Path], n: int) -> Timing:
     count, path = cells
     cmd = [sys.executable, "-c", BARE_WORKBOOK, str(path), str(ctx.work / "bare.xlsx")]
-    return measure(f"bare openpyxl write-only ({count:,} cells)", cmd, ctx, repeat=ctx.runs(n))
+    return measure(f"bare XlsxWriter constant_memory ({count:,} cells)", cmd, ctx, repeat=ctx.runs(n))
 
 
 def bench_import(ctx: Context, template: Path, n: int) -> None:
@@ -483,7 +499,7 @@ def targets(ctx: Context, sizes: dict[int, dict], scale: list[dict]) -> list[tup
     xl = _find(ctx, "kvreg report xlsx", largest=True)
     xl_text = lambda r: (f"{ratio(r):.2f}x at {r['plans']:,} plans ({r['timing'].median:.2f} s vs "  # noqa: E731
                          f"{r['baseline'].median:.2f} s)" if r["baseline"] else "no baseline")
-    add("xlsx report within 1.3x a bare openpyxl write-only workbook of the same cells", xl, xl_text,
+    add("xlsx report within 1.3x a bare XlsxWriter write of the same cells and values", xl, xl_text,
         lambda r: r["baseline"] is not None and ratio(r) <= 1.3)
     smaller = [r for r in ctx.results if r["what"] == "kvreg report xlsx" and r is not xl and r["timing"]
                and r["timing"].ok and r["baseline"] and r["baseline"].ok]
@@ -556,10 +572,8 @@ def machine() -> list[tuple[str, str]]:
         ("Python", f"{platform.python_version()} ({platform.python_implementation()})"),
         ("SQLite", sqlite3.sqlite_version),
         ("kvreg", ver("kvreg")),
-        ("SQLAlchemy / openpyxl / matplotlib", f"{ver('sqlalchemy')} / {ver('openpyxl')} / {ver('matplotlib')}"),
-        # openpyxl writes XML with lxml when it is installed, several times faster than without:
-        # it moves both the workbook and its baseline.
-        ("openpyxl's XML writer", "lxml " + ver("lxml") if ver("lxml") != "not installed" else "et_xmlfile (no lxml)"),
+        ("SQLAlchemy / XlsxWriter / openpyxl / matplotlib",
+         f"{ver('sqlalchemy')} / {ver('xlsxwriter')} / {ver('openpyxl')} / {ver('matplotlib')}"),
     ]
 
 
@@ -626,8 +640,8 @@ def write_doc(path: Path, ctx: Context, args, sizes: dict[int, dict], goals, sca
               "kind of work (compiling modules, matplotlib's font cache). Processes keep their bytecode in the "
               "work folder (PYTHONPYCACHEPREFIX, PYTHONDONTWRITEBYTECODE unset), as an installed kvreg has it.",
               "- Baselines run in the same session: `python -c pass` for start-up; the same view read with the bare "
-              "sqlite3 module and dumped with json for listings; a bare openpyxl write-only workbook holding the "
-              "report workbook's own cell values (read back from it) for reports.",
+              "sqlite3 module and dumped with json for listings; a bare XlsxWriter (constant_memory) write of the "
+              "report workbook's own cells, each formula with its stored value (read back from it), for reports.",
               f"- Peak memory is the child's ru_maxrss from wait4. Linux starts it from the parent's size at fork, "
               f"so {floor:.0f} MiB (this script's own peak) is a floor under every figure.",
               "- Read commands (issue 20's target) run on the seeded registry, each run paired with a run of "
@@ -693,7 +707,7 @@ def warm_up(ctx: Context, template: Path, reg: dict, reports: bool = True) -> No
                 [*ctx.kvreg, "--db", reg["url"], "plan", "list", "--format", "json"],
                 *([[*ctx.kvreg, "--db", reg["url"], "report", "--out", str(scratch / "reports")]] if reports else []),
                 [*ctx.kvreg, "--db", f"sqlite:///{db}", "model", "import", *map(str, configs)],
-                [sys.executable, "-c", "import json, pickle, sqlite3, matplotlib.pyplot, openpyxl"]):
+                [sys.executable, "-c", "import json, pickle, sqlite3, matplotlib.pyplot, xlsxwriter"]):
         run_once(cmd, ctx.work, ctx.timeout, ctx.work / "stdout")
     shutil.rmtree(scratch, ignore_errors=True)
 

@@ -213,6 +213,30 @@ def ask(conn, q: Question) -> list[dict]:
     return _pick_auto_tp(result, len(tps))
 
 
+def sweep(conn, q: Question) -> list[dict]:
+    """A context sweep that keeps one layout along each model and GPU: the TP `--tp auto` picks at
+    the shortest context (the smallest that holds the weights and one sequence), at every context
+    of the question. Concurrency then only falls as the context grows; a context the layout cannot
+    hold shows max_concurrency below 1 and fits 0 (a larger TP would, named in the row). A fixed
+    `q.tp` is asked as it is. Rows in question order (model, GPU, context, KV dtype)."""
+    if q.tp != "auto":
+        return ask(conn, q)
+    from dataclasses import replace
+
+    db = runner(conn)
+    models, gpus, _tps, engine = _check_question(db, q)
+    picked = ask(conn, replace(q, contexts=[min(q.contexts)]))
+    tp_of = {(r["model"], r["gpu"], r["kv_dtype"]): r["tp"] for r in picked}
+    rows = [
+        dict(model_id=m["id"], gpu_id=g["id"], gpus_per_node=q.gpus_per_node, tp=tp_of[(m["name"], g["name"], kvd)],
+             pp=q.pp, dp_attention=q.dp_attention, kv_dtype=kvd, weight_dtype=q.weight_dtype or m["weight_dtype"],
+             context_tokens=ctx, avg_tokens=None, reserve=q.reserve,
+             kv_cache_memory_bytes=q.kv_cache_memory_bytes, block_size=q.block_size, **engine)
+        for m in models for g in gpus for ctx in q.contexts for kvd in q.kv_dtypes
+    ]
+    return _through_view(db, rows, SQL["capacity"])
+
+
 def _pick_auto_tp(result: list[dict], n_tps: int) -> list[dict]:
     """--tp auto: per question, the smallest valid TP that fits (the declared `fits` figure: a replica
     holds one whole sequence), else the largest valid TP (so the row says why not), else the first row

@@ -254,9 +254,10 @@ def _sweep_scope(conn, models: list[dict], gpus: list[dict]) -> tuple[list[str],
 
 
 def _sweep(conn, models: list[dict], gpus: list[dict], asked: dict | None = None) -> tuple[list[dict], dict]:
-    """Max concurrency per model, GPU and context at the minimum TP: one question to the capacity view
-    (its answer kept in `asked` by repr(question), for the workbook's sweep)."""
-    from kvreg.capacity import Question, ask
+    """Max concurrency per model, GPU and context, one TP per model and GPU (kvreg.capacity.sweep: the
+    minimum TP at the shortest context, kept along the row): questions to the capacity view (the
+    answer kept in `asked`, for the workbook's sweep)."""
+    from kvreg.capacity import Question, sweep
 
     model_names, gpu_names, scope = _sweep_scope(conn, models, gpus)
     q = Question(models=model_names, gpus=gpu_names, contexts=list(SWEEP_CONTEXTS),
@@ -267,9 +268,10 @@ def _sweep(conn, models: list[dict], gpus: list[dict], asked: dict | None = None
     if not model_names or not gpu_names:
         return [], settings
     asked = {} if asked is None else asked
-    if repr(q) not in asked:
-        asked[repr(q)] = ask(conn, q)
-    rows = [_pick({k: _plain(v) for k, v in r.items()}, SWEEP_COLUMNS) for r in asked[repr(q)]]
+    key = "sweep:" + repr(q)
+    if key not in asked:
+        asked[key] = sweep(conn, q)
+    rows = [_pick({k: _plain(v) for k, v in r.items()}, SWEEP_COLUMNS) for r in asked[key]]
     rows.sort(key=lambda r: (r["gpu"], r["model"], r["context_tokens"]))
     return rows, settings
 

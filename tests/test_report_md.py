@@ -194,7 +194,7 @@ def test_hostile_names_stay_inert_text(small, tmp_path):
     # Each plan's workload mix table names its one class, the hostile name, as inert text.
     lines = md.splitlines()
     classes = {unescape(split_row(lines[i + 2])[0]) for i, line in enumerate(lines)
-               if line.startswith("| workload_class |")}
+               if line.startswith("| Workload class |")}
     assert classes == {" ".join(name.split()) for name in HOSTILE}
 
     assert "<" not in md and ">" not in md  # no raw HTML at all, from names or anywhere else
@@ -206,7 +206,7 @@ def test_hostile_names_stay_inert_text(small, tmp_path):
         widths = {len(split_row(line)) for line in block.splitlines()}
         assert len(widths) == 1, block
     # Each name reads back exactly (newlines as spaces) in the catalog and as its plan's heading.
-    catalog = {unescape(row[0]) for row in table_rows(md, "model")[2:]}
+    catalog = {unescape(row[0]) for row in table_rows(md, "Model")[2:]}
     headings = {unescape(line[4:]) for line in md.splitlines() if line.startswith("### ")}
     for name in HOSTILE:
         assert " ".join(name.split()) in catalog
@@ -247,12 +247,14 @@ def test_procurement_summary_and_plan_figures(chat_plan, tmp_path):
     assert math.ceil(40 / concurrency) == 12  # 2026Q3
 
     # The summary row, as printed: 29 GPUs, 12 the quarter before (+17), 4 nodes.
-    rows = table_rows(md, "gpu")
-    assert rows[0] == ["gpu", "plans", "plans_not_fitting", "users", "gpus_needed", "previous_gpus_needed",
-                       "gpus_change", "nodes_needed", "cost_per_month", "capex"]
+    rows = table_rows(md, "GPU type")
+    # Headers in words with units (kvreg.figures.labels); data.json keeps the view column names.
+    assert rows[0] == ["GPU type", "Plans (count)", "Plans that do not fit (count)", "Concurrent users (users)",
+                       "GPUs needed (GPUs)", "GPUs needed the quarter before (GPUs)", "Change in GPUs needed (GPUs)",
+                       "Nodes needed (nodes)", "Cost per month (USD)", "Purchase cost (USD)"]
     assert rows[2] == ["H100-SXM", "1", "0", "100", "29", "12", "+17", "4", "52,925.00", "870,000.00"]
     assert data["procurement"][0]["gpus_change"] == 17
-    assert "| max_concurrency | 3.46 |" in md
+    assert "| Max concurrency (sequences) | 3.46 |" in md
     assert "**Fits:** one replica holds 3.46 context-length sequences (3 whole)." in md
     headroom = 29 * concurrency - 100  # 0.42 users
     assert plan["demand"]["headroom_users"] == pytest.approx(headroom)
@@ -280,7 +282,7 @@ def test_model_catalog_from_model_kv(small, tmp_path):
     assert llama["kv"]["bf16"]["kv_bytes_per_token"] == 131_072
     assert llama["kv"]["fp8"]["kv_bytes_per_token"] == 131_072 // 2  # one byte per element
     assert llama["kv"]["bf16"]["kv_gib_per_128k_sequence"] == 131_072 * 131_072 / GIB == 16.0
-    rows = {r[0]: r for r in table_rows(md, "model")[2:]}
+    rows = {r[0]: r for r in table_rows(md, "Model")[2:]}
     # Qwen2.5-7B: 28 layers x 4 KV heads x 256 x 2 B = 57,344 B per token, 7.00 GiB per 128K (SPEC: 56 KiB / 7.00).
     assert rows["Qwen2.5-7B"] == ["Qwen2.5-7B", "bf16", "15.20", "131,072", "57,344", "7.00", "28,672", "3.50"]
     assert rows["Llama-3.1-8B"][4:] == ["131,072", "16.00", "65,536", "8.00"]
@@ -293,20 +295,21 @@ def test_context_sweep_is_one_question_to_the_capacity_view(small, tmp_path, mon
     real = kvreg.capacity.ask
     monkeypatch.setattr(kvreg.capacity, "ask", lambda conn, q: calls.append(q) or real(conn, q))
     md, data = read(report(small, tmp_path / "r").folder)
-    assert len(calls) == 1 and calls[0].tp == "auto"
+    assert len(calls) == 1 and calls[0].tp == "auto" and calls[0].contexts == [8192]  # TP picked at the shortest
     assert len(data["sweep"]) == 2 * 2 * 4  # models x GPUs x contexts (8K, 32K, 128K, 1m)
 
     # H200, 128K: (141 GiB x 0.88 - 16.1e9 B) / 16 GiB = 6.82 sequences at TP1 (SPEC: 6.8).
     h200 = (H200 * 0.88 - LLAMA8_WEIGHTS) / (LLAMA8_KV_BYTES_PER_TOKEN * 131072)
-    # H100, 1m: TP1 would need 131,072 B x 1e6 = 131 GB per sequence; TP2 halves the heads (4 per GPU)
-    # and the weights: (80 GiB x 0.88 - 8.05e9 B) / (65,536 B x 1e6) = 1.03 at TP2.
-    h100_1m = (H100 * 0.88 - LLAMA8_WEIGHTS / 2) / (LLAMA8_KV_BYTES_PER_TOKEN / 2 * 1_000_000)
+    # H100, 1m: the row keeps TP1 (picked at 8K), where a sequence needs 131,072 B x 1e6 = 131 GB:
+    # (80 GiB x 0.88 - 16.1e9 B) / 1.31072e11 B = 0.45, no fit (TP2 would hold 1.03; the row names its TP).
+    h100_1m = (H100 * 0.88 - LLAMA8_WEIGHTS) / (LLAMA8_KV_BYTES_PER_TOKEN * 1_000_000)
     sections = {s.split("\n", 1)[0]: s for s in md.split("\n### ")}
-    h100_llama = table_rows(sections["H100-SXM"], "model")[2:][0]
-    h200_llama = table_rows(sections["H200"], "model")[2:][0]
-    assert table_rows(sections["H200"], "model")[0] == ["model", "8K", "32K", "128K", "1m"]
-    assert h200_llama[0] == "Llama-3.1-8B" and h200_llama[3] == f"{h200:.2f} TP1" == "6.82 TP1"
-    assert h100_llama[4] == f"{h100_1m:.2f} TP2" == "1.03 TP2"
+    h100_llama = table_rows(sections["H100-SXM"], "Model")[2:][0]
+    h200_llama = table_rows(sections["H200"], "Model")[2:][0]
+    assert table_rows(sections["H200"], "Model")[0] == ["Model", "TP", "8K context", "32K context", "128K context",
+                                                       "1m context"]
+    assert h200_llama[:2] == ["Llama-3.1-8B", "1"] and h200_llama[4] == f"{h200:.2f}" == "6.82"
+    assert h100_llama[1] == "1" and h100_llama[5] == f"{h100_1m:.2f} no fit" == "0.45 no fit"
 
 
 def test_report_and_workbook_ask_one_sweep_question_when_it_is_the_same(small, tmp_path, monkeypatch):

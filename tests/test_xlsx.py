@@ -99,13 +99,13 @@ def _edit_workbook(src: Path, dst: Path) -> None:
     from openpyxl import load_workbook
 
     wb = load_workbook(src)
-    _cell(wb["Plans"], "llama8b-h100-128k", "reserve").value = 0.20
+    _cell(wb["Plan detail"], "llama8b-h100-128k", "reserve").value = 0.20
     demand = wb["Demand"]
     users = _col(demand, "users")
     for r in _data_rows(demand):
         if demand.cell(r, _col(demand, "quarter")).value == "2026Q4":
             demand.cell(r, users).value *= 2
-    _cell(wb["GPUs"], "H100-SXM", "memory_bytes").value = 94 * GIB
+    _cell(wb["GPUs"], "H100-SXM", "memory_gib_input").value = 94  # typed in GiB, converted by formula
     _cell(wb["GPUs"], "H200", "price_per_hour").value = 4.0
     _cell(wb["Models"], "Qwen3-235B-A22B", "layers").value = 96
     _cell(wb["Models"], "Qwen3-235B-A22B", "full_layers").value = 96
@@ -142,6 +142,15 @@ def _cell(ws, key: str, name: str):
         if ws.cell(r, 1).value == key:
             return ws.cell(r, _col(ws, name))
     raise KeyError(key)
+
+
+_FILLS = {"FFFFF2CC": "input", "FFDDEBF7": "lookup"}
+
+
+def _role(cell) -> str:
+    """input (light yellow), lookup (light blue) or figure (no fill), from the cell's fill."""
+    fill = cell.fill
+    return _FILLS.get(fill.fgColor.rgb, "figure") if fill is not None and fill.fill_type == "solid" else "figure"
 
 
 def _same(got, want) -> bool:
@@ -243,8 +252,17 @@ def _check_workbook(recalculated: Path, written: Path, conn, default_reserve: fl
     covered: set = set()
     n = 0
 
-    plans, demand = vals["Plans"], vals["Demand"]
-    n += _compare(plans, forms["Plans"], lambda r, i: exp["plans"][plans.cell(r, 1).value], problems, covered)
+    plans, demand = vals["Plan detail"], vals["Demand"]
+    n += _compare(plans, forms["Plan detail"], lambda r, i: exp["plans"][plans.cell(r, 1).value], problems, covered)
+    overview, quarter = vals["Plans"], vals["Summary"]["B1"].value
+
+    def plan_at(r, i):
+        plan = overview.cell(r, 1).value
+        by_quarter = exp["demand"].get((plan, quarter), {})
+        return {**exp["plans"][plan], "users": by_quarter.get("users") or 0,
+                "gpus_needed": by_quarter.get("gpus_needed") or 0}
+
+    n += _compare(overview, forms["Plans"], plan_at, problems, covered)
     work = vals["Workload"]
 
     def class_at(r, i):
@@ -254,8 +272,7 @@ def _check_workbook(recalculated: Path, written: Path, conn, default_reserve: fl
     n += _compare(work, forms["Workload"], class_at, problems, covered)
     n += _compare(demand, forms["Demand"],
                   lambda r, i: exp["demand"][(demand.cell(r, 1).value, demand.cell(r, 2).value)], problems, covered)
-    n += _compare(vals["GPUs"], forms["GPUs"],
-                  lambda r, i: {"memory_gib": exp["gpus"][vals["GPUs"].cell(r, 1).value]["memory_bytes"] / GIB},
+    n += _compare(vals["GPUs"], forms["GPUs"], lambda r, i: exp["gpus"][vals["GPUs"].cell(r, 1).value],
                   problems, covered)
 
     models = vals["Models"]
@@ -287,14 +304,26 @@ def _check_summary(vals, forms, procurement: dict, problems: list, covered: set)
     names = [c.value for c in forms[5]]
     totals: dict[str, float] = {}
     checked = 0
-    for r in range(6, forms.max_row + 1):
+    total_row = next(r for r in range(6, forms.max_row + 1) if vals.cell(r, 1).value == "Total")
+    # GPUs needed per quarter (rows) and GPU type (columns), below the totals.
+    block = next(r for r in range(total_row + 1, forms.max_row + 1) if vals.cell(r, 1).value == "Quarter")
+    gpu_cols = {c: vals.cell(block, c).value for c in range(2, forms.max_column + 1) if vals.cell(block, c).value}
+    for r in range(block + 1, forms.max_row + 1):
+        q = vals.cell(r, 1).value
+        for c, gpu in gpu_cols.items():
+            covered.add(("Summary", forms.cell(r, c).coordinate))
+            want = (procurement.get((gpu, q)) or {}).get("gpus_needed") or 0
+            if not _same(vals.cell(r, c).value, want):
+                problems.append(f"Summary!{forms.cell(r, c).coordinate} {gpu} {q}: {vals.cell(r, c).value!r}, view {want}")
+            checked += 1
+    for r in range(6, total_row + 1):
         gpu = vals.cell(r, 1).value
         for i, name in enumerate(names, start=1):
             if forms.cell(r, i).data_type != "f":
                 continue
             covered.add(("Summary", forms.cell(r, i).coordinate))
             got = vals.cell(r, i).value
-            if gpu == "total":
+            if gpu == "Total":
                 want = totals.get(name, 0)
             else:
                 want = (procurement.get((gpu, quarter)) or {}).get(name) or 0
@@ -409,17 +438,22 @@ def test_user_text_is_stored_as_text_never_as_a_formula(written):
 def test_every_figure_is_a_formula_and_every_input_a_value(written):
     from openpyxl import load_workbook
 
+    from kvreg.export.xlsx import CONVERTED
     from kvreg.figures.declarations import CLASS_MEANS, FIGURES
     from kvreg.figures.views import GRAIN
 
     wb = load_workbook(written)
-    plans = wb["Plans"]
+    plans = wb["Plan detail"]
     names = [c.value for c in plans[2]]
     assert set(GRAIN["plan_capacity"].figures()) <= set(names)
-    assert names[:14] == ["plan", "model", "gpu", "tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype",
-                          "weight_dtype", "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes",
-                          "block_size"]
-    sheets = {"Plans": "plan_capacity", "Workload": "plan_class", "Demand": "plan_quarter", "Models": "model_kv",
+    assert names[:15] == ["plan", "model", "gpu", "tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype",
+                          "weight_dtype", "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_gib_input",
+                          "kv_cache_memory_bytes", "block_size"]
+    # Headers in words with units in row 1; the names in row 2, hidden.
+    assert plans.cell(1, _col(plans, "kv_bytes_per_token_per_gpu")).value == "KV per token per GPU (bytes)"
+    assert plans.cell(1, _col(plans, "kv_cache_memory_gib_input")).value == "Fixed KV pool (GiB)"
+    assert plans.row_dimensions[2].hidden
+    sheets = {"Plan detail": "plan_capacity", "Workload": "plan_class", "Demand": "plan_quarter", "Models": "model_kv",
               "Context sweep": "capacity"}
     no_mix = {("Context sweep", m.name) for m in CLASS_MEANS}  # a sweep point has no workload classes: =""
     for sheet, grain in sheets.items():
@@ -431,18 +465,18 @@ def test_every_figure_is_a_formula_and_every_input_a_value(written):
                 c = ws.cell(r, i)
                 where = f"{sheet}!{c.coordinate} {name}"
                 if name in figures:
-                    assert c.data_type == "f" and c.style == "kv_figure", where
-                elif c.style == "kv_input":
+                    assert c.data_type == "f" and _role(c) == "figure", where
+                elif _role(c) == "input":
                     assert c.data_type != "f", f"{where} is an input holding a formula"
                 else:  # a lookup of an input, or of a plan's figure in Demand
-                    assert c.style == "kv_lookup" and c.data_type == "f", where
+                    assert _role(c) == "lookup" and c.data_type == "f", where
                     if (sheet, name) in no_mix:
                         assert c.value == '=""', where
                     else:
-                        assert name in FIGURES or "!" in c.value or name == "state_dtype", where
-    # Units: in row 1 and in the number format.
+                        assert name in FIGURES or "!" in c.value or name in ("state_dtype", *CONVERTED), where
+    # Units: in the header and in the number format.
     col = _col(plans, "kv_gib_per_sequence_per_gpu")
-    assert plans.cell(1, col).value == "GiB" and plans.cell(3, col).number_format == '0.00 "GiB"'
+    assert plans.cell(1, col).value == "KV per sequence per GPU (GiB)" and plans.cell(3, col).number_format == '0.00 "GiB"'
     assert plans.cell(3, _col(plans, "kv_bytes_per_token_per_gpu")).number_format == '#,##0 "B"'
     demand = wb["Demand"]
     assert demand.cell(3, _col(demand, "capex")).number_format == "$#,##0"
@@ -481,24 +515,68 @@ def test_layout_for_finance(written):
     from kvreg.export.xlsx import SHEETS
 
     wb = load_workbook(written)
-    assert wb.sheetnames == SHEETS
-    plans = wb["Plans"]
-    assert plans.freeze_panes == "B3" and plans.auto_filter.ref.startswith("A2:")
+    assert wb.sheetnames == SHEETS and SHEETS[0] == "Read me"
+    plans = wb["Plan detail"]
+    assert plans.freeze_panes == "B3" and plans.auto_filter.ref.startswith("A1:")
+    # Printing: landscape, one page wide, the header row and the plan column on every page.
+    assert plans.page_setup.orientation == "landscape" and plans.page_setup.fitToWidth in (None, 1)  # 1 is the default
+    assert plans.page_setup.fitToHeight == 0 and plans.sheet_properties.pageSetUpPr.fitToPage
+    assert plans.print_title_rows == "$1:$1" and plans.print_title_cols == "$A:$A"
+    assert "&P of &N" in plans.oddFooter.right.text and "2026Q4" in plans.oddHeader.right.text
     validated = {}
     for dv in plans.data_validations.dataValidation:
-        assert dv.type == "list" and dv.showErrorMessage and dv.errorStyle == "stop"
+        assert dv.type == "list" and dv.showErrorMessage and dv.errorStyle in (None, "stop")  # stop is the default
         for rng in str(dv.sqref).split():
             validated[plans[rng.split(":")[0]].column] = dv.formula1
     for name, sheet in (("gpu", "GPUs"), ("model", "Models"), ("kv_dtype", "Dtypes"), ("weight_dtype", "Dtypes")):
         assert validated[_col(plans, name)].startswith(f"{sheet}!$A$3:$A$")
+    assert validated[_col(plans, "rule")] == '"theoretical,vllm,sglang"'
+    # A quarter is picked from a list (those with demand and four more); a new one is asked about, then kept.
+    demand = wb["Demand"]
+    quarter_dv = [dv for dv in demand.data_validations.dataValidation if "B3" in str(dv.sqref)]
+    assert quarter_dv[0].formula1 == '"2026Q3,2026Q4,2027Q1,2027Q2,2027Q3,2027Q4"'
+    assert quarter_dv[0].errorStyle == "warning"
     rules = [r for cf in plans.conditional_formatting for r in cf.rules]
     fits = plans.cell(2, _col(plans, "fits")).column_letter
     assert any(f"${fits}3=0" in r.formula[0] for r in rules)
-    assert wb["Assumptions"]["B3"].value == 0.12 and wb["Assumptions"]["B3"].style == "kv_input"
+    assert wb["Assumptions"]["B3"].value == 0.12 and _role(wb["Assumptions"]["B3"]) == "input"
     with zipfile.ZipFile(written) as z:
-        chart = z.read("xl/charts/chart1.xml").decode()
-    # gpus_needed and previous_gpus_needed per GPU type, from the Summary sheet's own cells
-    assert "<barChart>" in chart and "'Summary'!$E$6:$E$" in chart and "<strRef><f>'Summary'!$A$6:$A$" in chart
+        charts = [z.read(n).decode() for n in sorted(z.namelist()) if n.startswith("xl/charts/chart")]
+    # GPUs needed per quarter per GPU type, over the Summary sheet's own cells; then max concurrency
+    # against context over the Context sweep's cells, a named line per model (at its TP).
+    assert "<c:barChart>" in charts[0] and "<c:f>Summary!$B$" in charts[0]
+    assert all("<c:scatterChart>" in c and "'Context sweep'!$" in c for c in charts[1:]) and len(charts) >= 3
+    lines = [re.findall(r"<c:tx><c:v>([^<]*)</c:v>", c) for c in charts[1:]]
+    assert all(0 < len(x) <= 8 for x in lines) and "Llama-3.1-70B (TP 2)" in lines[0]
+
+
+def test_every_formula_stores_the_views_value(registry, written):
+    """A reader that does not recalculate (a previewer, a phone, openpyxl data_only) sees every
+    figure: each formula cell carries the value the views computed, and none is empty that the
+    views fill."""
+    with registry.connect() as conn:
+        checked = _check_workbook(written, written, conn, default_reserve=0.12)
+    assert checked > 3000
+
+
+def test_sweep_keeps_one_tp_along_a_model_and_gpu(written):
+    """Llama-3.1-70B on H100-SXM: TP 2 at every context (TP auto at 1m alone would pick 8), so its
+    max concurrency only falls as the context grows."""
+    from openpyxl import load_workbook
+
+    sweep = load_workbook(written, data_only=True)["Context sweep"]
+    col = {n: _col(sweep, n) for n in ("model", "gpu", "tp", "context_tokens", "max_concurrency")}
+    rows = [{n: sweep.cell(r, c).value for n, c in col.items()} for r in _data_rows(sweep)]
+    pairs: dict = {}
+    for row in rows:
+        pairs.setdefault((row["model"], row["gpu"]), []).append(row)
+    assert all(len({r["tp"] for r in v}) == 1 for v in pairs.values())
+    for v in pairs.values():
+        conc = [r["max_concurrency"] for r in sorted(v, key=lambda r: r["context_tokens"])]
+        assert conc == sorted(conc, reverse=True), v
+    llama = pairs[("Llama-3.1-70B", "H100-SXM")]
+    assert [r["tp"] for r in llama] == [2, 2, 2, 2] and [r["context_tokens"] for r in llama] == list(
+        (8192, 32768, 131072, 1000000))
 
 
 def test_same_registry_same_bytes(registry, written, tmp_path):
@@ -537,12 +615,41 @@ def test_recalculated_workbook_equals_the_views(registry, recalculated):
     assert checked > 3000
 
 
+def test_seeded_workbook_prints_to_at_most_30_pages(engine, tmp_path):
+    """The seeded registry's workbook through LibreOffice to PDF (pages counted in the PDF's page tree)."""
+    import subprocess
+
+    from kvreg.export.xlsx import write_workbook
+
+    _need_libreoffice()
+    path = tmp_path / "capacity.xlsx"
+    with engine.connect() as conn:
+        write_workbook(conn, path, "2026Q4", generated_at="2026-10-01T00:00:00+00:00")
+    profile = tmp_path / "profile"
+    subprocess.run([soffice(), f"-env:UserInstallation={profile.as_uri()}", "--headless", "--norestore",
+                    "--convert-to", "pdf", "--outdir", str(tmp_path), str(path)], check=True, capture_output=True,
+                   timeout=180, env={**os.environ, "HOME": str(profile)})
+    pdf = (tmp_path / "capacity.pdf").read_bytes()
+    pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
+    assert 11 <= pages <= 30, pages  # at least a page per sheet; 201 before the page setup
+    # What a reader sees first holds a number in every figure cell (only a fitting plan's reason is empty).
+    from openpyxl import load_workbook
+
+    forms, vals = load_workbook(path), load_workbook(path, data_only=True)
+    for sheet in ("Summary", "Plans"):
+        reason = _col(forms["Plans"], "reason") if sheet == "Plans" else None
+        cells = [(c.row, c.column) for row in forms[sheet].iter_rows() for c in row if c.data_type == "f"]
+        assert len(cells) > 50
+        empty = [(r, c) for r, c in cells if c != reason and vals[sheet].cell(r, c).value in (None, "")]
+        assert empty == [], (sheet, empty[:5])
+
+
 def test_hand_worked_cells(recalculated):
     """Llama-3.1-8B on one H100 at 131,072 tokens (SPEC: about 3.5 sequences)."""
     from openpyxl import load_workbook
 
     wb = load_workbook(recalculated["before"][0], data_only=True)
-    plans, demand = wb["Plans"], wb["Demand"]
+    plans, demand = wb["Plan detail"], wb["Demand"]
     per_token = 32 * 8 * (128 + 128) * 2  # layers x KV heads x (K + V dims) x 2 bytes = 131,072 B
     sequence = per_token * 131072  # 16 GiB
     pool = 80 * GIB * (1 - 0.12) - 8_050_000_000 * 2  # usable - bf16 weights = 59,491,424,409.6 B
@@ -584,7 +691,7 @@ def test_edits_recompute_like_the_registry(registry, recalculated):
             trans.rollback()
     from openpyxl import load_workbook
 
-    plans = load_workbook(out, data_only=True)["Plans"]
+    plans = load_workbook(out, data_only=True)["Plan detail"]
     pool = 94 * GIB * (1 - 0.20) - 8_050_000_000 * 2  # the new memory and reserve
     assert _cell(plans, "llama8b-h100-128k", "max_concurrency").value == pytest.approx(pool / (16 * GIB))  # 3.76
 

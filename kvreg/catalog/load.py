@@ -9,7 +9,9 @@ from kvreg.db.tables import Demand, Dtype, Gpu, Meta, Model, Plan, WorkloadClass
 
 def seed_if_empty(conn) -> bool:
     """Seed a registry once, the first time it is opened. A registry whose user later removed
-    every row stays empty: the seeding is recorded in kvreg_meta."""
+    every row stays empty: the seeding is recorded in kvreg_meta. Every registry also gets its
+    identity (kvreg_meta.registry_id), which a workbook carries so `kvreg apply` can tell whose it is."""
+    ensure_registry_id(conn)
     if conn.execute(select(Meta.value).where(Meta.key == "seeded")).first() is not None:
         return False
     if conn.execute(select(func.count()).select_from(Dtype)).scalar_one():
@@ -24,6 +26,18 @@ def seed_if_empty(conn) -> bool:
     _seed_plans(conn, cat.get("plans", []), cat.get("demand", []))
     conn.execute(insert(Meta).values(key="seeded", value="catalog"))
     return True
+
+
+def ensure_registry_id(conn) -> str:
+    """The registry's identity: a random id made the first time it is opened."""
+    import uuid
+
+    row = conn.execute(select(Meta.value).where(Meta.key == "registry_id")).first()
+    if row is not None:
+        return row[0]
+    value = uuid.uuid4().hex
+    conn.execute(insert(Meta).values(key="registry_id", value=value))
+    return value
 
 
 def _fill(table, rows: list[dict]) -> list[dict]:

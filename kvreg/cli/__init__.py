@@ -1,7 +1,7 @@
 """The `kvreg` command: a thin shell over the library.
 
 Subcommands live in their own modules and are imported only when invoked, so `kvreg --help`
-and quick questions stay fast (SQLAlchemy, Alembic, openpyxl and matplotlib load on demand).
+and quick questions stay fast (SQLAlchemy, Alembic, XlsxWriter, openpyxl and matplotlib load on demand).
 """
 
 from __future__ import annotations

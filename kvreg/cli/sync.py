@@ -11,18 +11,46 @@ from kvreg.cli.common import open_db, read, user_errors
 @click.argument("file", metavar="FILE")
 @click.option("--dry-run", is_flag=True, help="Print the diff and write nothing.")
 @click.option("--prune", is_flag=True,
-              help="Also delete models and GPUs the file does not declare (only kinds the file has tables for; "
-                   "rows a plan uses are kept).")
+              help="TOML only: also delete models and GPUs the file does not declare (only kinds the file has "
+                   "tables for; rows a plan uses are kept).")
+@click.option("--quarter", metavar="YYYYQn",
+              help="Workbook only: the quarter the workbook must have been written for. Default: the current "
+                   "quarter.")
 @click.pass_context
 @user_errors
-def apply_cmd(ctx, file, dry_run, prune):
-    """Sync the [[dtype]], [[gpu]] and [[model]] tables of a TOML FILE (- for stdin) into the registry.
+def apply_cmd(ctx, file, dry_run, prune, quarter):
+    """Sync the [[dtype]], [[gpu]] and [[model]] tables of a TOML FILE (- for stdin) into the registry,
+    or read back the inputs finance changed in a capacity workbook (a FILE ending in .xlsx).
 
-    Rows are matched by name: new ones are added, changed ones updated, nothing is deleted unless
+    TOML: rows are matched by name: new ones are added, changed ones updated, nothing is deleted unless
     --prune. Keys are the registry's column names (see `kvreg export`); memory_bytes may be "80GiB",
     max_position_embeddings "128K", and params_b / active_params_b stand for parameter counts in
     billions. Everything is written in one transaction: a bad row names itself and nothing is written.
+
+    Workbook (the capacity.xlsx `kvreg report --format xlsx` wrote): users per plan and quarter
+    (Demand; a new quarter's row is added), plan reserves (Plan detail), workload shares and tokens
+    (Workload), GPU prices, memory (GiB) and bandwidth (GB/s) (GPUs). Formulas are never read; a
+    formula typed over with a number is reported and not applied. A workbook from another registry
+    or written for another quarter is refused. Examples:
+
+      kvreg apply reports/2026-Q4/capacity.xlsx --quarter 2026Q4 --dry-run
+
+      kvreg apply capacity.xlsx --quarter 2026Q4
     """
+    if file.lower().endswith(".xlsx"):
+        from kvreg.errors import KvregError
+        from kvreg.importers.workbook import apply_workbook
+
+        if prune:
+            raise KvregError("--prune is for TOML files: a workbook never deletes rows")
+        result = apply_workbook(open_db(ctx), file, quarter=quarter, dry_run=dry_run)
+        for line in result.lines():
+            click.echo(line)
+        return
+    if quarter:
+        from kvreg.errors import KvregError
+
+        raise KvregError("--quarter is for workbooks (.xlsx): a TOML file has no quarter")
     from kvreg.sync import describe, read_file, sync
 
     declared = read_file(file)  # before opening the registry: a missing file creates nothing

@@ -46,38 +46,57 @@ def _save(fig, path: Path) -> None:
     fig.savefig(path, format="png", dpi=_DPI, metadata={"Software": None})
 
 
-def concurrency_chart(sweep: list[dict], contexts: list[int], path: Path) -> None:
-    """Max concurrency against context, one panel per GPU, one line per model, both axes log."""
+MAX_LINES = 8  # lines per panel: more cannot be told apart
+
+
+def concurrency_lines(sweep: list[dict], plan_models: set[str] | None = None) -> list[tuple[str, list[str]]]:
+    """The panels of the concurrency chart: (GPU, models) with at most MAX_LINES models each, the
+    plans' models first (then the others by name, while there is room). GPUs the plans use come
+    first."""
+    plan_models = plan_models or set()
+    gpus = sorted({r["gpu"] for r in sweep})
+    used = {r["gpu"] for r in sweep if r["model"] in plan_models}
+    gpus = [g for g in gpus if g in used] + [g for g in gpus if g not in used]
+    panels = []
+    for gpu in gpus:
+        models = sorted({r["model"] for r in sweep if r["gpu"] == gpu})
+        ordered = [m for m in models if m in plan_models] + [m for m in models if m not in plan_models]
+        panels.append((gpu, ordered[:MAX_LINES]))
+    return panels
+
+
+def concurrency_chart(sweep: list[dict], contexts: list[int], path: Path, plan_models: set[str] | None = None) -> None:
+    """Max concurrency against context, one panel per GPU with at most MAX_LINES models (the plans'
+    first), each line named in the panel's legend with its TP; both axes log."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
-    gpus = sorted({r["gpu"] for r in sweep})
-    models = sorted({r["model"] for r in sweep})
-    ncols = 1 if len(gpus) == 1 else 2
-    nrows = math.ceil(len(gpus) / ncols)
-    legend_inches = 0.16 * math.ceil(len(models) / 4) + 0.5
-    height = 2.9 * nrows + legend_inches
+    panels = concurrency_lines(sweep, plan_models)
+    ncols = 1 if len(panels) == 1 else 2
+    nrows = math.ceil(len(panels) / ncols)
+    height = 3.4 * nrows + 0.4
     fig = Figure(figsize=(11, height))
     FigureCanvasAgg(fig)
-    axes = fig.subplots(nrows, ncols, squeeze=False, gridspec_kw={"hspace": 0.45, "wspace": 0.18})
-    fig.subplots_adjust(left=0.07, right=0.98, top=1 - 0.3 / height, bottom=legend_inches / height)
-    style = {m: (f"C{i % 10}" if len(models) <= 10 else _tab20(i), _MARKERS[(i // 20) % len(_MARKERS)])
-             for i, m in enumerate(models)}
+    axes = fig.subplots(nrows, ncols, squeeze=False, gridspec_kw={"hspace": 0.5, "wspace": 0.18})
+    fig.subplots_adjust(left=0.07, right=0.98, top=1 - 0.35 / height, bottom=0.45 / height)
     points: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    tps: dict[tuple[str, str], set] = {}
     for r in sweep:
+        tps.setdefault((r["gpu"], r["model"]), set()).add(r["tp"])
         if r["max_concurrency"] and r["max_concurrency"] > 0:  # zero (weights do not fit) has no place on a log axis
             points.setdefault((r["gpu"], r["model"]), []).append((r["context_tokens"], r["max_concurrency"]))
-    handles = {}
-    for ax, gpu in zip(axes.flat, gpus):
+    for ax, (gpu, models) in zip(axes.flat, panels):
         ax.axhline(1, color="0.4", lw=0.8, ls="--")
-        for m in models:
-            xy = points.get((gpu, m))
-            if xy:
-                color, marker = style[m]
-                (line,) = ax.plot([x for x, _ in xy], [y for _, y in xy], color=color, marker=marker, ms=3, lw=1)
-                handles.setdefault(m, line)
-        ax.set_title(_label(gpu))
+        total = len({r["model"] for r in sweep if r["gpu"] == gpu})
+        for i, m in enumerate(models):
+            xy = sorted(points.get((gpu, m), []))
+            tp = "/".join(str(t) for t in sorted(tps.get((gpu, m), ())))
+            name = f"{_label(m, 28)} (TP {tp})" + (" *" if plan_models and m in plan_models else "")
+            ax.plot([x for x, _ in xy], [y for _, y in xy], color=f"C{i}", marker=_MARKERS[i % len(_MARKERS)],
+                    ms=3, lw=1.2, label=name)
+        more = f" ({len(models)} of {total} models)" if total > len(models) else ""
+        ax.set_title(_label(gpu) + more)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(min(contexts) / 1.5, max(contexts) * 1.5)
@@ -88,12 +107,13 @@ def concurrency_chart(sweep: list[dict], contexts: list[int], path: Path) -> Non
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_locator(NullLocator())
         ax.grid(True, which="major", alpha=0.3)
-    for ax in list(axes.flat)[len(gpus):]:
+        ax.legend(loc="upper right", fontsize=6.5, frameon=True, framealpha=0.85)
+    for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
-    fig.text(0.01, 0.5, "max_concurrency (context-length sequences per replica)", rotation=90, va="center")
-    names = [m for m in models if m in handles]
-    fig.legend([handles[m] for m in names], [_label(m) for m in names], loc="lower center", ncol=4,
-               frameon=False, fontsize=7)
+    fig.text(0.01, 0.5, "Max concurrency (context-length sequences per replica)", rotation=90, va="center")
+    if plan_models:
+        fig.text(0.5, 0.1 / height, "* a model a plan uses; the dashed line is one sequence", ha="center",
+                 fontsize=7)
     _save(fig, path)
 
 
@@ -145,7 +165,8 @@ def write_charts(data: dict, folder: Path) -> dict[str, str | None]:
 
     with matplotlib.style.context("default"), matplotlib.rc_context(_RC):
         if sweep:
-            concurrency_chart(sweep, data["settings"]["sweep"]["contexts"], folder / CONCURRENCY)
+            plan_models = {p["model"] for p in data.get("plans", [])}
+            concurrency_chart(sweep, data["settings"]["sweep"]["contexts"], folder / CONCURRENCY, plan_models)
             charts["concurrency"] = CONCURRENCY
         if by_quarter:
             gpus_needed_chart(data["procurement_by_quarter"], data["quarter"], folder / GPUS_NEEDED)

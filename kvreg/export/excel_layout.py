@@ -11,16 +11,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE, Cell
-from openpyxl.comments import Comment
-from openpyxl.styles import Alignment, Border, Font, NamedStyle, PatternFill, Side
-from openpyxl.utils import column_index_from_string, get_column_letter
-from openpyxl.utils.cell import coordinate_from_string
-from openpyxl.worksheet._write_only import WriteOnlyWorksheet
-from openpyxl.worksheet.datavalidation import DataValidation
+from xlsxwriter.utility import xl_cell_to_rowcol, xl_col_to_name
 
 from kvreg.figures.declarations import CLASS_MEANS, FIGURES, INPUTS
 from kvreg.figures.expr import Const, ExcelCompiler, Expr, Func, Input, Op, Ref
+from kvreg.figures.labels import label
 
 # Where row numbers go in a formula template; replaced per row (compiling once per column keeps
 # building a large sheet fast).
@@ -35,31 +30,13 @@ LOOKUP_FILL = "DDEBF7"  # light blue: a formula that fetches an input from anoth
 FIGURE_FILL = None  # no fill: a figure, a formula compiled from the declarations
 NOT_FIT_FILL = "FFC7CE"  # light red: a plan that does not fit
 
-ROLES = {
-    "input": ("kv_input", INPUT_FILL),
-    "lookup": ("kv_lookup", LOOKUP_FILL),
-    "helper": ("kv_lookup", LOOKUP_FILL),
-    "figure": ("kv_figure", FIGURE_FILL),
-}
+ROLES = {"input": INPUT_FILL, "lookup": LOOKUP_FILL, "helper": LOOKUP_FILL, "figure": FIGURE_FILL}
+BORDER_COLOR = "#BFBFBF"
 
 
-def named_styles() -> list[NamedStyle]:
-    """The three cell roles as named styles, so finance sees them in the style list too."""
-    thin = Side(style="thin", color="BFBFBF")
-    out = []
-    for name, fill in {"kv_input": INPUT_FILL, "kv_lookup": LOOKUP_FILL, "kv_figure": FIGURE_FILL}.items():
-        st = NamedStyle(name=name)
-        st.border = Border(left=thin, right=thin, top=thin, bottom=thin)
-        if fill:
-            st.fill = PatternFill("solid", start_color=fill, end_color=fill)
-        out.append(st)
-    return out
-
-
-HEADER_FONT = Font(bold=True)
-UNIT_FONT = Font(italic=True, color="7F7F7F", size=9)
-TITLE_FONT = Font(bold=True, size=14)
-WRAP = Alignment(wrap_text=True, vertical="top")
+def get_column_letter(index: int) -> str:
+    """1 -> A, 27 -> AA."""
+    return xl_col_to_name(index - 1)
 
 
 # --------------------------------------------------------------------------- units -> formats
@@ -383,7 +360,9 @@ class Column:
 
     role: input (a plain value finance may edit), lookup (a formula fetching an input from
     another sheet), helper (a row number for lookups), figure (a compiled declaration).
-    For inputs `value(row)` gives the cell's value; for the others `formula` is a template."""
+    For inputs `value(row)` gives the cell's value; for the others `formula` is a template and
+    `value(row)` the result stored with it (read from the views), so a reader that does not
+    recalculate still shows the figure. `value` defaults to the row's entry of the same name."""
 
     name: str
     role: str
@@ -393,8 +372,17 @@ class Column:
     value: Callable[[dict], Any] | None = None
     formula: str | None = None
     validation: tuple[str, str] | None = None  # (list range, what it lists) for data validation
+    # stop: only listed values; warning: a value not listed is asked about, then kept (a new quarter)
+    validation_style: str = "stop"
     width: float | None = None
     letter: str = ""
+    label: str | None = None  # the header in words; default: kvreg.figures.labels.label(name, unit)
+    hidden: bool = False
+    number_format: str | None = None  # default: number_format(unit, kind, name)
+
+    @property
+    def header(self) -> str:
+        return self.label or label(self.name, self.unit)
 
     @property
     def is_text(self) -> bool:
@@ -416,118 +404,137 @@ def figure_column(name: str, cell_of: Callable[[str], str]) -> Column:
     return Column(name, "figure", f.unit, f.kind, f.meaning, formula=figure_template(name, cell_of))
 
 
+
+
 def text_value(value: Any) -> str | None:
     """User text as it will be stored: control characters XML cannot hold become '?' (and a cell
     holds at most 32,767 characters)."""
     if value is None or value == "":
         return None
-    return ILLEGAL_CHARACTERS_RE.sub("?", str(value))[:_MAX_TEXT]
+    return _ILLEGAL.sub("?", str(value))[:_MAX_TEXT]
 
 
-def set_text(cell, value: Any) -> None:
-    """Store user text as text, never as a formula: openpyxl turns any string starting with '='
-    into a formula, so the type is forced. (Give input cells the '@' format too: a value retyped
-    in Excel then stays text.)"""
-    v = text_value(value)
-    cell.value = v
-    if v is not None:
-        cell.data_type = "s"
-
-
-# --------------------------------------------------------------------------- streaming sheets
-#
-# The workbook is written with openpyxl's write-only mode: each sheet streams its rows to a
-# temporary file as they are appended, so memory does not grow with the registry. What a
-# streamed sheet needs to know about its columns (widths, frozen panes) is set before its
-# first row; filters, data validation and conditional formats may follow the rows.
-
+_ILLEGAL = re.compile(r"[\000-\010\013\014\016-\037]")
 _MAX_TEXT = 32767
 
 
-class Sheet(WriteOnlyWorksheet):
-    """A write-only sheet whose rows are appended as lists of cells (None: no cell).
-
-    openpyxl's own append first tries every item as a value and takes a cell only after that
-    conversion fails (an exception per cell); rows here are always cells, so they go to the
-    writer as they are. The writer writes a row before append returns, so a cell object may be
-    reused for the next row (`Table.write` keeps one per column).
-
-    `_values_to_row` is openpyxl's own hook (3.1); were it renamed, append would take the cells
-    its documented way again: slower, the same file."""
-
-    def _values_to_row(self, values, row_idx):
-        for col_idx, cell in enumerate(values, 1):
-            if cell is not None:
-                cell.row, cell.column = row_idx, col_idx
-                yield cell
+def result_value(value: Any) -> Any:
+    """A view's value as a formula's stored result: NULL is an empty text, a flag a number."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        return text_value(value) or ""
+    return float(value)  # Decimal from PostgreSQL
 
 
-class _ColumnCell(Cell):
-    """The cell a table column writes every data row with: one style, its id in the workbook's
-    style list looked up once (openpyxl would hash the style again for every cell)."""
+# --------------------------------------------------------------------------- the book
+#
+# The workbook is written with XlsxWriter in constant_memory mode: each sheet streams its rows to
+# a temporary file as they are written, so memory does not grow with the registry, and a formula
+# takes its stored result along (openpyxl's public API cannot store one; docs/workbook.md).
+# Rows of a sheet must be written in order; sheets may be filled in any order.
 
-    __slots__ = ("style_id",)
-    has_style = True
 
+class Book:
+    """An XlsxWriter workbook with kvreg's cell formats and page setup."""
 
-def new_workbook(titles: Iterable[str]):
-    """A write-only workbook with kvreg's named styles and one empty `Sheet` per title, in order.
-    Returns (workbook, {title: sheet})."""
-    from openpyxl import Workbook
+    def __init__(self, path: str, quarter: str):
+        import xlsxwriter
 
-    wb = Workbook(write_only=True)
-    for st in named_styles():
-        wb.add_named_style(st)
-    sheets = {}
-    for title in titles:
-        sheets[title] = Sheet(parent=wb, title=title)
-        wb._add_sheet(sheets[title])  # what create_sheet does, with the Sheet class
-    return wb, sheets
+        self.wb = xlsxwriter.Workbook(path, {
+            "constant_memory": True,
+            # User text is text: never turned into a formula, a number or a link.
+            "strings_to_formulas": False, "strings_to_numbers": False, "strings_to_urls": False,
+        })
+        self.quarter = quarter
+        self._formats: dict[tuple, Any] = {}
+
+    def fmt(self, **props):
+        key = tuple(sorted(props.items()))
+        f = self._formats.get(key)
+        if f is None:
+            f = self._formats[key] = self.wb.add_format(props)
+        return f
+
+    def cell(self, role: str | None, num_format: str = "General", **extra):
+        """The format of a cell in a role (input, lookup, helper, figure): fill and border."""
+        props = {"num_format": num_format, **extra}
+        if role:
+            props.update(border=1, border_color=BORDER_COLOR)
+            if ROLES[role]:
+                props["bg_color"] = "#" + ROLES[role]
+        return self.fmt(**props)
+
+    def header(self, role: str | None):
+        props = {"bold": True, "text_wrap": True, "valign": "top", "bottom": 1}
+        if role and ROLES[role]:
+            props["bg_color"] = "#" + ROLES[role]
+        return self.fmt(**props)
+
+    def sheet(self, title: str, *, tab_color: str | None = None):
+        ws = self.wb.add_worksheet(title)
+        ws.set_landscape()
+        ws.set_paper(9)  # A4
+        ws.fit_to_pages(1, 0)  # one page wide, as many long as it takes
+        ws.set_margins(left=0.4, right=0.4, top=0.6, bottom=0.6)
+        q = self.quarter
+        ws.set_header(f"&L&8kvreg capacity workbook, quarter {q}&C&8&A&R&8Quarter {q}")
+        ws.set_footer("&L&8&F&R&8Page &P of &N")
+        if tab_color:
+            ws.set_tab_color(tab_color)
+        return ws
 
 
 class Grid:
-    """The cells of a small free-form sheet (Summary, Assumptions, About), addressed like a
-    normal worksheet's (`grid.cell(row, col, value)`, `grid["B1"]`) and streamed to the sheet
-    in row order by `flush`. Sheet-level settings (widths, panes, filters, charts) go on the
-    sheet itself, before `flush`."""
+    """The cells of a small free-form sheet, put in any order (`put(row, col, ...)`, 1-based) and
+    written in row order by `flush` (constant_memory needs rows in order)."""
 
-    def __init__(self, ws: Sheet):
-        self.ws = ws
-        self.cells: dict[tuple[int, int], Cell] = {}
+    def __init__(self, book: Book, ws):
+        self.book, self.ws = book, ws
+        self.cells: dict[tuple[int, int], tuple] = {}
 
-    def cell(self, row: int, column: int, value: Any = None) -> Cell:
-        c = self.cells.get((row, column))
-        if c is None:
-            c = self.cells[(row, column)] = Cell(self.ws)
-        if value is not None:
-            c.value = value
-        return c
+    def put(self, row: int, col: int, value: Any = None, fmt=None, *, result: Any = None) -> None:
+        """A value (text is stored as text), or a formula (a str starting with '=' given with
+        `result`, its stored value)."""
+        self.cells[(row, col)] = (value, fmt, result)
 
-    def __getitem__(self, ref: str) -> Cell:
-        column, row = coordinate_from_string(ref)
-        return self.cell(row, column_index_from_string(column))
-
-    def __setitem__(self, ref: str, value: Any) -> None:
-        self[ref].value = value
+    def text(self, row: int, col: int, value: Any, fmt=None) -> None:
+        self.cells[(row, col)] = (text_value(value) or "", fmt, _TEXT)
 
     def flush(self) -> None:
-        if not self.cells:
-            return
-        last_row = max(r for r, _ in self.cells)
-        last_col = max(c for _, c in self.cells)
-        for r in range(1, last_row + 1):
-            row = [self.cells.get((r, c)) for c in range(1, last_col + 1)]
-            while row and row[-1] is None:
-                row.pop()
-            self.ws.append(row)
+        ws = self.ws
+        for (r, c) in sorted(self.cells):
+            value, fmt, result = self.cells[(r, c)]
+            if result is _TEXT:
+                if value:
+                    ws.write_string(r - 1, c - 1, value, fmt)
+                else:
+                    ws.write_blank(r - 1, c - 1, None, fmt)
+            elif isinstance(value, str) and value.startswith("="):
+                ws.write_formula(r - 1, c - 1, value, fmt, result_value(result))
+            elif isinstance(value, str):
+                ws.write_string(r - 1, c - 1, text_value(value) or "", fmt)
+            elif value is None:
+                ws.write_blank(r - 1, c - 1, None, fmt)
+            else:
+                ws.write_number(r - 1, c - 1, value, fmt)
         self.cells = {}
+
+
+_TEXT = object()
 
 
 # --------------------------------------------------------------------------- tables
 
 
 class Table:
-    """A sheet laid out as a table: units in row 1, names in row 2 (frozen, filtered), data below."""
+    """A sheet laid out as a table: headers in words with units in row 1, the names in row 2
+    (hidden: formulas, readers and `kvreg apply` find columns by them), data below. Row 1 stays
+    in view and prints on every page, with the first column."""
 
     def __init__(self, sheet: str, columns: list[Column] | None = None):
         self.sheet = sheet
@@ -564,92 +571,79 @@ class Table:
         assert self.written, f"{self.sheet} is referred to before it is written"
         return column_range(self.sheet, self.letter(name), FIRST_ROW + max(len(self.rows), 1) - 1)
 
-    def write(self, ws: Sheet, rows: list[dict], freeze_after: str = "A") -> int:
-        """Stream headers and rows to `ws` (a new `Sheet`); returns the last data row (HEADER_ROW
-        when there are none).
+    def write(self, book: Book, ws, rows: list[dict], freeze_after: str = "A") -> int:
+        """Write headers and rows to `ws`; returns the last data row (HEADER_ROW when there are none).
 
-        Per row the work is one value per column: a column's style is built once, and a figure's
-        formula is its template with the row number put in."""
+        Per row the work is one call per cell: a column's format is built once, a figure's formula
+        is its template with the row number put in, and its stored result is the row's value."""
         self.rows, self.written = rows, True
         last = HEADER_ROW + len(rows)
-        self._layout(ws, rows, last, freeze_after)
-        units, names = [], []
-        for c in self.columns:
-            u = Cell(ws, value=c.unit if c.unit not in ("text", "name") else None)
-            u.font = UNIT_FONT
-            units.append(u)
-            h = Cell(ws)
-            set_text(h, c.name)
-            h.font = HEADER_FONT
-            fill = ROLES[c.role][1]
-            if fill:
-                h.fill = PatternFill("solid", start_color=fill, end_color=fill)
-            if c.meaning:
-                h.comment = Comment(_comment_text(c), "kvreg", width=320, height=120)
-            names.append(h)
-        ws.append(units)
-        ws.append(names)
-        cells = [self._column_cell(ws, c) for c in self.columns]
-        fills = [self._filler(c, cell) for c, cell in zip(self.columns, cells)]
-        for r, row in enumerate(rows, start=FIRST_ROW):
-            n = str(r)
-            for fill in fills:
-                fill(row, n)
-            ws.append(cells)
+        self._layout(book, ws, rows, last, freeze_after)
+        plan, wrapped = [], []
+        for j, c in enumerate(self.columns):
+            get = c.value or (lambda row, n=c.name: row.get(n))
+            if c.is_text:
+                num = "@" if c.role == "input" else "General"  # a formula's text result keeps General
+            else:
+                num = c.number_format or number_format(c.unit, c.kind, c.name)
+            # Long text wraps in its column instead of running over the next ones.
+            wraps = c.is_text and (c.width or 0) >= 30
+            if wraps:
+                wrapped.append((get, c.width))
+            fmt = book.cell(c.role, num, **({"text_wrap": True, "valign": "top"} if wraps else {}))
+            kind = "f" if c.role != "input" else ("s" if c.is_text else "n")
+            plan.append((j, kind, fmt, get, c.formula))
+        write_formula, write_string = ws.write_formula, ws.write_string
+        write_number, write_blank = ws.write_number, ws.write_blank
+        for i, row in enumerate(rows, start=FIRST_ROW - 1):
+            n = str(i + 1)
+            if wrapped:  # a row as tall as its longest wrapped text, so it does not run into the next
+                lines = max(_lines(str(get(row) or ""), width) for get, width in wrapped)
+                if lines > 1:
+                    ws.set_row(i, 15 * min(lines, 10))
+            for j, kind, fmt, get, template in plan:
+                v = get(row)
+                if kind == "f":
+                    # The template is compiled from the declarations: no user text in it.
+                    write_formula(i, j, template.replace(ROW, n), fmt, result_value(v))
+                elif v is None or v == "":
+                    write_blank(i, j, None, fmt)
+                elif kind == "s" or isinstance(v, str):
+                    write_string(i, j, text_value(v), fmt)  # never a formula: user text is text
+                else:
+                    write_number(i, j, v, fmt)
         return last
 
-    def _column_cell(self, ws: Sheet, c: Column) -> _ColumnCell:
-        """The one cell that writes this column's data rows, styled for its role and unit."""
-        cell = _ColumnCell(ws)
-        cell.style = ROLES[c.role][0]
-        if c.is_text:
-            # Input text is Text ('@': a retyped "=..." stays text); a formula's text result keeps
-            # General ('@' would show the formula itself).
-            cell.number_format = "@" if c.role == "input" else "General"
-        else:
-            cell.number_format = number_format(c.unit, c.kind, c.name)
-        cell.style_id = ws.parent._cell_styles.add(cell._style)
-        return cell
-
-    @staticmethod
-    def _filler(c: Column, cell: _ColumnCell) -> Callable[[dict, str], None]:
-        """A function that puts a row's value for this column into `cell` (row dict, row number)."""
-        if c.role != "input":
-            template = c.formula
-
-            def formula(_row, n, cell=cell, template=template):
-                # The template is compiled from the declarations: no user text, no control characters.
-                cell._value = template.replace(ROW, n)
-                cell.data_type = "f"
-            return formula
-        get = c.value or (lambda _row: None)
-        if c.is_text:
-            def text(row, _n, cell=cell, get=get):
-                v = text_value(get(row))
-                cell._value = v
-                cell.data_type = "n" if v is None else "s"  # never "f": user text is not a formula
-            return text
-
-        def number(row, _n, cell=cell, get=get):
-            cell.value = get(row)
-            if cell.data_type == "f":  # a string in a numeric column: still not a formula
-                cell.data_type = "s"
-        return number
-
-    def _layout(self, ws: Sheet, rows: list[dict], last: int, freeze_after: str) -> None:
-        last_letter = self.columns[-1].letter
-        ws.freeze_panes = f"{get_column_letter(_col_index(freeze_after) + 1)}{FIRST_ROW}"
-        ws.auto_filter.ref = f"A{HEADER_ROW}:{last_letter}{max(last, FIRST_ROW)}"
-        for c in self.columns:
-            ws.column_dimensions[c.letter].width = c.width or _width(c, rows)
+    def _layout(self, book: Book, ws, rows: list[dict], last: int, freeze_after: str) -> None:
+        ws.freeze_panes(f"{get_column_letter(_col_index(freeze_after) + 1)}{FIRST_ROW}")
+        ws.autofilter(0, 0, max(last, FIRST_ROW) - 1, len(self.columns) - 1)
+        ws.repeat_rows(0)
+        ws.repeat_columns(0, _col_index(freeze_after) - 1)
+        lines = 1
+        for j, c in enumerate(self.columns):
+            width = c.width or _width(c, rows)
+            ws.set_column(j, j, width, None, {"hidden": True} if c.hidden or c.role == "helper" else None)
+            lines = max(lines, _lines(c.header, width))
             if c.validation:
                 source, what = c.validation
-                dv = DataValidation(
-                    type="list", formula1=source, allow_blank=True, showErrorMessage=True, errorStyle="stop",
-                    errorTitle=f"Unknown {what}", error=f"Pick a {what} from the list (it comes from the {what} table).",
-                )
-                dv.add(f"{c.letter}{FIRST_ROW}:{c.letter}{self.lookup_last_row}")
-                ws.data_validations.append(dv)
+                listed = source.startswith('"')  # a literal list rather than a range
+                ws.data_validation(FIRST_ROW - 1, j, self.lookup_last_row - 1, j, {
+                    "validate": "list", "source": source[1:-1].split(",") if listed else "=" + source,
+                    "ignore_blank": True, "error_type": c.validation_style,
+                    "error_title": f"Unknown {what}"[:32],
+                    "error_message": (f"Pick a {what} from the list" + ("." if listed else
+                                      f" (it comes from the {what} table).")
+                                      + (" Keep a new one anyway?" if c.validation_style != "stop" else "")),
+                })
+        ws.set_row(0, 13 * min(lines, 6) + 4)
+        ws.set_row(1, None, None, {"hidden": True})
+        head, name_fmt = book.header, book.fmt(font_color="#7F7F7F", font_size=8)
+        for j, c in enumerate(self.columns):
+            ws.write_string(0, j, c.header, head(c.role))
+            if c.meaning:
+                ws.write_comment(0, j, _comment_text(c), {"x_scale": 2, "y_scale": 1.6})
+        for j, c in enumerate(self.columns):
+            ws.write_string(1, j, c.name, name_fmt)
 
 
 def _comment_text(c: Column) -> str:
@@ -660,13 +654,31 @@ def _comment_text(c: Column) -> str:
 
 
 def _col_index(letter: str) -> int:
-    return column_index_from_string(letter)
+    return xl_cell_to_rowcol(f"{letter}1")[1] + 1
+
+
+_DATA_WIDTH = {"bytes": 17, "bytes/s": 19, "USD": 12, "USD/h": 10, "GiB": 11, "GB": 11, "GB/s": 11,
+               "params": 16, "fraction": 9}
 
 
 def _width(c: Column, rows: list[dict]) -> float:
-    """Header width, and for text the longest value (capped: notes wrap in the formula bar)."""
-    w = max(len(c.name), len(c.unit or "")) + 2
+    """Wide enough for the values; the header wraps over up to about four lines."""
+    w = float(_DATA_WIDTH.get(c.unit, 10))
     if c.is_text and c.role == "input" and c.value:
         longest = max((len(str(c.value(r) or "")) for r in rows), default=0)
         w = max(w, min(longest + 2, 40))
-    return max(10.0, min(float(w), 48.0))
+    header = c.header
+    longest_word = max((len(x) for x in header.split()), default=0)
+    w = max(w, longest_word + 2, min(len(header) / 4 + 2, 22))
+    return min(w, 48.0)
+
+
+def _lines(text: str, width: float) -> int:
+    """Lines a header takes when wrapped at `width` characters."""
+    lines, used = 1, 0
+    for word in text.split():
+        if used and used + 1 + len(word) > width - 1:
+            lines, used = lines + 1, len(word)
+        else:
+            used += (1 if used else 0) + len(word)
+    return lines

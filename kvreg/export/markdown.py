@@ -99,24 +99,42 @@ def cells(values: list) -> Md:
     return Md("| " + " | ".join(v if isinstance(v, Md) else escape(v) for v in values) + " |")
 
 
+def header(name: str) -> str:
+    """A column's header in words with its unit ("KV per token per GPU (bytes)"); the comparison's
+    previous_x and x_change read "Previous ..." and "Change in ..."."""
+    from kvreg.figures.labels import LABELS, label
+
+    if name not in LABELS and name not in FIGURES and name not in INPUTS:
+        if name.startswith("previous_"):
+            base = header(name.removeprefix("previous_"))
+            return "Previous report: " + base[:1].lower() + base[1:]
+        if name.endswith("_change"):
+            base = header(name.removesuffix("_change"))
+            return "Change in " + base[:1].lower() + base[1:]
+    return label(name)
+
+
 def table(rows: list[dict], columns: list[str], headers: list[str] | None = None) -> Md:
-    """A GitHub table of `rows`, one column per name in `columns` (headers default to the names)."""
-    head = [trusted(h) for h in (headers or columns)]
+    """A GitHub table of `rows`, one column per name in `columns` (headers default to each name's
+    words with its unit)."""
+    head = [trusted(h) for h in (headers or [header(c) for c in columns])]
     lines = [cells(head), cells([Md("---")] * len(columns))]
     lines += [cells([display(r.get(c), c) for c in columns]) for r in rows]
     return Md("\n".join(lines))
 
 
 def figures_table(record: dict, columns: list[str]) -> Md:
-    """A two-column table of one record's figures: name, value."""
-    return table([{"figure": trusted(c), "value": display(record.get(c), c)} for c in columns], ["figure", "value"])
+    """A two-column table of one record's figures: the figure in words with its unit, its value."""
+    return table([{"figure": trusted(header(c)), "value": display(record.get(c), c)} for c in columns],
+                 ["figure", "value"], ["Figure", "Value"])
 
 
 def catalog_table(models: list[dict], kv_dtypes: list[str]) -> Md:
     """The model catalog: one row per model, the KV figures once per KV dtype."""
     kv_cols = ["kv_bytes_per_token", "kv_gib_per_128k_sequence"]
     head = ["model", "weight_dtype", "weights_gb", "max_position_embeddings"]
-    lines = [cells([trusted(h) for h in head] + [trusted(f"{c} ({d})") for d in kv_dtypes for c in kv_cols])]
+    lines = [cells([trusted(header(h)) for h in head]
+                   + [trusted(f"{header(c)}, {d} KV") for d in kv_dtypes for c in kv_cols])]
     lines.append(cells([Md("---")] * (len(head) + len(kv_cols) * len(kv_dtypes))))
     for m in models:
         row = [display(m.get(c), c) for c in head]
@@ -136,7 +154,7 @@ def gpus_by_quarter(rows: list[dict]) -> Md:
     quarters = sorted({r["quarter"] for r in rows})
     gpus = sorted({r["gpu"] for r in rows})
     needed = {(r["quarter"], r["gpu"]): r["gpus_needed"] for r in rows}
-    lines = [cells([trusted("quarter")] + [display(g) for g in gpus]), cells([Md("---")] * (len(gpus) + 1))]
+    lines = [cells([trusted("Quarter")] + [display(g) for g in gpus]), cells([Md("---")] * (len(gpus) + 1))]
     lines += [cells([display(q)] + [display(needed.get((q, g)), "gpus_needed") for g in gpus]) for q in quarters]
     return Md("\n".join(lines))
 
@@ -152,17 +170,18 @@ def sweep_by_gpu(rows: list[dict]) -> list[tuple[str, list[dict]]]:
 def _sweep_cell(r: dict | None) -> Md:
     if r is None:
         return Md("—")
-    cell = f"{display(r['max_concurrency'], 'max_concurrency')} TP{r['tp']}"
+    cell = f"{display(r['max_concurrency'], 'max_concurrency')}"
     return Md(cell if r["fits"] else cell + " no fit")
 
 
 def sweep_table(rows: list[dict], contexts: list[int]) -> Md:
-    """One GPU's sweep: a row per model, a column per context, max concurrency at the TP chosen."""
+    """One GPU's sweep: a row per model at one TP (named), a column per context, max concurrency."""
     by = {(r["model"], r["context_tokens"]): r for r in rows}
     models = sorted({r["model"] for r in rows})
-    lines = [cells([trusted("model")] + [trusted(format_tokens(c)) for c in contexts]),
-             cells([Md("---")] * (len(contexts) + 1))]
-    lines += [cells([display(m)] + [_sweep_cell(by.get((m, c))) for c in contexts]) for m in models]
+    tps = {m: "/".join(str(t) for t in sorted({r["tp"] for r in rows if r["model"] == m})) for m in models}
+    lines = [cells([trusted("Model"), trusted("TP")] + [trusted(f"{format_tokens(c)} context") for c in contexts]),
+             cells([Md("---")] * (len(contexts) + 2))]
+    lines += [cells([display(m), Md(tps[m])] + [_sweep_cell(by.get((m, c))) for c in contexts]) for m in models]
     return Md("\n".join(lines))
 
 

@@ -1,28 +1,30 @@
-"""The live workbook for finance: registry inputs as values, every figure as a formula.
+"""The live workbook for finance: registry inputs as values, every figure as a formula that
+carries its value.
 
-Sheets: Summary, Plans, Workload, Demand, Models, GPUs, Dtypes, Context sweep, Assumptions, About.
-Inputs (the registry's rows and the plans' settings) are plain values in the input style;
-lookups fetch them across sheets with INDEX/MATCH; every figure is the formula compiled from
-its declaration in `kvreg.figures.declarations`, the same declaration the SQL views compile.
-Nothing here computes a figure: edit an input in Excel or LibreOffice and everything that
-depends on it recomputes. See docs/workbook.md.
+Sheets: Read me, Summary, Plans (key figures), Plan detail, Workload, Demand, Models, GPUs,
+Dtypes, Context sweep, Assumptions. Inputs (the registry's rows and the plans' settings) are
+plain values in the input style; lookups fetch them across sheets with INDEX/MATCH; every
+figure is the formula compiled from its declaration in `kvreg.figures.declarations`, the same
+declaration the SQL views compile, stored with the value the views computed (so a reader that
+does not recalculate shows the same numbers). Nothing here computes a figure: the stored
+results are read from the views, and edits recompute in Excel or LibreOffice. See
+docs/workbook.md. `kvreg apply` reads the inputs back (kvreg.importers.workbook, driven by
+EDITABLE below).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import os
-import shutil
 import tempfile
-import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
-from openpyxl.utils import get_column_letter
 from sqlalchemy import text
 
 from kvreg.export.excel_layout import (
     FIRST_ROW,
-    HEADER_FONT,
     HEADER_ROW,
     INPUT_FILL,
     INPUT_NULLABLE,
@@ -30,23 +32,20 @@ from kvreg.export.excel_layout import (
     LOOKUP_LAST_ROW,
     NOT_FIT_FILL,
     ROW,
-    TITLE_FONT,
-    UNIT_FONT,
-    WRAP,
+    Book,
     Column,
     Grid,
     Table,
     column_range,
     figure_column,
     figure_references,
+    get_column_letter,
     index_formula,
     input_column,
     literal_key,
     match_formula,
     name_may_be_null,
-    new_workbook,
     number_format,
-    set_text,
 )
 from kvreg.figures.declarations import (
     CLASS_MEANS,
@@ -58,14 +57,20 @@ from kvreg.figures.declarations import (
     RULES,
     dependencies,
 )
+from kvreg.figures.labels import label
 
-SHEETS = ["Summary", "Plans", "Workload", "Demand", "Models", "GPUs", "Dtypes", "Context sweep", "Assumptions",
-          "About"]
+SHEETS = ["Read me", "Summary", "Plans", "Plan detail", "Workload", "Demand", "Models", "GPUs", "Dtypes",
+          "Context sweep", "Assumptions"]
 SWEEP_CONTEXTS = (8192, 32768, 131072, 1000000)
 KV_BLOCKS = ("bf16", "fp8")  # the Models sheet shows the KV figures in these dtypes (each editable per row)
 DEFAULT_RESERVE_CELL = "Assumptions!$B$3"
+QUARTER_CELL = "Summary!$B$1"
 FUNCTIONS_USED = ("INDEX", "MATCH", "IF", "AND", "OR", "ISBLANK", "MIN", "MAX", "INT", "MOD", "FIXED",
-                  "SUBSTITUTE", "SUMIFS", "COUNTIFS", "SUM", "LEFT", "RIGHT")
+                  "SUBSTITUTE", "SUMIFS", "COUNTIFS", "SUM", "LEFT", "RIGHT", "ROUND")
+# Custom document properties naming the registry and quarter a workbook was written from: `kvreg apply`
+# refuses a workbook from another registry or quarter.
+PROP_REGISTRY, PROP_QUARTER, PROP_FORMAT = "kvreg_registry_id", "kvreg_quarter", "kvreg_workbook"
+WORKBOOK_FORMAT = "2"
 
 _MODEL_INPUTS = [
     "layers", "full_layers", "sliding_layers", "sliding_window", "chunked_layers", "attention_chunk_size",
@@ -93,6 +98,104 @@ _SETTINGS = ["tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype", "weight_dt
 _MEASURED = ["measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version"]
 
 
+# --------------------------------------------------------------------------- inputs in people's units
+
+
+@dataclass(frozen=True)
+class Converted:
+    """An input typed in the unit people use (GiB, GB/s) and converted to the registry's unit by a
+    formula in the column beside it (`<name>` = `<shown>` x factor)."""
+
+    name: str  # the registry's input (memory_bytes)
+    shown: str  # the column finance edits (memory_gib_input)
+    unit: str  # GiB
+    factor: int  # 2^30
+    meaning: str
+
+    def to_shown(self, value):
+        return None if value is None else value / self.factor
+
+    def to_registry(self, value):
+        return None if value is None else round(value * self.factor)
+
+
+CONVERTED = {c.name: c for c in (
+    Converted("memory_bytes", "memory_gib_input", "GiB", GIB, "GPU memory in GiB (2^30 bytes), as vendors quote it"),
+    Converted("memory_bandwidth_bytes_per_s", "memory_bandwidth_gb_per_s_input", "GB/s", 10**9,
+              "memory bandwidth in GB/s (10^9 bytes per second)"),
+    Converted("kv_cache_memory_bytes", "kv_cache_memory_gib_input", "GiB", GIB,
+              "a fixed KV pool per GPU in GiB (blank: computed from memory)"),
+    Converted("activation_bytes", "activation_gib_input", "GiB", GIB,
+              "measured activation peak per GPU in GiB (blank: estimated)"),
+    Converted("cuda_graph_bytes", "cuda_graph_gib_input", "GiB", GIB,
+              "measured CUDA graph memory per GPU in GiB (blank: estimated)"),
+)}
+_SHOWN_LABELS = {"memory_gib_input": "Memory (GiB)", "memory_bandwidth_gb_per_s_input": "Memory bandwidth (GB/s)",
+                 "kv_cache_memory_gib_input": "Fixed KV pool (GiB)", "activation_gib_input": "Activation peak (GiB)",
+                 "cuda_graph_gib_input": "CUDA graphs (GiB)"}
+
+
+def _converted_columns(t: Table, name: str, *, validation=None) -> str:
+    """The shown input and its conversion; returns the converted column's letter."""
+    conv = CONVERTED[name]
+    shown = t.add(Column(conv.shown, "input", conv.unit, "real", conv.meaning,
+                         value=lambda row, c=conv: c.to_shown(row.get(c.name)), label=_SHOWN_LABELS[conv.shown],
+                         number_format='#,##0.00 "GiB"' if conv.unit == "GiB" else '#,##0.0 "GB/s"'))
+    decl = INPUTS[name]
+    nullable = INPUT_NULLABLE[name]
+    formula = (f'=IF({shown}{ROW}="","",ROUND({shown}{ROW}*{conv.factor},0))' if nullable
+               else f"=ROUND({shown}{ROW}*{conv.factor},0)")
+    return t.add(Column(name, "lookup", decl.unit, decl.kind, f"{decl.meaning} (from the {conv.unit} column)",
+                        formula=formula))
+
+
+# --------------------------------------------------------------------------- what `kvreg apply` reads back
+
+
+@dataclass(frozen=True)
+class Editable:
+    """A sheet whose input columns `kvreg apply` reads back. `keys` are the columns naming a row
+    and, for each, (SQL naming it in `table`'s rows, SQL matching it in a WHERE clause with the
+    parameter of the same name); `columns` maps a workbook column to the registry field it sets,
+    `convert` turns a cell into the registry's unit, `checks` a field's value into a valid one
+    (kvreg.importers.workbook.CHECKS names). `insert`: SQL adding a row the registry lacks
+    (parameters: the keys and the field), or None when such a row is refused.
+
+    Another input sheet (issue 16's fleet counts, say) is one more entry here."""
+
+    sheet: str
+    what: str  # how a diff line names the row: "plan", "gpu", "class"
+    table: str
+    keys: dict[str, tuple[str, str]]
+    columns: dict[str, str]  # workbook column -> registry field
+    checks: dict[str, str]  # registry field -> check name
+    convert: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
+    insert: str | None = None
+
+
+_PLAN_ID = "(SELECT id FROM plan WHERE name = :plan)"
+EDITABLE = [
+    Editable("Demand", "plan", "demand",
+             {"plan": ("(SELECT name FROM plan WHERE plan.id = demand.plan_id)", f"plan_id = {_PLAN_ID}"),
+              "quarter": ("quarter", "quarter = :quarter")},
+             {"users": "users"}, {"users": "users"},
+             insert=f"INSERT INTO demand (plan_id, quarter, users) VALUES ({_PLAN_ID}, :quarter, :users)"),
+    Editable("Plan detail", "plan", "plan", {"plan": ("name", "name = :plan")},
+             {"reserve": "reserve"}, {"reserve": "reserve"}),
+    Editable("Workload", "class", "workload_class",
+             {"plan": ("(SELECT name FROM plan WHERE plan.id = workload_class.plan_id)", f"plan_id = {_PLAN_ID}"),
+              "workload_class": ("name", "name = :workload_class")},
+             {"share": "share", "class_tokens": "avg_tokens"}, {"share": "share", "avg_tokens": "tokens"}),
+    Editable("GPUs", "gpu", "gpu", {"gpu": ("name", "name = :gpu")},
+             {"price_per_hour": "price_per_hour", "unit_price": "unit_price",
+              "memory_gib_input": "memory_bytes", "memory_bandwidth_gb_per_s_input": "memory_bandwidth_bytes_per_s"},
+             {"price_per_hour": "price", "unit_price": "price", "memory_bytes": "bytes",
+              "memory_bandwidth_bytes_per_s": "bytes_or_none"},
+             {"memory_gib_input": CONVERTED["memory_bytes"].to_registry,
+              "memory_bandwidth_gb_per_s_input": CONVERTED["memory_bandwidth_bytes_per_s"].to_registry}),
+]
+
+
 def write_workbook(conn, path, quarter: str, *, generated_at: str | None = None, asked: dict | None = None) -> None:
     """Write the finance workbook for `quarter` (``2026Q4``) to `path`.
 
@@ -102,42 +205,72 @@ def write_workbook(conn, path, quarter: str, *, generated_at: str | None = None,
     asked on this connection, by repr(question) (kvreg.report passes its context sweep's, often
     the same question as the workbook's); the workbook adds its own.
 
-    The sheets are streamed (openpyxl's write-only mode): each is written once, whole, in the
-    order below (a sheet's lookups need the tables they refer to written first), while the
+    The sheets are streamed (XlsxWriter's constant_memory mode): each is written once, whole, in
+    the order below (a sheet's lookups need the tables they refer to written first), while the
     file keeps the order of SHEETS."""
     from kvreg.units import parse_quarter
 
     quarter = parse_quarter(quarter)
     generated_at = generated_at or _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
     data = _read_registry(conn)
+    data["quarters"] = _quarter_choices(data["demand"], quarter)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".xlsx", dir=path.parent)
+    os.close(fd)
+    try:
+        book = Book(tmp, quarter)
+        ws = {title: book.sheet(title, tab_color=_TAB.get(title)) for title in SHEETS}
+        dtypes = _dtypes_sheet(book, ws["Dtypes"], data["dtypes"])
+        gpus = _gpus_sheet(book, ws["GPUs"], data["gpus"])
+        models = _models_sheet(book, ws["Models"], data, dtypes, _kv_blocks(data["dtypes"]))
+        refs = _References(models, gpus, dtypes, data)
+        refs.plans = _deployment_sheet(book, ws["Plan detail"], "plan_capacity", data["plans"], refs, key="plan",
+                                       overrides=_mix_overrides(len(data["classes"])))
+        _workload_sheet(book, ws["Workload"], data["classes"], refs)
+        demand = _demand_sheet(book, ws["Demand"], data["demand"], refs)
+        sweep = _sweep_sheet(book, ws["Context sweep"], _sweep_rows(conn, data, asked), refs)
+        _plans_sheet(book, ws["Plans"], data, refs.plans, demand, quarter)
+        _summary_sheet(book, ws["Summary"], quarter, data, demand, sweep)
+        _assumptions_sheet(book, ws["Assumptions"])
+        _readme_sheet(book, ws["Read me"], conn, quarter, generated_at, data)
+        ws["Read me"].activate()
+        stamp = _dt.datetime.fromisoformat(generated_at.replace("Z", "+00:00")).replace(tzinfo=None)
+        book.wb.set_properties({"title": f"Capacity workbook {quarter}", "author": "kvreg", "created": stamp})
+        book.wb.set_custom_property(PROP_REGISTRY, data["registry_id"])
+        book.wb.set_custom_property(PROP_QUARTER, quarter)
+        book.wb.set_custom_property(PROP_FORMAT, WORKBOOK_FORMAT)
+        book.wb.close()
+        os.chmod(tmp, 0o644)  # mkstemp made it private; a report is an ordinary file
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
-    wb, ws = new_workbook(SHEETS)
 
-    dtypes = _dtypes_sheet(ws["Dtypes"], data["dtypes"])
-    gpus = _gpus_sheet(ws["GPUs"], data["gpus"])
-    models = _models_sheet(ws["Models"], data["models"], dtypes, _kv_blocks(data["dtypes"]))
-    refs = _References(models, gpus, dtypes)
-    refs.plans = _deployment_sheet(ws["Plans"], "plan_capacity", data["plans"], refs, key="plan",
-                                   overrides=_mix_overrides(len(data["classes"])))
-    _workload_sheet(ws["Workload"], data["classes"], refs)
-    demand = _demand_sheet(ws["Demand"], data["demand"], refs)
-    _sweep_sheet(ws["Context sweep"], _sweep_rows(conn, data, asked), refs)
-    _summary_sheet(ws["Summary"], quarter, data["gpus"], demand)
-    _assumptions_sheet(ws["Assumptions"])
-    _about_sheet(ws["About"], conn, quarter, generated_at)
-
-    wb.calculation.fullCalcOnLoad = True  # no cached values are stored: Excel computes on open
-    wb.properties.creator = "kvreg"
-    stamp = _dt.datetime.fromisoformat(generated_at.replace("Z", "+00:00")).replace(tzinfo=None)
-    wb.properties.created = wb.properties.modified = stamp
-    _save(wb, Path(path))
+_TAB = {"Read me": "#4472C4", "Summary": "#4472C4", "Plans": "#4472C4"}
 
 
 # --------------------------------------------------------------------------- reading the registry
 
 
+def registry_id(conn) -> str:
+    """The registry's identity (kvreg_meta.registry_id, made when it was first opened)."""
+    row = conn.execute(text("SELECT value FROM kvreg_meta WHERE key = 'registry_id'")).first()
+    return row[0] if row else ""
+
+
+def _merged(conn, grain: str, key: Callable[[dict], Any]) -> dict:
+    """Each row of a grain's view with its source's columns (the inputs it was computed from)."""
+    from kvreg.figures.views import GRAIN
+
+    source = {key(r): dict(r) for r in conn.execute(text(GRAIN[grain].source)).mappings()}
+    return {key(r): {**source.get(key(r), {}), **dict(r)} for r in conn.execute(text(f"SELECT * FROM {grain}")).mappings()}
+
+
 def _read_registry(conn) -> dict:
-    """The registry's inputs (tables, not views: the workbook computes the figures itself)."""
+    """The registry's inputs (tables) and, for the values the formulas store, its views."""
     from kvreg.registry import list_dtypes, list_gpus, list_models
 
     plans = [dict(r) for r in conn.execute(text(
@@ -152,10 +285,31 @@ def _read_registry(conn) -> dict:
         "SELECT p.name AS plan, wc.name AS workload_class, wc.avg_tokens AS class_tokens, wc.share AS share"
         " FROM workload_class wc JOIN plan p ON p.id = wc.plan_id ORDER BY p.name, wc.id"
     )).mappings()]
+    capacity = _merged(conn, "plan_capacity", lambda r: r["plan"])
     for p in plans:
         p.pop("name", None)
+        p.update({k: v for k, v in capacity.get(p["plan"], {}).items() if k not in p or k in FIGURES})
+    by_class = _merged(conn, "plan_class", lambda r: (r["plan"], r["workload_class"]))
+    for c in classes:
+        c.update({**capacity.get(c["plan"], {}), **by_class.get((c["plan"], c["workload_class"]), {}), **c})
+    by_quarter = _merged(conn, "plan_quarter", lambda r: (r["plan"], r["quarter"]))
+    for d in demand:
+        d.update({**by_quarter.get((d["plan"], d["quarter"]), {}), **d})
+    procurement = {(r["gpu"], r["quarter"]): dict(r) for r in conn.execute(text("SELECT * FROM procurement")).mappings()}
     return {"dtypes": list_dtypes(conn), "gpus": list_gpus(conn), "models": list_models(conn),
-            "plans": plans, "classes": classes, "demand": demand}
+            "plans": plans, "classes": classes, "demand": demand, "procurement": procurement,
+            "model_kv": _merged(conn, "model_kv", lambda r: (r["model"], r["kv_dtype"])),
+            "registry_id": registry_id(conn)}
+
+
+def _quarter_choices(demand: list[dict], quarter: str, ahead: int = 4) -> list[str]:
+    """The quarters the drop-downs offer: those with demand, the workbook's, and `ahead` more."""
+    have = sorted({d["quarter"] for d in demand} | {quarter})
+    year, q = int(have[-1][:4]), int(have[-1][5])
+    for _ in range(ahead):
+        year, q = (year + 1, 1) if q == 4 else (year, q + 1)
+        have.append(f"{year}Q{q}")
+    return have[-20:]  # a list's text is limited to 255 characters
 
 
 def _kv_blocks(dtypes: list[dict]) -> list[str]:
@@ -164,10 +318,11 @@ def _kv_blocks(dtypes: list[dict]) -> list[str]:
 
 
 def _sweep_rows(conn, data: dict, asked: dict | None = None) -> list[dict]:
-    """Model x GPU x context for the models and GPUs the plans use, each at the minimum TP the
-    capacity view picks (SPEC "Minimum TP"). Without plans: every model on the capacity
-    question's default GPU (the first GPU if that one is gone)."""
-    from kvreg.capacity import SWEEP_MAX_PAIRS, Question, ask
+    """Model x GPU x context for the models and GPUs the plans use, one TP per model and GPU
+    (kvreg.capacity.sweep: the smallest that holds the weights and a sequence at the shortest
+    context). Without plans: every model on the capacity question's default GPU (the first GPU
+    if that one is gone)."""
+    from kvreg.capacity import SWEEP_MAX_PAIRS, Question, sweep
 
     q = Question(contexts=list(SWEEP_CONTEXTS), kv_dtypes=["bf16"], tp="auto")
     if data["plans"]:
@@ -182,49 +337,55 @@ def _sweep_rows(conn, data: dict, asked: dict | None = None) -> list[dict]:
     if not q.models or not q.gpus:
         return []
     asked = {} if asked is None else asked
-    if repr(q) not in asked:
-        asked[repr(q)] = ask(conn, q)
-    return [{k: r[k] for k in ("model", "gpu", "context_tokens", "tp", "pp", "dp_attention", "gpus_per_node",
-                               "kv_dtype", "block_size", *_SETTINGS) if k in r} for r in asked[repr(q)]]
+    key = "sweep:" + repr(q)
+    if key not in asked:
+        asked[key] = sweep(conn, q)
+    return [dict(r) for r in asked[key]]
 
 
 # --------------------------------------------------------------------------- input sheets
 
 
-def _dtypes_sheet(ws, rows: list[dict]) -> Table:
+def _dtypes_sheet(book: Book, ws, rows: list[dict]) -> Table:
     t = Table("Dtypes", [
-        input_column("dtype", key="name", meaning="number format name", width=14),
+        input_column("dtype", key="name", meaning="number format name"),
         input_column("bytes_per_element", unit="bytes", kind="real", meaning="bytes per element (KV or weight)"),
         input_column("kind", meaning="kv, weight or both"),
         input_column("mla_bytes_per_token_per_layer", unit="bytes", kind="int",
                      meaning="the format's own MLA bytes per token per layer (blank: use bytes_per_element)"),
         input_column("scale_bytes_per_token_per_head", unit="bytes", kind="int",
                      meaning="scale bytes per token per KV head per layer, K and V together (blank: none)"),
-        input_column("notes", meaning="notes", width=60),
+        input_column("notes", meaning="notes", width=48),
     ])
     t.columns[2].validation = ('"kv,weight,both"', "dtype kind")
-    t.write(ws, rows)
+    t.write(book, ws, rows)
     return t
 
 
-def _gpus_sheet(ws, rows: list[dict]) -> Table:
+def _gpus_sheet(book: Book, ws, rows: list[dict]) -> Table:
+    """GPU types. Memory is typed in GiB and bandwidth in GB/s; the byte columns the figures read
+    are converted from them (blue)."""
     t = Table("GPUs", [input_column("gpu", key="name", meaning="GPU type", width=14),
                        input_column("vendor", meaning="vendor")])
     for name in _GPU_INPUTS:
-        t.add(input_column(name))
-    cells = {c.name: c.letter for c in t.columns}
-    t.add(figure_column("memory_gib", cells.__getitem__))
+        if name in CONVERTED:
+            _converted_columns(t, name)
+        else:
+            t.add(input_column(name))
     t.add(input_column("interconnect", meaning="interconnect", width=30))
-    t.add(input_column("notes", meaning="notes", width=60))
-    t.write(ws, rows)
+    t.add(input_column("notes", meaning="notes", width=48))
+    t.write(book, ws, rows)
     return t
 
 
-def _models_sheet(ws, rows: list[dict], dtypes: Table, blocks: list[str]) -> Table:
+def _models_sheet(book: Book, ws, data: dict, dtypes: Table, blocks: list[str]) -> Table:
     """Model inputs, their dtype lookups, then the model_kv figures: the ones that do not depend on
     the KV dtype once, the rest once per KV dtype block (bf16, fp8; each block's dtype is an input)."""
     from kvreg.figures.views import GRAIN, _layers
 
+    rows = data["models"]
+    kv = data["model_kv"]
+    dtype_pos = _positions(data["dtypes"], "name")
     t = Table("Models", [input_column("model", key="name", meaning="model name", width=22),
                          input_column("architecture", meaning="architecture"),
                          input_column("family", meaning="family")])
@@ -237,68 +398,108 @@ def _models_sheet(ws, rows: list[dict], dtypes: Table, blocks: list[str]) -> Tab
     cells = {c.name: c.letter for c in t.columns}
     r = ROW
     lsd, wd = cells["linear_state_dtype"], cells["weight_dtype"]
+    state = lambda row: row["linear_state_dtype"] or row["weight_dtype"]  # noqa: E731 - the lookup below
     _lookup(t, cells, "state_dtype", f'=IF({lsd}{r}="",{wd}{r},{lsd}{r})', "text",
-            "dtype the state is kept in: linear_state_dtype, else weight_dtype")
-    _helper(t, cells, "weight_dtype_row", "=" + match_formula(f"{wd}{r}", dtypes, "dtype"))
+            "dtype the state is kept in: linear_state_dtype, else weight_dtype", value=state)
+    _helper(t, cells, "weight_dtype_row", "=" + match_formula(f"{wd}{r}", dtypes, "dtype"),
+            lambda row: dtype_pos.get(row["weight_dtype"]))
     _helper(t, cells, "state_dtype_row",
-            "=" + match_formula(f"{cells['state_dtype']}{r}", dtypes, "dtype"))
+            "=" + match_formula(f"{cells['state_dtype']}{r}", dtypes, "dtype"), lambda row: dtype_pos.get(state(row)))
+    first = blocks[0] if blocks else None
     for name in ("weight_bytes_per_param", "state_bytes_per_element"):
-        _dtype_lookup(t, cells, name, dtypes)
+        _dtype_lookup(t, cells, name, dtypes, lambda row, n=name: kv.get((row["name"], first), {}).get(n))
 
     order = [n for layer in _layers(GRAIN["model_kv"]) for n in layer]
     per_model = [n for n in order if not dependencies(n) & _KV_INPUTS]
     per_kv = [n for n in order if n not in per_model]
     for name in per_model:
-        cells[name] = t.add(figure_column(name, cells.__getitem__))
+        cells[name] = t.add(_with_value(figure_column(name, cells.__getitem__),
+                                        lambda row, n=name: kv.get((row["name"], first), {}).get(n)))
     for dtype in blocks:
         block = dict(cells)
+        in_block = lambda row, n, d=dtype: kv.get((row["name"], d), {}).get(n)  # noqa: E731
         block["kv_dtype"] = t.add(Column("kv_dtype", "input", "text", "text", INPUTS["kv_dtype"].meaning,
-                                         value=lambda _row, d=dtype: d, validation=dtype_list))
+                                         value=lambda _row, d=dtype: d, validation=dtype_list,
+                                         label=f"KV dtype of this block ({dtype} figures)"))
         _helper(t, block, "kv_dtype_row",
-                "=" + match_formula(f"{block['kv_dtype']}{r}", dtypes, "dtype"))
+                "=" + match_formula(f"{block['kv_dtype']}{r}", dtypes, "dtype"), lambda _row, d=dtype: dtype_pos.get(d))
         for name in _KV_DTYPE_LOOKUPS:
-            _dtype_lookup(t, block, name, dtypes)
+            _dtype_lookup(t, block, name, dtypes, lambda row, n=name, f=in_block: f(row, n))
         for name in per_kv:
-            block[name] = t.add(figure_column(name, block.__getitem__))
+            block[name] = t.add(_with_value(figure_column(name, block.__getitem__),
+                                            lambda row, n=name, f=in_block: f(row, n)))
+            t.columns[-1].label = f"{label(name)} [{dtype}]"
     t.add(input_column("source", meaning="where the row came from"))
-    t.add(input_column("notes", meaning="notes", width=60))
-    t.write(ws, rows)
+    t.add(input_column("notes", meaning="notes", width=48))
+    t.write(book, ws, rows)
     return t
 
 
-def _lookup(t: Table, cells: dict, name: str, formula: str, kind: str | None = None, meaning: str = "") -> None:
+def _with_value(col: Column, value: Callable[[dict], Any]) -> Column:
+    col.value = value
+    return col
+
+
+def _positions(rows: list[dict], key: str) -> dict:
+    """A table's row number within its data range (what MATCH gives) by key."""
+    return {r[key]: i for i, r in enumerate(rows, start=1)}
+
+
+def _lookup(t: Table, cells: dict, name: str, formula: str, kind: str | None = None, meaning: str = "",
+            value: Callable[[dict], Any] | None = None) -> None:
     decl = INPUTS.get(name)
     cells[name] = t.add(Column(
         name, "lookup", unit=decl.unit if decl else "text", kind=kind or (decl.kind if decl else "text"),
-        meaning=meaning or (decl.meaning if decl else name), formula=formula,
+        meaning=meaning or (decl.meaning if decl else name), formula=formula, value=value,
     ))
 
 
-def _dtype_lookup(t: Table, cells: dict, name: str, dtypes: Table) -> None:
+def _dtype_lookup(t: Table, cells: dict, name: str, dtypes: Table,
+                  value: Callable[[dict], Any] | None = None) -> None:
     column, row_helper, nullable = _DTYPE_LOOKUPS[name]
-    _lookup(t, cells, name, "=" + index_formula(dtypes, column, f"{cells[row_helper]}{ROW}", nullable))
+    _lookup(t, cells, name, "=" + index_formula(dtypes, column, f"{cells[row_helper]}{ROW}", nullable), value=value)
 
 
-def _helper(t: Table, cells: dict, name: str, formula: str) -> None:
+def _helper(t: Table, cells: dict, name: str, formula: str, value: Callable[[dict], Any]) -> None:
     cells[name] = t.add(Column(name, "helper", "row", "int", f"row of {name[:-4]} in its table (for the lookups)",
-                               formula=formula))
+                               formula=formula, value=value))
 
 
 # --------------------------------------------------------------------------- deployments
 
 
 class _References:
-    """The input tables (written), for lookups and drop-down lists in Plans, Demand and the sweep."""
+    """The input tables (written), for lookups and drop-down lists in Plans, Demand and the sweep,
+    and the registry rows behind them (the values lookups store)."""
 
-    def __init__(self, models: Table, gpus: Table, dtypes: Table):
+    def __init__(self, models: Table, gpus: Table, dtypes: Table, data: dict):
         self.models, self.gpus, self.dtypes = models, gpus, dtypes
         self.plans: Table | None = None
         self.model_list = (models.list_range("model"), "model")
         self.gpu_list = (gpus.list_range("gpu"), "GPU")
         self.dtype_list = (dtypes.list_range("dtype"), "dtype")
+        self.model = {m["name"]: m for m in data["models"]}
+        self.gpu = {g["name"]: g for g in data["gpus"]}
+        self.dtype = {d["name"]: d for d in data["dtypes"]}
+        self.model_pos = _positions(data["models"], "name")
+        self.gpu_pos = _positions(data["gpus"], "name")
+        self.dtype_pos = _positions(data["dtypes"], "name")
+        self.plan_pos = _positions(data["plans"], "plan")
+        self.quarters = data["quarters"]
+
+    def state_dtype(self, model: str) -> str:
+        m = self.model[model]
+        return m["linear_state_dtype"] or m["weight_dtype"]
+
+    def dtype_value(self, name: str, row: dict):
+        """A dtype input of a deployment row, as its lookup fetches it."""
+        column, _helper_name, _nullable = _DTYPE_LOOKUPS[name]
+        dtype = {"kv_dtype_row": row.get("kv_dtype"), "weight_dtype_row": row.get("weight_dtype"),
+                 "state_dtype_row": self.state_dtype(row["model"])}[_helper_name]
+        return self.dtype.get(dtype, {}).get(column)
 
 
-def _deployment_sheet(ws, grain_name: str, rows: list[dict], refs: _References, key: str | None,
+def _deployment_sheet(book: Book, ws, grain_name: str, rows: list[dict], refs: _References, key: str | None,
                       overrides: dict[str, str] | None = None) -> Table:
     """A deployment per row (a plan, or a sweep point): its settings as inputs, lookups of the model,
     GPU and dtype inputs its figures need, then one column per figure of the grain.
@@ -308,7 +509,7 @@ def _deployment_sheet(ws, grain_name: str, rows: list[dict], refs: _References, 
 
     overrides = overrides or {}
     grain = GRAIN[grain_name]
-    t = Table(ws.title)
+    t = Table(ws.name)
     if key:
         t.add(input_column(key, meaning=f"{key} name", width=24))
     t.add(input_column("model", meaning="model (from the Models sheet)", validation=refs.model_list, width=22))
@@ -316,64 +517,75 @@ def _deployment_sheet(ws, grain_name: str, rows: list[dict], refs: _References, 
     settings = _SETTINGS + [m for m in _MEASURED if m in grain.columns]
     if not key:  # the sweep leads with its axes
         settings = ["context_tokens"] + [s for s in settings if s != "context_tokens"]
+    cells: dict[str, str] = {}
     for name in settings:
         if name in overrides:
+            continue
+        if name in CONVERTED:
+            cells[name] = _converted_columns(t, name)
             continue
         validation = refs.dtype_list if name in ("kv_dtype", "weight_dtype") else None
         if name == "rule":
             validation = ('"' + ",".join(RULES) + '"', "rule")
         t.add(input_column(name, validation=validation))
-    cells = {c.name: c.letter for c in t.columns}
+    cells.update({c.name: c.letter for c in t.columns if c.name not in cells})
 
     figures = [n for layer in _layers(grain) for n in layer]
     needed = set(figure_references(figures)) | set(overrides)
     r = ROW
     m, g, d = refs.models, refs.gpus, refs.dtypes
-    _helper(t, cells, "model_row", "=" + match_formula(f"{cells['model']}{r}", m, "model"))
-    _helper(t, cells, "gpu_row", "=" + match_formula(f"{cells['gpu']}{r}", g, "gpu"))
+    _helper(t, cells, "model_row", "=" + match_formula(f"{cells['model']}{r}", m, "model"),
+            lambda row: refs.model_pos.get(row["model"]))
+    _helper(t, cells, "gpu_row", "=" + match_formula(f"{cells['gpu']}{r}", g, "gpu"),
+            lambda row: refs.gpu_pos.get(row["gpu"]))
     for name, formula in overrides.items():  # settings that come from elsewhere (before their row helpers)
         formula = formula.replace("{model_row}", f"{cells['model_row']}{r}")
         _lookup(t, cells, name, formula.replace("{key}", f"{cells[key]}{r}") if key else formula)
     model_row, gpu_row = f"{cells['model_row']}{r}", f"{cells['gpu_row']}{r}"
     if needed & set(_KV_DTYPE_LOOKUPS):
-        _helper(t, cells, "kv_dtype_row", "=" + match_formula(f"{cells['kv_dtype']}{r}", d, "dtype"))
+        _helper(t, cells, "kv_dtype_row", "=" + match_formula(f"{cells['kv_dtype']}{r}", d, "dtype"),
+                lambda row: refs.dtype_pos.get(row["kv_dtype"]))
     if "weight_bytes_per_param" in needed:
-        _helper(t, cells, "weight_dtype_row", "=" + match_formula(f"{cells['weight_dtype']}{r}", d, "dtype"))
+        _helper(t, cells, "weight_dtype_row", "=" + match_formula(f"{cells['weight_dtype']}{r}", d, "dtype"),
+                lambda row: refs.dtype_pos.get(row["weight_dtype"]))
     if "state_bytes_per_element" in needed:
         state = index_formula(m, "state_dtype", model_row, False)
-        _helper(t, cells, "state_dtype_row", "=" + match_formula(state, d, "dtype"))
+        _helper(t, cells, "state_dtype_row", "=" + match_formula(state, d, "dtype"),
+                lambda row: refs.dtype_pos.get(refs.state_dtype(row["model"])))
     for name in grain.columns:
         if name not in needed or name in cells:
             continue
         if name in _MODEL_INPUTS:
             src = index_formula(m, name, model_row, INPUT_NULLABLE[name])
+            value = lambda row, n=name: refs.model[row["model"]][n]  # noqa: E731
         elif name in _GPU_INPUTS:
             src = index_formula(g, name, gpu_row, INPUT_NULLABLE[name])
+            value = lambda row, n=name: refs.gpu[row["gpu"]][n]  # noqa: E731
         elif name in _DTYPE_LOOKUPS:
-            _dtype_lookup(t, cells, name, d)
+            _dtype_lookup(t, cells, name, d, lambda row, n=name: refs.dtype_value(n, row))
             continue
         else:
-            raise ValueError(f"no lookup for input {name} in {ws.title}")
-        _lookup(t, cells, name, "=" + src)
+            raise ValueError(f"no lookup for input {name} in {ws.name}")
+        _lookup(t, cells, name, "=" + src, value=value)
     for name in figures:
         cells[name] = t.add(figure_column(name, cells.__getitem__))
-    last = t.write(ws, rows, freeze_after=t.columns[0].letter)
-    _not_fit_format(ws, t, last)
+    last = t.write(book, ws, rows, freeze_after=t.columns[0].letter)
+    _not_fit_format(book, ws, t, last)
     return t
 
 
-def _sweep_sheet(ws, rows: list[dict], refs: _References) -> Table:
-    """The context sweep: inputs written per row (TP as the view picked it); the weight dtype is the
+def _sweep_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
+    """The context sweep: inputs written per row (one TP per model and GPU); the weight dtype is the
     model's own (looked up) and the reserve is the Assumptions sheet's default."""
     weight_dtype = "=" + index_formula(refs.models, "weight_dtype", "{model_row}", False)
     no_mix = {m.name: '=""' for m in CLASS_MEANS}  # a sweep point has no workload classes
-    return _deployment_sheet(ws, "capacity", rows, refs, key=None,
+    return _deployment_sheet(book, ws, "capacity", rows, refs, key=None,
                              overrides={"weight_dtype": weight_dtype, "reserve": "=" + DEFAULT_RESERVE_CELL, **no_mix})
 
 
 # --------------------------------------------------------------------------- workload classes
 
-# The Workload sheet's first columns, in order: the Plans sheet's SUMIFS read the weighted columns by letter.
+# The Workload sheet's first columns, in order: the Plan detail sheet's SUMIFS read the weighted columns by letter.
 _WORKLOAD_LEAD = ["plan", "workload_class", "class_tokens", CLASS_WEIGHT] + [m.weighted for m in CLASS_MEANS]
 
 
@@ -399,9 +611,10 @@ def _mix_overrides(rows: int) -> dict[str, str]:
     return out
 
 
-def _workload_sheet(ws, rows: list[dict], refs: _References) -> Table:
+def _workload_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
     """One row per plan and workload class: its tokens and share (inputs), the plan's figures its
-    figures read (looked up from Plans), and the plan_class figures. Plans sums the weighted columns."""
+    figures read (looked up from Plan detail), and the plan_class figures. Plan detail sums the
+    weighted columns."""
     from kvreg.figures.views import GRAIN
 
     plans = refs.plans
@@ -418,8 +631,8 @@ def _workload_sheet(ws, rows: list[dict], refs: _References) -> Table:
     t = Table("Workload")
     for name in order:
         if name == "plan":
-            col = input_column("plan", meaning="plan (from the Plans sheet)", validation=(plans.list_range("plan"),
-                               "plan"), width=24)
+            col = input_column("plan", meaning="plan (from the Plan detail sheet)",
+                               validation=(plans.list_range("plan"), "plan"), width=24)
         elif name == "workload_class":
             col = input_column("workload_class", meaning="request class of the plan's workload mix", width=18)
         elif name in lead:
@@ -428,30 +641,28 @@ def _workload_sheet(ws, rows: list[dict], refs: _References) -> Table:
             col = figure_column(name, cells.__getitem__)
         elif name == "plan_row":
             col = Column(name, "helper", "row", "int", "row of plan in its table (for the lookups)",
-                         formula="=" + match_formula(f"{cells['plan']}{r}", plans, "plan"))
+                         formula="=" + match_formula(f"{cells['plan']}{r}", plans, "plan"),
+                         value=lambda row: refs.plan_pos.get(row["plan"]))
         else:  # a figure or setting of the plan
             decl = FIGURES.get(name) or INPUTS[name]
             col = Column(name, "lookup", decl.unit, decl.kind, decl.meaning + " (the plan's)",
                          formula="=" + index_formula(plans, name, plan_row, name_may_be_null(name)))
         assert t.add(col) == cells[name], name
-    t.write(ws, rows, freeze_after="B")
+    t.write(book, ws, rows, freeze_after="B")
     return t
 
 
-def _not_fit_format(ws, t: Table, last: int) -> None:
+def _not_fit_format(book: Book, ws, t: Table, last: int) -> None:
     """Rows whose `fits` figure is 0 turn red."""
-    from openpyxl.formatting.rule import FormulaRule
-    from openpyxl.styles import Font, PatternFill
-
     if "fits" not in {c.name for c in t.columns}:
         return
     fits = t.letter("fits")
-    rule = FormulaRule(formula=[f'AND(${fits}{FIRST_ROW}<>"",${fits}{FIRST_ROW}=0)'],
-                       fill=PatternFill(bgColor=NOT_FIT_FILL), font=Font(color="9C0006"))
-    ws.conditional_formatting.add(f"A{FIRST_ROW}:{t.columns[-1].letter}{max(last, FIRST_ROW)}", rule)
+    ws.conditional_format(f"A{FIRST_ROW}:{t.columns[-1].letter}{max(last, FIRST_ROW)}", {
+        "type": "formula", "criteria": f'=AND(${fits}{FIRST_ROW}<>"",${fits}{FIRST_ROW}=0)',
+        "format": book.fmt(bg_color="#" + NOT_FIT_FILL, font_color="#9C0006")})
 
 
-def _demand_sheet(ws, rows: list[dict], refs: _References) -> Table:
+def _demand_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
     """A plan's users in a quarter, and the plan_quarter figures over the plan's figures."""
     from kvreg.figures.views import GRAIN, _layers
 
@@ -459,18 +670,22 @@ def _demand_sheet(ws, rows: list[dict], refs: _References) -> Table:
     plans, g = refs.plans, refs.gpus
     plan_list = (plans.list_range("plan"), "plan")
     t = Table("Demand", [
-        input_column("plan", meaning="plan (from the Plans sheet)", validation=plan_list, width=24),
-        input_column("quarter", meaning="quarter, written YEARQn (2026Q4)"),
+        input_column("plan", meaning="plan (from the Plan detail sheet)", validation=plan_list, width=24),
+        input_column("quarter", meaning="quarter, written YEARQn (2026Q4)", label="Quarter",
+                     validation=('"' + ",".join(refs.quarters) + '"', "quarter"), validation_style="warning"),
         input_column("users"),
     ])
     cells = {c.name: c.letter for c in t.columns}
     r = ROW
     figures = [n for layer in _layers(grain) for n in layer]
-    _helper(t, cells, "plan_row", "=" + match_formula(f"{cells['plan']}{r}", plans, "plan"))
+    _helper(t, cells, "plan_row", "=" + match_formula(f"{cells['plan']}{r}", plans, "plan"),
+            lambda row: refs.plan_pos.get(row["plan"]))
     plan_row = f"{cells['plan_row']}{r}"
     _lookup(t, cells, "gpu", "=" + index_formula(plans, "gpu", plan_row, False), "text",
             "GPU type of the plan")
-    _helper(t, cells, "gpu_row", "=" + match_formula(f"{cells['gpu']}{r}", g, "gpu"))
+    t.columns[-1].label = "GPU type"
+    _helper(t, cells, "gpu_row", "=" + match_formula(f"{cells['gpu']}{r}", g, "gpu"),
+            lambda row: refs.gpu_pos.get(row["gpu"]))
     for name in figure_references(figures):
         if name in cells or name in figures:
             continue
@@ -484,15 +699,51 @@ def _demand_sheet(ws, rows: list[dict], refs: _References) -> Table:
                                        formula="=" + src))
     for name in figures:
         cells[name] = t.add(figure_column(name, cells.__getitem__))
-    last = t.write(ws, rows, freeze_after="B")
-    _not_fit_format(ws, t, last)
+    last = t.write(book, ws, rows, freeze_after="B")
+    _not_fit_format(book, ws, t, last)
     return t
+
+
+# --------------------------------------------------------------------------- Plans: the key figures
+
+
+# The Plans sheet: (column on Plan detail, or a Demand sum for the Summary quarter)
+_PLAN_KEYS = ["plan", "model", "gpu", "tp", "pp", "context_tokens", "kv_dtype", "fits", "max_concurrency",
+              "workload_concurrency", "gpus_per_replica"]
+_PLAN_QUARTER = ["users", "gpus_needed"]
+
+
+def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarter: str) -> None:
+    """A plan per row with the figures people look for first, read from Plan detail (every figure
+    and setting is there), and its users and GPUs in the Summary's quarter (sums over Demand)."""
+    by_quarter = {(d["plan"], d["quarter"]): d for d in data["demand"]}
+    t = Table("Plans")
+    detail = "'Plan detail'"
+    for name in _PLAN_KEYS:
+        decl = FIGURES.get(name) or INPUTS.get(name)
+        unit, kind = (decl.unit, decl.kind) if decl else ("text", "text")
+        role = "figure" if name in FIGURES else "lookup"
+        t.add(Column(name, role, unit, kind, (decl.meaning if decl else f"{name} name") + " (from Plan detail)",
+                     formula=f"={detail}!{plans.letter(name)}{ROW}", width=24 if name in ("plan", "model") else None))
+    plan_cell = f"A{ROW}"
+    for name in _PLAN_QUARTER:
+        decl = FIGURES.get(name) or INPUTS.get(name)
+        crit = (f'{demand.range("plan")},"="&{literal_key(plan_cell)},'
+                f'{demand.range("quarter")},"="&{literal_key(QUARTER_CELL)}')
+        t.add(Column(name, "figure", decl.unit, decl.kind, f"{decl.meaning}, in the quarter on Summary (B1)",
+                     formula=f"=SUMIFS({demand.range(name)},{crit})",
+                     value=lambda row, n=name: (by_quarter.get((row["plan"], quarter)) or {}).get(n) or 0,
+                     label=label(name).replace(" (", " this quarter (", 1)))
+    t.add(Column("reason", "figure", "text", "text", FIGURES["reason"].meaning + " (from Plan detail)",
+                 formula=f"={detail}!{plans.letter('reason')}{ROW}", width=48))
+    last = t.write(book, ws, data["plans"], freeze_after="A")
+    _not_fit_format(book, ws, t, last)
 
 
 # --------------------------------------------------------------------------- summary
 
 
-_SUMMARY_TOP = 4  # units row; names on 5, data from 6
+_SUMMARY_TOP = 4  # labels row; names on 5 (hidden), data from 6
 _SUMMARY_COLUMNS = [
     # name, unit, kind, source column in Demand (None: a count), meaning
     ("plans", "count", "int", None, "plans with demand this quarter on this GPU type"),
@@ -505,49 +756,52 @@ _SUMMARY_COLUMNS = [
     ("previous_gpus_needed", "GPUs", "int", "gpus_needed", "GPUs needed in the previous quarter"),
     ("gpus_change", "GPUs", "int", None, "change against the previous quarter"),
 ]
+_SUMMARY_LABELS = {"plans": "Plans (count)"}
+MAX_LINES_PER_CHART = 8
 
 
-def _summary_sheet(ws, quarter: str, gpus: list[dict], demand: Table) -> None:
+def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, sweep: Table) -> None:
     """Procurement per GPU type for the quarter in B1: sums over the Demand sheet (SUMIFS), the
-    change against the previous quarter, and a bar chart. Change B1 to see another quarter."""
-    from openpyxl.chart import BarChart, Reference
-    from openpyxl.chart.data_source import AxDataSource, StrRef
-    from openpyxl.comments import Comment
-    from openpyxl.formatting.rule import FormulaRule
-    from openpyxl.styles import Font, PatternFill
+    change against the previous quarter; GPUs needed per quarter and GPU type; native charts over
+    these cells and the Context sweep. Change B1 to see another quarter."""
+    from kvreg.units import previous_quarter
 
-    g = Grid(ws)
-    g["A1"] = "quarter"
-    g["A1"].font = HEADER_FONT
-    set_text(g["B1"], quarter)
-    g["B1"].style = "kv_input"
-    g["B1"].number_format = "@"
-    g["C1"] = "Change the quarter to see another one; every figure below recomputes."
-    g["A2"] = "previous_quarter"
-    g["A2"].font = HEADER_FONT
-    g["B2"] = '=IF(RIGHT(B1,1)="1",(LEFT(B1,4)-1)&"Q4",LEFT(B1,5)&(RIGHT(B1,1)-1))'
-    g["B2"].style = "kv_lookup"
+    proc = data["procurement"]
+    gpus = data["gpus"]
+    previous = previous_quarter(quarter)
+    g = Grid(book, ws)
+    bold = book.fmt(bold=True)
+    g.put(1, 1, "Quarter", bold)
+    g.text(1, 2, quarter, book.cell("input", "@"))
+    ws.data_validation(0, 1, 0, 1, {"validate": "list", "source": data["quarters"], "error_type": "warning",
+                                    "error_title": "Unknown quarter",
+                                    "error_message": "Pick a quarter from the list (written like 2026Q4)."})
+    g.put(1, 3, "Change the quarter (written like 2026Q4) to see another one; every figure below recomputes.")
+    g.put(2, 1, "Previous quarter", bold)
+    g.put(2, 2, '=IF(RIGHT(B1,1)="1",(LEFT(B1,4)-1)&"Q4",LEFT(B1,5)&(RIGHT(B1,1)-1))', book.cell("lookup"),
+          result=previous)
 
     rng = demand.range
-
     head = _SUMMARY_TOP + 1
     first = head + 1
     last = first + len(gpus) - 1
     letters = {"gpu": "A"}
     for i, (name, *_rest) in enumerate(_SUMMARY_COLUMNS):
-        letters[name] = chr(ord("B") + i)
-    g.cell(head, 1, "gpu").font = HEADER_FONT
+        letters[name] = get_column_letter(i + 2)
+    header = book.header(None)
+    g.put(_SUMMARY_TOP, 1, "GPU type", header)
+    g.put(head, 1, "gpu", book.fmt(font_color="#7F7F7F", font_size=8))
     for name, unit, kind, _src, meaning in _SUMMARY_COLUMNS:
         col = ord(letters[name]) - 64
-        g.cell(_SUMMARY_TOP, col, unit).font = UNIT_FONT
-        h = g.cell(head, col, name)
-        h.font = HEADER_FONT
-        h.comment = Comment(f"{name}: {meaning}", "kvreg", width=300, height=80)
+        g.put(_SUMMARY_TOP, col, _SUMMARY_LABELS.get(name) or label(name, unit), header)
+        g.put(head, col, name, book.fmt(font_color="#7F7F7F", font_size=8))
+        ws.write_comment(_SUMMARY_TOP - 1, col - 1, f"{name}: {meaning}")
+    totals: dict[str, float] = {}
     for i, gpu in enumerate(gpus):
         row = first + i
-        set_text(g.cell(row, 1), gpu["name"])
-        g.cell(row, 1).style = "kv_input"
-        g.cell(row, 1).number_format = "@"
+        g.text(row, 1, gpu["name"], book.fmt(num_format="@", border=1, border_color="#BFBFBF"))
+        cur = proc.get((gpu["name"], quarter))
+        prev = (proc.get((gpu["name"], previous)) or {}).get("gpus_needed") or 0
         crit_q = f'{rng("quarter")},"="&{literal_key("$B$1")}'
         crit_pq = f'{rng("quarter")},"="&{literal_key("$B$2")}'
         crit_g = f'{rng("gpu")},"="&{literal_key(f"$A{row}")}'
@@ -562,191 +816,216 @@ def _summary_sheet(ws, quarter: str, gpus: list[dict], demand: Table) -> None:
                 f = f"={letters['gpus_needed']}{row}-{letters['previous_gpus_needed']}{row}"
             else:
                 f = f"=SUMIFS({rng(src)},{crit_q},{crit_g})"
-            c = g[f"{letters[name]}{row}"]
-            c.value = f
-            c.style = "kv_figure"
-            c.number_format = number_format(unit, kind)
+            # The procurement view's row (none: nothing this quarter, every sum is 0).
+            value = (cur or {}).get(name) or 0 if cur else {"previous_gpus_needed": prev, "gpus_change": -prev}.get(name, 0)
+            totals[name] = totals.get(name, 0) + value
+            g.put(row, ord(letters[name]) - 64, f, book.cell("figure", number_format(unit, kind)), result=value)
     total = last + 1
-    g.cell(total, 1, "total").font = HEADER_FONT
+    g.put(total, 1, "Total", bold)
     for name, unit, kind, *_ in _SUMMARY_COLUMNS:
-        c = g[f"{letters[name]}{total}"]
-        c.value = f"=SUM({letters[name]}{first}:{letters[name]}{max(last, first)})"
-        c.style = "kv_figure"
-        c.font = HEADER_FONT
-        c.number_format = number_format(unit, kind)
-    ws.freeze_panes = f"B{first}"
-    ws.auto_filter.ref = f"A{head}:{letters['gpus_change']}{max(last, first)}"
-    ws.column_dimensions["A"].width = 18
-    for name, *_ in _SUMMARY_COLUMNS:
-        ws.column_dimensions[letters[name]].width = max(14, len(name) + 3)
-    nf = letters["plans_not_fitting"]
-    ws.conditional_formatting.add(
-        f"A{first}:{letters['gpus_change']}{max(last, first)}",
-        FormulaRule(formula=[f"${nf}{first}>0"], fill=PatternFill(bgColor=NOT_FIT_FILL), font=Font(color="9C0006")),
-    )
+        g.put(total, ord(letters[name]) - 64, f"=SUM({letters[name]}{first}:{letters[name]}{max(last, first)})",
+              book.cell("figure", number_format(unit, kind), bold=True), result=totals.get(name, 0))
+    ws.conditional_format(f"A{first}:{letters['gpus_change']}{max(last, first)}", {
+        "type": "formula", "criteria": f"=${letters['plans_not_fitting']}{first}>0",
+        "format": book.fmt(bg_color="#" + NOT_FIT_FILL, font_color="#9C0006")})
 
-    chart = BarChart()
-    chart.type = "col"
-    chart.grouping = "clustered"
-    chart.title = "GPUs needed per GPU type: this quarter and the previous one"
-    chart.y_axis.title = "GPUs"
-    chart.x_axis.title = "GPU type"
-    for name in ("gpus_needed", "previous_gpus_needed"):
-        col = ord(letters[name]) - 64
-        chart.add_data(Reference(ws, min_col=col, min_row=head, max_row=max(last, first)), titles_from_data=True)
-    names = f"'Summary'!$A${first}:$A${max(last, first)}"
-    for series in chart.series:  # GPU names are text: a string reference, not openpyxl's numeric default
-        series.cat = AxDataSource(strRef=StrRef(f=names))
-    chart.x_axis.delete = chart.y_axis.delete = False  # recent Excel hides axes left unspecified
-    chart.height, chart.width = 9, 18
-    ws.add_chart(chart, f"A{total + 3}")
+    # GPUs needed per quarter (rows) and GPU type (columns): the chart's cells.
+    quarters = sorted({q for (_g, q) in proc} | {quarter})
+    block = total + 3
+    g.put(block - 1, 1, "GPUs needed per quarter and GPU type (sums over Demand)", bold)
+    g.put(block, 1, "Quarter", header)
+    for j, gpu in enumerate(gpus, start=2):
+        g.text(block, j, gpu["name"], header)
+    for i, q in enumerate(quarters, start=1):
+        g.text(block + i, 1, q, book.fmt(num_format="@", border=1, border_color="#BFBFBF"))
+        for j, gpu in enumerate(gpus, start=2):
+            crit = f'{rng("quarter")},"="&{literal_key(f"$A{block + i}")},{rng("gpu")},"="&{literal_key(f"{get_column_letter(j)}${block}")}'
+            g.put(block + i, j, f"=SUMIFS({rng('gpus_needed')},{crit})", book.cell("figure", "#,##0"),
+                  result=(proc.get((gpu["name"], q)) or {}).get("gpus_needed") or 0)
+    block_last = block + len(quarters)
+    ws.set_column(0, 0, 18)
+    ws.set_column(1, max(len(_SUMMARY_COLUMNS), len(gpus)), 14)
+    ws.set_row(_SUMMARY_TOP - 1, 44)
+    ws.set_row(head - 1, None, None, {"hidden": True})
+    ws.freeze_panes(first - 1, 1)
+    ws.repeat_columns(0)
     g.flush()
 
+    charts_row = block_last + 2
+    # Each chart starts a page or shares it with one other: none is cut in two when printed.
+    chart = book.wb.add_chart({"type": "column"})
+    for j, gpu in enumerate(gpus, start=1):
+        chart.add_series({
+            "name": ["Summary", block - 1, j],
+            "categories": ["Summary", block, 0, block_last - 1, 0],
+            "values": ["Summary", block, j, block_last - 1, j],
+        })
+    chart.set_title({"name": "GPUs needed per quarter, per GPU type"})
+    chart.set_x_axis({"name": "Quarter"})
+    chart.set_y_axis({"name": "GPUs", "major_gridlines": {"visible": True}})
+    chart.set_legend({"position": "right"})
+    chart.set_size({"width": 720, "height": 300})
+    ws.insert_chart(charts_row, 0, chart)
+    n = _concurrency_charts(book, ws, sweep, charts_row + 16)
+    # Each chart starts a page or shares it with one other: none is cut in two when printed.
+    ws.set_h_pagebreaks([charts_row] + [charts_row + 16 + 34 * k for k in range((n + 1) // 2)])
 
-# --------------------------------------------------------------------------- assumptions, about
+
+def _concurrency_charts(book: Book, ws, sweep: Table, row: int) -> int:
+    """Max concurrency against context, one chart per GPU type of the sweep, a line per model (at
+    its TP), at most MAX_LINES_PER_CHART per chart, over the Context sweep's own cells."""
+    groups: dict[str, list[tuple[str, int, int, int]]] = {}
+    rows = sweep.rows
+    i = 0
+    while i < len(rows):
+        j = i
+        while j < len(rows) and (rows[j]["model"], rows[j]["gpu"]) == (rows[i]["model"], rows[i]["gpu"]):
+            j += 1
+        groups.setdefault(rows[i]["gpu"], []).append((rows[i]["model"], rows[i]["tp"], i, j - 1))
+        i = j
+    count = 0
+    conc = _col0(sweep.letter("max_concurrency"))
+    ctx = _col0(sweep.letter("context_tokens"))
+    for gpu, lines in groups.items():
+        for part in range(0, len(lines), MAX_LINES_PER_CHART):
+            chunk = lines[part:part + MAX_LINES_PER_CHART]
+            chart = book.wb.add_chart({"type": "scatter", "subtype": "straight_with_markers"})
+            for model, tp, a, b in chunk:
+                chart.add_series({
+                    "name": f"{model} (TP {tp})",
+                    "categories": ["Context sweep", FIRST_ROW - 1 + a, ctx, FIRST_ROW - 1 + b, ctx],
+                    "values": ["Context sweep", FIRST_ROW - 1 + a, conc, FIRST_ROW - 1 + b, conc],
+                })
+            more = f" ({part // MAX_LINES_PER_CHART + 1})" if len(lines) > MAX_LINES_PER_CHART else ""
+            chart.set_title({"name": f"Max concurrency against context on {gpu}{more}"})
+            chart.set_x_axis({"name": "Context (tokens)", "log_base": 2, "num_format": "#,##0"})
+            chart.set_y_axis({"name": "Sequences per replica", "log_base": 10, "major_gridlines": {"visible": True}})
+            chart.set_legend({"position": "right"})
+            chart.set_size({"width": 720, "height": 320})
+            ws.insert_chart(row, 0, chart)
+            row += 17
+            count += 1
+    return count
 
 
-def _assumptions_sheet(ws) -> None:
+def _col0(letter: str) -> int:
+    n = 0
+    for ch in letter:
+        n = n * 26 + ord(ch) - 64
+    return n - 1
+
+
+# --------------------------------------------------------------------------- assumptions, read me
+
+
+def _assumptions_sheet(book: Book, ws) -> None:
     from kvreg.capacity import Question
 
     q = Question()
-    g = Grid(ws)
-    g["A1"] = "Assumptions"
-    g["A1"].font = TITLE_FONT
-    for col, name in enumerate(("name", "value", "unit", "meaning"), start=1):
-        g.cell(HEADER_ROW, col, name).font = HEADER_FONT
+    g = Grid(book, ws)
+    g.put(1, 1, "Assumptions", book.fmt(bold=True, font_size=14))
+    header = book.header(None)
+    for col, name in enumerate(("Setting", "Value", "Unit", "Meaning"), start=1):
+        g.put(HEADER_ROW, col, name, header)
+    wrap = book.fmt(text_wrap=True, valign="top")
     rows = [
-        ("default_reserve", q.reserve, "fraction", "kv_input",
+        ("default_reserve", q.reserve, "fraction", "input",
          "Share of GPU memory held back for activations and overheads in the Context sweep. Plans carry "
-         "their own reserve (Plans sheet). Edit it: the sweep recomputes."),
+         "their own reserve (Plan detail sheet). Edit it: the sweep recomputes."),
         ("hours_per_month", HOURS_PER_MONTH, "hours", None,
-         "Hours in a month for cost_per_month (8,760 / 12). Fixed in the declarations: the formulas carry 730 "
+         "Hours in a month for the cost per month (8,760 / 12). Fixed: the formulas carry 730 "
          "themselves, so editing this cell changes nothing."),
-        ("gib_bytes", GIB, "bytes", None, "1 GiB = 2^30 bytes; every _gib figure divides bytes by it (GB = 10^9)."),
+        ("gib_bytes", GIB, "bytes", None, "1 GiB = 2^30 bytes; every GiB figure divides bytes by it (GB = 10^9)."),
         ("sweep_kv_dtype", q.kv_dtypes[0], "text", None, "KV dtype of the Context sweep rows (editable per row there)."),
         ("sweep_block_size", q.block_size, "tokens", None, "paged-KV block of the Context sweep rows (editable there)."),
         ("sweep_gpus_per_node", q.gpus_per_node, "GPUs", None,
-         "node size of the Context sweep; its TP is the minimum TP the capacity view picked when the workbook "
-         "was written (an input: change it per row)."),
+         "node size of the Context sweep; its TP is one per model and GPU, the smallest that holds the weights "
+         "and a sequence at the shortest context (an input: change it per row)."),
     ]
-    for i, (name, value, unit, style, meaning) in enumerate(rows):
+    for i, (name, value, unit, role, meaning) in enumerate(rows):
         r = FIRST_ROW + i
-        g.cell(r, 1, name)
-        c = g.cell(r, 2, value)
-        if style:
-            c.style = style
-        c.number_format = number_format(unit, "real" if isinstance(value, float) else "int")
-        g.cell(r, 3, unit)
-        g.cell(r, 4, meaning).alignment = WRAP
-    ws.column_dimensions["A"].width = 22
-    ws.column_dimensions["B"].width = 16
-    ws.column_dimensions["C"].width = 10
-    ws.column_dimensions["D"].width = 90
+        g.put(r, 1, name)
+        fmt = number_format(unit, "real" if isinstance(value, float) else "int")
+        if isinstance(value, str):
+            g.text(r, 2, value, book.cell(role, "@") if role else None)
+        else:
+            g.put(r, 2, value, book.cell(role, fmt) if role else book.fmt(num_format=fmt))
+        g.put(r, 3, unit)
+        g.put(r, 4, meaning, wrap)
+    ws.set_column(0, 0, 22)
+    ws.set_column(1, 1, 16)
+    ws.set_column(2, 2, 10)
+    ws.set_column(3, 3, 90)
     g.flush()
 
 
-def _about_sheet(ws, conn, quarter: str, generated_at: str) -> None:
-    from openpyxl.styles import PatternFill
-
+def _readme_sheet(book: Book, ws, conn, quarter: str, generated_at: str, data: dict) -> None:
     import kvreg
     from kvreg.db.engine import current_revision
     from kvreg.figures.views import views_hash
 
-    lines: list[tuple[str, str, str | None]] = [
-        ("kvreg capacity workbook", "", "title"),
-        ("quarter", quarter, None),
+    plans, gpus = len(data["plans"]), len(data["gpus"])
+    lines: list[tuple[str, str, Any]] = [
+        (f"Capacity workbook, quarter {quarter}", "", "title"),
+        ("What this is", f"GPU capacity and cost for the {plans} LLM serving plans in the kvreg registry: how many "
+                         f"concurrent sequences each plan serves, how many GPUs of each of the {gpus} GPU types it "
+                         "needs per quarter, and what they cost. Every figure is a live formula: change an input "
+                         "and everything that depends on it recomputes (Excel 2010+, LibreOffice 7.4+).", None),
+        ("Quarter", quarter, None),
+        ("", "", None),
+        ("How to use it", "", "bold"),
+        ("1. Read", "Summary: GPUs, nodes and cost per GPU type for the quarter, and the charts. Plans: a plan per "
+                    "row with its key figures. The other sheets hold the detail.", None),
+        ("2. Change", "Edit the yellow cells only: users per plan and quarter (Demand), a plan's settings such as "
+                      "reserve (Plan detail), workload shares (Workload), GPU prices and memory (GPUs), model "
+                      "shapes (Models), the quarter on Summary (B1).", None),
+        ("3. Recompute", "Blue and white cells are formulas: they recompute from the yellow ones, across sheets "
+                         "(a reserve on Plan detail changes that plan's concurrency, its GPUs on Demand and the "
+                         "totals on Summary).", None),
+        ("4. Send back", "Return the file: `kvreg apply capacity.xlsx --dry-run` lists what changed (users, "
+                         "reserves, shares, prices, memory), and `kvreg apply capacity.xlsx` writes it to the "
+                         "registry. Figures are never read back; a figure typed over is reported, not applied.", None),
+        ("", "", None),
+        ("Colour legend", "", "bold"),
+        ("input", "a value from the registry or a plan setting: edit it", "input"),
+        ("lookup", "a formula that fetches or converts an input from another cell: leave it", "lookup"),
+        ("figure", "a formula compiled from kvreg's figure declarations (the same ones its database uses): "
+                   "leave it, read it", "figure"),
+        ("red row", "a plan that does not fit (Fits = 0); its column 'Why it does not fit' says why", "red"),
+        ("", "", None),
+        ("Headers", "Each column's header says what it holds and its unit in brackets; hover a header for its "
+                    "meaning. A hidden second row holds the column's name as kvreg writes it (the JSON key). "
+                    "Row-number helper columns are hidden.", None),
+        ("Units", "GiB = 2^30 bytes, GB = 10^9 bytes. GPU memory is typed in GiB and bandwidth in GB/s; the "
+                  "byte columns beside them are converted by formula. Money is USD.", None),
+        ("Adding rows", f"Lookups reach down to row {LOOKUP_LAST_ROW} (further in large tables). Copy a row with "
+                        "its formulas to add a plan, a quarter of demand or a workload class.", None),
+        ("Blank cells", "An unknown value (no hourly price, no fixed KV pool); figures that need it stay blank.",
+         None),
+        ("", "", None),
+        ("Provenance", "", "bold"),
         ("generated_at", generated_at, None),
         ("kvreg_version", kvreg.__version__, None),
         ("schema_revision", str(current_revision(conn) or ""), None),
         ("declarations_hash", views_hash(conn.dialect.name)[:16], None),
-        ("", "", None),
-        ("Legend", "", "bold"),
-        ("input", "a value from the registry or a plan setting: edit it", INPUT_FILL),
-        ("lookup", "a formula that fetches an input from another sheet (INDEX/MATCH): do not edit", LOOKUP_FILL),
-        ("figure", "a formula compiled from kvreg's figure declarations, the same ones the SQL views use", "figure"),
-        ("red row", "a plan that does not fit (fits = 0); its reason column says why", NOT_FIT_FILL),
-        ("", "", None),
-        ("What recomputes", "", "bold"),
-        ("", "Every figure: edit a model's layers or heads (Models), a GPU's memory or price (GPUs), a dtype's "
-             "bytes (Dtypes), a plan's settings such as reserve or TP (Plans), a quarter's users (Demand), the "
-             "default reserve (Assumptions) or the quarter on Summary.", None),
-        ("", "Rows added below a table are found by the lookups down to row %d (twice the table's rows in "
-             "larger tables); copy the formulas of the row above into a new plan or demand row."
-         % LOOKUP_LAST_ROW, None),
-        ("", "Blank cells are unknown values (NULL in the registry); figures that need them stay blank.", None),
-        ("", "Names are matched exactly (wildcards * ? ~ are taken literally) but without regard to case.", None),
+        ("registry_id", data["registry_id"], None),
         ("Functions used", ", ".join(FUNCTIONS_USED), None),
-        ("Units", "GiB = 2^30 bytes, GB = 10^9 bytes; each column's unit is in row 1 and its number format.", None),
-        ("Source", "Figures and their meaning: docs/workbook.md and docs/methodology.md in the kvreg repository.", None),
     ]
-    g = Grid(ws)
+    g = Grid(book, ws)
+    wrap = book.fmt(text_wrap=True, valign="top")
+    fills = {"input": book.cell("input"), "lookup": book.cell("lookup"), "figure": book.cell("figure"),
+             "red": book.fmt(bg_color="#" + NOT_FIT_FILL, font_color="#9C0006", border=1)}
     for i, (a, b, style) in enumerate(lines, start=1):
-        ca = g.cell(i, 1)
-        set_text(ca, a)
-        cb = g.cell(i, 2)
-        set_text(cb, b)
-        cb.alignment = WRAP
         if style == "title":
-            ca.font = TITLE_FONT
-        elif style == "bold":
-            ca.font = HEADER_FONT
-        elif style == "figure":
-            ca.style = "kv_figure"
-        elif style:
-            ca.fill = PatternFill("solid", start_color=style, end_color=style)
-    ws.column_dimensions["A"].width = 22
-    ws.column_dimensions["B"].width = 110
+            g.text(i, 1, a, book.fmt(bold=True, font_size=16))
+            continue
+        g.text(i, 1, a, book.fmt(bold=True, valign="top") if style == "bold" else fills.get(style, book.fmt(valign="top")))
+        g.text(i, 2, b, wrap)
+        # Rows are sized for their wrapped text (a row of unknown height would overlap the next one).
+        ws.set_row(i - 1, 15 * max(1, -(-len(b) // 105)) + 2)
+    ws.set_row(0, 24)
+    ws.set_column(0, 0, 18)
+    ws.set_column(1, 1, 110)
+    ws.fit_to_pages(1, 1)
+    ws.set_portrait()
     g.flush()
-
-
-# --------------------------------------------------------------------------- saving
-
-
-def _save(wb, path: Path) -> None:
-    """Save into a temporary file in the target folder, moved into place only when complete.
-    Every zip entry carries the same fixed time (openpyxl's own save stamps the clock's time on
-    the entries and on the modified property), so the same inputs give the same bytes."""
-    from openpyxl.writer.excel import ExcelWriter
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".xlsx", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            ExcelWriter(wb, _FixedTimeZip(raw)).save()  # closes the zip
-        os.chmod(tmp, 0o644)  # mkstemp made it private; a report is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-# Deflate level 3 compresses a large sheet's XML three times as fast as zlib's default (6), for a
-# file about 15% larger (a 10,000-plan workbook: 38 MB instead of 33 MB).
-DEFLATE_LEVEL = 3
-
-
-class _FixedTimeZip(zipfile.ZipFile):
-    """A zip for openpyxl's writer whose entries are all dated 1980-01-01 00:00 and deflated at
-    DEFLATE_LEVEL. The streamed sheets arrive as files (`write`) and are copied in chunks, not
-    read whole."""
-
-    def __init__(self, file):
-        super().__init__(file, "w", zipfile.ZIP_DEFLATED, allowZip64=True, compresslevel=DEFLATE_LEVEL)
-
-    @staticmethod
-    def _entry(name: str, size: int = 0) -> zipfile.ZipInfo:
-        info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-        info.compress_type = zipfile.ZIP_DEFLATED
-        info._compresslevel = DEFLATE_LEVEL  # what ZipFile.open(info, "w") compresses at (no argument for it)
-        info.file_size = size
-        return info
-
-    def writestr(self, zinfo_or_arcname, data, compress_type=None, compresslevel=None):
-        name = getattr(zinfo_or_arcname, "filename", zinfo_or_arcname)
-        super().writestr(self._entry(name), data)
-
-    def write(self, filename, arcname=None, compress_type=None, compresslevel=None):
-        entry = self._entry(arcname or os.path.basename(filename), os.path.getsize(filename))
-        with open(filename, "rb") as src, self.open(entry, "w") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)

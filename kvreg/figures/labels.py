@@ -1,0 +1,84 @@
+"""Column headers in words with units, for people: ``kv_bytes_per_token_per_gpu`` ->
+"KV per token per GPU (bytes)".
+
+The figure's name stays the key (views, JSON, the workbook's hidden name row); a label is
+only how a header reads. Labels are made from the name and the declared unit, so a new
+figure gets one without a line here; LABELS overrides the few that read badly.
+"""
+
+from __future__ import annotations
+
+from .declarations import FIGURES, INPUTS
+
+# Words spelled as people write them.
+_WORDS = {
+    "kv": "KV", "gpu": "GPU", "gpus": "GPUs", "tp": "TP", "pp": "PP", "dp": "DP", "mla": "MLA", "gib": "GiB",
+    "gb": "GB", "id": "ID", "usd": "USD", "cuda": "CUDA", "qk": "QK", "v": "V", "lora": "LoRA", "128k": "128K",
+    "capex": "Capex", "num": "number of", "max": "max", "avg": "average", "params": "parameters",
+}
+# Unit words in a name that the "(unit)" suffix already says.
+_UNIT_TOKENS = {"bytes": {"bytes"}, "GiB": {"gib"}, "GB": {"gb"}, "USD": {"usd"}, "bytes/s": {"bytes", "per", "s"}}
+# How a unit reads in a header.
+_UNITS = {"USD/h": "USD per hour", "bytes/s": "bytes per second", "tokens/s": "tokens per second",
+          "fraction": "share", "flag": "1 = yes, 0 = no", "name": "", "text": "", "weight": "share"}
+LABELS = {
+    "gpu": "GPU type",
+    "plan": "Plan",
+    "model": "Model",
+    "quarter": "Quarter",
+    "vendor": "Vendor",
+    "plans": "Plans (count)",
+    "memory_bandwidth_bytes_per_s": "Memory bandwidth (bytes per second)",
+    "price_per_hour": "Price per GPU-hour (USD)",
+    "unit_price": "Price per GPU (USD)",
+    "cost_per_month": "Cost per month (USD)",
+    "cost_per_user_per_month": "Cost per user per month (USD)",
+    "capex": "Purchase cost (USD)",
+    "reserve": "Reserve (share of GPU memory)",
+    "share": "Share of requests (weight)",
+    "fits": "Fits (1 = yes, 0 = no)",
+    "reason": "Why it does not fit",
+    "context_tokens": "Context (tokens)",
+    "avg_tokens": "Average tokens per request (tokens)",
+    "class_tokens": "Tokens per request of the class (tokens)",
+    "workload_class": "Workload class",
+    "dp_attention": "DP attention (ranks)",
+    "kv_gib_per_128k_sequence": "KV per 128K sequence (GiB)",
+    "kv_bytes_per_128k_sequence": "KV per 128K sequence (bytes)",
+    "users": "Concurrent users (users)",
+    "plans_not_fitting": "Plans that do not fit (count)",
+    "previous_gpus_needed": "GPUs needed the quarter before (GPUs)",
+    "gpus_change": "Change in GPUs needed (GPUs)",
+    "capacity_users": "Capacity (users)",
+    "headroom_users": "Headroom (users)",
+    "headroom_fraction": "Headroom (share of capacity)",
+    "decode_tokens_per_s_per_sequence": "Decode speed ceiling per sequence (tokens per second)",
+    "mem_fraction_static": "SGLang mem fraction static (share)",
+    "mem_fraction_static_used": "SGLang mem fraction static used (share)",
+    "memory_gib": "Memory (GiB)",
+    "weight_bytes_per_param": "Weight per parameter (bytes)",
+}
+
+
+def unit_of(name: str) -> str:
+    decl = FIGURES.get(name) or INPUTS.get(name)
+    return decl.unit if decl else ""
+
+
+def label(name: str, unit: str | None = None) -> str:
+    """A header in words with its unit in brackets; `unit` defaults to the declared one."""
+    if name in LABELS:
+        return LABELS[name]
+    unit = unit_of(name) if unit is None else unit
+    tokens = name.split("_")
+    drop = _UNIT_TOKENS.get(unit, set())
+    if unit == "bytes/s" and tokens[-3:] == ["bytes", "per", "s"]:
+        tokens = tokens[:-3]
+    else:
+        kept = [t for t in tokens if t not in drop]
+        tokens = kept or tokens
+    words = [_WORDS.get(t, t) for t in tokens]
+    text = " ".join(words).strip()
+    text = text[:1].upper() + text[1:]
+    shown = _UNITS.get(unit, unit)
+    return f"{text} ({shown})" if shown else text

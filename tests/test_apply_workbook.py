@@ -1,0 +1,141 @@
+"""`kvreg apply capacity.xlsx`: the inputs finance changed come back, figures never do, and a
+workbook from another registry or quarter is refused with nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+GIB = 2**30
+
+
+def _workbook(kv, tmp_path: Path) -> Path:
+    kv("report", "--quarter", "2026Q4", "--format", "xlsx", "--out", tmp_path / "reports")
+    return tmp_path / "reports" / "2026-Q4" / "capacity.xlsx"
+
+
+def _col(ws, name: str) -> int:
+    for c in ws[2]:  # the hidden row of names
+        if c.value == name:
+            return c.column
+    raise KeyError(name)
+
+
+def _row(ws, *key) -> int:
+    for r in range(3, ws.max_row + 1):
+        if tuple(ws.cell(r, i + 1).value for i in range(len(key))) == key:
+            return r
+    raise KeyError(key)
+
+
+def _edit(src: Path, dst: Path, *, typed_over: bool = True, **extra) -> None:
+    """What finance does: triple a plan's users, add a quarter, change a reserve, a share, a GPU's
+    memory (in GiB) and price, and type a number over a figure."""
+    from openpyxl import load_workbook
+
+    wb = load_workbook(src)
+    d = wb["Demand"]
+    d.cell(_row(d, "chat-llama3-8b", "2026Q4"), _col(d, "users")).value = 750  # 250 x 3
+    new = d.max_row + 1
+    d.cell(new, 1).value, d.cell(new, 2).value, d.cell(new, 3).value = "chat-llama3-8b", "2027Q1", 900
+    p = wb["Plan detail"]
+    p.cell(_row(p, "docs-llama3-8b"), _col(p, "reserve")).value = 0.2
+    if typed_over:
+        p.cell(_row(p, "docs-llama3-8b"), _col(p, "max_concurrency")).value = 99  # a figure: reported only
+    w = wb["Workload"]
+    w.cell(_row(w, "mixed-llama3-8b", "chat"), _col(w, "share")).value = 0.5
+    g = wb["GPUs"]
+    g.cell(_row(g, "H100-SXM"), _col(g, "memory_gib_input")).value = 94
+    g.cell(_row(g, "H200"), _col(g, "price_per_hour")).value = 4
+    for (sheet, key, column), value in extra.get("cells", {}).items():
+        ws = wb[sheet]
+        ws.cell(_row(ws, *key), _col(ws, column)).value = value
+    wb.save(dst)
+
+
+EXPECTED = [
+    "~ plan chat-llama3-8b 2026Q4 users: 250 -> 750",
+    "+ plan chat-llama3-8b 2027Q1 users: 900",
+    "~ plan docs-llama3-8b reserve: 0.12 -> 0.2",
+    "~ class mixed-llama3-8b chat share: 0.8 -> 0.5",
+    "~ gpu H100-SXM memory_gib: 80 -> 94",
+    "~ gpu H200 price_per_hour: 3.5 -> 4",
+]
+
+
+def test_dry_run_lists_the_changes_and_writes_nothing(kv, state, tmp_path):
+    book = _workbook(kv, tmp_path)
+    assert kv("apply", book, "--quarter", "2026Q4", "--dry-run").stdout.splitlines() == [
+        "no input differs from the registry"]
+    _edit(book, tmp_path / "edited.xlsx")
+    before = state()
+    out = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4", "--dry-run").stdout.splitlines()
+    assert out[:len(EXPECTED)] == EXPECTED
+    assert out[len(EXPECTED)].startswith("! Plan detail!") and "(max_concurrency = 99)" in out[len(EXPECTED)]
+    assert out[-1] == "dry run: 6 change(s), nothing written"
+    assert state() == before
+
+
+def test_apply_writes_the_inputs_and_the_views_follow(kv, engine, tmp_path):
+    book = _workbook(kv, tmp_path)
+    _edit(book, tmp_path / "edited.xlsx")
+    out = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4").stdout.splitlines()
+    assert out[-1] == "applied 6 change(s) in one transaction"
+    with engine.connect() as conn:
+        q = lambda sql: conn.execute(text(sql)).all()  # noqa: E731
+        assert q("SELECT d.quarter, d.users FROM demand d JOIN plan p ON p.id = d.plan_id"
+                 " WHERE p.name = 'chat-llama3-8b' ORDER BY d.quarter") == [("2026Q3", 100), ("2026Q4", 750),
+                                                                            ("2027Q1", 900)]
+        assert q("SELECT reserve FROM plan WHERE name = 'docs-llama3-8b'") == [(0.2,)]
+        assert q("SELECT share FROM workload_class wc JOIN plan p ON p.id = wc.plan_id"
+                 " WHERE p.name = 'mixed-llama3-8b' AND wc.name = 'chat'") == [(0.5,)]
+        assert q("SELECT memory_bytes FROM gpu WHERE name = 'H100-SXM'") == [(94 * GIB,)]  # 94 GiB typed
+        assert q("SELECT price_per_hour FROM gpu WHERE name = 'H200'") == [(4.0,)]
+        # The typed-over figure was not applied: the view still computes it.
+        mc = q("SELECT max_concurrency FROM plan_capacity WHERE plan = 'docs-llama3-8b'")[0][0]
+        assert mc != 99
+        # The views follow the inputs: 2027Q1 demand has its GPUs.
+        assert q("SELECT users FROM plan_quarter WHERE plan = 'chat-llama3-8b' AND quarter = '2027Q1'") == [(900,)]
+    # Applying the same workbook again finds nothing left to change.
+    assert kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4").stdout.splitlines()[-2:] == [
+        out[-2], "no input differs from the registry"]
+
+
+def test_workbook_from_another_registry_or_quarter_is_refused(kv, state, tmp_path):
+    from openpyxl import Workbook
+
+    from conftest import Kvreg
+
+    book = _workbook(kv, tmp_path)
+    other = Kvreg(f"sqlite:///{tmp_path / 'other.db'}")
+    other("plan", "list")  # a second registry, seeded from the same catalog: same names, another identity
+    result = other("apply", book, "--quarter", "2026Q4", "--dry-run", ok=False)
+    assert result.exit_code == 1 and "was written from another registry" in result.output
+    before = state()
+    result = kv("apply", book, "--quarter", "2027Q1", ok=False)
+    assert result.exit_code == 1 and "was written for 2026Q4, not 2027Q1: pass --quarter 2026Q4" in result.output
+    plain = tmp_path / "plain.xlsx"
+    Workbook().save(plain)
+    result = kv("apply", plain, "--quarter", "2026Q4", ok=False)
+    assert result.exit_code == 1 and "was not written by kvreg report" in result.output
+    (tmp_path / "junk.xlsx").write_text("not a zip")
+    result = kv("apply", tmp_path / "junk.xlsx", "--quarter", "2026Q4", ok=False)
+    assert result.exit_code == 1 and "is not an .xlsx workbook" in result.output
+    assert state() == before
+
+
+@pytest.mark.parametrize("cells, message", [
+    ({("Demand", ("docs-llama3-8b", "2026Q4"), "users"): "lots"}, "Demand!C"),
+    ({("Plan detail", ("docs-llama3-8b",), "reserve"): 1.5}, "must be at most 0.99"),
+    ({("Workload", ("mixed-llama3-8b", "chat"), "share"): 0}, "must be above 0"),
+    ({("GPUs", ("H200",), "price_per_hour"): -1}, "must be at least 0"),
+])
+def test_a_bad_cell_names_itself_and_nothing_is_written(kv, state, tmp_path, cells, message):
+    book = _workbook(kv, tmp_path)
+    _edit(book, tmp_path / "bad.xlsx", cells=cells)
+    before = state()
+    result = kv("apply", tmp_path / "bad.xlsx", "--quarter", "2026Q4", ok=False)
+    assert result.exit_code == 1 and message in result.output and len(result.output.strip().splitlines()) == 1
+    assert state() == before

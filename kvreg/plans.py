@@ -28,7 +28,7 @@ from kvreg.units import format_tokens, parse_fraction, parse_quarter, parse_toke
 SPEC_DEFAULTS = dict(
     gpus_per_node=8, tp=1, pp=1, dp_attention=1, kv_dtype="bf16", weight_dtype=None, context_tokens=131072,
     avg_tokens=None, reserve=0.12, kv_cache_memory_bytes=None, block_size=16, notes="",
-    rule="theoretical", **dict.fromkeys(ENGINE_SETTINGS),
+    rule="theoretical", **dict.fromkeys(ENGINE_FIELDS[1:]),
 )
 # What an engine printed for a plan (kvreg plan calibrate); it belongs to the settings it was measured with.
 CALIBRATION_FIELDS = ("measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version")
@@ -281,7 +281,7 @@ def set_plan(conn, name: str, changes: dict) -> dict:
             changes["weight_dtype"] = None
     if changes.get("rule", old["rule"]) != old["rule"]:
         for setting, (rule, _flag) in ENGINE_SETTINGS.items():
-            if rule != changes["rule"]:
+            if rule != changes["rule"] and not (rule == "engine" and changes["rule"] != "theoretical"):
                 changes.setdefault(setting, None)
     if changes.get("workload"):  # a mix replaces an average, and an average a mix
         changes.setdefault("avg_tokens", None)

@@ -92,26 +92,29 @@ def test_seed_002s_53e9_byte_pool(cap):
 
 
 def test_vllm_pool_from_gpu_memory_utilization_and_the_estimates(cap):
-    """80 GiB x 0.92 (SPEC's default) - activations - CUDA graphs - weights, in whole 2 MiB blocks."""
+    """vLLM's determine_available_memory: the memory CUDA reports (79.19 GiB on an H100) x 0.92 (the
+    latest release's default) - activations - non-torch memory - weights, in whole 2 MiB blocks. CUDA
+    graphs are captured after the KV cache is sized: nothing is taken for them."""
     r = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--context", "128K", "--rule", "vllm")
+    reported = 85_029_615_043  # 79.19 GiB, the H100-SXM row's reported_memory_bytes
     activations = 8192 * 32 * 128 * 2 * 18  # max_num_batched_tokens x heads x head_dim x 2 B x 18 vectors
-    cuda_graphs = 32 * 16 * MiB  # 16 MiB per layer
-    assert (activations, cuda_graphs) == (1_207_959_552, 536_870_912)
-    allocatable = H100 * 0.92 - activations - cuda_graphs
+    non_torch = 268_435_456  # 0.25 GiB: every release but v0.6.5/v0.6.6
+    assert activations == 1_207_959_552
+    allocatable = reported * 0.92 - activations - non_torch
     pool = allocatable - LLAMA_8B_WEIGHTS
-    assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)
-    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 56.98 GiB
-    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 29_174
-    assert r["kv_cache_tokens"] == 29_174 * 16 == 466_784
-    assert r["max_concurrency"] == pytest.approx(29_174 / 8_192)  # 3.56x
+    assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)  # 71.48 GiB
+    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 56.49 GiB
+    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_920
+    assert r["kv_cache_tokens"] == 28_920 * 16 == 462_720
+    assert r["max_concurrency"] == pytest.approx(28_920 / 8_192)  # 3.53x
 
 
 def test_measured_memory_and_utilization_replace_the_estimates(cap):
     r = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--rule", "vllm", "--gpu-memory-utilization", "0.9",
             "--activation-memory", "1.19GiB", "--cuda-graph-memory", "0")
-    pool = H100 * 0.9 - round(1.19 * GiB) - 0 - LLAMA_8B_WEIGHTS
-    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_577
-    assert r["kv_cache_tokens"] == 28_577 * 16 == 457_232
+    pool = 85_029_615_043 * 0.9 - round(1.19 * GiB) - 268_435_456 - LLAMA_8B_WEIGHTS
+    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_076
+    assert r["kv_cache_tokens"] == 28_076 * 16 == 449_216
 
 
 # --------------------------------------------------------------------------- MLA formats
@@ -212,13 +215,19 @@ def test_qwen3_235b_at_tp8_replicates_heads_under_sglang(cap):
     assert r["kv_cache_tokens"] == (20 * GiB // cell) // 16 * 16 == 446_192  # rounded down to the page
 
     default = cap(*common)
-    pool = H100 * 0.88 - 235e9 * BF16 / 8  # mem_fraction_static 0.88 minus weights per GPU
-    assert default["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)
-    assert default["kv_cache_tokens"] == math.floor(pool / cell) // 16 * 16 == 349_920
-    assert default["max_concurrency"] == pytest.approx(349_920 / 131_072)  # 2.67, SPEC errata's 2.7
+    # SGLang's rest_memory = available after weights - available before load x (1 - mem_fraction_static)
+    # = (reported 79.19 GiB - nothing in use before the load) x 0.88 - weights per GPU
+    reported = 85_029_615_043
+    pool = reported * 0.88 - 235e9 * BF16 / 8
+    assert default["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 14.97 GiB
+    assert default["kv_cache_tokens"] == math.floor(pool / cell) // 16 * 16 == 334_016
+    assert default["max_concurrency"] == pytest.approx(334_016 / 131_072)  # 2.55
 
     page_one = cap(*common, "--block-size", "1", "--mem-fraction-static", "0.85")
-    assert page_one["kv_cache_tokens"] == math.floor((H100 * 0.85 - 235e9 * BF16 / 8) / cell)
+    assert page_one["kv_cache_tokens"] == math.floor((reported * 0.85 - 235e9 * BF16 / 8) / cell) == 281_025
+    # 2 GiB in use before the load (measured: --non-torch-memory) comes off before the fraction
+    used = cap(*common, "--block-size", "1", "--non-torch-memory", "2GiB")
+    assert used["kv_cache_tokens"] == math.floor(((reported - 2 * GiB) * 0.88 - 235e9 * BF16 / 8) / cell)
 
 
 def test_sglang_cells_of_hybrid_models(cap):

@@ -26,6 +26,10 @@ def engine_check_sql(table: str) -> list[tuple[str, str]]:
         (f"ck_{table}_activation", "activation_bytes IS NULL OR activation_bytes >= 0"),
         (f"ck_{table}_cuda_graph", "cuda_graph_bytes IS NULL OR cuda_graph_bytes >= 0"),
         (f"ck_{table}_mfs", "mem_fraction_static IS NULL OR (mem_fraction_static > 0 AND mem_fraction_static <= 1)"),
+        # 0006: the engine release and the measured non-torch and weight memory (docs/engine-rules.md)
+        (f"ck_{table}_non_torch", "non_torch_bytes IS NULL OR non_torch_bytes >= 0"),
+        (f"ck_{table}_weights_measured", "weights_measured_bytes IS NULL OR weights_measured_bytes >= 0"),
+        (f"ck_{table}_engine_release", "engine_release IS NULL OR engine_release >= 0"),
         # vLLM pages every cache: a block of 0 tokens (kvreg's "no rounding") means nothing to it.
         (f"ck_{table}_vllm_block", "rule <> 'vllm' OR block_size > 0"),
     ]
@@ -155,6 +159,8 @@ class Gpu(SQLModel, table=True):
         CheckConstraint("memory_bandwidth_bytes_per_s IS NULL OR memory_bandwidth_bytes_per_s > 0", name="ck_gpu_bw"),
         CheckConstraint("price_per_hour IS NULL OR price_per_hour >= 0", name="ck_gpu_price_hour"),
         CheckConstraint("unit_price IS NULL OR unit_price >= 0", name="ck_gpu_unit_price"),
+        CheckConstraint("reported_memory_bytes IS NULL OR (reported_memory_bytes > 0 AND"
+                        " reported_memory_bytes <= memory_bytes)", name="ck_gpu_reported_memory"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -166,6 +172,9 @@ class Gpu(SQLModel, table=True):
     price_per_hour: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
     unit_price: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
     notes: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+    # What CUDA reports as the device's total memory (torch.cuda.mem_get_info), which the engines size
+    # from: an H100 80GB reports 79.19 GiB. NULL: not known, the engine rules use memory_bytes.
+    reported_memory_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
 
 
 class Plan(SQLModel, table=True):
@@ -188,6 +197,8 @@ class Plan(SQLModel, table=True):
                         name="ck_plan_measured_tokens"),
         CheckConstraint("measured_max_concurrency IS NULL OR measured_max_concurrency >= 0",
                         name="ck_plan_measured_concurrency"),
+        CheckConstraint("measured_kv_cache_bytes IS NULL OR measured_kv_cache_bytes >= 0",
+                        name="ck_plan_measured_kv_bytes"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -215,10 +226,18 @@ class Plan(SQLModel, table=True):
     activation_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     cuda_graph_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     mem_fraction_static: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
+    engine_version: Optional[str] = Field(default=None, sa_column=Column(String, nullable=True))
+    engine_release: Optional[int] = Field(default=None, sa_column=Column(Integer, nullable=True))
+    non_torch_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    weights_measured_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     # What the engine printed at startup for this plan (kvreg plan calibrate), to set against the figures.
     measured_kv_cache_tokens: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     measured_max_concurrency: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
     measured_engine_version: Optional[str] = Field(default=None, sa_column=Column(String, nullable=True))
+    # 0006: the KV memory the engine logged, and the log the measured terms came from (kvreg plan
+    # calibrate --log); a plan with a source is "calibrated": its measured terms are its inputs.
+    measured_kv_cache_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    calibration_source: Optional[str] = Field(default=None, sa_column=Column(String, nullable=True))
 
 
 class Demand(SQLModel, table=True):
@@ -287,6 +306,10 @@ class Scenario(SQLModel, table=True):
     activation_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     cuda_graph_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     mem_fraction_static: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
+    engine_version: Optional[str] = Field(default=None, sa_column=Column(String, nullable=True))
+    engine_release: Optional[int] = Field(default=None, sa_column=Column(Integer, nullable=True))
+    non_torch_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    weights_measured_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
 
 
 MODEL_FIELDS = [c.name for c in Model.__table__.columns if c.name != "id"]

@@ -170,7 +170,8 @@ def add_dtype(conn, row: dict) -> None:
 
 _MODEL_INTS = ["layers", "attention_heads", "kv_heads", "head_dim", "v_head_dim", "max_position_embeddings"]
 _MODEL_OPTIONAL_INTS = ["sliding_window", "attention_chunk_size", "kv_lora_rank", "linear_state_elements_per_layer",
-                        "linear_state_heads", "indexer_bytes_per_token_per_layer"]
+                        "linear_state_heads", "indexer_bytes_per_token_per_layer", "hidden_size",
+                        "intermediate_size", "vocab_size"]
 
 
 def validate_model(conn, row: dict) -> dict:

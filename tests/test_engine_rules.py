@@ -97,16 +97,20 @@ def test_vllm_pool_from_gpu_memory_utilization_and_the_estimates(cap):
     graphs are captured after the KV cache is sized: nothing is taken for them."""
     r = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--context", "128K", "--rule", "vllm")
     reported = 85_029_615_043  # 79.19 GiB, the H100-SXM row's reported_memory_bytes
-    activations = 8192 * 32 * 128 * 2 * 18  # max_num_batched_tokens x heads x head_dim x 2 B x 18 vectors
+    # 8,192 batched tokens x (3 x 14,336 MLP + 2 x 4,096 hidden) x 2 B, plus 256 sampler rows x 128,256
+    # vocabulary x 8 B (fp32 logits and probabilities)
+    mlp = 8192 * (3 * 14_336 + 2 * 4_096) * 2
+    sampler = 256 * 128_256 * 8
+    activations = mlp + sampler
+    assert (mlp, sampler, activations) == (838_860_800, 262_668_288, 1_101_529_088)  # 1.03 GiB
     non_torch = 268_435_456  # 0.25 GiB: every release but v0.6.5/v0.6.6
-    assert activations == 1_207_959_552
     allocatable = reported * 0.92 - activations - non_torch
     pool = allocatable - LLAMA_8B_WEIGHTS
-    assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)  # 71.48 GiB
-    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 56.49 GiB
-    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_920
-    assert r["kv_cache_tokens"] == 28_920 * 16 == 462_720
-    assert r["max_concurrency"] == pytest.approx(28_920 / 8_192)  # 3.53x
+    assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)  # 71.58 GiB
+    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 56.58 GiB
+    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_971
+    assert r["kv_cache_tokens"] == 28_971 * 16 == 463_536
+    assert r["max_concurrency"] == pytest.approx(28_971 / 8_192)  # 3.54x
 
 
 def test_measured_memory_and_utilization_replace_the_estimates(cap):

@@ -107,6 +107,8 @@ class Model(SQLModel, table=True):
             "indexer_bytes_per_token_per_layer IS NULL OR indexer_bytes_per_token_per_layer > 0",
             name="ck_model_indexer",
         ),
+        CheckConstraint("(hidden_size IS NULL OR hidden_size > 0) AND (intermediate_size IS NULL OR"
+                        " intermediate_size > 0) AND (vocab_size IS NULL OR vocab_size > 0)", name="ck_model_widths"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -137,6 +139,11 @@ class Model(SQLModel, table=True):
     # DeepSeek-V3.2's sparse-attention indexer keeps its own per-token key cache beside the MLA latent,
     # whatever the KV dtype: index_head_dim 128 fp8 bytes + one fp32 scale per 128 = 132 B per layer.
     indexer_bytes_per_token_per_layer: Optional[int] = None
+    # The widths vLLM's profile run holds activations at (0006): the residual stream, the MLP a token
+    # passes through (MoE: an expert's width x experts per token) and the vocabulary. NULL: unknown.
+    hidden_size: Optional[int] = None
+    intermediate_size: Optional[int] = None
+    vocab_size: Optional[int] = None
     params_total: int = Field(sa_column=Column(BigInteger, nullable=False))
     params_active: int = Field(sa_column=Column(BigInteger, nullable=False))
     weight_dtype: str = Field(

@@ -61,6 +61,12 @@ VLLM_MLA_BLOCK_ALIGNMENT = 64
 # that matters.
 ACTIVATION_VECTORS_PER_TOKEN = 18
 ACTIVATION_BYTES_PER_ELEMENT = 2
+# With the model's widths (vllm/model_executor/models/llama.py LlamaMLP: gate_up_proj's 2 x intermediate
+# outputs, SiluAndMul's intermediate output, the residual and hidden stream at hidden_size, all in the model
+# dtype) plus the sampler warm-up of the profile run: max_num_seqs (256, vLLM's default) rows of fp32 logits
+# and their probabilities over the vocabulary (vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run).
+VLLM_SAMPLER_SEQS = 256
+SAMPLER_BYTES_PER_LOGIT = 8  # fp32 logits + fp32 probabilities
 # Non-torch memory (vllm/utils memory_profiling: non_torch_increase), the CUDA context, cuBLAS workspace
 # and NCCL buffers the profile run sees outside PyTorch's allocator. vLLM v0.6.5 and v0.6.6 measured it
 # from before CUDA was initialised (PR 10511): 1.79 GiB on one H100, 3.58 GiB at TP 2, the second 1.79 GiB
@@ -116,6 +122,10 @@ _INPUTS = [
     InputDecl("v_head_dim", "elements", "value head dimension"),
     InputDecl("kv_lora_rank", "elements", "MLA latent rank (NULL when not MLA)"),
     InputDecl("qk_rope_head_dim", "elements", "MLA decoupled RoPE key dimension"),
+    InputDecl("hidden_size", "elements", "residual stream width (NULL: unknown)"),
+    InputDecl("intermediate_size", "elements", "MLP width a token passes through; MoE: an expert's width x experts"
+              " per token (NULL: unknown)"),
+    InputDecl("vocab_size", "tokens", "vocabulary size (NULL: unknown)"),
     InputDecl("params_total", "params", "all parameters (all experts)"),
     InputDecl("params_active", "params", "parameters read per token"),
     InputDecl("max_position_embeddings", "tokens", "claimed context length"),
@@ -421,13 +431,20 @@ _FIGURES: list[Figure] = [
     Figure(
         "activation_peak_bytes_per_gpu",
         "bytes",
-        "vLLM: peak activation memory of the profile run on one GPU: activation_bytes when measured, else an"
-        f" estimate of max_num_batched_tokens x attention_heads x head_dim x {ACTIVATION_BYTES_PER_ELEMENT} B"
-        f" x {ACTIVATION_VECTORS_PER_TOKEN} live vectors",
+        "vLLM: peak activation memory of the profile run on one GPU (its 'PyTorch activation peak memory'):"
+        " activation_bytes when measured; else max_num_batched_tokens x (3 x intermediate_size / TP + 2 x"
+        f" hidden_size) x {ACTIVATION_BYTES_PER_ELEMENT} B (the MLP's gate-up and activated outputs beside the"
+        f" residual stream) plus the sampler's {VLLM_SAMPLER_SEQS} sequences x vocab_size x"
+        f" {SAMPLER_BYTES_PER_LOGIT} B; for a model without those widths max_num_batched_tokens x attention_heads"
+        f" x head_dim x {ACTIVATION_BYTES_PER_ELEMENT} B x {ACTIVATION_VECTORS_PER_TOKEN} live vectors",
         if_(_rule("vllm"), coalesce(
             I("activation_bytes"),
-            F("max_num_batched_tokens_used") * I("attention_heads") * I("head_dim") * ACTIVATION_BYTES_PER_ELEMENT
-            * ACTIVATION_VECTORS_PER_TOKEN), Const(None)),
+            if_(or_(isnull(I("hidden_size")), isnull(I("intermediate_size"))),
+                F("max_num_batched_tokens_used") * I("attention_heads") * I("head_dim") * ACTIVATION_BYTES_PER_ELEMENT
+                * ACTIVATION_VECTORS_PER_TOKEN,
+                F("max_num_batched_tokens_used")
+                * (3 * ceil(I("intermediate_size") / I("tp")) + 2 * I("hidden_size")) * ACTIVATION_BYTES_PER_ELEMENT
+                + VLLM_SAMPLER_SEQS * coalesce(I("vocab_size"), 0) * SAMPLER_BYTES_PER_LOGIT)), Const(None)),
     ),
     Figure(
         "cuda_graph_bytes_per_gpu",

@@ -1,4 +1,4 @@
-"""engine memory: the memory CUDA reports per GPU, the engine release a deployment follows, the
+"""engine memory: the memory CUDA reports per GPU, the widths vLLM's profile run holds activations at, the engine release a deployment follows, the
 measured non-torch and weight memory, and a plan's calibration from a startup log
 
 Revision ID: 0006
@@ -53,6 +53,14 @@ def _deployment(table: str) -> list[tuple[sa.Column, list[tuple[str, str]]]]:
 
 def _columns() -> dict[str, list[tuple[sa.Column, list[tuple[str, str]]]]]:
     return {
+        'model': [
+            (sa.Column('hidden_size', sa.Integer(), nullable=True), []),
+            (sa.Column('intermediate_size', sa.Integer(), nullable=True), []),
+            (sa.Column('vocab_size', sa.Integer(), nullable=True), [
+                ("ck_model_widths", "(hidden_size IS NULL OR hidden_size > 0) AND (intermediate_size IS NULL OR"
+                                    " intermediate_size > 0) AND (vocab_size IS NULL OR vocab_size > 0)"),
+            ]),
+        ],
         'gpu': [
             (sa.Column('reported_memory_bytes', sa.BigInteger(), nullable=True), [
                 ("ck_gpu_reported_memory", "reported_memory_bytes IS NULL OR (reported_memory_bytes > 0 AND"

@@ -289,6 +289,12 @@ def validate_gpu(row: dict) -> dict:
     row["memory_bytes"] = parse_size(row["memory_bytes"])
     if row.get("memory_bandwidth_bytes_per_s") is not None:
         row["memory_bandwidth_bytes_per_s"] = parse_size(row["memory_bandwidth_bytes_per_s"])
+    if row.get("reported_memory_bytes") is not None:
+        row["reported_memory_bytes"] = parse_size(row["reported_memory_bytes"])
+        if not 0 < row["reported_memory_bytes"] <= row["memory_bytes"]:
+            raise KvregError(f"gpu {row['name']!r}: the reported memory ({row['reported_memory_bytes']:,} B) must be "
+                             f"above 0 and at most the memory ({row['memory_bytes']:,} B): CUDA reports a little less "
+                             "than the nominal size")
     for f in ("price_per_hour", "unit_price"):
         v = row.get(f)
         if v is not None:

@@ -63,7 +63,8 @@ ACTIVATION_VECTORS_PER_TOKEN = 18
 ACTIVATION_BYTES_PER_ELEMENT = 2
 # With the model's widths (vllm/model_executor/models/llama.py LlamaMLP: gate_up_proj's 2 x intermediate
 # outputs, SiluAndMul's intermediate output, the residual and hidden stream at hidden_size, all in the model
-# dtype) plus the sampler warm-up of the profile run: max_num_seqs (256, vLLM's default) rows of fp32 logits
+# dtype; not divided by TP: vLLM v0.6.5 logged 1.26 GiB for Llama-3-8B at TP 1 and at TP 2) plus the sampler
+# warm-up of the profile run: max_num_seqs (256, vLLM's default) rows of fp32 logits
 # and their probabilities over the vocabulary (vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run).
 VLLM_SAMPLER_SEQS = 256
 SAMPLER_BYTES_PER_LOGIT = 8  # fp32 logits + fp32 probabilities
@@ -432,7 +433,7 @@ _FIGURES: list[Figure] = [
         "activation_peak_bytes_per_gpu",
         "bytes",
         "vLLM: peak activation memory of the profile run on one GPU (its 'PyTorch activation peak memory'):"
-        " activation_bytes when measured; else max_num_batched_tokens x (3 x intermediate_size / TP + 2 x"
+        " activation_bytes when measured; else max_num_batched_tokens x (3 x intermediate_size + 2 x"
         f" hidden_size) x {ACTIVATION_BYTES_PER_ELEMENT} B (the MLP's gate-up and activated outputs beside the"
         f" residual stream) plus the sampler's {VLLM_SAMPLER_SEQS} sequences x vocab_size x"
         f" {SAMPLER_BYTES_PER_LOGIT} B; for a model without those widths max_num_batched_tokens x attention_heads"
@@ -443,7 +444,7 @@ _FIGURES: list[Figure] = [
                 F("max_num_batched_tokens_used") * I("attention_heads") * I("head_dim") * ACTIVATION_BYTES_PER_ELEMENT
                 * ACTIVATION_VECTORS_PER_TOKEN,
                 F("max_num_batched_tokens_used")
-                * (3 * ceil(I("intermediate_size") / I("tp")) + 2 * I("hidden_size")) * ACTIVATION_BYTES_PER_ELEMENT
+                * (3 * I("intermediate_size") + 2 * I("hidden_size")) * ACTIVATION_BYTES_PER_ELEMENT
                 + VLLM_SAMPLER_SEQS * coalesce(I("vocab_size"), 0) * SAMPLER_BYTES_PER_LOGIT)), Const(None)),
     ),
     Figure(

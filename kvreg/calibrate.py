@@ -188,9 +188,9 @@ def compare(conn, log: EngineLog, *, model: str | None = None, gpu: str | None =
 
 
 def _error(predicted, logged):
-    if predicted is None or logged is None or logged == 0:
-        return None
-    return (predicted - logged) / abs(logged)
+    if predicted is None or logged is None or logged <= 0:
+        return None  # a run that did not fit (negative KV memory) has no error fraction: both numbers show
+    return (predicted - logged) / logged
 
 
 __all__ = ["compare", "question", "resolve_model", "resolve_gpu", "TERMS"]

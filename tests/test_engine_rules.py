@@ -113,9 +113,38 @@ def test_vllm_pool_from_gpu_memory_utilization_and_the_estimates(cap):
     assert r["max_concurrency"] == pytest.approx(28_971 / 8_192)  # 3.54x
 
 
+@pytest.mark.parametrize("release, gmu, non_torch", [
+    # v0.6.5: utilization 0.9; non-torch from before CUDA init, 1.79 GiB + 1.79 GiB of NCCL at TP 2
+    ("0.6.5", 0.9, 2 * round(1.79 * GiB)),
+    # v0.10.1: utilization 0.9; NCCL set up before the snapshot, 0.25 GiB
+    ("0.10.1", 0.9, round(0.25 * GiB)),
+    # v0.20.0: utilization 0.92
+    ("0.20.0", 0.92, round(0.25 * GiB)),
+])
+def test_each_budget_term_of_qwen3_8b_at_tp2_by_release(cap, release, gmu, non_torch):
+    """Qwen3-8B (36 layers, 8 KV heads of 128, hidden 4,096, MLP 12,288, vocabulary 151,936) on two H100s."""
+    r = cap("--model", "Qwen3-8B", "--tp", "2", "--gpus-per-node", "2", "--context", "32K", "--rule", "vllm",
+            "--engine-version", release)
+    requested = 85_029_615_043 * gmu
+    activations = 8192 * (3 * 12_288 + 2 * 4_096) * 2 + 256 * 151_936 * 8  # not divided by TP
+    assert activations == 738_197_504 + 311_164_928 == 1_049_362_432
+    weights = 8.2e9 * 2 / 2
+    assert r["gpu_memory_utilization_used"] == gmu
+    assert r["allocatable_gib_per_gpu"] == pytest.approx((requested - activations - non_torch) / GiB, rel=1e-12)
+    pool = requested - activations - non_torch - weights
+    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)
+    per_token = 36 * 4 * 256 * 2  # 8 KV heads over TP 2: 73,728 B
+    assert r["num_blocks"] == math.floor(pool / (16 * per_token))
+    assert r["max_concurrency"] == pytest.approx(r["num_blocks"] / (32_768 // 16))
+
+
 def test_measured_memory_and_utilization_replace_the_estimates(cap):
     r = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--rule", "vllm", "--gpu-memory-utilization", "0.9",
             "--activation-memory", "1.19GiB", "--cuda-graph-memory", "0")
+    measured = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--rule", "vllm", "--gpu-memory-utilization",
+                   "0.9", "--activation-memory", "1.19GiB", "--non-torch-memory", "0.5GiB", "--weights-memory", "14.99GiB")
+    assert measured["kv_pool_gib_per_gpu"] == pytest.approx(
+        (85_029_615_043 * 0.9 - round(1.19 * GiB) - round(0.5 * GiB) - round(14.99 * GiB)) / GiB, rel=1e-12)
     pool = 85_029_615_043 * 0.9 - round(1.19 * GiB) - 268_435_456 - LLAMA_8B_WEIGHTS
     assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_076
     assert r["kv_cache_tokens"] == 28_076 * 16 == 449_216

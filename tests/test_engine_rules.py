@@ -129,7 +129,6 @@ def test_each_budget_term_of_qwen3_8b_at_tp2_by_release(cap, release, gmu, non_t
     activations = 8192 * (3 * 12_288 + 2 * 4_096) * 2 + 256 * 151_936 * 8  # not divided by TP
     assert activations == 738_197_504 + 311_164_928 == 1_049_362_432
     weights = 8.2e9 * 2 / 2
-    assert r["gpu_memory_utilization_used"] == gmu
     assert r["allocatable_gib_per_gpu"] == pytest.approx((requested - activations - non_torch) / GiB, rel=1e-12)
     pool = requested - activations - non_torch - weights
     assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)

@@ -167,12 +167,13 @@ _INPUTS = [
     InputDecl("block_size", "tokens", "paged-KV block size (0: no rounding); SGLang's page size"),
     InputDecl("rule", "name", "allocation rule the figures follow: theoretical, vllm or sglang", "text"),
     InputDecl("gpu_memory_utilization", "fraction",
-              f"vLLM --gpu-memory-utilization (NULL: {VLLM_GPU_MEMORY_UTILIZATION})", "real"),
+              f"vLLM --gpu-memory-utilization (NULL: the release's default, {VLLM_GPU_MEMORY_UTILIZATION} from v0.20,"
+              f" {VLLM_GPU_MEMORY_UTILIZATION_BEFORE} before)", "real"),
     InputDecl("max_num_batched_tokens", "tokens", f"vLLM --max-num-batched-tokens (NULL: {VLLM_MAX_NUM_BATCHED_TOKENS:,})"),
     InputDecl("max_concurrent_batches", "batches",
               f"batches vLLM keeps in flight (NULL: {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1, else PP)"),
     InputDecl("activation_bytes", "bytes", "measured peak activation memory per GPU (vLLM's profile run)"),
-    InputDecl("cuda_graph_bytes", "bytes", "measured CUDA graph memory per GPU"),
+    InputDecl("cuda_graph_bytes", "bytes", "CUDA graph memory per GPU to take from the KV pool (NULL: 0)"),
     InputDecl("engine_version", "name", "the engine release the engine rule follows, as given (NULL: the latest"
               " kvreg knows)", "text"),
     InputDecl("engine_release", "release",

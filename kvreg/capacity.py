@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from kvreg.db.read import runner
 from kvreg.errors import KvregError, suggest
-from kvreg.rules import ENGINE_FIELDS, ENGINE_SETTINGS, check_engine_settings
+from kvreg.rules import ENGINE_FIELDS, check_engine_settings
 
 MAX_GPUS_PER_NODE = 1024  # the largest node kvreg accepts (kvreg.registry uses it too)
 # A context sweep (report and workbook) asks about at most this many model x GPU pairs: a
@@ -82,6 +82,10 @@ class Question:
     activation_bytes: int | None = None
     cuda_graph_bytes: int | None = None
     mem_fraction_static: float | None = None
+    engine_version: str | None = None  # the engine release the figures follow (None: the latest kvreg knows)
+    engine_release: int | None = None  # derived from engine_version by kvreg.rules
+    non_torch_bytes: int | None = None
+    weights_measured_bytes: int | None = None
 
 
 def columns(rule: str, table: bool = False) -> list[str]:
@@ -262,7 +266,7 @@ def valid_tps(conn, model: str, gpus_per_node: int = 8, pp: int = 1) -> list[int
     g = first[0]["id"] if first else None
     rows = [dict(model_id=m["id"], gpu_id=g, gpus_per_node=gpus_per_node, tp=tp, pp=pp, dp_attention=1,
                  kv_dtype="bf16", weight_dtype=m["weight_dtype"], context_tokens=1, avg_tokens=None, reserve=0.12,
-                 kv_cache_memory_bytes=None, block_size=0, rule="theoretical", **dict.fromkeys(ENGINE_SETTINGS))
+                 kv_cache_memory_bytes=None, block_size=0, rule="theoretical", **dict.fromkeys(ENGINE_FIELDS[1:]))
             for tp in range(1, gpus_per_node // pp + 1)]
     return [r["tp"] for r in _through_view(db, rows, SQL["valid_tps"])]
 

@@ -32,10 +32,16 @@ from kvreg.units import format_tokens, parse_fraction, parse_quarter, parse_toke
 SPEC_DEFAULTS = dict(
     gpus_per_node=8, tp=1, pp=1, dp_attention=1, kv_dtype="bf16", weight_dtype=None, context_tokens=131072,
     avg_tokens=None, reserve=0.12, kv_cache_memory_bytes=None, block_size=16, notes="",
-    rule="theoretical", **dict.fromkeys(ENGINE_SETTINGS),
+    rule="theoretical", **dict.fromkeys(ENGINE_FIELDS[1:]),
 )
 # What an engine printed for a plan (kvreg plan calibrate); it belongs to the settings it was measured with.
-CALIBRATION_FIELDS = ("measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version")
+CALIBRATION_FIELDS = ("measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version",
+                      "measured_kv_cache_bytes")
+# The memory terms a startup log measured (kvreg plan calibrate --log), kept as the plan's inputs while the
+# plan stays on the same model, GPU, layout, weights, batch and release; other contexts, utilizations and
+# KV dtypes reuse them. MEASURED_BY lists the settings they depend on.
+MEASURED_TERMS = ("weights_measured_bytes", "activation_bytes", "non_torch_bytes")
+MEASURED_BY = ("tp", "pp", "dp_attention", "weight_dtype", "max_num_batched_tokens", "engine_version", "rule")
 SPEC_FIELDS = ["name", "model", "gpu", *SPEC_DEFAULTS]
 
 # Scratch rows for the solvers: a name no user can type (check_name refuses control characters)
@@ -257,7 +263,7 @@ def set_plan(conn, name: str, changes: dict) -> dict:
             changes["weight_dtype"] = None
     if changes.get("rule", old["rule"]) != old["rule"]:
         for setting, (rule, _flag) in ENGINE_SETTINGS.items():
-            if rule != changes["rule"]:
+            if rule != changes["rule"] and not (rule == "engine" and changes["rule"] != "theoretical"):
                 changes.setdefault(setting, None)
     if changes.get("workload"):  # a mix replaces an average, and an average a mix
         changes.setdefault("avg_tokens", None)
@@ -271,8 +277,14 @@ def set_plan(conn, name: str, changes: dict) -> dict:
     if new_name != name and conn.execute(select(Plan.id).where(Plan.name == new_name)).first() is not None:
         raise _exists(new_name)
     settings = [k for k in SPEC_DEFAULTS if k not in ("notes", "avg_tokens")]
-    if any(row[k] != old[k] for k in settings) or (spec["model"], spec["gpu"]) != (old["model"], old["gpu"]):
+    same_hardware = (spec["model"], spec["gpu"]) == (old["model"], old["gpu"])
+    if any(row[k] != old[k] for k in settings) or not same_hardware:
         row.update(dict.fromkeys(CALIBRATION_FIELDS))
+    if get_plan(conn, name)["calibration_source"] is not None:
+        measured_changed = any(row[k] != old[k] for k in MEASURED_TERMS if k not in changes)
+        if not same_hardware or measured_changed or any(row[k] != old[k] for k in MEASURED_BY):
+            # the log measured another deployment: its terms go, unless given again in this change
+            row.update({k: None for k in MEASURED_TERMS if k not in changes}, calibration_source=None)
     try:
         conn.execute(update(Plan).where(Plan.name == name).values(**row))
     except IntegrityError as exc:
@@ -306,6 +318,81 @@ def calibrate_plan(conn, name: str, *, kv_cache_tokens=None, max_concurrency=Non
             values[field] = check_name(str(value).strip(), "engine version")
     conn.execute(update(Plan).where(Plan.id == plan["id"]).values(**values))
     return plan_capacity(conn, name)
+
+
+def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, list[str]]:
+    """Store what a startup log measured as the plan's calibration: its weights, activation peak and
+    non-torch memory become the plan's inputs (later predictions for other contexts, utilizations and KV
+    dtypes use them), and its KV-cache lines its measured figures where they belong to the plan's settings.
+    Returns the plan_capacity row and notes on what was not stored."""
+    from kvreg.calibrate import FORMAT_RELEASE, _sglang_in_use, resolve_model
+    from kvreg.enginelog import GIB
+
+    spec = plan_spec(conn, name)
+    notes: list[str] = []
+    if spec["rule"] != log.engine:
+        raise KvregError(f"plan {name!r} follows the {spec['rule']} rule but the log is {log.engine}'s: first "
+                         f"kvreg plan set {name} --rule {log.engine}")
+    for field, flag in (("tp", "TP"), ("pp", "PP")):
+        logged = getattr(log, field)
+        if logged is not None and logged != spec[field]:
+            raise KvregError(f"the log ran at {flag} {logged} but plan {name!r} is at {flag} {spec[field]}: calibrate "
+                             f"a plan with the log's layout (kvreg plan set {name} --{field} {logged})")
+    if log.model:
+        try:
+            logged_model = resolve_model(conn, log, None)
+        except KvregError:
+            logged_model = None
+        if logged_model is not None and logged_model != spec["model"]:
+            raise KvregError(f"the log served {logged_model} but plan {name!r} is for {spec['model']}: calibrate "
+                             "a plan of the same model")
+    version = log.engine_version or FORMAT_RELEASE.get(log.format or "")
+    changes: dict = {}
+    if log.weights_gib is not None:
+        changes["weights_measured_bytes"] = round(log.weights_gib * GIB)
+    if log.engine == "vllm":
+        if log.activation_gib is not None:
+            changes["activation_bytes"] = round(max(log.activation_gib, 0) * GIB)
+        if log.non_torch_gib is not None:
+            changes["non_torch_bytes"] = round(max(log.non_torch_gib, 0) * GIB)
+        if log.max_num_batched_tokens is not None:
+            changes["max_num_batched_tokens"] = log.max_num_batched_tokens
+    else:
+        in_use = _sglang_in_use(conn, spec["gpu"], log)
+        if in_use is not None:
+            changes["non_torch_bytes"] = in_use
+    if version is not None:
+        changes["engine_version"] = version
+    if not changes:
+        raise KvregError("the log shows no memory term (weights, activation peak, non-torch memory): nothing to "
+                         "calibrate with; give a log with its start-up lines")
+    row = validate_plan(conn, {**spec, **changes})
+    conn.execute(update(Plan).where(Plan.name == name).values(
+        **{k: row[k] for k in (*MEASURED_TERMS, "max_num_batched_tokens", "engine_version", "engine_release")},
+        calibration_source=source, **dict.fromkeys(CALIBRATION_FIELDS)))
+    current = plan_capacity(conn, name)
+    line: dict = {"measured_engine_version": f"{log.engine} {version or '(release not logged)'}"}
+    setting = "gpu_memory_utilization" if log.engine == "vllm" else "mem_fraction_static"
+    logged_share = getattr(log, setting)
+    if logged_share is not None and abs(logged_share - current[setting + "_used"]) > 1e-9:
+        notes.append(f"the log's {setting} {logged_share} is not the plan's {current[setting + '_used']}: its KV "
+                     "cache lines were not recorded, only its memory terms")
+    elif log.has_kv_line():
+        line["measured_kv_cache_tokens"] = log.kv_cache_tokens
+        line["measured_kv_cache_bytes"] = round(log.kv_cache_gib * GIB) if log.kv_cache_gib is not None else None
+        if log.max_concurrency is not None:
+            if log.concurrency_tokens == spec["context_tokens"]:
+                line["measured_max_concurrency"] = log.max_concurrency
+            else:
+                notes.append(f"the log's concurrency is for {log.concurrency_tokens:,}-token requests, the plan's "
+                             f"context is {spec['context_tokens']:,}: not recorded")
+    else:
+        notes.append("the log stops before its KV cache lines: kvreg's figures with the log's terms predict them")
+    if line.get("measured_kv_cache_bytes") is not None and line["measured_kv_cache_bytes"] < 0:
+        line["measured_kv_cache_bytes"] = None
+        notes.append("the log's KV cache memory is negative (the model did not fit): not recorded")
+    conn.execute(update(Plan).where(Plan.name == name).values(**line))
+    return plan_capacity(conn, name), notes
 
 
 def _number_text(value):

@@ -205,7 +205,8 @@ def add_dtype(conn, row: dict) -> None:
 
 _MODEL_INTS = ["layers", "attention_heads", "kv_heads", "head_dim", "v_head_dim", "max_position_embeddings"]
 _MODEL_OPTIONAL_INTS = ["sliding_window", "attention_chunk_size", "kv_lora_rank", "linear_state_elements_per_layer",
-                        "linear_state_heads", "indexer_bytes_per_token_per_layer"]
+                        "linear_state_heads", "indexer_bytes_per_token_per_layer", "hidden_size",
+                        "intermediate_size", "vocab_size"]
 
 
 def validate_model(conn, row: dict) -> dict:
@@ -301,6 +302,12 @@ def validate_gpu(row: dict) -> dict:
     row["memory_bytes"] = parse_size(row["memory_bytes"])
     if row.get("memory_bandwidth_bytes_per_s") is not None:
         row["memory_bandwidth_bytes_per_s"] = parse_size(row["memory_bandwidth_bytes_per_s"])
+    if row.get("reported_memory_bytes") is not None:
+        row["reported_memory_bytes"] = parse_size(row["reported_memory_bytes"])
+        if not 0 < row["reported_memory_bytes"] <= row["memory_bytes"]:
+            raise KvregError(f"gpu {row['name']!r}: the reported memory ({row['reported_memory_bytes']:,} B) must be "
+                             f"above 0 and at most the memory ({row['memory_bytes']:,} B): CUDA reports a little less "
+                             "than the nominal size")
     for f in ("price_per_hour", "unit_price"):
         v = row.get(f)
         if v is not None:

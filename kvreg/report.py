@@ -59,7 +59,10 @@ PLAN_COLUMNS = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_no
                 "cell_bytes_per_token_per_gpu", "kv_cache_tokens", "sequences_per_rank",
                 # calibration: what the engine printed, and kvreg's error against it
                 "measured_engine_version", "measured_kv_cache_tokens", "kv_cache_tokens_error_fraction",
-                "measured_max_concurrency", "max_concurrency_error_fraction"]
+                "measured_max_concurrency", "max_concurrency_error_fraction",
+                # calibrated from a startup log (kvreg plan calibrate --log): the log and its measured terms
+                "calibration_source", "engine_version", "engine_memory_gib", "non_torch_bytes_per_gpu",
+                "weights_measured_bytes", "measured_kv_cache_bytes", "kv_cache_memory_error_fraction"]
 DEMAND_COLUMNS = ["quarter", "users", "replicas_needed", "gpus_needed", "nodes_needed", "capacity_users",
                   "headroom_users", "headroom_fraction", "cost_per_month", "capex", "cost_per_user_per_month"]
 MODEL_KV_COLUMNS = ["kv_bytes_per_token", "kv_gib_per_128k_sequence"]

@@ -16,8 +16,11 @@ import math
 from kvreg.errors import KvregError
 
 RULES = ("theoretical", "vllm", "sglang")
-# Each engine setting, the rule that reads it, and its CLI option.
+# Each engine setting, the rule that reads it ("engine": vllm or sglang), and its CLI option.
 ENGINE_SETTINGS = {
+    "engine_version": ("engine", "--engine-version"),
+    "weights_measured_bytes": ("engine", "--weights-memory"),
+    "non_torch_bytes": ("engine", "--non-torch-memory"),
     "gpu_memory_utilization": ("vllm", "--gpu-memory-utilization"),
     "max_num_batched_tokens": ("vllm", "--max-num-batched-tokens"),
     "max_concurrent_batches": ("vllm", "--max-concurrent-batches"),
@@ -25,7 +28,9 @@ ENGINE_SETTINGS = {
     "cuda_graph_bytes": ("vllm", "--cuda-graph-memory"),
     "mem_fraction_static": ("sglang", "--mem-fraction-static"),
 }
-ENGINE_FIELDS = ("rule", *ENGINE_SETTINGS)
+# engine_release is derived from engine_version (release_number) and stored beside it: the figures
+# compare release numbers, never version text.
+ENGINE_FIELDS = ("rule", *ENGINE_SETTINGS, "engine_release")
 _INT_LIMIT = 2**62
 _COUNT_LIMIT = 2**31  # token and batch counts are INTEGER columns on PostgreSQL
 
@@ -47,12 +52,14 @@ def check_engine_settings(settings: dict, block_size: int | None = None) -> dict
         out[name] = _fraction(out[name], ENGINE_SETTINGS[name][1])
     for name in ("max_num_batched_tokens", "max_concurrent_batches"):
         out[name] = _whole(out[name], ENGINE_SETTINGS[name][1], minimum=1, limit=_COUNT_LIMIT)
-    for name in ("activation_bytes", "cuda_graph_bytes"):
+    for name in ("activation_bytes", "cuda_graph_bytes", "non_torch_bytes", "weights_measured_bytes"):
         out[name] = _whole(out[name], ENGINE_SETTINGS[name][1], minimum=0)
+    out["engine_version"], out["engine_release"] = _version(out["engine_version"])
     for name, (rule, flag) in ENGINE_SETTINGS.items():
-        if out[name] is not None and out["rule"] != rule:
-            raise KvregError(f"{flag} is a {_ENGINE[rule]} setting but the rule is {out['rule']}: "
-                             f"add --rule {rule}, or leave {flag} out")
+        if out[name] is not None and out["rule"] != rule and not (rule == "engine" and out["rule"] in _ENGINE):
+            wanted = "vllm or --rule sglang" if rule == "engine" else rule
+            raise KvregError(f"{flag} is a {_ENGINE.get(rule, 'serving engine')} setting but the rule is "
+                             f"{out['rule']}: add --rule {wanted}, or leave {flag} out")
     if out["rule"] == "vllm" and block_size is not None and block_size < 1:
         raise KvregError("--block-size 0 (no rounding) means nothing to vLLM, which pages every cache: "
                          "give its block size (16 by default)")
@@ -60,6 +67,27 @@ def check_engine_settings(settings: dict, block_size: int | None = None) -> dict
 
 
 _ENGINE = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+def release_number(version: str) -> int:
+    """An engine version as the number the figures compare: major x 1,000,000 + minor x 1,000 + patch.
+    '0.10.1' -> 10,001; 'v0.6.5' -> 6,005; '1.2rc1' -> 1,002,000; 'vllm 0.11.0' -> 11,000."""
+    import re
+
+    found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
+    if not found or int(found.group(2)) > 999 or int(found.group(3) or 0) > 999 or int(found.group(1)) > 999:
+        raise KvregError(f"--engine-version {version!r} is not a version: give the engine's release, such as 0.10.1")
+    return int(found.group(1)) * 1_000_000 + int(found.group(2)) * 1000 + int(found.group(3) or 0)
+
+
+def _version(value) -> tuple[str | None, int | None]:
+    """--engine-version as stored (text) and its release number (None, None: not given)."""
+    if value is None:
+        return None, None
+    text = str(value).strip()
+    if not text or len(text) > 64 or any(ord(c) < 32 for c in text):
+        raise KvregError(f"--engine-version {value!r} is not a version: give the engine's release, such as 0.10.1")
+    return text, release_number(text)
 
 
 def _fraction(value, flag: str) -> float | None:
@@ -105,6 +133,9 @@ _OPTIONS = {
     "max_concurrent_batches": ("max_concurrent_batches", "text"),
     "activation_memory": ("activation_bytes", "size"),
     "cuda_graph_memory": ("cuda_graph_bytes", "size"),
+    "non_torch_memory": ("non_torch_bytes", "size"),
+    "weights_memory": ("weights_measured_bytes", "size"),
+    "engine_version": ("engine_version", "text"),
     "mem_fraction_static": ("mem_fraction_static", "text"),
 }
 
@@ -132,7 +163,7 @@ def parse_engine_options(opts: dict) -> dict:
             except UnitError as exc:
                 raise KvregError(f"{flag}: {exc}") from None
         else:
-            out[setting] = text if option == "rule" else value
+            out[setting] = text if option in ("rule", "engine_version") else value
     return out
 
 

@@ -92,26 +92,61 @@ def test_seed_002s_53e9_byte_pool(cap):
 
 
 def test_vllm_pool_from_gpu_memory_utilization_and_the_estimates(cap):
-    """80 GiB x 0.92 (SPEC's default) - activations - CUDA graphs - weights, in whole 2 MiB blocks."""
+    """vLLM's determine_available_memory: the memory CUDA reports (79.19 GiB on an H100) x 0.92 (the
+    latest release's default) - activations - non-torch memory - weights, in whole 2 MiB blocks. CUDA
+    graphs are captured after the KV cache is sized: nothing is taken for them."""
     r = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--context", "128K", "--rule", "vllm")
-    activations = 8192 * 32 * 128 * 2 * 18  # max_num_batched_tokens x heads x head_dim x 2 B x 18 vectors
-    cuda_graphs = 32 * 16 * MiB  # 16 MiB per layer
-    assert (activations, cuda_graphs) == (1_207_959_552, 536_870_912)
-    allocatable = H100 * 0.92 - activations - cuda_graphs
+    reported = 85_029_615_043  # 79.19 GiB, the H100-SXM row's reported_memory_bytes
+    # 8,192 batched tokens x (3 x 14,336 MLP + 2 x 4,096 hidden) x 2 B, plus 256 sampler rows x 128,256
+    # vocabulary x 8 B (fp32 logits and probabilities)
+    mlp = 8192 * (3 * 14_336 + 2 * 4_096) * 2
+    sampler = 256 * 128_256 * 8
+    activations = mlp + sampler
+    assert (mlp, sampler, activations) == (838_860_800, 262_668_288, 1_101_529_088)  # 1.03 GiB
+    non_torch = 268_435_456  # 0.25 GiB: every release but v0.6.5/v0.6.6
+    allocatable = reported * 0.92 - activations - non_torch
     pool = allocatable - LLAMA_8B_WEIGHTS
-    assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)
-    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 56.98 GiB
-    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 29_174
-    assert r["kv_cache_tokens"] == 29_174 * 16 == 466_784
-    assert r["max_concurrency"] == pytest.approx(29_174 / 8_192)  # 3.56x
+    assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)  # 71.58 GiB
+    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 56.58 GiB
+    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_971
+    assert r["kv_cache_tokens"] == 28_971 * 16 == 463_536
+    assert r["max_concurrency"] == pytest.approx(28_971 / 8_192)  # 3.54x
+
+
+@pytest.mark.parametrize("release, gmu, non_torch", [
+    # v0.6.5: utilization 0.9; non-torch from before CUDA init, 1.79 GiB + 1.79 GiB of NCCL at TP 2
+    ("0.6.5", 0.9, 2 * round(1.79 * GiB)),
+    # v0.10.1: utilization 0.9; NCCL set up before the snapshot, 0.25 GiB
+    ("0.10.1", 0.9, round(0.25 * GiB)),
+    # v0.20.0: utilization 0.92
+    ("0.20.0", 0.92, round(0.25 * GiB)),
+])
+def test_each_budget_term_of_qwen3_8b_at_tp2_by_release(cap, release, gmu, non_torch):
+    """Qwen3-8B (36 layers, 8 KV heads of 128, hidden 4,096, MLP 12,288, vocabulary 151,936) on two H100s."""
+    r = cap("--model", "Qwen3-8B", "--tp", "2", "--gpus-per-node", "2", "--context", "32K", "--rule", "vllm",
+            "--engine-version", release)
+    requested = 85_029_615_043 * gmu
+    activations = 8192 * (3 * 12_288 + 2 * 4_096) * 2 + 256 * 151_936 * 8  # not divided by TP
+    assert activations == 738_197_504 + 311_164_928 == 1_049_362_432
+    weights = 8.2e9 * 2 / 2
+    assert r["allocatable_gib_per_gpu"] == pytest.approx((requested - activations - non_torch) / GiB, rel=1e-12)
+    pool = requested - activations - non_torch - weights
+    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)
+    per_token = 36 * 4 * 256 * 2  # 8 KV heads over TP 2: 73,728 B
+    assert r["num_blocks"] == math.floor(pool / (16 * per_token))
+    assert r["max_concurrency"] == pytest.approx(r["num_blocks"] / (32_768 // 16))
 
 
 def test_measured_memory_and_utilization_replace_the_estimates(cap):
     r = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--rule", "vllm", "--gpu-memory-utilization", "0.9",
             "--activation-memory", "1.19GiB", "--cuda-graph-memory", "0")
-    pool = H100 * 0.9 - round(1.19 * GiB) - 0 - LLAMA_8B_WEIGHTS
-    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_577
-    assert r["kv_cache_tokens"] == 28_577 * 16 == 457_232
+    measured = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--rule", "vllm", "--gpu-memory-utilization",
+                   "0.9", "--activation-memory", "1.19GiB", "--non-torch-memory", "0.5GiB", "--weights-memory", "14.99GiB")
+    assert measured["kv_pool_gib_per_gpu"] == pytest.approx(
+        (85_029_615_043 * 0.9 - round(1.19 * GiB) - round(0.5 * GiB) - round(14.99 * GiB)) / GiB, rel=1e-12)
+    pool = 85_029_615_043 * 0.9 - round(1.19 * GiB) - 268_435_456 - LLAMA_8B_WEIGHTS
+    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_076
+    assert r["kv_cache_tokens"] == 28_076 * 16 == 449_216
 
 
 # --------------------------------------------------------------------------- MLA formats
@@ -212,13 +247,19 @@ def test_qwen3_235b_at_tp8_replicates_heads_under_sglang(cap):
     assert r["kv_cache_tokens"] == (20 * GiB // cell) // 16 * 16 == 446_192  # rounded down to the page
 
     default = cap(*common)
-    pool = H100 * 0.88 - 235e9 * BF16 / 8  # mem_fraction_static 0.88 minus weights per GPU
-    assert default["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)
-    assert default["kv_cache_tokens"] == math.floor(pool / cell) // 16 * 16 == 349_920
-    assert default["max_concurrency"] == pytest.approx(349_920 / 131_072)  # 2.67, SPEC errata's 2.7
+    # SGLang's rest_memory = available after weights - available before load x (1 - mem_fraction_static)
+    # = (reported 79.19 GiB - nothing in use before the load) x 0.88 - weights per GPU
+    reported = 85_029_615_043
+    pool = reported * 0.88 - 235e9 * BF16 / 8
+    assert default["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 14.97 GiB
+    assert default["kv_cache_tokens"] == math.floor(pool / cell) // 16 * 16 == 334_016
+    assert default["max_concurrency"] == pytest.approx(334_016 / 131_072)  # 2.55
 
     page_one = cap(*common, "--block-size", "1", "--mem-fraction-static", "0.85")
-    assert page_one["kv_cache_tokens"] == math.floor((H100 * 0.85 - 235e9 * BF16 / 8) / cell)
+    assert page_one["kv_cache_tokens"] == math.floor((reported * 0.85 - 235e9 * BF16 / 8) / cell) == 281_025
+    # 2 GiB in use before the load (measured: --non-torch-memory) comes off before the fraction
+    used = cap(*common, "--block-size", "1", "--non-torch-memory", "2GiB")
+    assert used["kv_cache_tokens"] == math.floor(((reported - 2 * GiB) * 0.88 - 235e9 * BF16 / 8) / cell)
 
 
 def test_sglang_cells_of_hybrid_models(cap):

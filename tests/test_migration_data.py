@@ -25,6 +25,18 @@ DERIVED_META = ("views_hash",)
 SQLISH = "x'); DROP TABLE model;--"
 
 
+def _reported_memory(gpu: dict) -> int | None:
+    """0006 fills the memory CUDA reports for the catalog GPUs a public vLLM log shows, where the row
+    still has the catalog's nominal size: H100-SXM 79.19 GiB, A100-40GB 39.38 GiB; nothing else."""
+    logged = {"H100-SXM": (80 * 2**30, 85_029_615_043), "A100-40GB": (40 * 2**30, 42_283_953_029)}
+    nominal, reported = logged.get(gpu["name"], (None, None))
+    return reported if gpu["memory_bytes"] == nominal else None
+
+
+# New columns a revision fills from the rows' data rather than leaving NULL: (table, column) -> expected.
+FILLED = {("gpu", "reported_memory_bytes"): _reported_memory}
+
+
 def revisions() -> list[str]:
     """Every schema revision, oldest first."""
     from alembic.script import ScriptDirectory
@@ -193,6 +205,9 @@ def test_a_registry_filled_at_an_earlier_revision_upgrades_and_downgrades_with_e
     for t in TABLES:  # a column the revision did not have: NULL or its default on every old row
         for c in (c for c in new_columns[t] if c not in old_columns[t]):
             for r in after[t]:
+                if (t, c) in FILLED:  # a revision that fills a new column from data: what it promises
+                    assert r[c] == FILLED[t, c](r), (t, c, r["name"], r[c])
+                    continue
                 assert r[c] is None or str(r[c]) in str(defaults[t][c]), (t, c, r[c], defaults[t][c])
     _views_answer_for_the_old_rows(url)
 
@@ -218,3 +233,21 @@ def _views_answer_for_the_old_rows(url: str) -> None:
     assert plan["model"] == SQLISH and plan["gpu"] == "GPU «ÆØÅ»" and plan["kv_dtype"] == "odd_fp"
     # kv_cache_memory_bytes 53e9 is the pool per GPU: 53e9 / 2**30 = 49.36 GiB.
     assert plan["kv_pool_gib_per_gpu"] == pytest.approx(53e9 / 2**30)
+
+
+@pytest.mark.parametrize("nominal", [80 * 2**30, 81 * 2**30])
+def test_0006_fills_the_reported_memory_only_of_an_unchanged_catalog_gpu(empty_db_url, head_rows, nominal):
+    """An H100-SXM with the catalog's 80 GiB gets 79.19 GiB reported; one its user resized keeps NULL
+    (its size is the user's, not the catalog's). Down again, the column is gone and the row is as it was."""
+    url = empty_db_url
+    alembic(url, "upgrade", "0003")
+    rows = {t: [] for t in TABLES}
+    h100 = next(r for r in head_rows["gpu"] if r["name"] == "H100-SXM")
+    rows["gpu"] = [{**h100, "memory_bytes": nominal}]
+    before = load(url, rows)
+    alembic(url, "upgrade", "0006")
+    [gpu] = dump(url)["gpu"]
+    assert gpu["reported_memory_bytes"] == (85_029_615_043 if nominal == 80 * 2**30 else None)
+    assert round(85_029_615_043 / 2**30, 2) == 79.19
+    alembic(url, "downgrade", "0003")
+    assert dump(url) == before

@@ -25,6 +25,7 @@ _COMMANDS = {
     "capacity": ("kvreg.cli.capacity", "capacity_cmd", "Ad-hoc capacity: KV per sequence, pool, concurrency."),
     "plan": ("kvreg.cli.plans", "plan_group", "Deployment plans: add, set, list, show, remove, solve."),
     "demand": ("kvreg.cli.plans", "demand_group", "Target concurrent users per plan per quarter."),
+    "calibrate": ("kvreg.cli.calibrate", "calibrate_cmd", "Set a vLLM or SGLang startup log against kvreg's figures."),
     "report": ("kvreg.cli.report", "report_cmd", "Write the quarterly capacity report (Markdown and Excel)."),
 }
 

@@ -30,15 +30,21 @@ def engine_options(defaults: bool) -> list:
     return [
         click.option("--rule", default="theoretical" if defaults else None, show_default=defaults,
                      help="Allocation rule: theoretical (a share of memory held back, --reserve, 12% by default; see docs/methodology.md), vllm or sglang (what the engine allocates)."),
-        click.option("--gpu-memory-utilization", help=f"vLLM: share of GPU memory it may use, in (0, 1] (default 0.92)"
-                     f"{clears}."),
+        click.option("--engine-version", help="vLLM/SGLang: the release to follow (0.10.1); its defaults and memory "
+                     f"accounting differ by release (default: the latest kvreg knows){clears}."),
+        click.option("--gpu-memory-utilization", help="vLLM: share of GPU memory it may use, in (0, 1] (default "
+                     f"0.92 from v0.20, 0.9 before){clears}."),
         click.option("--max-num-batched-tokens", help=f"vLLM: tokens per scheduler step (default 8192){clears}."),
         click.option("--max-concurrent-batches", help="vLLM: batches in flight (default 2 at PP 1, else PP)"
                      f"{clears}."),
         click.option("--activation-memory", help="vLLM: measured peak activation memory per GPU (1.2GiB), instead "
                      f"of kvreg's estimate{clears}."),
-        click.option("--cuda-graph-memory", help="vLLM: measured CUDA graph memory per GPU (0.5GiB), instead of "
-                     f"kvreg's estimate{clears}."),
+        click.option("--cuda-graph-memory", help="vLLM: CUDA graph memory per GPU to take from the KV pool (0.5GiB); "
+                     f"vLLM itself takes none (default 0){clears}."),
+        click.option("--non-torch-memory", help="vLLM: measured non-torch memory per GPU (0.2GiB), instead of kvreg's "
+                     "estimate; SGLang: memory in use before the weights load (default 0)" f"{clears}."),
+        click.option("--weights-memory", help="vLLM/SGLang: measured weight memory per GPU (14.99GiB), instead of "
+                     f"params x bytes / (TP x PP){clears}."),
         click.option("--mem-fraction-static", help=f"SGLang: --mem-fraction-static, in (0, 1] (default 0.88){clears}."),
     ]
 

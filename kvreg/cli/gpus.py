@@ -6,8 +6,8 @@ import click
 
 from kvreg.cli.common import emit, emit_record, format_option, open_db, read, user_errors
 
-GPU_COLUMNS = ["name", "vendor", "memory_bytes", "memory_gib", "memory_bandwidth_bytes_per_s", "interconnect",
-               "price_per_hour", "unit_price", "notes"]
+GPU_COLUMNS = ["name", "vendor", "memory_bytes", "memory_gib", "reported_memory_bytes", "memory_bandwidth_bytes_per_s",
+               "interconnect", "price_per_hour", "unit_price", "notes"]
 
 
 def _gpu_out(row: dict) -> dict:
@@ -24,6 +24,8 @@ def gpu_group():
 @gpu_group.command("add")
 @click.argument("name")
 @click.option("--memory", required=True, help="HBM size with a unit: 80GiB, 141GiB, 24GB.")
+@click.option("--reported-memory", help="What CUDA reports as the total (vLLM's log: total_gpu_memory (79.19GiB)); "
+              "the vLLM and SGLang rules size from it. Default: --memory.")
 @click.option("--bandwidth", help="Memory bandwidth per second: 3.35TB (bytes per second).")
 @click.option("--vendor", default="", help="NVIDIA, AMD, Apple, ...")
 @click.option("--interconnect", default="", help="NVLink 900 GB/s, PCIe Gen5, ...")
@@ -32,12 +34,13 @@ def gpu_group():
 @click.option("--notes", default="")
 @click.pass_context
 @user_errors
-def gpu_add(ctx, name, memory, bandwidth, vendor, interconnect, price_per_hour, unit_price, notes):
-    """Add a GPU: kvreg gpu add H100-PCIe --memory 80GiB --bandwidth 2TB."""
+def gpu_add(ctx, name, memory, reported_memory, bandwidth, vendor, interconnect, price_per_hour, unit_price, notes):
+    """Add a GPU: kvreg gpu add H100-PCIe --memory 80GiB --reported-memory 79.19GiB --bandwidth 2TB."""
     from kvreg.registry import add_gpu
 
     with open_db(ctx).begin() as conn:
-        add_gpu(conn, dict(name=name, memory_bytes=memory, memory_bandwidth_bytes_per_s=bandwidth, vendor=vendor,
+        add_gpu(conn, dict(name=name, memory_bytes=memory, reported_memory_bytes=reported_memory,
+                           memory_bandwidth_bytes_per_s=bandwidth, vendor=vendor,
                            interconnect=interconnect, price_per_hour=price_per_hour, unit_price=unit_price, notes=notes))
     click.echo(f"added gpu {name}")
 

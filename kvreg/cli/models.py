@@ -39,6 +39,10 @@ def model_group():
 @click.option("--qk-rope-head-dim", type=int, help="MLA RoPE key dimension (DeepSeek: 64).")
 @click.option("--indexer-bytes-per-token-per-layer", type=int,
               help="MLA models with a sparse-attention indexer cache (DeepSeek-V3.2: 132).")
+@click.option("--hidden-size", type=int, help="Residual stream width (hidden_size); vLLM's activation estimate.")
+@click.option("--intermediate-size", type=int, help="MLP width a token passes through (MoE: expert width x experts "
+              "per token); vLLM's activation estimate.")
+@click.option("--vocab-size", type=int, help="Vocabulary size; vLLM's sampler warm-up.")
 @click.option("--architecture", default="", help="e.g. LlamaForCausalLM.")
 @click.option("--family", default="", help="e.g. llama.")
 @click.option("--notes", default="")
@@ -47,7 +51,8 @@ def model_group():
 def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim, params_b, active_params_b,
               weight_dtype, max_context, sliding_layers, sliding_window, chunked_layers, attention_chunk_size,
               linear_layers, linear_state_elements, linear_state_heads, linear_state_dtype, kv_lora_rank,
-              qk_rope_head_dim, indexer_bytes_per_token_per_layer, architecture, family, notes):
+              qk_rope_head_dim, indexer_bytes_per_token_per_layer, hidden_size, intermediate_size, vocab_size,
+              architecture, family, notes):
     """Add a model by hand.
 
     Example: kvreg model add My-8B --layers 32 --kv-heads 8 --attention-heads 32 --head-dim 128 --params-b 8
@@ -69,7 +74,7 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
         linear_layers=linear_layers, linear_state_elements_per_layer=linear_state_elements,
         linear_state_heads=linear_state_heads, linear_state_dtype=linear_state_dtype, kv_lora_rank=kv_lora_rank,
         qk_rope_head_dim=qk_rope_head_dim, indexer_bytes_per_token_per_layer=indexer_bytes_per_token_per_layer,
-        architecture=architecture, family=family, notes=notes, source="manual",
+        hidden_size=hidden_size, intermediate_size=intermediate_size, vocab_size=vocab_size, architecture=architecture, family=family, notes=notes, source="manual",
     )
     with open_db(ctx).begin() as conn:
         add_model(conn, row)

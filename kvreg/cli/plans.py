@@ -16,6 +16,9 @@ CLASS_TABLE_COLUMNS = ["plan", "workload_class", "class_tokens", "share", "class
 CALIBRATION_COLUMNS = ["plan", "rule", "measured_engine_version", "kv_cache_tokens", "kv_pool_tokens",
                        "measured_kv_cache_tokens", "kv_cache_tokens_error_fraction", "sequences_per_rank",
                        "measured_max_concurrency", "max_concurrency_error_fraction"]
+LOG_CALIBRATION_COLUMNS = ["calibration_source", "measured_kv_cache_bytes", "kv_pool_gib_per_gpu",
+                           "kv_cache_memory_error_fraction", "weights_measured_bytes", "activation_bytes",
+                           "non_torch_bytes", "engine_version"]
 ROLLUP_COLUMNS = ["gpu", "quarter", "plans", "plans_not_fitting", "users", "gpus_needed", "nodes_needed",
                   "cost_per_month", "capex", "previous_gpus_needed", "gpus_change"]
 SOLVE_TABLE = {
@@ -203,6 +206,9 @@ def plan_set(ctx, name, rename, **opts):
 
 @plan_group.command("calibrate")
 @click.argument("name")
+@click.option("--log", "log_path", type=click.Path(dir_okay=False),
+              help="A vLLM or SGLang startup log: its measured weights, activation peak and non-torch memory become "
+              "the plan's inputs and its KV cache lines the measured figures.")
 @click.option("--kv-cache-tokens", help="What the engine printed as its KV cache size in tokens: vLLM's "
               "'GPU KV cache size: 434,176 tokens', SGLang's max_total_num_tokens; none clears it.")
 @click.option("--max-concurrency", help="vLLM's 'Maximum concurrency for N tokens per request: 3.31x'; none clears it.")
@@ -210,15 +216,37 @@ def plan_set(ctx, name, rename, **opts):
 @format_option()
 @click.pass_context
 @user_errors
-def plan_calibrate(ctx, name, kv_cache_tokens, max_concurrency, engine_version, fmt):
+def plan_calibrate(ctx, name, log_path, kv_cache_tokens, max_concurrency, engine_version, fmt):
     """Record what the engine printed at startup for a plan, to set against kvreg's figures: the
     plan_capacity view, the report and the workbook show predicted, measured and the error.
     Changing the plan's settings later clears what was recorded.
 
-    Example: kvreg plan calibrate chat --kv-cache-tokens 434,176 --max-concurrency 3.31x --engine-version "vllm 0.33.0"
-    """
-    from kvreg.plans import calibrate_plan
+    With --log, the log is read instead: what it measured (weights, activation peak, non-torch memory)
+    is kept as the plan's inputs, so its figures at other contexts, utilizations and KV dtypes use them,
+    until the plan's model, GPU, layout, weight dtype, batch size or release changes. The report marks
+    the plan as calibrated from that log.
 
+    Example: kvreg plan calibrate chat --kv-cache-tokens 434,176 --max-concurrency 3.31x --engine-version "vllm 0.33.0"
+
+    Example: kvreg plan calibrate chat --log server.log
+    """
+    from kvreg.plans import calibrate_plan, calibrate_plan_from_log
+
+    if log_path is not None:
+        if kv_cache_tokens is not None or max_concurrency is not None or engine_version is not None:
+            from kvreg.errors import KvregError
+
+            raise KvregError("give --log or the numbers (--kv-cache-tokens, --max-concurrency, --engine-version), "
+                             "not both: the log carries them")
+        from kvreg.enginelog import read_log
+
+        log, source = read_log(log_path)
+        with open_db(ctx).begin() as conn:
+            row, notes = calibrate_plan_from_log(conn, name, log, source)
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
+        emit_record({k: row.get(k) for k in CALIBRATION_COLUMNS + LOG_CALIBRATION_COLUMNS}, fmt)
+        return
     with open_db(ctx).begin() as conn:
         row = calibrate_plan(conn, name, kv_cache_tokens=kv_cache_tokens, max_concurrency=max_concurrency,
                              engine_version=engine_version)

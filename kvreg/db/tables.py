@@ -26,6 +26,10 @@ def engine_check_sql(table: str) -> list[tuple[str, str]]:
         (f"ck_{table}_activation", "activation_bytes IS NULL OR activation_bytes >= 0"),
         (f"ck_{table}_cuda_graph", "cuda_graph_bytes IS NULL OR cuda_graph_bytes >= 0"),
         (f"ck_{table}_mfs", "mem_fraction_static IS NULL OR (mem_fraction_static > 0 AND mem_fraction_static <= 1)"),
+        # 0006: the engine release and the measured non-torch and weight memory (docs/engine-rules.md)
+        (f"ck_{table}_non_torch", "non_torch_bytes IS NULL OR non_torch_bytes >= 0"),
+        (f"ck_{table}_weights_measured", "weights_measured_bytes IS NULL OR weights_measured_bytes >= 0"),
+        (f"ck_{table}_engine_release", "engine_release IS NULL OR engine_release >= 0"),
         # vLLM pages every cache: a block of 0 tokens (kvreg's "no rounding") means nothing to it.
         (f"ck_{table}_vllm_block", "rule <> 'vllm' OR block_size > 0"),
     ]
@@ -103,6 +107,8 @@ class Model(SQLModel, table=True):
             "indexer_bytes_per_token_per_layer IS NULL OR indexer_bytes_per_token_per_layer > 0",
             name="ck_model_indexer",
         ),
+        CheckConstraint("(hidden_size IS NULL OR hidden_size > 0) AND (intermediate_size IS NULL OR"
+                        " intermediate_size > 0) AND (vocab_size IS NULL OR vocab_size > 0)", name="ck_model_widths"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -133,6 +139,11 @@ class Model(SQLModel, table=True):
     # DeepSeek-V3.2's sparse-attention indexer keeps its own per-token key cache beside the MLA latent,
     # whatever the KV dtype: index_head_dim 128 fp8 bytes + one fp32 scale per 128 = 132 B per layer.
     indexer_bytes_per_token_per_layer: Optional[int] = None
+    # The widths vLLM's profile run holds activations at (0006): the residual stream, the MLP a token
+    # passes through (MoE: an expert's width x experts per token) and the vocabulary. NULL: unknown.
+    hidden_size: Optional[int] = None
+    intermediate_size: Optional[int] = None
+    vocab_size: Optional[int] = None
     params_total: int = Field(sa_column=Column(BigInteger, nullable=False))
     params_active: int = Field(sa_column=Column(BigInteger, nullable=False))
     weight_dtype: str = Field(
@@ -155,6 +166,8 @@ class Gpu(SQLModel, table=True):
         CheckConstraint("memory_bandwidth_bytes_per_s IS NULL OR memory_bandwidth_bytes_per_s > 0", name="ck_gpu_bw"),
         CheckConstraint("price_per_hour IS NULL OR price_per_hour >= 0", name="ck_gpu_price_hour"),
         CheckConstraint("unit_price IS NULL OR unit_price >= 0", name="ck_gpu_unit_price"),
+        CheckConstraint("reported_memory_bytes IS NULL OR (reported_memory_bytes > 0 AND"
+                        " reported_memory_bytes <= memory_bytes)", name="ck_gpu_reported_memory"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -166,6 +179,9 @@ class Gpu(SQLModel, table=True):
     price_per_hour: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
     unit_price: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
     notes: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
+    # What CUDA reports as the device's total memory (torch.cuda.mem_get_info), which the engines size
+    # from: an H100 80GB reports 79.19 GiB. NULL: not known, the engine rules use memory_bytes.
+    reported_memory_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
 
 
 class Plan(SQLModel, table=True):
@@ -188,6 +204,8 @@ class Plan(SQLModel, table=True):
                         name="ck_plan_measured_tokens"),
         CheckConstraint("measured_max_concurrency IS NULL OR measured_max_concurrency >= 0",
                         name="ck_plan_measured_concurrency"),
+        CheckConstraint("measured_kv_cache_bytes IS NULL OR measured_kv_cache_bytes >= 0",
+                        name="ck_plan_measured_kv_bytes"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -215,10 +233,18 @@ class Plan(SQLModel, table=True):
     activation_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     cuda_graph_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     mem_fraction_static: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
+    engine_version: Optional[str] = Field(default=None, sa_column=Column(String, nullable=True))
+    engine_release: Optional[int] = Field(default=None, sa_column=Column(Integer, nullable=True))
+    non_torch_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    weights_measured_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     # What the engine printed at startup for this plan (kvreg plan calibrate), to set against the figures.
     measured_kv_cache_tokens: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     measured_max_concurrency: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
     measured_engine_version: Optional[str] = Field(default=None, sa_column=Column(String, nullable=True))
+    # 0006: the KV memory the engine logged, and the log the measured terms came from (kvreg plan
+    # calibrate --log); a plan with a source is "calibrated": its measured terms are its inputs.
+    measured_kv_cache_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    calibration_source: Optional[str] = Field(default=None, sa_column=Column(String, nullable=True))
 
 
 class Demand(SQLModel, table=True):
@@ -287,6 +313,10 @@ class Scenario(SQLModel, table=True):
     activation_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     cuda_graph_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     mem_fraction_static: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
+    engine_version: Optional[str] = Field(default=None, sa_column=Column(String, nullable=True))
+    engine_release: Optional[int] = Field(default=None, sa_column=Column(Integer, nullable=True))
+    non_torch_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    weights_measured_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
 
 
 MODEL_FIELDS = [c.name for c in Model.__table__.columns if c.name != "id"]

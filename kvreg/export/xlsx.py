@@ -76,9 +76,9 @@ _MODEL_INPUTS = [
     "layers", "full_layers", "sliding_layers", "sliding_window", "chunked_layers", "attention_chunk_size",
     "linear_layers", "linear_state_elements_per_layer", "linear_state_heads", "attention_heads", "kv_heads",
     "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "params_total", "params_active",
-    "max_position_embeddings", "indexer_bytes_per_token_per_layer",
+    "max_position_embeddings", "indexer_bytes_per_token_per_layer", "hidden_size", "intermediate_size", "vocab_size",
 ]
-_GPU_INPUTS = ["memory_bytes", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"]
+_GPU_INPUTS = ["memory_bytes", "reported_memory_bytes", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"]
 # dtype inputs: (Dtypes column, the row helper that finds the dtype, may be blank)
 _DTYPE_LOOKUPS = {
     "kv_bytes_per_element": ("bytes_per_element", "kv_dtype_row", False),
@@ -93,9 +93,10 @@ _KV_INPUTS = {*_KV_DTYPE_LOOKUPS, "kv_dtype"}
 _SETTINGS = ["tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype", "weight_dtype", "context_tokens",
              "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", "rule", "gpu_memory_utilization",
              "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes", "cuda_graph_bytes",
-             "mem_fraction_static"]
+             "mem_fraction_static", "engine_version", "engine_release", "non_torch_bytes", "weights_measured_bytes"]
 # What an engine printed for a plan (plans only): compared with the figures by the calibration figures.
-_MEASURED = ["measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version"]
+_MEASURED = ["measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version",
+             "measured_kv_cache_bytes", "calibration_source"]
 
 
 # --------------------------------------------------------------------------- inputs in people's units

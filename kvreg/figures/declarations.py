@@ -39,8 +39,14 @@ MIB = 2**20
 HOURS_PER_MONTH = 730  # 8,760 hours a year / 12
 
 # ---- engine defaults (docs/engine-rules.md says where each comes from)
-# SPEC "The vLLM rule": 0.92. vLLM's own --gpu-memory-utilization default is 0.9; SPEC is the authority.
+# Engine releases as kvreg.rules.release_number encodes them: major x 1,000,000 + minor x 1,000 + patch
+# (0.10.1 -> 10,001). A deployment without --engine-version follows the latest release kvreg knows.
+VLLM_LATEST_RELEASE = 20000
+# --gpu-memory-utilization default: 0.9 up to v0.19, 0.92 from v0.20 (vllm/config/cache.py CacheConfig and
+# vllm/entrypoints/llm.py LLM.__init__; SPEC "The vLLM rule").
 VLLM_GPU_MEMORY_UTILIZATION = 0.92
+VLLM_GPU_MEMORY_UTILIZATION_BEFORE = 0.9
+VLLM_GMU_092_RELEASE = 20000
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's default for the OpenAI server on GPUs of 70 GiB and more
 # vLLM's max_concurrent_batches: 2 with async scheduling (on by default) at PP 1, else the PP size.
 VLLM_ASYNC_CONCURRENT_BATCHES = 2
@@ -50,16 +56,34 @@ VLLM_BLOCK_ALIGNMENT = 16
 VLLM_MLA_BLOCK_ALIGNMENT = 64
 # Peak activation estimate: this many 16-bit vectors of width attention_heads x head_dim live per batched
 # token at the peak of vLLM's profile run (residual, norm, QKV, attention output and the MLP's wider
-# intermediates). About 1.1 GiB for Llama-3.1-8B at 8,192 tokens, the order vLLM reports; measure it and
-# give --activation-memory for anything that matters.
+# intermediates). 1.125 GiB for Llama-3-8B at 8,192 tokens where vLLM v0.6.5 logged 1.26 GiB
+# (tests/data/logs/vllm-pr10511-llama3-8b-tp1.log); measure it and give --activation-memory for anything
+# that matters.
 ACTIVATION_VECTORS_PER_TOKEN = 18
 ACTIVATION_BYTES_PER_ELEMENT = 2
-# CUDA graph estimate: 16 MiB per layer on the GPU (about 0.5 GiB for a 32-layer model, as vLLM reports
-# for Llama-3.1-8B); --cuda-graph-memory gives a measured value.
-CUDA_GRAPH_BYTES_PER_LAYER = 16 * MIB
+# With the model's widths (vllm/model_executor/models/llama.py LlamaMLP: gate_up_proj's 2 x intermediate
+# outputs, SiluAndMul's intermediate output, the residual and hidden stream at hidden_size, all in the model
+# dtype; not divided by TP: vLLM v0.6.5 logged 1.26 GiB for Llama-3-8B at TP 1 and at TP 2) plus the sampler
+# warm-up of the profile run: max_num_seqs (256, vLLM's default) rows of fp32 logits
+# and their probabilities over the vocabulary (vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run).
+VLLM_SAMPLER_SEQS = 256
+SAMPLER_BYTES_PER_LOGIT = 8  # fp32 logits + fp32 probabilities
+# Non-torch memory (vllm/utils memory_profiling: non_torch_increase), the CUDA context, cuBLAS workspace
+# and NCCL buffers the profile run sees outside PyTorch's allocator. vLLM v0.6.5 and v0.6.6 measured it
+# from before CUDA was initialised (PR 10511): 1.79 GiB on one H100, 3.58 GiB at TP 2, the second 1.79 GiB
+# being NCCL's buffers. Every other release measures from a snapshot taken after CUDA (and, from the V1
+# worker that initialises the distributed environment first, NCCL) is set up: the median of the vendored
+# logs is 0.25 GiB (0.04 to 0.43 GiB over TP 1 to 8).
+VLLM_NON_TORCH_BYTES = round(0.25 * GIB)
+VLLM_V065_CONTEXT_BYTES = round(1.79 * GIB)
+VLLM_V065_NCCL_BYTES_PER_GPU = round(1.79 * GIB)
+VLLM_V065_FIRST, VLLM_V065_LAST = 6005, 6006  # v0.6.5 .. v0.6.6
 # SGLang's --mem-fraction-static when none is given (its classic single-GPU default; newer releases pick
 # one from GPU memory and TP: give the value your server prints).
 SGLANG_MEM_FRACTION_STATIC = 0.88
+# Memory in use on a GPU before SGLang loads weights (CUDA context, NCCL and custom all-reduce buffers):
+# not modelled (0) unless measured; its log's "Load weight begin. avail mem" is the memory after it.
+SGLANG_STARTUP_BYTES = 0
 SGLANG_SWA_FULL_TOKENS_RATIO = 0.8  # SGLang --swa-full-tokens-ratio default: sliding pool / full pool
 
 
@@ -99,6 +123,10 @@ _INPUTS = [
     InputDecl("v_head_dim", "elements", "value head dimension"),
     InputDecl("kv_lora_rank", "elements", "MLA latent rank (NULL when not MLA)"),
     InputDecl("qk_rope_head_dim", "elements", "MLA decoupled RoPE key dimension"),
+    InputDecl("hidden_size", "elements", "residual stream width (NULL: unknown)"),
+    InputDecl("intermediate_size", "elements", "MLP width a token passes through; MoE: an expert's width x experts"
+              " per token (NULL: unknown)"),
+    InputDecl("vocab_size", "tokens", "vocabulary size (NULL: unknown)"),
     InputDecl("params_total", "params", "all parameters (all experts)"),
     InputDecl("params_active", "params", "parameters read per token"),
     InputDecl("max_position_embeddings", "tokens", "claimed context length"),
@@ -113,7 +141,9 @@ _INPUTS = [
     InputDecl("weight_bytes_per_param", "bytes", "bytes per weight", "real"),
     InputDecl("state_bytes_per_element", "bytes", "bytes per linear-state element (model dtype)", "real"),
     # gpu
-    InputDecl("memory_bytes", "bytes", "GPU memory"),
+    InputDecl("memory_bytes", "bytes", "GPU memory (nominal)"),
+    InputDecl("reported_memory_bytes", "bytes",
+              "GPU memory as CUDA reports it (an H100 80GB: 79.19 GiB); NULL: not known, memory_bytes is used"),
     InputDecl("memory_bandwidth_bytes_per_s", "bytes/s", "GPU memory bandwidth"),
     InputDecl("price_per_hour", "USD/h", "price per GPU-hour", "real"),
     InputDecl("unit_price", "USD", "price to buy one GPU", "real"),
@@ -137,12 +167,20 @@ _INPUTS = [
     InputDecl("block_size", "tokens", "paged-KV block size (0: no rounding); SGLang's page size"),
     InputDecl("rule", "name", "allocation rule the figures follow: theoretical, vllm or sglang", "text"),
     InputDecl("gpu_memory_utilization", "fraction",
-              f"vLLM --gpu-memory-utilization (NULL: {VLLM_GPU_MEMORY_UTILIZATION})", "real"),
+              f"vLLM --gpu-memory-utilization (NULL: the release's default, {VLLM_GPU_MEMORY_UTILIZATION} from v0.20,"
+              f" {VLLM_GPU_MEMORY_UTILIZATION_BEFORE} before)", "real"),
     InputDecl("max_num_batched_tokens", "tokens", f"vLLM --max-num-batched-tokens (NULL: {VLLM_MAX_NUM_BATCHED_TOKENS:,})"),
     InputDecl("max_concurrent_batches", "batches",
               f"batches vLLM keeps in flight (NULL: {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1, else PP)"),
     InputDecl("activation_bytes", "bytes", "measured peak activation memory per GPU (vLLM's profile run)"),
-    InputDecl("cuda_graph_bytes", "bytes", "measured CUDA graph memory per GPU"),
+    InputDecl("cuda_graph_bytes", "bytes", "CUDA graph memory per GPU to take from the KV pool (NULL: 0)"),
+    InputDecl("engine_version", "name", "the engine release the engine rule follows, as given (NULL: the latest"
+              " kvreg knows)", "text"),
+    InputDecl("engine_release", "release",
+              "engine_version as a number: major x 1,000,000 + minor x 1,000 + patch (0.10.1 -> 10,001)"),
+    InputDecl("non_torch_bytes", "bytes", "measured non-torch memory per GPU (vLLM's non_torch_memory)"),
+    InputDecl("weights_measured_bytes", "bytes", "measured weight memory per GPU (vLLM 'Model loading took',"
+              " SGLang 'mem usage')"),
     InputDecl("mem_fraction_static", "fraction", f"SGLang --mem-fraction-static (NULL: {SGLANG_MEM_FRACTION_STATIC})",
               "real"),
     # calibration: what the engine printed at startup
@@ -151,6 +189,9 @@ _INPUTS = [
     InputDecl("measured_max_concurrency", "sequences",
               "vLLM's printed 'Maximum concurrency for N tokens per request' (per engine)", "real"),
     InputDecl("measured_engine_version", "name", "the engine and version that printed them", "text"),
+    InputDecl("calibration_source", "name", "the startup log a plan's measured terms came from (NULL: none)", "text"),
+    InputDecl("measured_kv_cache_bytes", "bytes", "KV memory per GPU the engine logged (vLLM 'Available KV cache"
+              " memory', SGLang K size + V size)"),
     # demand
     InputDecl("users", "users", "target concurrent users in a quarter"),
 ]
@@ -367,16 +408,50 @@ _FIGURES: list[Figure] = [
         _sequence_bytes_per_gpu(I("context_tokens")),
     ),
     Figure("kv_gib_per_sequence_per_gpu", "GiB", "the same in GiB", F("kv_bytes_per_sequence_per_gpu") / GIB),
-    Figure("weights_bytes_per_gpu", "bytes", "weights on one GPU: params x bytes / (TP x PP)",
-           F("weights_bytes") / (I("tp") * I("pp"))),
+    Figure("weights_bytes_per_gpu", "bytes", "weights on one GPU: params x bytes / (TP x PP), or the measured"
+           " weights_measured_bytes (an engine rule's calibration)",
+           coalesce(I("weights_measured_bytes"), F("weights_bytes") / (I("tp") * I("pp")))),
     Figure("weights_gib_per_gpu", "GiB", "the same in GiB", F("weights_bytes_per_gpu") / GIB),
     Figure("memory_gib", "GiB", "GPU memory in GiB", I("memory_bytes") / GIB),
+    Figure(
+        "engine_memory_bytes",
+        "bytes",
+        "GPU memory the rule sizes from: under an engine rule what CUDA reports (reported_memory_bytes, else"
+        " memory_bytes); under the theoretical rule the nominal memory_bytes",
+        if_(_rule("theoretical"), I("memory_bytes"), coalesce(I("reported_memory_bytes"), I("memory_bytes"))),
+    ),
+    Figure("engine_memory_gib", "GiB", "the same in GiB", F("engine_memory_bytes") / GIB),
     Figure("usable_bytes_per_gpu", "bytes", "memory x (1 - reserve)", I("memory_bytes") * (1 - I("reserve"))),
     Figure("usable_gib_per_gpu", "GiB", "the same in GiB", F("usable_bytes_per_gpu") / GIB),
     # ---- engine knobs as the engine resolves them (NULL under a rule that has no such knob)
+    Figure("engine_release_used", "release", f"the engine release the rule follows: engine_release, else the"
+           f" latest kvreg knows ({VLLM_LATEST_RELEASE:,}, vLLM 0.20)",
+           if_(_rule("theoretical"), Const(None), coalesce(I("engine_release"), VLLM_LATEST_RELEASE)), "int"),
     Figure("gpu_memory_utilization_used", "fraction",
-           f"vLLM: gpu_memory_utilization, else {VLLM_GPU_MEMORY_UTILIZATION} (vLLM's default)",
-           if_(_rule("vllm"), coalesce(I("gpu_memory_utilization"), VLLM_GPU_MEMORY_UTILIZATION), Const(None))),
+           f"vLLM: gpu_memory_utilization, else the release's default: {VLLM_GPU_MEMORY_UTILIZATION} from v0.20,"
+           f" {VLLM_GPU_MEMORY_UTILIZATION_BEFORE} before",
+           if_(_rule("vllm"), coalesce(I("gpu_memory_utilization"),
+                                       if_(F("engine_release_used") >= VLLM_GMU_092_RELEASE, VLLM_GPU_MEMORY_UTILIZATION,
+                                           VLLM_GPU_MEMORY_UTILIZATION_BEFORE)), Const(None))),
+    Figure("requested_bytes_per_gpu", "bytes", "vLLM: the memory the instance may use on one GPU: engine memory x"
+           " gpu_memory_utilization (its log's 'total_gpu_memory x gpu_memory_utilization')",
+           if_(_rule("vllm"), F("engine_memory_bytes") * F("gpu_memory_utilization_used"), Const(None))),
+    Figure(
+        "non_torch_bytes_per_gpu",
+        "bytes",
+        "memory in use before the weights load that the rule takes off: SGLang the CUDA context and communication"
+        f" buffers before its 'Load weight begin' (non_torch_bytes when measured, else {SGLANG_STARTUP_BYTES});"
+        " vLLM the non-torch memory of the profile run: non_torch_bytes when measured, else"
+        f" {VLLM_V065_CONTEXT_BYTES / GIB:.2f} GiB of CUDA context plus {VLLM_V065_NCCL_BYTES_PER_GPU / GIB:.2f} GiB"
+        f" of NCCL buffers at TP x PP > 1 in v0.6.5 and v0.6.6, {VLLM_NON_TORCH_BYTES / GIB:.2f} GiB in every other"
+        " release",
+        if_(_rule("vllm"), coalesce(
+            I("non_torch_bytes"),
+            if_(and_(F("engine_release_used") >= VLLM_V065_FIRST, F("engine_release_used") <= VLLM_V065_LAST),
+                VLLM_V065_CONTEXT_BYTES + if_((I("tp") * I("pp")) > 1, VLLM_V065_NCCL_BYTES_PER_GPU, 0),
+                VLLM_NON_TORCH_BYTES)),
+            if_(_rule("sglang"), coalesce(I("non_torch_bytes"), SGLANG_STARTUP_BYTES), Const(None))),
+    ),
     Figure("max_num_batched_tokens_used", "tokens", f"vLLM: max_num_batched_tokens, else {VLLM_MAX_NUM_BATCHED_TOKENS:,}",
            if_(_rule("vllm"), coalesce(I("max_num_batched_tokens"), VLLM_MAX_NUM_BATCHED_TOKENS), Const(None)), "int"),
     Figure("max_concurrent_batches_used", "batches",
@@ -390,21 +465,27 @@ _FIGURES: list[Figure] = [
     Figure(
         "activation_peak_bytes_per_gpu",
         "bytes",
-        "vLLM: peak activation memory of the profile run on one GPU: activation_bytes when measured, else an"
-        f" estimate of max_num_batched_tokens x attention_heads x head_dim x {ACTIVATION_BYTES_PER_ELEMENT} B"
-        f" x {ACTIVATION_VECTORS_PER_TOKEN} live vectors",
+        "vLLM: peak activation memory of the profile run on one GPU (its 'PyTorch activation peak memory'):"
+        " activation_bytes when measured; else max_num_batched_tokens x (3 x intermediate_size + 2 x"
+        f" hidden_size) x {ACTIVATION_BYTES_PER_ELEMENT} B (the MLP's gate-up and activated outputs beside the"
+        f" residual stream) plus the sampler's {VLLM_SAMPLER_SEQS} sequences x vocab_size x"
+        f" {SAMPLER_BYTES_PER_LOGIT} B; for a model without those widths max_num_batched_tokens x attention_heads"
+        f" x head_dim x {ACTIVATION_BYTES_PER_ELEMENT} B x {ACTIVATION_VECTORS_PER_TOKEN} live vectors",
         if_(_rule("vllm"), coalesce(
             I("activation_bytes"),
-            F("max_num_batched_tokens_used") * I("attention_heads") * I("head_dim") * ACTIVATION_BYTES_PER_ELEMENT
-            * ACTIVATION_VECTORS_PER_TOKEN), Const(None)),
+            if_(or_(isnull(I("hidden_size")), isnull(I("intermediate_size"))),
+                F("max_num_batched_tokens_used") * I("attention_heads") * I("head_dim") * ACTIVATION_BYTES_PER_ELEMENT
+                * ACTIVATION_VECTORS_PER_TOKEN,
+                F("max_num_batched_tokens_used")
+                * (3 * I("intermediate_size") + 2 * I("hidden_size")) * ACTIVATION_BYTES_PER_ELEMENT
+                + VLLM_SAMPLER_SEQS * coalesce(I("vocab_size"), 0) * SAMPLER_BYTES_PER_LOGIT)), Const(None)),
     ),
     Figure(
         "cuda_graph_bytes_per_gpu",
         "bytes",
-        f"vLLM: CUDA graph memory on one GPU: cuda_graph_bytes when measured, else {CUDA_GRAPH_BYTES_PER_LAYER // MIB}"
-        " MiB per layer on the fullest stage",
-        if_(_rule("vllm"), coalesce(I("cuda_graph_bytes"), ceil(I("layers") / I("pp")) * CUDA_GRAPH_BYTES_PER_LAYER),
-            Const(None)),
+        "vLLM: CUDA graph memory taken from the KV pool on one GPU: cuda_graph_bytes when given, else 0 (vLLM"
+        " captures its graphs after sizing the KV cache, out of the memory gpu_memory_utilization leaves)",
+        if_(_rule("vllm"), coalesce(I("cuda_graph_bytes"), 0), Const(None)),
     ),
     Figure("mem_fraction_static_used", "fraction", f"SGLang: mem_fraction_static, else {SGLANG_MEM_FRACTION_STATIC}",
            if_(_rule("sglang"), coalesce(I("mem_fraction_static"), SGLANG_MEM_FRACTION_STATIC), Const(None))),
@@ -412,11 +493,14 @@ _FIGURES: list[Figure] = [
         "allocatable_bytes_per_gpu",
         "bytes",
         "memory the rule gives weights and the KV pool on one GPU: theoretical usable_bytes_per_gpu; vLLM"
-        " memory x gpu_memory_utilization - peak activations - CUDA graphs; SGLang memory x mem_fraction_static",
+        " requested - peak activations - non-torch memory - CUDA graphs given; SGLang (engine memory - memory in"
+        " use before the weights load) x mem_fraction_static, so that the pool is SGLang's rest_memory ="
+        " available after weights - available before load x (1 - mem_fraction_static)",
         if_(_rule("vllm"),
-            I("memory_bytes") * F("gpu_memory_utilization_used") - F("activation_peak_bytes_per_gpu")
+            F("requested_bytes_per_gpu") - F("activation_peak_bytes_per_gpu") - F("non_torch_bytes_per_gpu")
             - F("cuda_graph_bytes_per_gpu"),
-            if_(_rule("sglang"), I("memory_bytes") * F("mem_fraction_static_used"), F("usable_bytes_per_gpu"))),
+            if_(_rule("sglang"), (F("engine_memory_bytes") - F("non_torch_bytes_per_gpu")) * F("mem_fraction_static_used"),
+                F("usable_bytes_per_gpu"))),
     ),
     Figure("allocatable_gib_per_gpu", "GiB", "the same in GiB", F("allocatable_bytes_per_gpu") / GIB),
     Figure(
@@ -656,6 +740,12 @@ _FIGURES: list[Figure] = [
         " theoretical rule) against measured_kv_cache_tokens; positive: kvreg promises more than the engine has",
         (coalesce(F("kv_cache_tokens"), F("kv_pool_tokens")) - I("measured_kv_cache_tokens"))
         / I("measured_kv_cache_tokens"),
+    ),
+    Figure(
+        "kv_cache_memory_error_fraction",
+        "fraction",
+        "(predicted - logged) / logged KV memory per GPU: kv_pool_bytes_per_gpu against measured_kv_cache_bytes",
+        (F("kv_pool_bytes_per_gpu") - I("measured_kv_cache_bytes")) / I("measured_kv_cache_bytes"),
     ),
     Figure(
         "max_concurrency_error_fraction",

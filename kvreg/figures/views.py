@@ -16,16 +16,18 @@ _MODEL_COLS = [
     "layers", "full_layers", "sliding_layers", "sliding_window", "chunked_layers", "attention_chunk_size",
     "linear_layers", "linear_state_elements_per_layer", "linear_state_heads", "attention_heads", "kv_heads",
     "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "params_total", "params_active",
-    "max_position_embeddings", "indexer_bytes_per_token_per_layer",
+    "max_position_embeddings", "indexer_bytes_per_token_per_layer", "hidden_size", "intermediate_size", "vocab_size",
 ]
-_GPU_COLS = ["memory_bytes", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"]
+_GPU_COLS = ["memory_bytes", "reported_memory_bytes", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"]
 _DEPLOY_COLS = [
     "gpus_per_node", "tp", "pp", "dp_attention", "context_tokens", "avg_tokens", "reserve",
     "kv_cache_memory_bytes", "block_size", "rule", "gpu_memory_utilization", "max_num_batched_tokens",
-    "max_concurrent_batches", "activation_bytes", "cuda_graph_bytes", "mem_fraction_static",
+    "max_concurrent_batches", "activation_bytes", "cuda_graph_bytes", "mem_fraction_static", "engine_version",
+    "engine_release", "non_torch_bytes", "weights_measured_bytes",
 ]
 # What an engine printed for a plan (kvreg plan calibrate): plans only, never scratch scenarios.
-_MEASURED_COLS = ["measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version"]
+_MEASURED_COLS = ["measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version",
+                  "measured_kv_cache_bytes", "calibration_source"]
 # The KV dtype's sizes, as every grain joins them (alias kd).
 _KV_DTYPE_SELECT = (
     "kd.bytes_per_element AS kv_bytes_per_element,"
@@ -75,7 +77,7 @@ def _deployment_source(table: str, key_cols: list[str], extra_cols: list[str] = 
 _DEPLOY_OUT = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens",
                "kv_dtype", "weight_dtype", "reserve", "kv_cache_memory_bytes", "block_size", "gpu_memory_utilization",
                "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes", "cuda_graph_bytes",
-               "mem_fraction_static"]
+               "mem_fraction_static", "engine_version", "non_torch_bytes", "weights_measured_bytes"]
 
 
 @dataclass(frozen=True)

@@ -664,12 +664,34 @@ def model_from_config(config: dict, *, name: str, source: str = "manual", sha256
         "params_active": active,
         "weight_dtype": _weight_dtype(cfg, findings),
         "max_position_embeddings": _max_positions(cfg, findings),
+        **_activation_widths(config),
         "source": source,
         "source_sha256": sha256,
         "imported_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "notes": "; ".join(findings.notes),
     }
     return row, findings.warnings
+
+
+def _activation_widths(config: dict) -> dict:
+    """hidden_size, the MLP width a token passes through (MoE: moe_intermediate_size x experts per token)
+    and vocab_size: the widths vLLM's profile run holds activations at. A value the config lacks is None."""
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+
+    def whole(*keys):
+        for key in keys:
+            value = text.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return None
+
+    experts = whole("num_experts_per_tok", "moe_topk", "num_experts_per_token", "experts_per_token")
+    # Mixtral and gpt-oss name the expert's width intermediate_size beside their expert count
+    moe = whole("num_local_experts", "num_experts", "n_routed_experts")
+    expert_width = whole("moe_intermediate_size") or (whole("intermediate_size") if moe and experts else None)
+    mlp = expert_width * experts if expert_width and experts else whole("intermediate_size", "ffn_hidden_size")
+    return {"hidden_size": whole("hidden_size", "d_model", "n_embd"), "intermediate_size": mlp,
+            "vocab_size": whole("vocab_size", "padded_vocab_size")}
 
 
 def import_path(path: str | pathlib.Path, *, name: str | None = None,

@@ -1,0 +1,220 @@
+"""Predicted vs logged: kvreg's engine rules against the public startup logs in tests/data/logs.
+
+For every log the MANIFEST marks `table = true`, the log is parsed (kvreg.enginelog) and kvreg's
+prediction is read from the capacity view (kvreg.calibrate.compare): from the GPU alone (the log's
+settings, every memory term estimated) or, for a row marked `inputs = "logged"`, from the memory terms
+the log itself prints. The table, and the mean absolute error per engine and family, are printed as
+Markdown; --write puts them in docs/engine-rules.md between the markers; --check exits 1 when the
+table there is stale or a target is missed beyond the misses recorded in KNOWN_MISSES.
+
+    python bench/engine_table.py            # print the table
+    python bench/engine_table.py --write    # refresh docs/engine-rules.md
+    python bench/engine_table.py --check    # what CI runs (tests/test_engine_table.py)
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import tempfile
+import tomllib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+LOGS = ROOT / "tests" / "data" / "logs"
+DOC = ROOT / "docs" / "engine-rules.md"
+BEGIN = "<!-- engine-table:begin (bench/engine_table.py --write) -->"
+END = "<!-- engine-table:end -->"
+GIB = 2**30
+# The issue's targets: mean absolute error of KV memory and tokens within 2% for vLLM; SGLang tokens within
+# 2% where its inputs are logged.
+TARGET = 0.02
+# Targets the vendored logs do not let kvreg meet, with the mean absolute error measured when this was
+# written (docs/engine-rules.md says why). --check fails if an error grows past its recorded value, and
+# if a recorded miss starts meeting the target (then this entry and the docs are stale).
+KNOWN_MISSES = {
+    ("vllm", "moe", "kv_cache_memory"): 0.890,
+    ("vllm", "moe", "kv_cache_tokens"): 0.912,
+}
+LOGGED_TERMS = " (logged terms)"  # a family's rows predicted from the log's own memory terms
+
+
+def load_manifest() -> dict:
+    return tomllib.loads((LOGS / "MANIFEST.toml").read_text())
+
+
+def _registry(manifest: dict) -> str:
+    """A fresh registry with the catalog and the MANIFEST's extra GPUs and models."""
+    from kvreg.db.engine import open_registry
+    from kvreg.registry import add_gpu, add_model
+
+    url = f"sqlite:///{tempfile.mkdtemp(prefix='kvreg-engine-table-')}/registry.db"
+    engine = open_registry(url)
+    with engine.begin() as conn:
+        for g in manifest.get("gpu", []):
+            add_gpu(conn, {"name": g["name"], "memory_bytes": g["memory"], "reported_memory_bytes": g.get("reported_memory"),
+                           "notes": g["source"]})
+        for m in manifest.get("model", []):
+            add_model(conn, {
+                "name": m["name"], "layers": m["layers"], "attention_heads": m["attention_heads"],
+                "kv_heads": m["kv_heads"], "head_dim": m["head_dim"], "v_head_dim": m["head_dim"],
+                "params_total": round(m["params_b"] * 1e9), "params_active": round(m["active_params_b"] * 1e9),
+                "weight_dtype": "bf16", "max_position_embeddings": int(m["max_context"]),
+                "hidden_size": m["hidden_size"], "intermediate_size": m["intermediate_size"],
+                "vocab_size": m["vocab_size"], "source": "manual", "notes": m["source"]})
+    engine.dispose()
+    return url
+
+
+def _error(predicted, logged):
+    if predicted is None or logged is None or logged <= 0:
+        return None  # a log of a run that did not fit has no error fraction: the table shows both numbers
+    return (predicted - logged) / logged
+
+
+def rows(manifest: dict | None = None) -> list[dict]:
+    """One row per table log: logged and predicted KV memory, tokens and concurrency, and the errors."""
+    from dataclasses import replace
+
+    from kvreg.calibrate import compare, question
+    from kvreg.capacity import ask
+    from kvreg.db.engine import open_registry
+    from kvreg.enginelog import read_log
+
+    manifest = manifest or load_manifest()
+    engine = open_registry(_registry(manifest))
+    out = []
+    with engine.connect() as conn:
+        for entry in manifest["log"]:
+            if not entry.get("table"):
+                continue
+            log, _source = read_log(LOGS / entry["file"])
+            for field in ("tp", "pp", "gpu_memory_utilization", "mem_fraction_static", "max_num_batched_tokens"):
+                if entry.get(field) is not None and getattr(log, field) is None:
+                    setattr(log, field, entry[field])
+            result = compare(conn, log, model=entry["model"], gpu=entry["gpu"], context=entry.get("context"),
+                             weight_dtype=entry.get("weight_dtype"), engine_version=entry.get("release"))
+            logged_kv, logged_tokens = log.kv_cache_gib, log.kv_cache_tokens
+            if entry["inputs"] == "logged":
+                kv = result["kv_cache_gib"]
+                logged_kv = entry["rest_memory_bytes"] / GIB  # SGLang's rest_memory, as its build printed it
+                # the pool was sized from the budget the build printed: kvreg's cells over that budget
+                q = replace(result["question"], kv_cache_memory_bytes=entry["budget_bytes"])
+                sized = ask(conn, q)[0]
+                tokens, concurrency = sized["kv_cache_tokens"], sized["sequences_per_rank"]
+            else:
+                kv = result["predicted_kv_cache_gib"]
+                tokens, concurrency = result["predicted_kv_cache_tokens"], result["predicted_max_concurrency"]
+            out.append({
+                "file": entry["file"], "source": entry["source"], "engine": entry["engine"], "family": entry["family"],
+                "model": result["model"], "gpu": result["gpu"], "tp": result["tp"],
+                "release": entry.get("release") or "not logged", "inputs": entry["inputs"],
+                "kv_gib_logged": logged_kv, "kv_gib_predicted": kv, "kv_error": _error(kv, logged_kv),
+                "tokens_logged": logged_tokens, "tokens_predicted": tokens if kv > 0 else 0,
+                "tokens_error": _error(tokens if kv > 0 else 0, logged_tokens),
+                "concurrency_logged": log.max_concurrency, "concurrency_predicted": concurrency,
+                "concurrency_error": _error(concurrency, log.max_concurrency),
+            })
+    engine.dispose()
+    return out
+
+
+def mean_errors(table: list[dict]) -> dict:
+    """Mean absolute error per (engine, family, measure) over the rows that have both numbers."""
+    out: dict = {}
+    for measure, key in (("kv_cache_memory", "kv_error"), ("kv_cache_tokens", "tokens_error"),
+                         ("max_concurrency", "concurrency_error")):
+        groups: dict = {}
+        for r in table:
+            if r[key] is not None:
+                family = r["family"] + (LOGGED_TERMS if r["inputs"] == "logged" else "")
+                groups.setdefault((r["engine"], family, measure), []).append(abs(r[key]))
+        for k, errs in groups.items():
+            out[k] = (sum(errs) / len(errs), len(errs))
+    return out
+
+
+def misses(means: dict, table: list[dict]) -> list[str]:
+    """Targets missed beyond KNOWN_MISSES, and recorded misses that now meet the target."""
+    problems = []
+    for (engine, family, measure), (mae, n) in sorted(means.items()):
+        applies = _target_applies(engine, family, measure)
+        if not applies:
+            continue
+        known = KNOWN_MISSES.get((engine, family, measure))
+        if mae > TARGET and (known is None or mae > known + 0.0005):
+            problems.append(f"{engine} {family} {measure}: mean absolute error {mae:.1%} over {n} logs, target "
+                            f"{TARGET:.0%}" + (f", recorded {known:.1%}" if known is not None else ""))
+        if known is not None and mae <= TARGET:
+            problems.append(f"{engine} {family} {measure}: now {mae:.1%}, within the target: drop it from KNOWN_MISSES")
+    return problems
+
+
+def _target_applies(engine: str, family: str, measure: str) -> bool:
+    """vLLM: KV memory and tokens, predicted from the GPU alone; SGLang: tokens where its inputs are logged."""
+    if engine == "vllm":
+        return measure in ("kv_cache_memory", "kv_cache_tokens")
+    return measure == "kv_cache_tokens" and family.endswith(LOGGED_TERMS)
+
+
+def _pct(x) -> str:
+    return "" if x is None else f"{x:+.1%}"
+
+
+def _num(x, digits=2) -> str:
+    if x is None:
+        return ""
+    return f"{x:,}" if isinstance(x, int) else f"{x:,.{digits}f}"
+
+
+def markdown(table: list[dict]) -> str:
+    lines = [
+        "| log | engine | family | model on GPU, TP | release | KV GiB logged | predicted | error | tokens logged |"
+        " predicted | error | concurrency logged | predicted | error |",
+        "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in table:
+        inputs = "" if r["inputs"] == "gpu" else " (logged terms)"
+        lines.append(
+            f"| [{r['file']}]({r['source']}) | {r['engine']}{inputs} | {r['family']} | {r['model']} on {r['gpu']}, "
+            f"TP {r['tp']} | {r['release']} | {_num(r['kv_gib_logged'])} | {_num(r['kv_gib_predicted'])} | "
+            f"{_pct(r['kv_error'])} | {_num(r['tokens_logged'])} | {_num(r['tokens_predicted'])} | "
+            f"{_pct(r['tokens_error'])} | {_num(r['concurrency_logged'])} | {_num(r['concurrency_predicted'])} | "
+            f"{_pct(r['concurrency_error'])} |")
+    lines += ["", "| engine | family | measure | mean absolute error | logs | target |", "| --- | --- | --- | ---: | ---: | --- |"]
+    for (engine, family, measure), (mae, n) in sorted(mean_errors(table).items()):
+        target = f"{TARGET:.0%}" if _target_applies(engine, family, measure) else "none"
+        met = "" if target == "none" else (" met" if mae <= TARGET else " **missed**")
+        lines.append(f"| {engine} | {family} | {measure} | {mae:.1%} | {n} | {target}{met} |")
+    return "\n".join(lines) + "\n"
+
+
+def _doc_with(table_md: str) -> str:
+    text = DOC.read_text()
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    return text[:start] + "\n" + table_md + text[end:]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="refresh the table in docs/engine-rules.md")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the docs are stale or a target is missed")
+    args = parser.parse_args(argv)
+    table = rows()
+    md = markdown(table)
+    if args.write:
+        DOC.write_text(_doc_with(md))
+    if args.check:
+        problems = misses(mean_errors(table), table)
+        if DOC.read_text() != _doc_with(md):
+            problems.append("docs/engine-rules.md's table is stale: run python bench/engine_table.py --write")
+        for p in problems:
+            print(p, file=sys.stderr)
+        return 1 if problems else 0
+    if not args.write:
+        sys.stdout.write(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Set a vLLM or SGLang startup log against kvreg's figures: `kvreg calibrate --log` and
+`kvreg plan calibrate NAME --log`.
+
+Two predictions are read from the capacity view (kvreg.capacity.ask), never computed here:
+- from the GPU alone: the log's settings (model, GPU, TP/PP, utilization or mem fraction, context,
+  batched tokens, release) with every memory term estimated by the figure declarations;
+- with the log's terms: the same, with the weights, activation peak and non-torch memory the log
+  measured given as inputs (--weights-memory, --activation-memory, --non-torch-memory). A log cut
+  before its KV-cache line still has these, so this predicts the line it would have printed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kvreg.capacity import Question, ask, runner
+from kvreg.enginelog import GIB, EngineLog
+from kvreg.errors import KvregError
+
+# The release a log's format implies when it names none (kvreg.enginelog's formats).
+FORMAT_RELEASE = {"vllm-v0.6.4": "0.6.4", "vllm-v0.6.5": "0.6.5", "vllm-v0": "0.7.0"}
+# vLLM V0 without chunked prefill profiles one sequence of the whole context, at least 2,048 tokens
+# (vllm/config.py SchedulerConfig: max_num_batched_tokens = max(max_model_len, 2048)).
+V0_MIN_BATCHED_TOKENS = 2048
+# A log's total memory names a registry GPU when it is this close to the GPU's reported memory (logs print
+# two decimals, and drivers differ by a few hundredths: 79.19 and 79.22 GiB on H100s).
+GPU_MATCH_GIB = 0.05
+# KV cache dtypes as logs name them -> registry dtypes.
+_KV_DTYPES = {"auto": None, "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8_e4m3",
+              "fp8_e5m2": "fp8_e5m2", "float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
+
+TERMS = [  # (name, what the log calls it, logged field, predicted figure: bytes or a count)
+    ("total_gpu_memory", "total_gpu_memory", "total_gpu_memory_gib", "engine_memory_bytes"),
+    ("requested_memory", "total x gpu_memory_utilization", "requested_gib", "requested_bytes_per_gpu"),
+    ("weights", "model weights / Model loading took / mem usage", "weights_gib", "weights_bytes_per_gpu"),
+    ("activation_peak", "PyTorch activation peak memory", "activation_gib", "activation_peak_bytes_per_gpu"),
+    ("non_torch", "non_torch_memory", "non_torch_gib", "non_torch_bytes_per_gpu"),
+    ("kv_cache_memory", "Available KV cache memory / K size + V size", "kv_cache_gib", "kv_pool_bytes_per_gpu"),
+    ("kv_cache_tokens", "GPU KV cache size / #tokens / max_total_num_tokens", "kv_cache_tokens", "kv_cache_tokens"),
+    ("max_concurrency", "Maximum concurrency for N tokens per request", "max_concurrency", "sequences_per_rank"),
+]
+_GIB_TERMS = {"total_gpu_memory", "requested_memory", "weights", "activation_peak", "non_torch", "kv_cache_memory"}
+
+
+def _names(db, sql: str) -> list[str]:
+    return [r["name"] for r in db.rows(sql)]
+
+
+def resolve_model(conn, log: EngineLog, model: str | None) -> str:
+    """--model, else the registry model the log's model path names (its last part, with or without an
+    org prefix such as Meta- and a suffix such as -Instruct or -FP8)."""
+    db = runner(conn)
+    names = _names(db, "SELECT name FROM model ORDER BY name")
+    if model:
+        if model not in names:
+            from kvreg.errors import suggest
+
+            raise suggest(model, names, "model")
+        return model
+    if not log.model:
+        raise KvregError("the log does not name its model: give --model NAME (a registry model, see kvreg model list)")
+    base = log.model.rstrip("/").split("/")[-1]
+    candidates = [base]
+    for pattern in (r"^Meta-", r"-(Instruct|Chat|hf|FP8|AWQ|GPTQ|Base)(-\d+)?$", r"-(Instruct|Chat)-(FP8|AWQ)$"):
+        candidates += [re.sub(pattern, "", c, flags=re.IGNORECASE) for c in list(candidates)]
+    by_lower = {n.lower(): n for n in names}
+    for c in candidates:
+        if c.lower() in by_lower:
+            return by_lower[c.lower()]
+    raise KvregError(f"the log's model {log.model!r} is not a registry model: give --model NAME (kvreg model list), "
+                     "or import its config with kvreg model import")
+
+
+def resolve_gpu(conn, log: EngineLog, gpu: str | None) -> str:
+    """--gpu, else the registry GPU whose reported memory matches the log's total_gpu_memory."""
+    db = runner(conn)
+    rows = db.rows("SELECT name, memory_bytes, reported_memory_bytes FROM gpu ORDER BY id")
+    if gpu:
+        if gpu not in [r["name"] for r in rows]:
+            from kvreg.errors import suggest
+
+            raise suggest(gpu, [r["name"] for r in rows], "gpu")
+        return gpu
+    if log.total_gpu_memory_gib is None:
+        raise KvregError("the log does not show the GPU's memory (total_gpu_memory): give --gpu NAME (kvreg gpu list)")
+    matches = [r["name"] for r in rows
+               if abs((r["reported_memory_bytes"] or r["memory_bytes"]) / GIB - log.total_gpu_memory_gib) <= GPU_MATCH_GIB]
+    if len(matches) != 1:
+        what = "no registry GPU" if not matches else f"several GPUs ({', '.join(matches)})"
+        raise KvregError(f"the log's total_gpu_memory {log.total_gpu_memory_gib} GiB matches {what}: give --gpu NAME, "
+                         "or a GPU row with that --reported-memory")
+    return matches[0]
+
+
+def question(log: EngineLog, model: str, gpu: str, *, context: int | None = None, weight_dtype: str | None = None,
+             kv_dtype: str | None = None, engine_version: str | None = None, measured: bool = False,
+             overrides: dict | None = None) -> Question:
+    """The capacity question a log asks: its settings; with `measured`, its memory terms as inputs."""
+    rule = log.engine
+    version = engine_version or log.engine_version or FORMAT_RELEASE.get(log.format or "")
+    ctx = context or log.concurrency_tokens or log.max_model_len
+    q = Question(models=[model], gpus=[gpu], contexts=[ctx] if ctx else [], kv_dtypes=[kv_dtype or "bf16"],
+                 weight_dtype=weight_dtype, tp=log.tp or 1, pp=log.pp or 1, gpus_per_node=max(8, (log.tp or 1) *
+                                                                                                (log.pp or 1)),
+                 block_size=log.block_size or (16 if rule == "vllm" else 1), rule=rule, engine_version=version)
+    if rule == "vllm":
+        q.gpu_memory_utilization = log.gpu_memory_utilization
+        batched = log.max_num_batched_tokens
+        if batched is None and (log.format or "").startswith("vllm-v0") and ctx:
+            batched = max(ctx, V0_MIN_BATCHED_TOKENS)
+        q.max_num_batched_tokens = batched
+    else:
+        q.mem_fraction_static = log.mem_fraction_static
+    if measured:
+        if log.weights_gib is not None:
+            q.weights_measured_bytes = round(log.weights_gib * GIB)
+        if rule == "vllm":
+            if log.activation_gib is not None:
+                q.activation_bytes = round(max(log.activation_gib, 0) * GIB)
+            if log.non_torch_gib is not None:
+                q.non_torch_bytes = round(max(log.non_torch_gib, 0) * GIB)
+        elif log.avail_after_weights_gib is not None and log.weights_gib is not None:
+            # SGLang: memory in use before the load = what CUDA reports - available before the load
+            q.non_torch_bytes = None  # set by the caller, which knows the GPU's reported memory
+    for k, v in (overrides or {}).items():
+        setattr(q, k, v)
+    return q
+
+
+def _sglang_in_use(conn, gpu: str, log: EngineLog) -> int | None:
+    """SGLang: memory in use before the weights load, from the log: reported - (avail after + weights)."""
+    if log.avail_before_load_gib is None and (log.avail_after_weights_gib is None or log.weights_gib is None):
+        return None
+    before = log.avail_before_load_gib
+    if before is None:
+        before = log.avail_after_weights_gib + log.weights_gib
+    row = runner(conn).rows("SELECT memory_bytes, reported_memory_bytes FROM gpu WHERE name = :n", {"n": gpu})[0]
+    return max(0, round((row["reported_memory_bytes"] or row["memory_bytes"]) - before * GIB))
+
+
+def compare(conn, log: EngineLog, *, model: str | None = None, gpu: str | None = None, context: int | None = None,
+            weight_dtype: str | None = None, kv_dtype: str | None = None, engine_version: str | None = None) -> dict:
+    """Predicted (from the GPU alone, and with the log's terms) against logged, term by term."""
+    model = resolve_model(conn, log, model)
+    gpu = resolve_gpu(conn, log, gpu)
+    if kv_dtype is None and log.kv_cache_dtype:
+        kv_dtype = _KV_DTYPES.get(log.kv_cache_dtype.lower(), log.kv_cache_dtype)
+    common = dict(context=context, weight_dtype=weight_dtype, kv_dtype=kv_dtype, engine_version=engine_version)
+    if not (context or log.concurrency_tokens or log.max_model_len):
+        m = runner(conn).rows("SELECT max_position_embeddings FROM model WHERE name = :n", {"n": model})[0]
+        common["context"] = m["max_position_embeddings"]
+    alone = ask(conn, question(log, model, gpu, **common))[0]
+    q = question(log, model, gpu, measured=True, **common)
+    if log.engine == "sglang":
+        q.non_torch_bytes = _sglang_in_use(conn, gpu, log)
+    measured = ask(conn, q)[0]
+    terms = []
+    for name, label, logged_field, figure in TERMS:
+        logged = getattr(log, logged_field)
+        scale = GIB if name in _GIB_TERMS else 1
+        pred = alone.get(figure)
+        with_terms = measured.get(figure)
+        if name in _GIB_TERMS:
+            pred = None if pred is None else pred / scale
+            with_terms = None if with_terms is None else with_terms / scale
+        if logged is None and pred is None:
+            continue
+        terms.append({
+            "term": name, "logged_as": label, "logged": logged, "predicted": pred, "with_logged_terms": with_terms,
+            "error_fraction": _error(pred, logged),
+        })
+    return {
+        "engine": log.engine, "format": log.format, "engine_version": q.engine_version, "model": model, "gpu": gpu,
+        "tp": q.tp, "pp": q.pp, "context_tokens": q.contexts[0], "rule": q.rule,
+        "gpu_memory_utilization": alone.get("gpu_memory_utilization_used"),
+        "mem_fraction_static": alone.get("mem_fraction_static_used"),
+        "kv_cache_gib": measured["kv_pool_bytes_per_gpu"] / GIB,
+        "kv_cache_tokens": measured["kv_cache_tokens"],
+        "max_concurrency": measured["sequences_per_rank"],
+        "predicted_kv_cache_gib": alone["kv_pool_bytes_per_gpu"] / GIB,
+        "predicted_kv_cache_tokens": alone["kv_cache_tokens"],
+        "predicted_max_concurrency": alone["sequences_per_rank"],
+        "logged": {k: v for k, v in log.as_dict().items() if v is not None},
+        "has_kv_line": log.has_kv_line(),
+        "terms": terms,
+        "question": q,
+    }
+
+
+def _error(predicted, logged):
+    if predicted is None or logged is None or logged <= 0:
+        return None  # a run that did not fit (negative KV memory) has no error fraction: both numbers show
+    return (predicted - logged) / logged
+
+
+__all__ = ["compare", "question", "resolve_model", "resolve_gpu", "TERMS"]

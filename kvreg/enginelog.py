@@ -1,0 +1,217 @@
+"""Read a vLLM or SGLang startup log: the memory terms, the KV cache lines and the settings it shows.
+
+The formats, each seen in public logs vendored under tests/data/logs (MANIFEST.toml says where):
+
+- vLLM V0 up to v0.6.4: ``Memory profiling results: total_gpu_memory=23.58GiB ... peak_torch_memory=
+  ... non_torch_memory=0.35GiB kv_cache_size=3.81GiB gpu_memory_utilization=0.90`` beside ``Loading model
+  weights took 14.9888 GB`` and ``# GPU blocks: 1952``;
+- vLLM v0.6.5 and v0.6.6 (vllm/worker/worker.py after PR 10511): a ``Memory profiling results:`` table of
+  ``total_gpu_memory``, ``model weights take``, ``non_torch_memory``, ``PyTorch activation peak memory``,
+  ``available_kv_cache_memory``;
+- vLLM V0 v0.7 to v0.10: ``the current vLLM instance can use total_gpu_memory (79.19GiB) x
+  gpu_memory_utilization (0.80) = 63.35GiB`` and ``model weights take ...; non_torch_memory takes ...;
+  PyTorch activation peak memory takes ...; the rest of the memory reserved for KV Cache is ...``, then
+  ``# cuda blocks: N`` and ``Maximum concurrency for N tokens per request: Xx``;
+- vLLM V1 (v0.8 on, vllm/v1/worker/gpu_worker.py and vllm/v1/core/kv_cache_utils.py): ``Model loading took
+  X GiB``, ``Available KV cache memory: X GiB``, ``GPU KV cache size: N tokens``, ``Maximum concurrency for
+  N tokens per request: Xx``;
+- SGLang: ``Load weight begin. avail mem=X GB``, ``Load weight end. ... avail mem=X GB, mem usage=X GB``,
+  ``KV Cache is allocated. #tokens: N, K size: X GB, V size: X GB``, ``max_total_num_tokens=N``. SGLang's
+  "GB" are GiB: it divides bytes by 1 << 30.
+
+Where several workers print the same line, the first is kept (they print the same figures for the same
+shard, and vLLM sizes every worker to the smallest). Nothing here computes a figure: kvreg.calibrate sets
+what was logged against the figure declarations' views. Stdlib only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+from kvreg.errors import KvregError
+
+GIB = 2**30
+MAX_LOG_BYTES = 64 * 2**20  # a startup log is kilobytes; refuse anything absurd before reading it whole
+
+_NUM = r"(-?[\d,]*\.?\d+)"
+
+
+@dataclass
+class EngineLog:
+    """What a startup log shows; None: not in the log. Memory in GiB as printed."""
+
+    engine: str | None = None  # vllm | sglang
+    format: str | None = None
+    engine_version: str | None = None
+    model: str | None = None
+    architecture: str | None = None
+    tp: int | None = None
+    pp: int | None = None
+    max_model_len: int | None = None
+    max_num_batched_tokens: int | None = None
+    kv_cache_dtype: str | None = None
+    block_size: int | None = None
+    gpu_memory_utilization: float | None = None
+    mem_fraction_static: float | None = None
+    total_gpu_memory_gib: float | None = None
+    requested_gib: float | None = None
+    weights_gib: float | None = None
+    activation_gib: float | None = None
+    non_torch_gib: float | None = None
+    cuda_graph_gib: float | None = None
+    avail_before_load_gib: float | None = None
+    avail_after_weights_gib: float | None = None
+    kv_cache_gib: float | None = None
+    kv_cache_tokens: int | None = None
+    num_blocks: int | None = None
+    max_concurrency: float | None = None
+    concurrency_tokens: int | None = None
+    lines: list[str] = field(default_factory=list)  # the lines each field came from
+
+    def as_dict(self) -> dict:
+        out = asdict(self)
+        out.pop("lines")
+        return out
+
+    def has_kv_line(self) -> bool:
+        return self.kv_cache_gib is not None or self.kv_cache_tokens is not None
+
+
+def _f(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _i(text: str) -> int:
+    return int(float(text.replace(",", "")))
+
+
+# (field, pattern, converter, format): the first match of a field wins. A converter may return a dict of
+# several fields. Order matters only within a field.
+_RULES: list[tuple[str, re.Pattern, object, str | None]] = []
+
+
+def _rule(name: str, pattern: str, conv=_f, fmt: str | None = None, flags=re.IGNORECASE) -> None:
+    _RULES.append((name, re.compile(pattern, flags), conv, fmt))
+
+
+# --- the engine and its version
+_rule("engine_version", r"LLM engine \(v(\d+\.\d+[\w.+-]*)\)", str)
+_rule("engine_version", r"vLLM API server version (\d+\.\d+[\w.+-]*)", str)
+_rule("engine_version", r"█\s+version\s+(\d+\.\d+[\w.+-]*)", str)
+_rule("engine_version", r"sglang(?:==|\s+version:?\s*v?)(\d+\.\d+[\w.+-]*)", str)
+# --- the model
+_rule("model", r"(?:vllm serve|--model(?:-path)?)[ =]+(\S+)", str)
+_rule("model", r"'model': '([^']+)'", str)
+_rule("model", r"model_path='([^']+)'", str)
+_rule("model", r"\bmodel='([^']+)'", str)
+_rule("model", r"Starting to load model (\S+?)\.\.\.", str)
+_rule("architecture", r"Load weight end\..*?type=(\w+)", str)
+# --- parallelism and settings
+_rule("tp", r"(?:\s-tp|--tensor-parallel-size|--tp-size|--tp)[ =]+(\d+)", _i)
+_rule("tp", r"tensor_parallel_size['\"]?[=:]\s*(\d+)", _i)
+_rule("tp", r"\btp_size=(\d+)", _i)
+_rule("pp", r"(?:\s-pp|--pipeline-parallel-size|--pp-size|--pp)[ =]+(\d+)", _i)
+_rule("pp", r"pipeline_parallel_size['\"]?[=:]\s*(\d+)", _i)
+_rule("pp", r"\bpp_size=(\d+)", _i)
+_rule("max_model_len", r"max_(?:model|seq)_len['\"]?[=:]\s*(\d+)", _i)
+_rule("max_model_len", r"--max-model-len[ =]+(\d+)", _i)
+_rule("max_model_len", r"\bcontext_len=(\d+)", _i)
+_rule("max_num_batched_tokens", r"max_num_batched_tokens['\"]?[=:]\s*(\d+)", _i)
+_rule("max_num_batched_tokens", r"--max-num-batched-tokens[ =]+(\d+)", _i)
+_rule("kv_cache_dtype", r"kv_cache_dtype['\"]?[=:]\s*'?([\w]+)", str)
+_rule("kv_cache_dtype", r"KV Cache is allocated\. dtype: torch\.(\w+)", str)
+_rule("block_size", r"\bblock_size['\"]?[=:]\s*(\d+)", _i)
+_rule("block_size", r"--block-size[ =]+(\d+)", _i)
+_rule("gpu_memory_utilization", r"gpu_memory_utilization['\"]?\s*[=(:]?\s*(\d*\.\d+)", _f)
+_rule("gpu_memory_utilization", r"--gpu-memory-utilization[ =]+(\d*\.\d+)", _f)
+_rule("mem_fraction_static", r"mem_fraction_static[ =:]+(\d*\.\d+)", _f)
+_rule("mem_fraction_static", r"--mem-fraction-static[ =]+(\d*\.\d+)", _f)
+# --- vLLM memory profile
+_rule("total_gpu_memory_gib", r"total_gpu_memory\s*[=(]?\s*" + _NUM + r"\s*GiB", _f)
+_rule("requested_gib", r"the current vLLM instance can use.*?=\s*" + _NUM + r"\s*GiB", _f, "vllm-v0")
+_rule("requested_gib", r"the current vLLM instance can use\s+" + _NUM + r"\s*GiB", _f, "vllm-v0.6.5")
+_rule("weights_gib", r"model weights take\s+" + _NUM + r"\s*GiB", _f)
+_rule("weights_gib", r"Model loading took\s+" + _NUM + r"\s*Gi?B", _f)
+_rule("weights_gib", r"Loading model weights took\s+" + _NUM + r"\s*Gi?B", _f)
+_rule("non_torch_gib", r"non_torch_memory(?:\s+takes|=|\s+)\s*" + _NUM + r"\s*GiB", _f)
+_rule("activation_gib", r"PyTorch activation peak memory(?:\s+takes)?\s+" + _NUM + r"\s*GiB", _f)
+_rule("_peak_torch_gib", r"peak_torch_memory=" + _NUM + r"GiB", _f, "vllm-v0.6.4")
+_rule("kv_cache_gib", r"the rest of the memory reserved for KV Cache is\s+" + _NUM + r"\s*GiB", _f)
+_rule("kv_cache_gib", r"available_kv_cache_memory\s+" + _NUM + r"\s*GiB", _f)
+_rule("kv_cache_gib", r"kv_cache_size=" + _NUM + r"GiB", _f)
+_rule("kv_cache_gib", r"Available KV cache memory:\s*" + _NUM + r"\s*GiB", _f, "vllm-v1")
+_rule("cuda_graph_gib", r"Graph capturing finished in .*?took\s+" + _NUM + r"\s*GiB", _f)
+_rule("kv_cache_tokens", r"GPU KV cache size:\s*" + _NUM + r"\s*tokens", _i)
+_rule("num_blocks", r"#?\s*(?:GPU|cuda) blocks:\s*" + _NUM, _i)
+_rule("_concurrency", r"Maximum concurrency for\s+" + _NUM + r"\s+tokens per request:\s*" + _NUM + r"x",
+      lambda a, b: {"concurrency_tokens": _i(a), "max_concurrency": _f(b)})
+# --- SGLang
+_rule("avail_before_load_gib", r"Load weight begin\..*?avail mem=" + _NUM + r"\s*GB", _f, "sglang")
+_rule("avail_after_weights_gib", r"Load weight end\..*?avail mem=" + _NUM + r"\s*GB", _f, "sglang")
+_rule("weights_gib", r"Load weight end\..*?mem usage=" + _NUM + r"\s*GB", _f, "sglang")
+_rule("_sglang_kv", r"KV Cache is allocated\..*?#tokens:\s*" + _NUM + r",\s*K size:\s*" + _NUM
+      + r"\s*GB,\s*V size:\s*" + _NUM + r"\s*GB",
+      lambda n, k, v: {"kv_cache_tokens": _i(n), "kv_cache_gib": round(_f(k) + _f(v), 2)}, "sglang")
+_rule("kv_cache_tokens", r"max_total_num_tokens=" + _NUM, _i, "sglang")
+
+
+def parse_log(text: str) -> EngineLog:
+    """Every field a startup log shows (see the module docstring for the formats)."""
+    log = EngineLog()
+    found: dict[str, object] = {}
+    fmt_seen: list[str] = []
+    for line in text.splitlines():
+        for name, pattern, conv, fmt in _RULES:
+            if name in found and not name.startswith("_"):
+                continue
+            m = pattern.search(line)
+            if not m or not any(g is not None for g in m.groups()):
+                continue
+            value = conv(*[g for g in m.groups() if g is not None])
+            if name in found:  # a combined rule (_concurrency, _sglang_kv) matched already
+                continue
+            found[name] = value
+            log.lines.append(line.strip())
+            if fmt:
+                fmt_seen.append(fmt)
+    for key in ("_concurrency", "_sglang_kv"):
+        for k, v in (found.pop(key, None) or {}).items():
+            found.setdefault(k, v)
+    peak = found.pop("_peak_torch_gib", None)
+    if peak is not None and found.get("weights_gib") is not None and "activation_gib" not in found:
+        found["activation_gib"] = round(peak - found["weights_gib"], 2)  # v0.6.4: peak torch = weights + activations
+    for k, v in found.items():
+        setattr(log, k, v)
+    sglang = "sglang" in fmt_seen or log.mem_fraction_static is not None
+    log.engine = "sglang" if sglang else "vllm" if (fmt_seen or log.weights_gib is not None
+                                                     or log.kv_cache_tokens is not None or log.num_blocks) else None
+    log.format = ("sglang" if sglang else next((f for f in ("vllm-v1", "vllm-v0.6.5", "vllm-v0.6.4", "vllm-v0")
+                                                  if f in fmt_seen), "vllm-v1" if log.engine else None))
+    if log.engine == "vllm" and log.format != "vllm-v1" and log.kv_cache_tokens is None and log.num_blocks:
+        log.kv_cache_tokens = log.num_blocks * (log.block_size or 16)  # V0: "# GPU blocks" x block_size
+    if log.engine is None:
+        raise KvregError("this does not look like a vLLM or SGLang startup log: no memory profile, weight loading or "
+                         "KV cache line was found")
+    return log
+
+
+def read_log(path) -> tuple[EngineLog, str]:
+    """Parse a log file; returns the log and a short source label (file name and sha256 prefix)."""
+    import hashlib
+    import pathlib
+
+    p = pathlib.Path(path)
+    try:
+        size = p.stat().st_size
+        if size > MAX_LOG_BYTES:
+            raise KvregError(f"{path}: {size:,} bytes is not a startup log (at most {MAX_LOG_BYTES:,}): cut it to "
+                             "the start-up lines")
+        data = p.read_bytes()
+    except OSError as exc:
+        raise KvregError(f"cannot read log {path}: {exc.strerror or exc}") from None
+    text = data.decode("utf-8", errors="replace")
+    return parse_log(text), f"{p.name} sha256:{hashlib.sha256(data).hexdigest()[:12]}"
+
+
+__all__ = ["EngineLog", "parse_log", "read_log", "GIB"]

@@ -1,0 +1,123 @@
+"""`kvreg calibrate --log` and `kvreg plan calibrate NAME --log` on real public logs
+(tests/data/logs, sources in MANIFEST.toml). Expected figures are worked by hand here from the
+logged terms and docs/engine-rules.md."""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+
+import pytest
+
+GIB = 2**30
+LOGS = pathlib.Path(__file__).parent / "data" / "logs"
+H100_REPORTED = 85_029_615_043  # 79.19 GiB
+CUT = str(LOGS / "vllm-pr10511-llama3-8b-tp2-cut.log")
+TP1 = str(LOGS / "vllm-pr10511-llama3-8b-tp1.log")
+
+
+def calibrate(kv, *args) -> dict:
+    return json.loads(kv("calibrate", "--log", *args, "--format", "json").stdout)
+
+
+def test_a_cut_log_still_predicts_its_kv_line(kv):
+    """vllm#10511 at TP 2, cut before available_kv_cache_memory: the logged terms give the KV line."""
+    r = calibrate(kv, CUT)
+    assert (r["model"], r["gpu"], r["tp"], r["engine_version"], r["has_kv_line"]) == (
+        "Llama-3-8B", "H100-SXM", 2, "0.6.5", False)  # model from meta-llama/Meta-Llama-3-8B; GPU from 79.22 GiB
+    pool = H100_REPORTED * 0.9 - round(7.48 * GIB) - round(1.26 * GIB) - round(3.58 * GIB)
+    assert r["kv_cache_gib"] == pytest.approx(pool / GIB, rel=1e-12)  # 58.95 GiB
+    per_token = 32 * (8 // 2) * (128 + 128) * 2  # 65,536 B at TP 2
+    blocks = math.floor(pool / (16 * per_token))
+    assert r["kv_cache_tokens"] == blocks * 16 == 965_840
+    assert r["max_concurrency"] == pytest.approx(blocks / (8192 // 16))  # 8,192-token requests (the model's)
+    terms = {t["term"]: t for t in r["terms"]}
+    # from the GPU alone, v0.6.5 at TP 2: 1.79 GiB of context + 1.79 GiB of NCCL, as the log shows
+    assert terms["non_torch"]["predicted"] == pytest.approx(2 * round(1.79 * GIB) / GIB)
+    assert terms["non_torch"]["logged"] == 3.58
+    assert terms["weights"]["predicted"] == pytest.approx(8.03e9 * 2 / 2 / GIB)  # 7.48 GiB
+    assert terms["kv_cache_memory"]["logged"] is None
+
+
+def test_a_whole_log_sets_predicted_against_logged(kv):
+    r = calibrate(kv, TP1)
+    kv_term = next(t for t in r["terms"] if t["term"] == "kv_cache_memory")
+    # from the GPU alone: 79.19 GiB x 0.9 - 8.03e9 x 2 - activations - 1.79 GiB (v0.6.5 at TP 1)
+    activations = 8192 * (3 * 14_336 + 2 * 4_096) * 2 + 256 * 128_256 * 8
+    predicted = H100_REPORTED * 0.9 - 8.03e9 * 2 - activations - round(1.79 * GIB)
+    assert kv_term["predicted"] == pytest.approx(predicted / GIB, rel=1e-12)  # 53.50 GiB
+    assert kv_term["logged"] == 53.29
+    assert kv_term["error_fraction"] == pytest.approx((predicted / GIB - 53.29) / 53.29)  # +0.4%
+    assert r["logged"]["kv_cache_gib"] == 53.29
+
+
+def test_table_and_csv_outputs(kv):
+    out = kv("calibrate", "--log", CUT).stdout
+    assert "predicts: 58.95 GiB of KV cache, 965,840 tokens" in out
+    csv_out = kv("calibrate", "--log", CUT, "--format", "csv").stdout.splitlines()
+    assert csv_out[0] == "term,logged,predicted,error_fraction,with_logged_terms,logged_as"
+
+
+def test_settings_the_log_lacks_are_options(kv, state):
+    log = str(LOGS / "sglang-issue21348-qwen3-235b-fp8-h100-tp4.log")
+    kv("gpu", "list")  # the registry exists before the state is taken
+    before = state()
+    result = kv("calibrate", "--log", log, ok=False)
+    assert result.exit_code == 1 and "does not name its model" in result.stderr
+    r = calibrate(kv, log, "--model", "Qwen3-235B-A22B", "--gpu", "H100-SXM", "--tp", "4",
+                  "--mem-fraction-static", "0.93", "--weight-dtype", "fp8_e4m3")
+    cell = 94 * 1 * 256 * 2  # 4 KV heads over TP 4
+    pool = H100_REPORTED * 0.93 - 235e9 / 4
+    assert r["kv_cache_tokens"] == math.floor(pool / cell) == 422_364  # page 1; the log: 367,404
+    bad = kv("calibrate", "--log", CUT, "--tp", "4", ok=False)
+    assert bad.exit_code == 1 and "--tp 4 disagrees with the log, which shows 2" in bad.stderr
+    assert state() == before
+
+
+def test_plan_calibrate_from_a_log_keeps_the_measured_terms(kv, state):
+    kv("plan", "add", "l3", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--gpus-per-node", "2", "--rule", "vllm",
+       "--context", "8192", "--gpu-memory-utilization", "0.9")
+    before = state()
+    bad = kv("plan", "calibrate", "l3", "--log", CUT, ok=False)  # the log ran at TP 2
+    assert bad.exit_code == 1 and "the log ran at TP 2 but plan 'l3' is at TP 1" in bad.stderr
+    assert state() == before
+
+    [row] = json.loads(kv("plan", "calibrate", "l3", "--log", TP1, "--format", "json").stdout)
+    assert row["calibration_source"].startswith("vllm-pr10511-llama3-8b-tp1.log sha256:")
+    assert (row["weights_measured_bytes"], row["activation_bytes"], row["non_torch_bytes"]) == (
+        round(14.96 * GIB), round(1.26 * GIB), round(1.79 * GIB))
+    assert row["measured_kv_cache_bytes"] == round(53.29 * GIB) and row["engine_version"] == "0.6.5"
+    pool = H100_REPORTED * 0.9 - round(14.96 * GIB) - round(1.26 * GIB) - round(1.79 * GIB)
+    assert row["kv_pool_gib_per_gpu"] == pytest.approx(pool / GIB, rel=1e-12)  # 53.26 GiB
+    assert row["kv_cache_memory_error_fraction"] == pytest.approx((pool - round(53.29 * GIB)) / round(53.29 * GIB))
+
+    # another utilization: the measured terms stay, the logged KV line (of 0.9) goes
+    kv("plan", "set", "l3", "--gpu-memory-utilization", "0.95")
+    [shown] = kv.json("plan", "show", "l3")
+    assert shown["calibration_source"] is not None and shown["measured_kv_cache_bytes"] is None
+    pool95 = H100_REPORTED * 0.95 - round(14.96 * GIB) - round(1.26 * GIB) - round(1.79 * GIB)
+    assert shown["kv_pool_gib_per_gpu"] == pytest.approx(pool95 / GIB, rel=1e-12)
+    report = kv("report", "--quarter", "2026Q4", "--out", str(pathlib.Path(kv.url.split("///")[-1]).parent / "rep")
+                ) if kv.url.startswith("sqlite") else None
+    if report is not None:
+        text = next((pathlib.Path(kv.url.split("///")[-1]).parent / "rep").rglob("*.md")).read_text()
+        assert "**Calibrated from a startup log:** vllm-pr10511-llama3-8b-tp1.log sha256:" in text
+
+    # another layout: the log measured another deployment, its terms go
+    kv("plan", "set", "l3", "--tp", "2")
+    [shown] = kv.json("plan", "show", "l3")
+    assert (shown["calibration_source"], shown["activation_bytes"], shown["weights_measured_bytes"]) == (None,) * 3
+
+
+def test_plan_calibrate_refuses_another_engine_or_model(kv, state):
+    kv("plan", "add", "t", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM")
+    kv("plan", "add", "v", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--rule", "vllm")
+    before = state()
+    r = kv("plan", "calibrate", "t", "--log", TP1, ok=False)
+    assert "plan 't' follows the theoretical rule but the log is vllm's" in r.stderr
+    r = kv("plan", "calibrate", "v", "--log", TP1, ok=False)
+    assert "the log served Llama-3-8B but plan 'v' is for Llama-3.1-8B" in r.stderr
+    r = kv("plan", "calibrate", "v", "--log", TP1, "--kv-cache-tokens", "5", ok=False)
+    assert "give --log or the numbers" in r.stderr
+    assert state() == before

@@ -1,0 +1,104 @@
+"""The startup-log parser (kvreg.enginelog) on real public logs, vendored under tests/data/logs with
+their sources in MANIFEST.toml. Every expected value is read off the log line it comes from."""
+
+from __future__ import annotations
+
+import pathlib
+import tomllib
+
+import pytest
+
+from kvreg.enginelog import parse_log, read_log
+from kvreg.errors import KvregError
+
+LOGS = pathlib.Path(__file__).parent / "data" / "logs"
+
+
+def log(name: str):
+    return read_log(LOGS / name)[0]
+
+
+def test_every_vendored_log_has_a_public_source_and_parses():
+    manifest = tomllib.loads((LOGS / "MANIFEST.toml").read_text())
+    files = {e["file"] for e in manifest["log"]}
+    assert files == {p.name for p in LOGS.glob("*.log")}
+    for entry in manifest["log"]:
+        assert entry["source"].startswith("https://github.com/"), entry
+        assert log(entry["file"]).engine == entry["engine"], entry["file"]
+
+
+def test_vllm_v065_profile_table():
+    """vllm#10511: the table v0.6.5 printed, one term a line."""
+    r = log("vllm-pr10511-llama3-8b-tp1.log")
+    assert (r.engine, r.format, r.model) == ("vllm", "vllm-v0.6.5", "meta-llama/Meta-Llama-3-8B")
+    assert (r.total_gpu_memory_gib, r.gpu_memory_utilization, r.requested_gib) == (79.22, 0.9, 71.29)
+    assert (r.weights_gib, r.non_torch_gib, r.activation_gib, r.kv_cache_gib) == (14.96, 1.79, 1.26, 53.29)
+    assert r.kv_cache_tokens is None and r.max_concurrency is None and r.tp is None
+
+
+def test_a_log_cut_before_its_kv_line_keeps_its_terms():
+    r = log("vllm-pr10511-llama3-8b-tp2-cut.log")
+    assert r.tp == 2 and not r.has_kv_line()
+    assert (r.weights_gib, r.non_torch_gib, r.activation_gib) == (7.48, 3.58, 1.26)
+
+
+def test_vllm_v064_one_line_profile_and_gpu_blocks():
+    """vllm#10517: peak_torch_memory includes the weights; activation = 17.06 - 14.9888 (to 2 places)."""
+    r = log("vllm-issue10517-llama31-8b-3090-20k.log")
+    assert r.format == "vllm-v0.6.4"
+    assert (r.total_gpu_memory_gib, r.weights_gib, r.non_torch_gib, r.kv_cache_gib) == (23.58, 14.9888, 0.35, 3.81)
+    assert r.activation_gib == round(17.06 - 14.9888, 2) == 2.07
+    assert (r.num_blocks, r.kv_cache_tokens) == (1952, 1952 * 16)
+    assert (r.concurrency_tokens, r.max_concurrency) == (20000, 1.56)
+    r29 = log("vllm-issue10517-llama31-8b-3090-29k.log")
+    assert (r29.num_blocks, r29.kv_cache_tokens, r29.activation_gib) == (1478, 23_648, round(17.98 - 14.9888, 2))
+
+
+def test_vllm_v0_one_line_terms_and_cuda_blocks():
+    r = log("vllm-mellea-pr416-h100-v0.log")
+    assert (r.format, r.total_gpu_memory_gib, r.gpu_memory_utilization, r.requested_gib) == ("vllm-v0", 79.19, 0.8,
+                                                                                              63.35)
+    assert (r.weights_gib, r.non_torch_gib, r.activation_gib, r.kv_cache_gib) == (1.12, 0.16, 0.23, 61.84)
+    assert (r.num_blocks, r.kv_cache_tokens, r.max_concurrency, r.concurrency_tokens) == (36184, 578_944, 70.67, 8192)
+    assert r.cuda_graph_gib == 0.13  # "Graph capturing finished in 2 secs, took 0.13 GiB"
+    q = log("vllm-issue12529-qwen-1.5b-v0.log")  # "Model loading took 3.3414 GB" (V0's GB are GiB)
+    assert (q.weights_gib, q.kv_cache_gib, q.num_blocks, q.max_concurrency) == (3.3414, 2.20, 5148, 41.18)
+
+
+def test_several_workers_print_the_first_profile():
+    r = log("vllm-issue16570-a100-40gb-tp4.log")
+    assert (r.total_gpu_memory_gib, r.weights_gib, r.non_torch_gib, r.kv_cache_gib) == (39.38, 34.43, 0.34, 0.13)
+    w = log("vllm-pr14447-tp8-workers.log")
+    assert (w.gpu_memory_utilization, w.weights_gib, w.kv_cache_gib) == (0.99, 21.21, 1.57)
+
+
+def test_vllm_v1_lines():
+    r = log("vllm-issue17469-qwen3-v085-tp4.log")
+    assert (r.format, r.weights_gib, r.kv_cache_tokens, r.concurrency_tokens, r.max_concurrency) == (
+        "vllm-v1", 14.2474, 198_784, 8192, 24.27)
+    assert r.kv_cache_tokens / 8192 == pytest.approx(24.27, abs=0.005)  # the two lines agree
+    c = log("vllm-club3090-612-qwen36-35b-5090.log")
+    assert (c.kv_cache_gib, c.kv_cache_tokens, c.max_concurrency, c.concurrency_tokens) == (5.98, 567_978, 4.33, 131072)
+    assert (c.max_model_len, c.max_num_batched_tokens, c.kv_cache_dtype) == (131072, 8192, "fp8")
+    g = log("vllm-issue23278-gpt-oss-120b-h100.log")
+    assert (g.weights_gib, g.kv_cache_gib) == (65.9651, -2.14)
+
+
+def test_sglang_lines():
+    r = log("sglang-pr18263-qwen3-30b-a3b-mi.log")
+    assert (r.engine, r.architecture, r.mem_fraction_static) == ("sglang", "Qwen3MoeForCausalLM", 0.911)
+    assert (r.avail_after_weights_gib, r.weights_gib) == (230.20, 56.98)
+    assert (r.kv_cache_tokens, r.kv_cache_gib) == (1_669_816, 76.44 + 76.44)  # K size + V size
+    # K size = tokens x 48 layers x 4 KV heads x 128 x 2 B, SGLang's "GB" being GiB
+    assert 1_669_816 * 48 * 4 * 128 * 2 / 2**30 == pytest.approx(76.44, abs=0.005)
+    s = log("sglang-issue21348-qwen3-235b-fp8-h100-tp4.log")
+    assert (s.kv_cache_tokens, s.kv_cache_gib) == (367_404, 16.46)
+    t = log("sglang-issue29575-max-total-num-tokens.log")
+    assert (t.kv_cache_tokens, t.max_model_len) == (2_086_558, 256000)
+
+
+def test_not_a_startup_log_is_one_error(tmp_path):
+    with pytest.raises(KvregError, match="does not look like a vLLM or SGLang startup log"):
+        parse_log("hello\nworld\n")
+    with pytest.raises(KvregError, match="cannot read log"):
+        read_log(tmp_path / "missing.log")

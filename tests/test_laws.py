@@ -44,6 +44,8 @@ def figures(**inputs) -> dict:
         rule="theoretical", indexer_bytes_per_token_per_layer=None, kv_scale_bytes_per_token_per_head=None,
         gpu_memory_utilization=None, max_num_batched_tokens=None, max_concurrent_batches=None, activation_bytes=None,
         cuda_graph_bytes=None, mem_fraction_static=None,
+        # per-kind layouts (Gemma 4, Nemotron-Super): none here
+        no_cache_layers=0, sliding_kv_heads=None, sliding_head_dim=None, chunked_kv_heads=None, chunked_head_dim=None,
     )
     row.update(inputs)
     memo: dict = {}

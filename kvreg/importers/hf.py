@@ -90,8 +90,9 @@ _DEFAULTS_ALIASES = {"gemma3": "gemma3_text"}
 # state dtypes). Each one the importer meets must be read (_UNDERSTOOD) or known not to touch the cache
 # (_HARMLESS); any other stops the import with the key named (--accept-unknown: a warning).
 _CACHE_HINT = re.compile(
-    r"heads?($|_)|head_dim|(^|_)kv($|_)|window|layer_types|layers_block_type|block_config|(^|_)swa($|_)"
-    r"|(^|_)global_|kv_shared|k_eq_v|cache_dtype|ssm_dtype|attn_type|sparse_attention|linear_attn|sink"
+    r"heads?($|_)|head_dim|(^|_)kv($|_)|window|(?<!mlp_)layer_types|layers_block_type|block_config|(^|_)swa($|_)"
+    r"|(^|_)global_|kv_shared|k_eq_v|cache_dtype|ssm_dtype|attn_type|sparse_attention|linear_attn|(^|_)sinks?($|_)|sink_tok"
+    r"|(^|_)cla($|_)|compress_ratio"
 )
 _UNDERSTOOD = {
     "num_attention_heads", "n_head", "num_key_value_heads", "n_head_kv", "num_kv_heads", "head_dim", "kv_channels",
@@ -107,6 +108,9 @@ _HARMLESS = {
     "num_reward_heads",  # reward-model output heads, not attention
     "index_n_heads",  # DeepSeek-V3.2 indexer query heads: its cache is one key (index_head_dim) per token
     "use_unified_vision_chunk",
+    # Hunyuan's cross-layer attention share factor: read only when use_cla is on, and use_cla (caught by
+    # the hint) stops the import.
+    "cla_share_factor",
 }
 
 
@@ -816,6 +820,9 @@ def _moe_shape(cfg: _Config) -> tuple[int, int]:
 
 def _moe_layer_flags(cfg: _Config, layers: int) -> list[bool]:
     """Which decoder layers carry experts (DeepSeek/GLM first_k_dense_replace, Qwen mlp_only_layers...)."""
+    _, kinds = cfg.raw("mlp_layer_types")
+    if isinstance(kinds, list) and len(kinds) == layers and set(kinds) <= {"dense", "sparse"}:
+        return [k == "sparse" for k in kinds]  # GLM-5.2: "dense" or "sparse" (MoE) per layer
     _, mlp_only = cfg.raw("mlp_only_layers")
     if not isinstance(mlp_only, (list, type(None))):
         raise ConfigError(f"{cfg.source}: mlp_only_layers is {_show(mlp_only)}, not a list of layer numbers; fix the config")

@@ -613,3 +613,22 @@ def test_model_show_prints_both_per_token_figures_for_hybrid_models(tmp_path):
     assert at_128k["kv_bytes_per_token_full_per_gpu"] == full
     assert at_128k["kv_bytes_per_token_per_gpu"] == full + 25 * max(1, 8 // tp) * 512 * 2
     assert re.search(r"sliding_kv_heads\s+8", shown.output)
+
+
+def test_report_prints_both_per_token_figures_for_a_hybrid_plan(tmp_path):
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    runner = CliRunner()
+    for args in (["model", "import", str(real("google__gemma-4-26B-A4B.json")), "--params-b", "25.2"],
+                 ["plan", "add", "gemma4", "--model", "gemma-4-26B-A4B", "--gpu", "H100-SXM", "--tp", "2",
+                  "--context", "128K"],
+                 ["report", "--quarter", "2026Q4", "--out", str(tmp_path / "reports"), "--format", "md"]):
+        result = runner.invoke(cli, ["--db", db, *args])
+        assert result.exit_code == 0, (args, result.output)
+    md = (tmp_path / "reports" / "2026-Q4" / "capacity.md").read_text()
+    section = md[md.index("### gemma4"):]
+    section = section[:section.index("\n### ")] if "\n### " in section else section
+    # TP2: full layers 5 x 1 kv head x 1,024 x 2 B; sliding 25 x 4 kv heads x 512 x 2 B
+    assert "| kv_bytes_per_token_per_gpu | 112,640 |" in section
+    assert "| kv_bytes_per_token_full_per_gpu | 10,240 |" in section
+    llama = md[md.index("### chat-llama3-8b"):md.index("### docs-llama3-8b")]
+    assert "kv_bytes_per_token_full_per_gpu" not in llama  # only full attention: one figure

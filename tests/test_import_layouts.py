@@ -137,6 +137,7 @@ FAMILIES = {name: _imported(src) for name, src in {
     "Gemma-4-31B-NVFP4": real("nvidia__Gemma-4-31B-IT-NVFP4.json"),
     "Qwen3-Coder-480B": real("Qwen__Qwen3-Coder-480B-A35B-Instruct.json"),
     "Qwen3.5-27B": real("Qwen__Qwen3.5-27B.json"),
+    "Nemotron-3-Ultra": real("nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json"),
     "Gemma-3-4B": GEMMA3_4B,
     "Hunyuan-A13B": HUNYUAN_A13B,
     "Falcon-7B": FALCON_7B,
@@ -343,6 +344,26 @@ def test_qwen35_per_gpu_bytes(registry):
         token = 16 * max(1, 4 // tp) * 512 * 2  # 65,536 / 32,768 / 16,384 / 16,384
         state = state_tp1 // min(tp, 16)  # shards by the 16 linear key heads
         assert per_gpu(registry, "Qwen3.5-27B", tp) == {
+            "all": token, "full": token, 8192: token * 8192 + state, 131072: token * 131072 + state}, tp
+
+
+def test_nemotron3_layers_block_type():
+    r = row("Nemotron-3-Ultra")
+    # 108 blocks, no num_hidden_layers: 12 attention + 48 Mamba2 hold a cache, 48 MoE blocks hold none.
+    assert (r["layers"], r["full_layers"], r["linear_layers"], r["no_cache_layers"]) == (60, 12, 48, 48)
+    assert (r["kv_heads"], r["head_dim"], r["linear_state_heads"], r["linear_state_dtype"]) == (2, 128, 256, "fp32")
+    conv = (4 - 1) * (256 * 64 + 2 * 8 * 128)  # 55,296 elements in bf16
+    ssm = 256 * 64 * 128  # 2,097,152 elements in fp32 (mamba_ssm_cache_dtype)
+    assert r["linear_state_elements_per_layer"] * 4 == conv * 2 + ssm * 4 == 8_499_200
+    # squared-ReLU MLPs (2 matrices) and experts in the 2,048-wide latent: 550B total, about 55B active
+    assert (round(r["params_total"] / 1e9), round(r["params_active"] / 1e9)) == (550, 57)
+
+
+def test_nemotron3_per_gpu_bytes(registry):
+    for tp in TPS:
+        token = 12 * max(1, 2 // tp) * 256 * 2  # 12,288 B at TP1, 6,144 from TP2 (2 kv heads)
+        state = 48 * 8_499_200 // tp  # shards by the 256 Mamba heads
+        assert per_gpu(registry, "Nemotron-3-Ultra", tp) == {
             "all": token, "full": token, 8192: token * 8192 + state, 131072: token * 131072 + state}, tp
 
 

@@ -162,17 +162,17 @@ def model_check(paths, params_b, accept_unknown, fmt):
     """
     from kvreg.errors import KvregError
     from kvreg.importers.check import explain
-    from kvreg.importers.hf import ConfigError, import_path
+    from kvreg.importers.hf import ConfigError, explain_path
 
     records, failed = [], 0
     for p in paths:
         try:
-            row, warns = import_path(p, params_b=params_b, accept_unknown=accept_unknown)
+            row, warns, details = explain_path(p, params_b=params_b, accept_unknown=accept_unknown)
         except ConfigError as exc:
             failed += 1
             records.append({"model": None, "source": p, "error": str(exc)})
             continue
-        records.append(explain(row, warns))
+        records.append(explain(row, warns, details))
     if fmt == "json":
         import json
 

@@ -36,7 +36,7 @@ def tp1_figures(row: dict) -> dict:
     return {k: int(v) if isinstance(v, float) and v.is_integer() else v for k, v in values.items()}
 
 
-def explain(row: dict, warnings: list[str]) -> dict:
+def explain(row: dict, warnings: list[str], details: dict) -> dict:
     """One record saying what the import read: layer kinds, heads and widths per kind, state, params
     (and where they came from), the per-token figures, and every assumption and warning."""
     same = "same as full"
@@ -70,11 +70,11 @@ def explain(row: dict, warnings: list[str]) -> dict:
         "linear_state_dtype": row.get("linear_state_dtype") or (row["weight_dtype"] if row["linear_layers"] else None),
         "params_total": row["params_total"],
         "params_active": row["params_active"],
-        "params_from": row.get("params_from", ""),
+        "params_from": details["params_from"],
         "weight_dtype": row["weight_dtype"],
         "max_position_embeddings": row["max_position_embeddings"],
         **{f"{name}_bf16_tp1": value for name, value in figures.items()},
-        "assumptions": [n for n in row.get("assumptions", []) if n not in warnings],
+        "assumptions": [n for n in details["assumptions"] if n not in warnings],
         "warnings": list(warnings),
     }
     return out

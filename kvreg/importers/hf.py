@@ -101,7 +101,7 @@ _UNDERSTOOD = {
     "layer_types", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
     "mamba_num_heads", "mamba_head_dim", "mamba_ssm_cache_dtype", "mamba_ssm_dtype", "num_global_key_value_heads",
     "global_head_dim", "attention_k_eq_v", "num_kv_shared_layers", "block_configs", "index_head_dim",
-    "multi_query_group_num",
+    "multi_query_group_num", "layers_block_type",
 }
 _HARMLESS = {
     "pruned_heads",  # transformers' bookkeeping of removed heads, empty in released checkpoints
@@ -111,6 +111,7 @@ _HARMLESS = {
     # Hunyuan's cross-layer attention share factor: read only when use_cla is on, and use_cla (caught by
     # the hint) stops the import.
     "cla_share_factor",
+    "mtp_layers_block_type",  # the multi-token-prediction head's blocks, loaded only for speculative decoding
 }
 
 
@@ -565,7 +566,7 @@ def _attention_kinds(cfg: _Config, layers: int, findings: _Findings, blocks: lis
         return [b.kind for b in blocks]
     if cfg.raw("layer_types")[0] is not None:
         return _kinds_from_layer_types(cfg, layers)
-    if cfg.raw("hybrid_override_pattern")[0] is not None:
+    if _hybrid_pattern(cfg) is not None:
         return _kinds_from_hybrid_pattern(cfg, layers, findings)
     interval = cfg.count(("full_attention_interval",), "full attention interval", required=False)
     if interval is not None:
@@ -619,9 +620,24 @@ def _kinds_from_layer_types(cfg: _Config, layers: int) -> list[str]:
     return [_LAYER_TYPE_KINDS[t] for t in types]
 
 
+_BLOCK_TYPES = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+
+
+def _hybrid_pattern(cfg: _Config) -> str | None:
+    """Nemotron-H's block pattern: hybrid_override_pattern, or newer configs' layers_block_type list
+    ("mamba", "attention", "mlp", "moe") written as the same characters."""
+    key, value = cfg.raw("hybrid_override_pattern", "layers_block_type")
+    if key == "layers_block_type":
+        if not isinstance(value, list) or not all(isinstance(v, str) and v in _BLOCK_TYPES for v in value):
+            raise ConfigError(f"{cfg.source}: layers_block_type must list {', '.join(_BLOCK_TYPES)} blocks; "
+                              "an unknown block type could change the cache: enter this model by hand")
+        return "".join(_BLOCK_TYPES[v] for v in value)
+    return value
+
+
 def _kinds_from_hybrid_pattern(cfg: _Config, layers: int, findings: _Findings) -> list[str]:
     """Nemotron-H: 'M' Mamba2, '*' attention, '-' MLP and 'E' MoE blocks, one character per block."""
-    _, pattern = cfg.raw("hybrid_override_pattern")
+    pattern = _hybrid_pattern(cfg)
     if not isinstance(pattern, str) or len(pattern) != layers or set(pattern) - set("M*-E"):
         raise ConfigError(
             f"{cfg.source}: hybrid_override_pattern must be {layers} characters of M, *, - or E; fix the config"
@@ -840,7 +856,9 @@ def _mlp_params(cfg: _Config, hidden: int, moe_flags: list[bool]) -> tuple[int, 
     list with one entry per layer (Hunyuan). A shared_expert_intermediate_size of 0 means no shared
     expert (Qwen3-Coder). Gemma 4's enable_moe_block runs a dense MLP beside the experts in every layer."""
     layers = len(moe_flags)
-    matrices = 2 if cfg.model_type in _PLAIN_MLP_FAMILIES else 3
+    _, act = cfg.raw("mlp_hidden_act", "hidden_act")
+    # Up/down only: the GPT-2 / Falcon families, and Nemotron-H's squared-ReLU MLP; else gated (3 matrices).
+    matrices = 2 if cfg.model_type in _PLAIN_MLP_FAMILIES or act == "relu2" else 3
     dense_width = cfg.count(("intermediate_size", "ffn_hidden_size", "n_inner"), "MLP width", required=False)
     dense = matrices * hidden * (dense_width or 4 * hidden)  # 4 x hidden: GPT-2 / Falcon default
     if not _moe_shape(cfg)[0]:
@@ -853,12 +871,15 @@ def _mlp_params(cfg: _Config, hidden: int, moe_flags: list[bool]) -> tuple[int, 
     shared_width = cfg.count(("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"),
                              "shared expert width", required=False, minimum=0) or 0
     beside = dense if cfg.flag("enable_moe_block") else 0
+    # Nemotron 3 Super/Ultra: experts work in a smaller latent width, projected down and up once per layer.
+    latent = cfg.count(("moe_latent_size",), "MoE latent width", required=False)
+    expert_in, beside = (latent, beside + 2 * hidden * latent) if latent else (hidden, beside)
     total = active = 0
     for i, is_moe in enumerate(moe_flags):
         if not is_moe or experts[i] <= 1:
             total, active = total + dense, active + dense
             continue
-        expert = matrices * hidden * width[i]
+        expert = matrices * expert_in * width[i]
         shared = expert * n_shared[i] + matrices * hidden * shared_width
         router = hidden * experts[i]
         total += experts[i] * expert + shared + router + beside
@@ -929,7 +950,7 @@ def _estimate_params(cfg: _Config, att: dict, layout: dict, blocks: list[_Block]
     shared = cfg.count(("num_kv_shared_layers",), "KV-shared layers", required=False, minimum=0) or 0
     attention += shared * _attention_params(cfg, att, hidden, "sliding")
     attention += linear * _linear_layer_params(cfg, hidden) if linear else 0
-    _, pattern = cfg.raw("hybrid_override_pattern")
+    pattern = _hybrid_pattern(cfg)
     if isinstance(pattern, str):
         moe_flags = [c == "E" for c in pattern if c in "-E"]
     else:
@@ -975,13 +996,24 @@ def model_from_config(config: dict, *, name: str, source: str = "manual", sha256
 
     A key that could change the cache and that kvreg does not read stops the import, naming the key;
     ``accept_unknown`` turns that into a warning."""
+    row, warnings, _ = _model_from_config(config, name=name, source=source, sha256=sha256, params_total=params_total,
+                                          params_active=params_active, accept_unknown=accept_unknown)
+    return row, warnings
+
+
+def _model_from_config(config: dict, *, name: str, source: str, sha256: str | None, params_total: int | None,
+                       params_active: int | None, accept_unknown: bool) -> tuple[dict, list[str], dict]:
+    """model_from_config, plus what `kvreg model check` shows beside the row: every assumption one by
+    one, and where the parameter counts came from."""
     if not isinstance(config, dict):
         raise ConfigError(f"{source}: config is a {_json_type(config)}, not a JSON object; pass a config.json")
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"{source}: the model needs a name; pass --name")
     cfg, findings = _Config(config, source), _Findings()
     _check_unknown_keys(cfg, findings, accept_unknown)
-    layers = cfg.count(_LAYER_KEYS, "layer count")
+    layers = cfg.count(_LAYER_KEYS, "layer count", required=cfg.raw("layers_block_type")[0] is None)
+    if layers is None:
+        layers = len(_hybrid_pattern(cfg))  # Nemotron 3: layers_block_type lists every block
     blocks = None
     if cfg.raw("block_configs")[0] is not None:
         blocks = _decilm_blocks(cfg, layers, cfg.count(_HEAD_KEYS, "attention head count"), findings, accept_unknown)
@@ -1011,18 +1043,24 @@ def model_from_config(config: dict, *, name: str, source: str = "manual", sha256
         "source_sha256": sha256,
         "imported_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "notes": "; ".join(findings.notes),
-        # Not a column: how the parameter counts were found (kvreg model check shows it).
-        "assumptions": list(findings.notes),  # not a column: notes one by one (kvreg model check)
-        "params_from": "given" if params_total is not None else
-        "ESTIMATE from the config's shapes (embeddings + attention + MLP)",
     }
     for key in ("sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads", "chunked_head_dim"):
         row.setdefault(key, None)
-    return row, findings.warnings
+    details = {"assumptions": list(findings.notes),
+               "params_from": "given" if params_total is not None else
+               "ESTIMATE from the config's shapes (embeddings + attention + MLP)"}
+    return row, findings.warnings, details
 
 
 def import_path(path: str | pathlib.Path, *, name: str | None = None, params_b: float | None = None,
                 accept_unknown: bool = False) -> tuple[dict, list[str]]:
+    """Import a config.json file, a model folder holding one, or a Hugging Face cache folder; see explain_path."""
+    row, warnings, _ = explain_path(path, name=name, params_b=params_b, accept_unknown=accept_unknown)
+    return row, warnings
+
+
+def explain_path(path: str | pathlib.Path, *, name: str | None = None, params_b: float | None = None,
+                 accept_unknown: bool = False) -> tuple[dict, list[str], dict]:
     """Import a config.json file, a model folder holding one, or a Hugging Face cache folder
     (``models--org--name``, whose ``snapshots/<revision>`` holds the files).
 
@@ -1045,13 +1083,14 @@ def import_path(path: str | pathlib.Path, *, name: str | None = None, params_b: 
             params_total, params_active, how = _params_from_tensors(weights, config, source)
         else:
             params_total, how = _params_from_index(config_file.parent / INDEX_FILE, config, source)
-    row, warnings = model_from_config(config, name=name, source=source, sha256=sha, params_total=params_total,
-                                      params_active=params_active, accept_unknown=accept_unknown)
+    row, warnings, details = _model_from_config(config, name=name, source=source, sha256=sha,
+                                                params_total=params_total, params_active=params_active,
+                                                accept_unknown=accept_unknown)
     if how:
         row["notes"] = "; ".join(filter(None, [how, row["notes"]]))
-        row["params_from"] = how
-        row["assumptions"].insert(0, how)
-    return row, warnings
+        details["params_from"] = how
+        details["assumptions"].insert(0, how)
+    return row, warnings, details
 
 
 def _resolve_hf_cache(path: pathlib.Path) -> pathlib.Path:

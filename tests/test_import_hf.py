@@ -357,8 +357,10 @@ def test_explicit_head_dim_wins_over_hidden_over_heads():
 
 
 def test_missing_kv_heads_means_multi_head_attention():
-    row, _ = build(llama(num_key_value_heads=None))
+    row, warnings = build(llama(num_key_value_heads=None))
     assert row["kv_heads"] == row["attention_heads"] == 8
+    assert any(w.startswith("no kv head count (num_key_value_heads, n_head_kv or num_kv_heads): multi-head "
+                            "attention assumed, 8 kv heads") for w in warnings)  # never silently
 
 
 def test_qwen2_sliding_window_follows_max_window_layers():

@@ -653,3 +653,31 @@ def test_report_prints_both_per_token_figures_for_a_hybrid_plan(tmp_path):
     assert "| kv_bytes_per_token_full_per_gpu | 10,240 |" in section
     llama = md[md.index("### chat-llama3-8b"):md.index("### docs-llama3-8b")]
     assert "kv_bytes_per_token_full_per_gpu" not in llama  # only full attention: one figure
+
+
+# --------------------------------------------------------------------------- model add by hand
+
+
+def test_model_add_takes_per_kind_heads_and_cache_less_layers(tmp_path):
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    runner = CliRunner()
+    base = ["--db", db, "model", "add"]
+    ok = runner.invoke(cli, [*base, "G4", "--layers", "30", "--sliding-layers", "25", "--sliding-window", "1024",
+                             "--attention-heads", "16", "--kv-heads", "2", "--head-dim", "512",
+                             "--sliding-kv-heads", "8", "--sliding-head-dim", "256", "--no-cache-layers", "2",
+                             "--params-b", "25.2"])
+    assert ok.exit_code == 0, ok.output
+    (cap,) = json.loads(runner.invoke(cli, ["--db", db, "capacity", "--model", "G4", "--tp", "2", "--context", "8K",
+                                            "--format", "json"]).output)
+    assert cap["kv_bytes_per_token_per_gpu"] == 5 * 1 * 1024 * 2 + 25 * 4 * 512 * 2 == 112_640
+    assert cap["kv_bytes_per_token_full_per_gpu"] == 10_240
+    for args, message in (
+        (["--layers", "32", "--sliding-kv-heads", "4"], "sliding_kv_heads / sliding_head_dim describe sliding layers, "
+                                                        "but the model has none"),
+        (["--layers", "32", "--sliding-layers", "16", "--sliding-window", "4096", "--sliding-kv-heads", "3"],
+         "sliding_kv_heads (3) must divide attention_heads (32)"),
+        (["--layers", "32", "--no-cache-layers", "-1"], "no_cache_layers"),
+    ):
+        bad = runner.invoke(cli, [*base, "Bad", "--attention-heads", "32", "--kv-heads", "8", "--head-dim", "128",
+                                  "--params-b", "8", *args])
+        assert bad.exit_code != 0 and message in bad.output, (args, bad.output)

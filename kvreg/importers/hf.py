@@ -52,6 +52,8 @@ _MAX_POS_KEYS = ("max_position_embeddings", "seq_length", "n_positions")
 _WINDOW_KEYS = ("sliding_window", "sliding_window_size")
 
 _FALCON_FAMILIES = {"falcon", "RefinedWeb", "RefinedWebModel"}
+# Families whose attention is multi-head by design: their configs have no kv-head key to read.
+_MHA_FAMILIES = {"gpt2", "gpt_neox", "gptj", "bloom", "opt", "phi", "mpt"}
 FALCON_CONTEXT = 2048  # the context Falcon-7B/40B were trained with; their first configs omit it
 # Families whose MLP is up/down only (2 matrices); every other family is gated (3 matrices).
 _PLAIN_MLP_FAMILIES = _FALCON_FAMILIES | {"gpt2", "gpt_neox", "gptj", "gpt_bigcode", "bloom", "opt", "phi", "mpt"}
@@ -387,6 +389,11 @@ def _kv_heads(cfg: _Config, heads: int, findings: _Findings) -> int:
         if cfg.flag("multi_query_attention"):
             return cfg.count(("multi_query_group_num",), "kv group count")
         findings.warn("multi_query_group_num ignored: multi_query_attention is not true, so every head has its own K/V")
+        return heads
+    if cfg.model_type not in _MHA_FAMILIES:
+        # Never silently: a config that leaves the kv heads out (or null) may hide a per-layer layout.
+        findings.warn(f"no kv head count ({_alternatives(_KV_HEAD_KEYS)}): multi-head attention assumed, "
+                      f"{heads} kv heads (one per attention head); check the model card")
     return heads
 
 
@@ -593,6 +600,9 @@ def _attention_kinds(cfg: _Config, layers: int, findings: _Findings, blocks: lis
         first = cfg.count(("max_window_layers",), "first sliding layer", minimum=0)
         return ["full" if i < first else "sliding" for i in range(layers)]
     # Mistral style: a window with no per-layer description applies to every layer.
+    if has_window:
+        findings.note("sliding_window with no per-layer layout (layer_types, a pattern or use_sliding_window): "
+                      "every layer slides, as Mistral's do")
     return ["sliding" if has_window else "full"] * layers
 
 

@@ -497,7 +497,7 @@ def test_missing_layers_names_the_aliases():
 
 
 def test_missing_heads():
-    with pytest.raises(ConfigError, match=r"no attention head count \(num_attention_heads or n_head\)"):
+    with pytest.raises(ConfigError, match=r"no attention head count \(num_attention_heads, n_head, n_heads or num_heads\)"):
         build(llama(num_attention_heads=None))
 
 

@@ -44,7 +44,7 @@ WEIGHT_BYTES = {
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
 
 _LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer")
-_HEAD_KEYS = ("num_attention_heads", "n_head")
+_HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
 _KV_HEAD_KEYS = ("num_key_value_heads", "n_head_kv", "num_kv_heads")
 _HEAD_DIM_KEYS = ("head_dim", "kv_channels", "attention_head_dim")
 _HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model")
@@ -97,7 +97,7 @@ _CACHE_HINT = re.compile(
     r"|(^|_)cla($|_)|compress_ratio"
 )
 _UNDERSTOOD = {
-    "num_attention_heads", "n_head", "num_key_value_heads", "n_head_kv", "num_kv_heads", "head_dim", "kv_channels",
+    "num_attention_heads", "n_head", "n_heads", "num_heads", "num_key_value_heads", "n_head_kv", "num_kv_heads", "head_dim", "kv_channels",
     "attention_head_dim", "v_head_dim", "qk_nope_head_dim", "qk_rope_head_dim", "qk_head_dim", "kv_lora_rank",
     "sliding_window", "sliding_window_size", "sliding_window_pattern", "use_sliding_window", "max_window_layers",
     "layer_types", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",

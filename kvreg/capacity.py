@@ -25,7 +25,8 @@ SWEEP_MAX_PAIRS = 400
 
 JSON_COLUMNS = [
     "model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "kv_dtype", "weight_dtype",
-    "reserve", "block_size", "kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_heads_per_gpu",
+    "reserve", "block_size", "kv_bytes_per_token", "kv_bytes_per_token_per_gpu", "kv_bytes_per_token_full_per_gpu",
+    "kv_heads_per_gpu",
     "kv_bytes_per_sequence_per_gpu", "kv_gib_per_sequence_per_gpu", "state_bytes_per_sequence_per_gpu",
     "weights_gib_per_gpu", "usable_gib_per_gpu", "kv_pool_gib_per_gpu", "kv_pool_tokens", "fits", "reason",
     "max_concurrency", "whole_sequences", "replicas_per_node", "node_concurrency", "decode_tokens_per_s_per_sequence",

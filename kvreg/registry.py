@@ -206,7 +206,8 @@ def add_dtype(conn, row: dict) -> None:
 _MODEL_INTS = ["layers", "attention_heads", "kv_heads", "head_dim", "v_head_dim", "max_position_embeddings"]
 _MODEL_OPTIONAL_INTS = ["sliding_window", "attention_chunk_size", "kv_lora_rank", "linear_state_elements_per_layer",
                         "linear_state_heads", "indexer_bytes_per_token_per_layer", "hidden_size",
-                        "intermediate_size", "vocab_size"]
+                        "intermediate_size", "vocab_size", "sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads",
+                        "chunked_head_dim"]
 
 
 def validate_model(conn, row: dict) -> dict:
@@ -217,7 +218,7 @@ def validate_model(conn, row: dict) -> dict:
     row.setdefault("v_head_dim", row.get("head_dim"))
     for f in _MODEL_INTS:
         row[f] = check_int(row.get(f), f)
-    for f in ("sliding_layers", "chunked_layers", "linear_layers"):
+    for f in ("sliding_layers", "chunked_layers", "linear_layers", "no_cache_layers", "k_eq_v_layers"):
         row[f] = check_int(row.get(f) or 0, f, minimum=0)
     for f in _MODEL_OPTIONAL_INTS:
         row[f] = check_int(row.get(f), f, minimum=1 if f != "qk_rope_head_dim" else 0, allow_none=True)
@@ -249,10 +250,18 @@ def validate_model(conn, row: dict) -> dict:
     if not mla and row.get("indexer_bytes_per_token_per_layer") is not None:
         raise KvregError(f"model {row['name']!r}: an indexer cache (--indexer-bytes-per-token-per-layer) belongs to "
                          "MLA models (DeepSeek-V3.2); give --kv-lora-rank and --qk-rope-head-dim too, or drop it")
-    if not mla and row["attention_heads"] % row["kv_heads"]:
-        raise KvregError(
-            f"model {row['name']!r}: kv_heads ({row['kv_heads']}) must divide attention_heads ({row['attention_heads']})"
-        )
+    for f in ("kv_heads", "sliding_kv_heads", "chunked_kv_heads"):
+        if not mla and row.get(f) and row["attention_heads"] % row[f]:
+            raise KvregError(
+                f"model {row['name']!r}: {f} ({row[f]}) must divide attention_heads ({row['attention_heads']})"
+            )
+    for kind in ("sliding", "chunked"):
+        if not row[f"{kind}_layers"] and (row.get(f"{kind}_kv_heads") or row.get(f"{kind}_head_dim")):
+            raise KvregError(f"model {row['name']!r}: {kind}_kv_heads / {kind}_head_dim describe {kind} layers, "
+                             f"but the model has none; drop them or give --{kind}-layers")
+    if row["k_eq_v_layers"] > row["full_layers"]:
+        raise KvregError(f"model {row['name']!r}: k_eq_v_layers ({row['k_eq_v_layers']}) cannot exceed the "
+                         f"full layers ({row['full_layers']})")
     row["params_total"] = check_int(row.get("params_total"), "params_total")
     row["params_active"] = check_int(row.get("params_active") or row["params_total"], "params_active")
     if row["params_active"] > row["params_total"]:

@@ -48,7 +48,8 @@ CLASS_COLUMNS = ["workload_class", "class_tokens", "share", "class_kv_bytes_per_
 PLAN_COLUMNS = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens",
                 "workload_tokens", "kv_bytes_per_request_per_gpu",
                 "kv_dtype", "weight_dtype", "reserve", "kv_cache_memory_bytes", "block_size",
-                "kv_bytes_per_token_per_gpu", "kv_gib_per_sequence_per_gpu", "weights_gib_per_gpu",
+                "kv_bytes_per_token_per_gpu", "kv_bytes_per_token_full_per_gpu", "kv_gib_per_sequence_per_gpu",
+                "weights_gib_per_gpu",
                 "usable_gib_per_gpu", "kv_pool_gib_per_gpu", "kv_pool_tokens", "max_concurrency", "whole_sequences",
                 "workload_concurrency", "replicas_per_node", "node_concurrency", "decode_tokens_per_s_per_sequence",
                 "context_within_claim", "fits", "reason",
@@ -65,7 +66,9 @@ PLAN_COLUMNS = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_no
                 "weights_measured_bytes", "measured_kv_cache_bytes", "kv_cache_memory_error_fraction"]
 DEMAND_COLUMNS = ["quarter", "users", "replicas_needed", "gpus_needed", "nodes_needed", "capacity_users",
                   "headroom_users", "headroom_fraction", "cost_per_month", "capex", "cost_per_user_per_month"]
-MODEL_KV_COLUMNS = ["kv_bytes_per_token", "kv_gib_per_128k_sequence"]
+# kv_bytes_per_token counts every attention layer; kv_bytes_per_token_full the full layers alone (what a
+# token past the sliding windows costs): equal unless the model has sliding or chunked layers.
+MODEL_KV_COLUMNS = ["kv_bytes_per_token", "kv_bytes_per_token_full", "kv_gib_per_128k_sequence"]
 SWEEP_COLUMNS = ["gpu", "model", "context_tokens", "kv_dtype", "tp", "max_concurrency", "whole_sequences", "fits",
                  "reason", "kv_gib_per_sequence_per_gpu", "weights_gib_per_gpu", "kv_pool_gib_per_gpu"]
 # Registry columns that record when, not what: left out of change detection.

@@ -345,8 +345,10 @@ def test_explicit_head_dim_wins_over_hidden_over_heads():
 
 
 def test_missing_kv_heads_means_multi_head_attention():
-    row, _ = build(llama(num_key_value_heads=None))
+    row, warnings = build(llama(num_key_value_heads=None))
     assert row["kv_heads"] == row["attention_heads"] == 8
+    assert any(w.startswith("no kv head count (num_key_value_heads, n_head_kv or num_kv_heads): multi-head "
+                            "attention assumed, 8 kv heads") for w in warnings)  # never silently
 
 
 def test_qwen2_sliding_window_follows_max_window_layers():
@@ -393,9 +395,10 @@ def test_nemotron_h_mamba2_state_and_pattern():
                    mamba_ssm_cache_dtype="float32", n_routed_experts=8, num_experts_per_tok=2,
                    moe_intermediate_size=512)
     row, _ = build(config)
-    assert (row["layers"], row["full_layers"], row["linear_layers"]) == (3, 1, 2)
-    # (4-1) * (128*64 + 2*8*128) conv + 128*64*128 SSM
-    assert row["linear_state_elements_per_layer"] == 3 * (128 * 64 + 2 * 8 * 128) + 128 * 64 * 128 == 1_079_296
+    assert (row["layers"], row["full_layers"], row["linear_layers"], row["no_cache_layers"]) == (3, 1, 2, 3)
+    # (4-1) * (128*64 + 2*8*128) = 30,720 conv elements, kept in the model dtype (bf16, 2 B), count as
+    # 15,360 fp32 elements beside 128*64*128 = 1,048,576 SSM elements in fp32 (vLLM's mamba2 state dtypes).
+    assert row["linear_state_elements_per_layer"] == 3 * (128 * 64 + 2 * 8 * 128) // 2 + 128 * 64 * 128 == 1_063_936
     assert (row["linear_state_heads"], row["linear_state_dtype"]) == (128, "fp32")
     assert "hold no cache" in row["notes"]
 
@@ -482,7 +485,7 @@ def test_missing_layers_names_the_aliases():
 
 
 def test_missing_heads():
-    with pytest.raises(ConfigError, match=r"no attention head count \(num_attention_heads or n_head\)"):
+    with pytest.raises(ConfigError, match=r"no attention head count \(num_attention_heads, n_head, n_heads or num_heads\)"):
         build(llama(num_attention_heads=None))
 
 

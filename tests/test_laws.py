@@ -47,6 +47,8 @@ def figures(**inputs) -> dict:
         # engine memory (0006): nothing measured, no reported memory, the latest release
         reported_memory_bytes=None, engine_version=None, engine_release=None, non_torch_bytes=None,
         weights_measured_bytes=None, hidden_size=None, intermediate_size=None, vocab_size=None,
+        # per-kind layouts (Gemma 4, Nemotron-Super): none here
+        no_cache_layers=0, sliding_kv_heads=None, sliding_head_dim=None, chunked_kv_heads=None, chunked_head_dim=None,
     )
     row.update(inputs)
     memo: dict = {}

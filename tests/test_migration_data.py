@@ -107,6 +107,11 @@ def _add_awkward_rows(rows: dict[str, list[dict]]) -> None:
              "notes": "line one\nline 'two' \"three\"\ttab", "params_total": 2**53 + 1, "params_active": 2**53 + 1,
              "source_sha256": None, "imported_at": None}
     rows["model"].append(model)
+    # Revision 0005's columns set (sliding layers with their own heads and width, cache-less layers, K=V).
+    base_hybrid = next(r for r in rows["model"] if r["name"] == "gpt-oss-120b")
+    rows["model"].append({**base_hybrid, "id": next_id("model"), "name": "kinds ✓", "sliding_kv_heads": 16,
+                          "sliding_head_dim": 32, "chunked_kv_heads": None, "chunked_head_dim": None,
+                          "no_cache_layers": 4, "k_eq_v_layers": 18})
     base_gpu = rows["gpu"][0]
     gpu = {**base_gpu, "id": next_id("gpu"), "name": "GPU «ÆØÅ»", "memory_bytes": 2**62 - 1,
            "price_per_hour": 0.1, "unit_price": None, "memory_bandwidth_bytes_per_s": None}

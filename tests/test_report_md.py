@@ -284,8 +284,10 @@ def test_model_catalog_from_model_kv(small, tmp_path):
     assert llama["kv"]["bf16"]["kv_gib_per_128k_sequence"] == 131_072 * 131_072 / GIB == 16.0
     rows = {r[0]: r for r in table_rows(md, "Model")[2:]}
     # Qwen2.5-7B: 28 layers x 4 KV heads x 256 x 2 B = 57,344 B per token, 7.00 GiB per 128K (SPEC: 56 KiB / 7.00).
-    assert rows["Qwen2.5-7B"] == ["Qwen2.5-7B", "bf16", "15.20", "131,072", "57,344", "7.00", "28,672", "3.50"]
-    assert rows["Llama-3.1-8B"][4:] == ["131,072", "16.00", "65,536", "8.00"]
+    # Columns per KV dtype: kv_bytes_per_token, kv_bytes_per_token_full (equal: every layer is full), 128K GiB.
+    assert rows["Qwen2.5-7B"] == ["Qwen2.5-7B", "bf16", "15.20", "131,072", "57,344", "57,344", "7.00",
+                                  "28,672", "28,672", "3.50"]
+    assert rows["Llama-3.1-8B"][4:] == ["131,072", "131,072", "16.00", "65,536", "65,536", "8.00"]
 
 
 def test_context_sweep_is_one_question_to_the_capacity_view(small, tmp_path, monkeypatch):

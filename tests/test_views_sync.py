@@ -234,5 +234,8 @@ def test_doc_formulas_read_as_written():
     assert formula(FIGURES["kv_heads_per_gpu"].expr) == "max(1, floor(kv_heads / attention_tp))"
     assert formula(FIGURES["kv_gib_per_128k_sequence"].expr) == "kv_bytes_per_128k_sequence / 2^30"
     assert formula(FIGURES["tp_valid"].expr) == (
-        "attention_heads mod tp = 0 and (kv_heads mod tp = 0 or tp mod kv_heads = 0) and tp * pp <= gpus_per_node"
+        "attention_heads mod tp = 0 and (kv_heads mod tp = 0 or tp mod kv_heads = 0)"
+        " and (coalesce(sliding_kv_heads, kv_heads) mod tp = 0 or tp mod coalesce(sliding_kv_heads, kv_heads) = 0)"
+        " and (coalesce(chunked_kv_heads, kv_heads) mod tp = 0 or tp mod coalesce(chunked_kv_heads, kv_heads) = 0)"
+        " and tp * pp <= gpus_per_node"
     )

@@ -196,6 +196,7 @@ def test_migration_0003_keeps_every_plan_and_back(empty_db_url):
     alembic(empty_db_url, "upgrade", "head")  # through 0003; the views are recreated at head only
     assert revision(empty_db_url) == head_revision()
     assert _rows(empty_db_url, columns) == before
+    alembic(empty_db_url, "upgrade", "head")  # the views exist only at head (later revisions add columns)
     [pc] = _rows(empty_db_url, {"plan_capacity": ["plan", "workload_tokens"]})["plan_capacity"]
     assert pc == ("chat", 1500)  # no classes: the plan's own avg_tokens
     engine = make_engine(empty_db_url)

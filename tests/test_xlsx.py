@@ -34,6 +34,9 @@ PLANS = [
     (EVIL[3], "gpt-oss-120b", "H100-SXM", 2, 2, 2, "bf16", "fp4", 131072, 4096, 0.12, None, 16),
     (EVIL[4], "Llama-3.1-8B", "H100-SXM", 1, 1, 1, "fp8_ds_mla", "bf16", 8192, None, 0.12, None, 16),
     ("qwen-next-vllm-tp4", "Qwen3-Next-80B-A3B", "H100-SXM", 4, 1, 1, "bf16", "bf16", 262144, None, 0.12, None, 16),
+    # Sliding layers with their own kv heads and head width, and layers with no cache (Gemma 4 style).
+    ("kinds-tp8", "kinds", "H100-SXM", 8, 1, 1, "bf16", "fp4", 131072, 2048, 0.12, None, 16),
+    ("kinds-vllm-tp4", "kinds", "H100-SXM", 4, 1, 1, "bf16", "fp4", 131072, None, 0.12, None, 16),
 ]
 # Engine rules (tests/test_engine_rules.py) on some plans, so their formulas are proven too: plan, settings.
 ENGINE = [
@@ -46,6 +49,7 @@ ENGINE = [
     ("qwen-next-vllm-tp4", "rule = 'vllm', measured_kv_cache_tokens = 1000000, measured_max_concurrency = 3.5,"
                            " measured_engine_version = 'vllm 0.33.0'"),
     ("llama8b-h100-128k", "measured_kv_cache_tokens = 404352, measured_max_concurrency = 3.09"),
+    ("kinds-vllm-tp4", "rule = 'vllm'"),
 ]
 # Workload classes: plan, class, tokens, share. "qwen235-h100-tp?" has none: its name as an unescaped
 # SUMIFS criterion would match tp8's classes; EVIL[1] as a class name stays text.
@@ -67,6 +71,10 @@ def _insert_test_data(conn) -> None:
     llama.pop("id")
     llama.update(name="+1", full_layers=8, chunked_layers=24, attention_chunk_size=8192)
     conn.execute(text(f"INSERT INTO model ({', '.join(llama)}) VALUES ({', '.join(':' + k for k in llama)})"), llama)
+    kinds = dict(conn.execute(text("SELECT * FROM model WHERE name = 'gpt-oss-120b'")).mappings().one())
+    kinds.pop("id")
+    kinds.update(name="kinds", sliding_kv_heads=16, sliding_head_dim=32, no_cache_layers=4, k_eq_v_layers=18)
+    conn.execute(text(f"INSERT INTO model ({', '.join(kinds)}) VALUES ({', '.join(':' + k for k in kinds)})"), kinds)
     for p in PLANS:
         conn.execute(text(
             "INSERT INTO plan (name, model_id, gpu_id, tp, pp, dp_attention, kv_dtype, weight_dtype, context_tokens,"

@@ -48,7 +48,8 @@ def _fill(table, rows: list[dict]) -> list[dict]:
 
 
 def _model_defaults(row: dict) -> dict:
-    out = {"sliding_layers": 0, "chunked_layers": 0, "linear_layers": 0, "source": "manual", "notes": "",
+    out = {"sliding_layers": 0, "chunked_layers": 0, "linear_layers": 0, "no_cache_layers": 0, "k_eq_v_layers": 0,
+           "source": "manual", "notes": "",
            "architecture": "", "family": ""}
     out.update(row)
     out.setdefault("v_head_dim", out.get("head_dim"))

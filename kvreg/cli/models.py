@@ -18,7 +18,8 @@ def model_group():
 
 @model_group.command("add")
 @click.argument("name")
-@click.option("--layers", type=int, required=True, help="Transformer layers (all kinds).")
+@click.option("--layers", type=int, required=True,
+              help="Layers holding a KV cache or a state (all kinds; layers with neither: --no-cache-layers).")
 @click.option("--kv-heads", type=int, help="KV heads (default: --attention-heads, i.e. MHA).")
 @click.option("--attention-heads", type=int, help="Query heads (default: --kv-heads).")
 @click.option("--head-dim", type=int, required=True, help="Key head dimension.")
@@ -31,6 +32,12 @@ def model_group():
 @click.option("--sliding-window", type=int, help="Sliding window in tokens.")
 @click.option("--chunked-layers", type=int, default=0, help="Layers with chunked attention.")
 @click.option("--attention-chunk-size", type=int, help="Chunk size in tokens.")
+@click.option("--sliding-kv-heads", type=int, help="KV heads of the sliding layers, when not --kv-heads (Gemma 4).")
+@click.option("--sliding-head-dim", type=int, help="Head dimension (K and V) of the sliding layers, when not --head-dim.")
+@click.option("--chunked-kv-heads", type=int, help="KV heads of the chunked layers, when not --kv-heads.")
+@click.option("--chunked-head-dim", type=int, help="Head dimension (K and V) of the chunked layers, when not --head-dim.")
+@click.option("--no-cache-layers", type=int, default=0,
+              help="Decoder layers with no KV cache and no state (no-op attention, KV-shared), beside --layers.")
 @click.option("--linear-layers", type=int, default=0, help="Linear-attention / state-space layers.")
 @click.option("--linear-state-elements", type=int, help="State elements per sequence per linear layer at TP1.")
 @click.option("--linear-state-heads", type=int, help="Heads the linear state shards by under TP.")
@@ -50,6 +57,7 @@ def model_group():
 @user_errors
 def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim, params_b, active_params_b,
               weight_dtype, max_context, sliding_layers, sliding_window, chunked_layers, attention_chunk_size,
+              sliding_kv_heads, sliding_head_dim, chunked_kv_heads, chunked_head_dim, no_cache_layers,
               linear_layers, linear_state_elements, linear_state_heads, linear_state_dtype, kv_lora_rank,
               qk_rope_head_dim, indexer_bytes_per_token_per_layer, hidden_size, intermediate_size, vocab_size,
               architecture, family, notes):
@@ -71,7 +79,8 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
         params_active=_billions(active_params_b, "--active-params-b") if active_params_b is not None else None,
         weight_dtype=weight_dtype, max_position_embeddings=parse_tokens(max_context), sliding_layers=sliding_layers,
         sliding_window=sliding_window, chunked_layers=chunked_layers, attention_chunk_size=attention_chunk_size,
-        linear_layers=linear_layers, linear_state_elements_per_layer=linear_state_elements,
+        sliding_kv_heads=sliding_kv_heads, sliding_head_dim=sliding_head_dim, chunked_kv_heads=chunked_kv_heads,
+        chunked_head_dim=chunked_head_dim, no_cache_layers=no_cache_layers, linear_layers=linear_layers, linear_state_elements_per_layer=linear_state_elements,
         linear_state_heads=linear_state_heads, linear_state_dtype=linear_state_dtype, kv_lora_rank=kv_lora_rank,
         qk_rope_head_dim=qk_rope_head_dim, indexer_bytes_per_token_per_layer=indexer_bytes_per_token_per_layer,
         hidden_size=hidden_size, intermediate_size=intermediate_size, vocab_size=vocab_size, architecture=architecture, family=family, notes=notes, source="manual",
@@ -96,13 +105,22 @@ def _billions(value: float, flag: str) -> int:
 @click.option("--name", help="Model name (one path only; default: the folder or file name).")
 @click.option("--params-b", type=float, help="Total parameters in billions, when no safetensors index is beside it.")
 @click.option("--replace", is_flag=True, help="Update models that already exist instead of failing.")
+@click.option("--accept-unknown", is_flag=True,
+              help="Import even when a config has a key that could change the KV cache and that kvreg does not "
+                   "understand (it is named in a warning and ignored).")
 @format_option()
 @click.pass_context
 @user_errors
-def model_import(ctx, paths, name, params_b, replace, fmt):
-    """Import Hugging Face config.json files: a file, a folder holding one, or - for stdin.
+def model_import(ctx, paths, name, params_b, replace, accept_unknown, fmt):
+    """Import Hugging Face config.json files: a file, a model folder holding one (with its *.safetensors
+    files or index, read for exact weight bytes), a Hugging Face cache folder (models--org--name), or -
+    for stdin.
 
-    Several paths are imported in one transaction: all of them or none.
+    Several paths are imported in one transaction: all of them or none. A key that could change the
+    cache and that kvreg does not understand stops the import, naming the key; see what an import
+    would store first with `kvreg model check PATH`.
+
+    Example: kvreg model import ~/.cache/huggingface/hub/models--Qwen--Qwen3-8B
     """
     import sys
 
@@ -121,9 +139,10 @@ def model_import(ctx, paths, name, params_b, replace, fmt):
                 if not name:
                     raise KvregError("reading a config from stdin needs --name")
                 # At most one byte past the importer's own limit, which then refuses it in words.
-                row, warns = import_text(sys.stdin.buffer.read(MAX_CONFIG_BYTES + 1), name=name, params_b=params_b)
+                row, warns = import_text(sys.stdin.buffer.read(MAX_CONFIG_BYTES + 1), name=name, params_b=params_b,
+                                         accept_unknown=accept_unknown)
             else:
-                row, warns = import_path(p, name=name, params_b=params_b)
+                row, warns = import_path(p, name=name, params_b=params_b, accept_unknown=accept_unknown)
             rows.append(row)
             warnings += [f"{row['name']}: {w}" for w in warns]
     with open_db(ctx).begin() as conn:
@@ -132,6 +151,63 @@ def model_import(ctx, paths, name, params_b, replace, fmt):
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
     emit([{k: r.get(k) for k in LIST_COLUMNS} for r in rows], fmt, LIST_COLUMNS)
+
+
+@model_group.command("check")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--params-b", type=float, help="Total parameters in billions, as for import.")
+@click.option("--accept-unknown", is_flag=True, help="Explain the import as --accept-unknown would do it.")
+@format_option()
+@user_errors
+def model_check(paths, params_b, accept_unknown, fmt):
+    """Explain what importing each config would store, without writing anything: layer kinds, heads and
+    head widths per kind, state, parameters (exact or estimated, and from what), KV bytes per token
+    (bf16, one GPU) and every assumption. A config that cannot be imported prints why; the exit code is
+    then 1.
+
+    Example: kvreg model check config.json ~/models/Llama-3_3-Nemotron-Super-49B-v1
+    """
+    from kvreg.errors import KvregError
+    from kvreg.importers.check import explain
+    from kvreg.importers.hf import ConfigError, explain_path
+
+    records, failed = [], 0
+    for p in paths:
+        try:
+            row, warns, details = explain_path(p, params_b=params_b, accept_unknown=accept_unknown)
+        except ConfigError as exc:
+            failed += 1
+            records.append({"model": None, "source": p, "error": str(exc)})
+            continue
+        records.append(explain(row, warns, details))
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps(records, indent=2, ensure_ascii=False))
+    elif fmt == "csv":
+        flat = [{k: "; ".join(v) if isinstance(v, list) else v for k, v in r.items()} for r in records]
+        keys = list(dict.fromkeys(k for r in flat for k in r))
+        emit(flat, fmt, keys)
+    else:
+        for i, r in enumerate(records):
+            if i:
+                click.echo("")
+            _echo_check(r)
+    if failed:
+        raise KvregError(f"{failed} of {len(paths)} config(s) cannot be imported (see above)")
+
+
+def _echo_check(record: dict) -> None:
+    """One check as aligned `key: value` lines; lists one item a line."""
+    width = max(len(k) for k in record)
+    for key, value in record.items():
+        if isinstance(value, list):
+            click.echo(f"{key:<{width}}  {'(none)' if not value else ''}".rstrip())
+            for item in value:
+                click.echo(f"  - {item}")
+        elif value is not None:
+            click.echo(f"{key:<{width}}  {value:,}" if isinstance(value, int) and not isinstance(value, bool)
+                       else f"{key:<{width}}  {value}")
 
 
 class _nullbar:
@@ -186,7 +262,12 @@ def model_show(ctx, name, gpu, kv_dtype, fmt):
     model.pop("id", None)
     emit_record(model, fmt)
     click.echo("")
-    emit(figures, fmt, TABLE_COLUMNS)
+    columns = list(TABLE_COLUMNS)
+    if model["sliding_layers"] or model["chunked_layers"] or model["linear_layers"]:
+        # Hybrid: per token inside every window, and per token past the windows (full layers only).
+        at = columns.index("kv_bytes_per_token_per_gpu") + 1
+        columns[at:at] = ["kv_bytes_per_token_full_per_gpu"]
+    emit(figures, fmt, columns)
 
 
 @model_group.command("remove")

@@ -109,6 +109,12 @@ class Model(SQLModel, table=True):
         ),
         CheckConstraint("(hidden_size IS NULL OR hidden_size > 0) AND (intermediate_size IS NULL OR"
                         " intermediate_size > 0) AND (vocab_size IS NULL OR vocab_size > 0)", name="ck_model_widths"),
+        CheckConstraint("no_cache_layers >= 0", name="ck_model_no_cache_layers"),
+        CheckConstraint("sliding_kv_heads IS NULL OR sliding_kv_heads > 0", name="ck_model_sliding_kv_heads"),
+        CheckConstraint("sliding_head_dim IS NULL OR sliding_head_dim > 0", name="ck_model_sliding_head_dim"),
+        CheckConstraint("chunked_kv_heads IS NULL OR chunked_kv_heads > 0", name="ck_model_chunked_kv_heads"),
+        CheckConstraint("chunked_head_dim IS NULL OR chunked_head_dim > 0", name="ck_model_chunked_head_dim"),
+        CheckConstraint("k_eq_v_layers >= 0", name="ck_model_k_eq_v_layers"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -154,7 +160,17 @@ class Model(SQLModel, table=True):
     source_sha256: Optional[str] = None
     imported_at: Optional[str] = None
     notes: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
-
+    # Decoder layers that hold no KV cache and no state (not counted in `layers`, which counts the
+    # cache-holding ones): Nemotron-Super's no-op attention, Gemma 4's KV-shared layers, Nemotron-H MLP blocks.
+    no_cache_layers: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+    # Sliding / chunked layers' own kv heads and head width (K and V alike), where they differ from the
+    # full layers' kv_heads / head_dim (Gemma 4); NULL: the same as the full layers.
+    sliding_kv_heads: Optional[int] = None
+    sliding_head_dim: Optional[int] = None
+    chunked_kv_heads: Optional[int] = None
+    chunked_head_dim: Optional[int] = None
+    # Full layers whose K and V are one tensor (Gemma 4 attention_k_eq_v). Engines still cache both.
+    k_eq_v_layers: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
 
 class Gpu(SQLModel, table=True):
     """An accelerator SKU."""

@@ -131,7 +131,7 @@ def figures_table(record: dict, columns: list[str]) -> Md:
 
 def catalog_table(models: list[dict], kv_dtypes: list[str]) -> Md:
     """The model catalog: one row per model, the KV figures once per KV dtype."""
-    kv_cols = ["kv_bytes_per_token", "kv_gib_per_128k_sequence"]
+    kv_cols = ["kv_bytes_per_token", "kv_bytes_per_token_full", "kv_gib_per_128k_sequence"]
     head = ["model", "weight_dtype", "weights_gb", "max_position_embeddings"]
     lines = [cells([trusted(header(h)) for h in head]
                    + [trusted(f"{header(c)}, {d} KV") for d in kv_dtypes for c in kv_cols])]

@@ -77,6 +77,7 @@ _MODEL_INPUTS = [
     "linear_layers", "linear_state_elements_per_layer", "linear_state_heads", "attention_heads", "kv_heads",
     "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "params_total", "params_active",
     "max_position_embeddings", "indexer_bytes_per_token_per_layer", "hidden_size", "intermediate_size", "vocab_size",
+    "no_cache_layers", "sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads", "chunked_head_dim",
 ]
 _GPU_INPUTS = ["memory_bytes", "reported_memory_bytes", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"]
 # dtype inputs: (Dtypes column, the row helper that finds the dtype, may be blank)

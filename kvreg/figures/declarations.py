@@ -117,10 +117,15 @@ _INPUTS = [
     InputDecl("linear_layers", "layers", "linear-attention / state-space layers"),
     InputDecl("linear_state_elements_per_layer", "elements", "fixed state per sequence per linear layer at TP1"),
     InputDecl("linear_state_heads", "heads", "heads the linear state shards by under TP"),
+    InputDecl("no_cache_layers", "layers", "decoder layers holding no KV cache and no state (not in layers)"),
     InputDecl("attention_heads", "heads", "query heads"),
-    InputDecl("kv_heads", "heads", "key/value heads"),
-    InputDecl("head_dim", "elements", "key head dimension"),
-    InputDecl("v_head_dim", "elements", "value head dimension"),
+    InputDecl("kv_heads", "heads", "key/value heads of the full-attention layers (of every layer unless a kind has its own)"),
+    InputDecl("head_dim", "elements", "key head dimension of the full-attention layers"),
+    InputDecl("v_head_dim", "elements", "value head dimension of the full-attention layers"),
+    InputDecl("sliding_kv_heads", "heads", "key/value heads of the sliding layers (NULL: kv_heads)"),
+    InputDecl("sliding_head_dim", "elements", "key and value head dimension of the sliding layers (NULL: head_dim, v_head_dim)"),
+    InputDecl("chunked_kv_heads", "heads", "key/value heads of the chunked layers (NULL: kv_heads)"),
+    InputDecl("chunked_head_dim", "elements", "key and value head dimension of the chunked layers (NULL: head_dim, v_head_dim)"),
     InputDecl("kv_lora_rank", "elements", "MLA latent rank (NULL when not MLA)"),
     InputDecl("qk_rope_head_dim", "elements", "MLA decoupled RoPE key dimension"),
     InputDecl("hidden_size", "elements", "residual stream width (NULL: unknown)"),
@@ -239,15 +244,38 @@ def _round_to_blocks(tokens: Expr) -> Expr:
     return if_(I("block_size") > 0, ceil(tokens / I("block_size")) * I("block_size"), tokens)
 
 
+def _layer_bytes(kv_heads: Expr, kind: str) -> Expr:
+    """A standard (not MLA) layer's KV bytes per token for `kv_heads` heads: K and V at the kind's head
+    widths (sliding and chunked layers may have their own), plus a per-token-head format's scales."""
+    widths = I("head_dim") + I("v_head_dim")
+    if kind != "full":
+        widths = if_(isnull(I(f"{kind}_head_dim")), widths, 2 * I(f"{kind}_head_dim"))
+    return kv_heads * (widths * I("kv_bytes_per_element") + coalesce(I("kv_scale_bytes_per_token_per_head"), 0))
+
+
+def _kind_kv_heads(kind: str) -> Expr:
+    return I("kv_heads") if kind == "full" else coalesce(I(f"{kind}_kv_heads"), I("kv_heads"))
+
+
+def _tp_fits_heads(kv_heads: Expr) -> Expr:
+    return or_(mod(kv_heads, I("tp")).eq(0), mod(I("tp"), kv_heads).eq(0))
+
+
 def _sequence_bytes_per_gpu(tokens: Expr) -> Expr:
     """KV bytes one sequence of `tokens` tokens holds on one GPU (SPEC "Per sequence")."""
-    per_layer = F("kv_bytes_per_token_per_layer_per_gpu")
-    full = F("full_layers_per_gpu") * per_layer * _round_to_blocks(tokens)
-    sliding = F("sliding_layers_per_gpu") * per_layer * _round_to_blocks(least(tokens, coalesce(I("sliding_window"), 0)))
-    chunked = F("chunked_layers_per_gpu") * per_layer * _round_to_blocks(
+    full = F("full_layers_per_gpu") * F("kv_bytes_per_token_per_layer_per_gpu") * _round_to_blocks(tokens)
+    sliding = F("sliding_layers_per_gpu") * F("kv_bytes_per_token_per_sliding_layer_per_gpu") * _round_to_blocks(
+        least(tokens, coalesce(I("sliding_window"), 0)))
+    chunked = F("chunked_layers_per_gpu") * F("kv_bytes_per_token_per_chunked_layer_per_gpu") * _round_to_blocks(
         least(tokens, coalesce(I("attention_chunk_size"), 0))
     )
     return full + sliding + chunked + F("state_bytes_per_sequence_per_gpu")
+
+
+def _local_bytes_per_gpu() -> Expr:
+    """KV bytes per token on one GPU in the sliding and chunked layers together."""
+    return (F("sliding_layers_per_gpu") * F("kv_bytes_per_token_per_sliding_layer_per_gpu")
+            + F("chunked_layers_per_gpu") * F("kv_bytes_per_token_per_chunked_layer_per_gpu"))
 
 
 def _sequence_bytes(tokens: Expr) -> Expr:
@@ -308,16 +336,21 @@ _FIGURES: list[Figure] = [
                 I("kv_mla_bytes_per_token_per_layer"),
                 (I("kv_lora_rank") + I("qk_rope_head_dim")) * I("kv_bytes_per_element"),
             ),
-            I("kv_heads") * ((I("head_dim") + I("v_head_dim")) * I("kv_bytes_per_element")
-                             + coalesce(I("kv_scale_bytes_per_token_per_head"), 0)),
+            _layer_bytes(I("kv_heads"), "full"),
         ),
     ),
-    Figure("kv_bytes_per_token_full", "bytes", "KV bytes per token in full-attention layers",
+    *[Figure(f"kv_bytes_per_token_per_{kind}_layer", "bytes",
+             f"KV bytes one token adds to one {kind} layer: its own kv heads and head width"
+             f" ({kind}_kv_heads, {kind}_head_dim) where the model gives them, else the full layers'",
+             if_(F("is_mla"), F("kv_bytes_per_token_per_layer"), _layer_bytes(_kind_kv_heads(kind), kind)))
+      for kind in ("sliding", "chunked")],
+    Figure("kv_bytes_per_token_full", "bytes",
+           "KV bytes per token in full-attention layers: what each token past the windows costs (TP1)",
            I("full_layers") * F("kv_bytes_per_token_per_layer")),
     Figure("kv_bytes_per_token_sliding", "bytes", "KV bytes per token in sliding-window layers (up to the window)",
-           I("sliding_layers") * F("kv_bytes_per_token_per_layer")),
+           I("sliding_layers") * F("kv_bytes_per_token_per_sliding_layer")),
     Figure("kv_bytes_per_token_chunked", "bytes", "KV bytes per token in chunked-attention layers (up to the chunk)",
-           I("chunked_layers") * F("kv_bytes_per_token_per_layer")),
+           I("chunked_layers") * F("kv_bytes_per_token_per_chunked_layer")),
     Figure(
         "kv_bytes_per_token",
         "bytes",
@@ -342,10 +375,13 @@ _FIGURES: list[Figure] = [
     Figure(
         "tp_valid",
         "flag",
-        "1 when attention_heads % TP = 0 and (kv_heads % TP = 0 or TP % kv_heads = 0), and TP x PP fits the node",
+        "1 when attention_heads % TP = 0 and (kv_heads % TP = 0 or TP % kv_heads = 0) for the kv heads of every"
+        " layer kind, and TP x PP fits the node",
         and_(
             mod(I("attention_heads"), I("tp")).eq(0),
-            or_(mod(I("kv_heads"), I("tp")).eq(0), mod(I("tp"), I("kv_heads")).eq(0)),
+            _tp_fits_heads(I("kv_heads")),
+            _tp_fits_heads(_kind_kv_heads("sliding")),
+            _tp_fits_heads(_kind_kv_heads("chunked")),
             (I("tp") * I("pp")) <= I("gpus_per_node"),
         ),
         "flag",
@@ -353,10 +389,12 @@ _FIGURES: list[Figure] = [
     Figure(
         "kv_heads_per_gpu",
         "heads",
-        "KV heads each GPU holds: max(1, kv_heads // TP); past kv_heads the cache is replicated",
+        "KV heads each GPU holds in a full layer: max(1, kv_heads // TP); past kv_heads the cache is replicated",
         greatest(1, floor(I("kv_heads") / F("attention_tp"))),
         "int",
     ),
+    *[Figure(f"{kind}_kv_heads_per_gpu", "heads", f"KV heads each GPU holds in a {kind} layer",
+             greatest(1, floor(_kind_kv_heads(kind) / F("attention_tp"))), "int") for kind in ("sliding", "chunked")],
     Figure("full_layers_per_gpu", "layers", "full-attention layers on the fullest pipeline stage",
            ceil(I("full_layers") / I("pp")), "int"),
     Figure("sliding_layers_per_gpu", "layers", "sliding layers on the fullest stage", ceil(I("sliding_layers") / I("pp")), "int"),
@@ -371,16 +409,37 @@ _FIGURES: list[Figure] = [
             F("is_mla"),
             F("kv_bytes_per_token_per_layer")
             + if_(_rule("theoretical"), 0, coalesce(I("indexer_bytes_per_token_per_layer"), 0)),
-            F("kv_heads_per_gpu") * ((I("head_dim") + I("v_head_dim")) * I("kv_bytes_per_element")
-                                     + coalesce(I("kv_scale_bytes_per_token_per_head"), 0)),
+            _layer_bytes(F("kv_heads_per_gpu"), "full"),
         ),
     ),
+    *[Figure(f"kv_bytes_per_token_per_{kind}_layer_per_gpu", "bytes",
+             f"KV bytes per token per {kind} layer on one GPU (its own heads and widths where it has them)",
+             if_(F("is_mla"), F("kv_bytes_per_token_per_layer_per_gpu"),
+                 _layer_bytes(F(f"{kind}_kv_heads_per_gpu"), kind)))
+      for kind in ("sliding", "chunked")],
     Figure(
         "kv_bytes_per_token_per_gpu",
         "bytes",
-        "KV bytes one token adds on one GPU, all attention layers of the fullest stage",
-        (F("full_layers_per_gpu") + F("sliding_layers_per_gpu") + F("chunked_layers_per_gpu"))
-        * F("kv_bytes_per_token_per_layer_per_gpu"),
+        "KV bytes one token adds on one GPU, all attention layers of the fullest stage (a token inside every window)",
+        F("full_layers_per_gpu") * F("kv_bytes_per_token_per_layer_per_gpu")
+        + F("sliding_layers_per_gpu") * F("kv_bytes_per_token_per_sliding_layer_per_gpu")
+        + F("chunked_layers_per_gpu") * F("kv_bytes_per_token_per_chunked_layer_per_gpu"),
+    ),
+    Figure(
+        "kv_bytes_per_token_full_per_gpu",
+        "bytes",
+        "KV bytes one token adds on one GPU in full-attention layers alone: what each token past the windows"
+        " costs (equal to kv_bytes_per_token_per_gpu for a model with only full attention)",
+        F("full_layers_per_gpu") * F("kv_bytes_per_token_per_layer_per_gpu"),
+    ),
+    Figure(
+        "kv_page_bytes_per_token_per_layer_per_gpu",
+        "bytes",
+        "vLLM: the largest per-layer KV bytes per token on one GPU over the attention kinds the model has;"
+        " every layer's page is sized to it (vLLM unifies page sizes across KV cache groups)",
+        greatest(greatest(if_(F("full_layers_per_gpu") > 0, F("kv_bytes_per_token_per_layer_per_gpu"), 0),
+                          if_(F("sliding_layers_per_gpu") > 0, F("kv_bytes_per_token_per_sliding_layer_per_gpu"), 0)),
+                 if_(F("chunked_layers_per_gpu") > 0, F("kv_bytes_per_token_per_chunked_layer_per_gpu"), 0)),
     ),
     Figure(
         "state_bytes_per_sequence_per_gpu",
@@ -542,7 +601,7 @@ _FIGURES: list[Figure] = [
                 and_(F("linear_layers_per_gpu") > 0,
                      (F("full_layers_per_gpu") + F("sliding_layers_per_gpu") + F("chunked_layers_per_gpu")) > 0),
                 greatest(I("block_size"), _block_alignment() * ceil(
-                    F("state_bytes_per_layer_per_gpu") / (_block_alignment() * F("kv_bytes_per_token_per_layer_per_gpu"))
+                    F("state_bytes_per_layer_per_gpu") / (_block_alignment() * F("kv_page_bytes_per_token_per_layer_per_gpu"))
                 )),
                 I("block_size"),
             ),
@@ -553,9 +612,9 @@ _FIGURES: list[Figure] = [
     Figure(
         "page_bytes_per_layer_per_gpu",
         "bytes",
-        "vLLM: one layer's page (one block) on one GPU: kv_block_tokens x KV bytes per token per layer;"
-        " state pages are padded to it",
-        F("kv_block_tokens") * F("kv_bytes_per_token_per_layer_per_gpu"),
+        "vLLM: one layer's page (one block) on one GPU: kv_block_tokens x the largest KV bytes per token per"
+        " layer of the model's attention kinds; state pages are padded to it",
+        F("kv_block_tokens") * F("kv_page_bytes_per_token_per_layer_per_gpu"),
     ),
     Figure("fewest_kind_layers_per_gpu", "layers", "the fewest layers of any kind (full, sliding, chunked, linear) the"
            " model has on the fullest stage, over the kinds it has",
@@ -617,11 +676,10 @@ _FIGURES: list[Figure] = [
         " linear layers keep state, not cells",
         if_(
             _rule("sglang"),
-            F("kv_bytes_per_token_per_layer_per_gpu") * if_(
+            if_(
                 F("full_layers_per_gpu") > 0,
-                F("full_layers_per_gpu")
-                + SGLANG_SWA_FULL_TOKENS_RATIO * (F("sliding_layers_per_gpu") + F("chunked_layers_per_gpu")),
-                F("sliding_layers_per_gpu") + F("chunked_layers_per_gpu"),
+                F("kv_bytes_per_token_full_per_gpu") + SGLANG_SWA_FULL_TOKENS_RATIO * _local_bytes_per_gpu(),
+                _local_bytes_per_gpu(),
             ),
             Const(None),
         ),

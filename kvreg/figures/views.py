@@ -17,6 +17,7 @@ _MODEL_COLS = [
     "linear_layers", "linear_state_elements_per_layer", "linear_state_heads", "attention_heads", "kv_heads",
     "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "params_total", "params_active",
     "max_position_embeddings", "indexer_bytes_per_token_per_layer", "hidden_size", "intermediate_size", "vocab_size",
+    "no_cache_layers", "sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads", "chunked_head_dim",
 ]
 _GPU_COLS = ["memory_bytes", "reported_memory_bytes", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"]
 _DEPLOY_COLS = [

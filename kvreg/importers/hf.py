@@ -24,6 +24,7 @@ import hashlib
 import json
 import math
 import pathlib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +46,7 @@ WEIGHT_BYTES = {
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
 
 _LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer")
-_HEAD_KEYS = ("num_attention_heads", "n_head")
+_HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
 _KV_HEAD_KEYS = ("num_key_value_heads", "n_head_kv", "num_kv_heads")
 _HEAD_DIM_KEYS = ("head_dim", "kv_channels", "attention_head_dim")
 _HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model")
@@ -53,6 +54,8 @@ _MAX_POS_KEYS = ("max_position_embeddings", "seq_length", "n_positions")
 _WINDOW_KEYS = ("sliding_window", "sliding_window_size")
 
 _FALCON_FAMILIES = {"falcon", "RefinedWeb", "RefinedWebModel"}
+# Families whose attention is multi-head by design: their configs have no kv-head key to read.
+_MHA_FAMILIES = {"gpt2", "gpt_neox", "gptj", "bloom", "opt", "phi", "mpt"}
 FALCON_CONTEXT = 2048  # the context Falcon-7B/40B were trained with; their first configs omit it
 # Families whose MLP is up/down only (2 matrices); every other family is gated (3 matrices).
 _PLAIN_MLP_FAMILIES = _FALCON_FAMILIES | {"gpt2", "gpt_neox", "gptj", "gpt_bigcode", "bloom", "opt", "phi", "mpt"}
@@ -63,6 +66,56 @@ _LAYER_TYPE_KINDS = {
     "sliding_attention": "sliding", "local_attention": "sliding",
     "chunked_attention": "chunked",
     "linear_attention": "linear", "mamba": "linear", "mamba2": "linear",
+}
+
+
+# What transformers' config classes fill in when a config.json leaves a key out (the defaults of their
+# __init__ signatures). Published configs rely on them: google/gemma-3-4b-it's text_config names only
+# hidden_size, intermediate_size, num_hidden_layers, rope_scaling and sliding_window. tests/test_import_layouts.py
+# checks this table against transformers' classes when transformers is installed (it is never required).
+ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
+    # Gemma3TextConfig: every 6th layer global (sliding_window_pattern 6), the other five slide over 4,096 tokens.
+    "gemma3_text": {
+        "vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131_072,
+        "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": True,
+    },
+    # Gemma2Config: alternating sliding (4,096) and global layers.
+    "gemma2": {
+        "vocab_size": 256_000, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 8192,
+        "sliding_window": 4096, "tie_word_embeddings": True,
+    },
+}
+# A Gemma3ForConditionalGeneration whose text_config names no model_type is a gemma3_text inside.
+_DEFAULTS_ALIASES = {"gemma3": "gemma3_text"}
+
+# Keys whose names say they could shape the cache (heads, head widths, windows, layer kinds, KV sharing,
+# state dtypes). Each one the importer meets must be read (_UNDERSTOOD) or known not to touch the cache
+# (_HARMLESS); any other stops the import with the key named (--accept-unknown: a warning).
+_CACHE_HINT = re.compile(
+    r"heads?($|_)|head_dim|(^|_)kv($|_)|window|(?<!mlp_)layer_types|layers_block_type|block_config|(^|_)swa($|_)"
+    r"|(^|_)global_|kv_shared|k_eq_v|cache_dtype|ssm_dtype|attn_type|sparse_attention|linear_attn|(^|_)sinks?($|_)|sink_tok"
+    r"|(^|_)cla($|_)|compress_ratio"
+)
+_UNDERSTOOD = {
+    "num_attention_heads", "n_head", "n_heads", "num_heads", "num_key_value_heads", "n_head_kv", "num_kv_heads", "head_dim", "kv_channels",
+    "attention_head_dim", "v_head_dim", "qk_nope_head_dim", "qk_rope_head_dim", "qk_head_dim", "kv_lora_rank",
+    "sliding_window", "sliding_window_size", "sliding_window_pattern", "use_sliding_window", "max_window_layers",
+    "layer_types", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+    "mamba_num_heads", "mamba_head_dim", "mamba_ssm_cache_dtype", "mamba_ssm_dtype", "num_global_key_value_heads",
+    "global_head_dim", "attention_k_eq_v", "num_kv_shared_layers", "block_configs", "index_head_dim",
+    "multi_query_group_num", "layers_block_type",
+}
+_HARMLESS = {
+    "pruned_heads",  # transformers' bookkeeping of removed heads, empty in released checkpoints
+    "num_reward_heads",  # reward-model output heads, not attention
+    "index_n_heads",  # DeepSeek-V3.2 indexer query heads: its cache is one key (index_head_dim) per token
+    "use_unified_vision_chunk",
+    # Hunyuan's cross-layer attention share factor: read only when use_cla is on, and use_cla (caught by
+    # the hint) stops the import.
+    "cla_share_factor",
+    "mtp_layers_block_type",  # the multi-token-prediction head's blocks, loaded only for speculative decoding
 }
 
 
@@ -176,6 +229,8 @@ class _Config:
         self.top, self.text, self.source = config, text or {}, source
         # The text model's type drives the family defaults (gemma2 vs gemma3, llama4_text...).
         self.model_type = _text(self.text.get("model_type")) or _text(config.get("model_type"))
+        self.defaults = ARCH_DEFAULTS.get(_DEFAULTS_ALIASES.get(self.model_type, self.model_type), {})
+        self.defaulted: dict[str, Any] = {}  # architecture defaults the import relied on, in order of use
 
     def raw(self, *keys: str) -> tuple[str | None, Any]:
         """``(key, value)`` of the first key set to a non-null value, or ``(None, None)``."""
@@ -183,7 +238,36 @@ class _Config:
             for key in keys:
                 if scope.get(key) is not None:
                     return key, scope[key]
+        for key in keys:
+            if key in self.defaults:
+                self.defaulted[key] = self.defaults[key]
+                return key, self.defaults[key]
         return None, None
+
+    def items(self):
+        """Every (key, value) the config sets, text_config first; a key set in both is the text model's."""
+        seen = set()
+        for scope in (self.text, self.top):
+            for key, value in scope.items():
+                if key not in seen:
+                    seen.add(key)
+                    yield key, value
+
+    def per_layer(self, keys: tuple[str, ...], what: str, layers: int, *, required: bool = True,
+                  minimum: int = 1) -> list[int] | None:
+        """One whole number per layer: a list of ``layers`` entries (Hunyuan's moe_topk...) or one number for all."""
+        key, value = self.raw(*keys)
+        if key is None:
+            if required:
+                raise ConfigError(f"{self.source}: no {what} ({_alternatives(keys)}); add it to the config")
+            return None
+        if isinstance(value, list):
+            if len(value) != layers:
+                raise ConfigError(
+                    f"{self.source}: {key} lists {len(value)} values but the model has {layers} layers; fix the config"
+                )
+            return [_whole(v, f"{key}[{i}]", self.source, minimum=minimum) for i, v in enumerate(value)]
+        return [_whole(value, key, self.source, minimum=minimum)] * layers
 
     def count(self, keys: tuple[str, ...], what: str, *, required: bool = True, minimum: int = 1,
               maximum: int = MAX_COUNT) -> int | None:
@@ -245,10 +329,10 @@ def _is_mla(cfg: _Config) -> bool:
     return cfg.raw("kv_lora_rank")[0] is not None and cfg.raw("qk_rope_head_dim")[0] is not None
 
 
-def _attention(cfg: _Config, findings: _Findings) -> dict:
+def _attention(cfg: _Config, findings: _Findings, blocks: list[_Block] | None = None) -> dict:
     """Heads and head widths; MLA models also get their latent width."""
     heads = cfg.count(_HEAD_KEYS, "attention head count")
-    kv_heads = _kv_heads(cfg, heads, findings)
+    kv_heads = _blocks_kv_heads(cfg, blocks, heads) if blocks is not None else _kv_heads(cfg, heads, findings)
     if _is_mla(cfg):
         return _mla_attention(cfg, heads, kv_heads)
     if heads % kv_heads:
@@ -264,6 +348,36 @@ def _attention(cfg: _Config, findings: _Findings) -> dict:
     }
 
 
+def _kind_heads(cfg: _Config, att: dict, kinds: list[str], findings: _Findings) -> dict:
+    """Gemma 4: full layers may have their own kv heads and head width, and may share K and V.
+
+    As transformers and vLLM read it: a full layer's head width is global_head_dim; its kv heads are
+    num_global_key_value_heads only when attention_k_eq_v is on (else num_key_value_heads). A K=V layer
+    has no v_proj, but vLLM still caches K and V (it loads K's weights into both): the cache is not halved.
+    """
+    k_eq_v = bool(cfg.flag("attention_k_eq_v"))
+    global_dim = cfg.count(("global_head_dim",), "full-layer head width", required=False)
+    global_kv = cfg.count(("num_global_key_value_heads",), "full-layer kv heads", required=False)
+    out = {"k_eq_v_layers": kinds.count("full") if k_eq_v else 0}
+    if global_dim is None and global_kv is None or att["kv_lora_rank"] is not None:
+        return out
+    if global_kv is not None and not k_eq_v:
+        findings.note("num_global_key_value_heads not used: without attention_k_eq_v the full layers take "
+                      "num_key_value_heads (as transformers and vLLM do)")
+    full_kv = global_kv if k_eq_v and global_kv is not None else att["kv_heads"]
+    full_dim = global_dim or att["head_dim"]
+    if att["attention_heads"] % full_kv:
+        raise ConfigError(f"{cfg.source}: num_global_key_value_heads = {full_kv} does not divide the "
+                          f"{att['attention_heads']} attention heads; fix the config")
+    local_kv, local_dim = att["kv_heads"], att["head_dim"]
+    out.update(kv_heads=full_kv, head_dim=full_dim, v_head_dim=full_dim)
+    if "sliding" in kinds and (local_kv, local_dim) != (full_kv, full_dim):
+        out.update(sliding_kv_heads=local_kv, sliding_head_dim=local_dim)
+    if "chunked" in kinds and (local_kv, local_dim) != (full_kv, full_dim):
+        out.update(chunked_kv_heads=local_kv, chunked_head_dim=local_dim)
+    return out
+
+
 def _kv_heads(cfg: _Config, heads: int, findings: _Findings) -> int:
     """KV head count across the families' spellings; missing means one per attention head (MHA)."""
     # Falcon-7B / StarCoder: multi_query means one shared K/V head, unless Falcon's
@@ -277,6 +391,11 @@ def _kv_heads(cfg: _Config, heads: int, findings: _Findings) -> int:
         if cfg.flag("multi_query_attention"):
             return cfg.count(("multi_query_group_num",), "kv group count")
         findings.warn("multi_query_group_num ignored: multi_query_attention is not true, so every head has its own K/V")
+        return heads
+    if cfg.model_type not in _MHA_FAMILIES:
+        # Never silently: a config that leaves the kv heads out (or null) may hide a per-layer layout.
+        findings.warn(f"no kv head count ({_alternatives(_KV_HEAD_KEYS)}): multi-head attention assumed, "
+                      f"{heads} kv heads (one per attention head); check the model card")
     return heads
 
 
@@ -318,14 +437,145 @@ def _indexer(cfg: _Config) -> dict:
     return {"indexer_bytes_per_token_per_layer": dim + dim // 128 * 4}
 
 
+# ------------------------------------------------------------------------- DeciLM block_configs
+
+
+@dataclass
+class _Block:
+    """One DeciLM (Nemotron-NAS) decoder layer: its cache kind and what its parameters are."""
+
+    kind: str  # full, sliding or none (no-op attention, or a linear layer in place of attention)
+    kv_heads: int | None
+    window: int | None
+    attention: str  # gqa, linear or none
+    ffn: str  # mlp, linear or none
+    ffn_width: int
+
+
+# Keys of a block's attention kvreg reads, and those it accepts only at their no-effect value.
+_DECI_ATTENTION_READ = {"n_heads_in_group", "no_op", "replace_with_linear", "window_length"}
+_DECI_ATTENTION_OFF = {"sparsify": None, "num_sink_tokens": None, "unshifted_sink": False,
+                       "use_prefill_window_in_sink_attention": False}
+_DECI_FFN_READ = {"ffn_mult", "no_op", "replace_with_linear", "sparsify"}
+
+
+def decilm_ffn_width(ffn_mult: float, hidden: int) -> int:
+    """DeciLM's MLP width: int(2 x ffn_mult x hidden / 3), rounded up to a multiple of 256 (as vLLM's
+    nemotron_nas.py and the model's own code compute it)."""
+    width = int(2 * ffn_mult * hidden / 3)
+    return width if width % 256 == 0 else width + 256 - width % 256
+
+
+def _decilm_blocks(cfg: _Config, layers: int, heads: int, findings: _Findings, accept_unknown: bool) -> list[_Block]:
+    """Llama-Nemotron Super/Ultra: one entry per layer, each with its own attention and MLP."""
+    _, blocks = cfg.raw("block_configs")
+    if not isinstance(blocks, list) or len(blocks) != layers:
+        size = f"{len(blocks)} entries" if isinstance(blocks, list) else f"a {_json_type(blocks)}"
+        raise ConfigError(f"{cfg.source}: block_configs has {size} but the model has {layers} layers; fix the config")
+    hidden = cfg.count(_HIDDEN_KEYS, "hidden size")
+    out = []
+    for i, block in enumerate(blocks):
+        where = f"block_configs[{i}]"
+        attention = block.get("attention") if isinstance(block, dict) else None
+        ffn = block.get("ffn", {}) if isinstance(block, dict) else None
+        if not isinstance(attention, dict) or not isinstance(ffn, dict):
+            raise ConfigError(f"{cfg.source}: {where} needs an attention object and an ffn object; fix the config")
+        for key, value in attention.items():
+            if key in _DECI_ATTENTION_READ or (key in _DECI_ATTENTION_OFF and value == _DECI_ATTENTION_OFF[key]):
+                continue
+            _unknown(cfg, findings, accept_unknown, f"{where}.attention.{key}", value)
+        for key in ffn:
+            if key not in _DECI_FFN_READ:
+                findings.warn(f"{where}.ffn.{key} not understood: the parameter estimate ignores it")
+        if attention.get("no_op") or attention.get("replace_with_linear"):
+            kind, kv, window = "none", None, None
+            how = "linear" if attention.get("replace_with_linear") and not attention.get("no_op") else "none"
+        else:
+            group = _whole(attention.get("n_heads_in_group"), f"{where}.attention.n_heads_in_group", cfg.source)
+            if heads % group:
+                raise ConfigError(f"{cfg.source}: {where}.attention.n_heads_in_group = {group} does not divide the "
+                                  f"{heads} attention heads; fix the config")
+            kv, how = heads // group, "gqa"
+            window = attention.get("window_length")
+            kind = "full" if window is None else "sliding"
+            if window is not None:
+                window = _whole(window, f"{where}.attention.window_length", cfg.source, maximum=MAX_TOKENS)
+        if ffn.get("no_op"):
+            ffn_kind, width = "none", 0
+        elif ffn.get("replace_with_linear"):
+            ffn_kind, width = "linear", 0
+        else:
+            mult = ffn.get("ffn_mult")
+            if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not 0 < mult < 1000:
+                raise ConfigError(f"{cfg.source}: {where}.ffn.ffn_mult is {_show(mult)}, not a positive number; "
+                                  "fix the config")
+            ffn_kind, width = "mlp", decilm_ffn_width(mult, hidden)
+        out.append(_Block(kind, kv, window, how, ffn_kind, width))
+    return out
+
+
+def _blocks_kv_heads(cfg: _Config, blocks: list[_Block], heads: int) -> int:
+    """The one kv head count every attention layer of a DeciLM model has (kvreg keeps one per layer kind)."""
+    counts: dict[int, int] = {}
+    for block in blocks:
+        if block.kv_heads is not None:
+            counts[block.kv_heads] = counts.get(block.kv_heads, 0) + 1
+    if len(counts) > 1:
+        shown = ", ".join(f"{n} kv heads in {c} layers" for n, c in sorted(counts.items()))
+        raise ConfigError(f"{cfg.source}: block_configs give the attention layers different kv head counts ({shown}); "
+                          "kvreg keeps one kv head count per layer kind: enter this model by hand")
+    return next(iter(counts), heads)
+
+
+def _unknown(cfg: _Config, findings: _Findings, accept_unknown: bool, key: str, value: Any) -> None:
+    """A key that could change the cache and that kvreg does not read: an error, or with --accept-unknown a warning."""
+    if accept_unknown:
+        findings.warn(f"{key} = {_show(value)} not understood and ignored (--accept-unknown): "
+                      "the KV figures may be wrong for this model")
+        return
+    raise ConfigError(
+        f"{cfg.source}: {key} = {_show(value)} could change the KV cache and kvreg does not understand it; "
+        "enter this model by hand, or pass --accept-unknown to import it without that key"
+    )
+
+
+def _check_unknown_keys(cfg: _Config, findings: _Findings, accept_unknown: bool) -> None:
+    """Stop at any key whose name says it could shape the cache and that kvreg neither reads nor knows to be inert."""
+    for key, value in cfg.items():
+        if key in _UNDERSTOOD or key in _HARMLESS or not _CACHE_HINT.search(key):
+            continue
+        if value is None or value is False or value == 0 or value == [] or value == {}:
+            continue  # switched off: no effect on the cache
+        _unknown(cfg, findings, accept_unknown, key, value)
+
+
 # --------------------------------------------------------------------------------- layer kinds
 
 
-def _layer_kinds(cfg: _Config, layers: int, findings: _Findings) -> list[str]:
-    """One kind per cache-holding layer: 'full', 'sliding', 'chunked' or 'linear'."""
+def _layer_kinds(cfg: _Config, layers: int, findings: _Findings, blocks: list[_Block] | None = None) -> list[str]:
+    """One kind per layer: 'full', 'sliding', 'chunked', 'linear', or 'none' (a layer holding no cache)."""
+    kinds = _attention_kinds(cfg, layers, findings, blocks)
+    shared = cfg.count(("num_kv_shared_layers",), "KV-shared layers", required=False, minimum=0) or 0
+    if shared:
+        # Gemma 3n / 4: the last num_kv_shared_layers layers read the cache of an earlier layer of their kind.
+        if shared >= len(kinds):
+            raise ConfigError(f"{cfg.source}: num_kv_shared_layers = {shared} leaves no layer holding a cache "
+                              f"({len(kinds)} layers); fix the config")
+        kinds = kinds[: len(kinds) - shared] + ["none"] * shared
+        findings.note(f"the last {shared} layers (num_kv_shared_layers) reuse earlier layers' KV cache and hold none")
+    return kinds
+
+
+def _attention_kinds(cfg: _Config, layers: int, findings: _Findings, blocks: list[_Block] | None) -> list[str]:
+    if blocks is not None:
+        none = sum(b.kind == "none" for b in blocks)
+        if none:
+            findings.note(f"{none} of {layers} block_configs layers have no attention (no_op or a linear layer "
+                          "in its place) and hold no KV cache")
+        return [b.kind for b in blocks]
     if cfg.raw("layer_types")[0] is not None:
         return _kinds_from_layer_types(cfg, layers)
-    if cfg.raw("hybrid_override_pattern")[0] is not None:
+    if _hybrid_pattern(cfg) is not None:
         return _kinds_from_hybrid_pattern(cfg, layers, findings)
     interval = cfg.count(("full_attention_interval",), "full attention interval", required=False)
     if interval is not None:
@@ -333,7 +583,12 @@ def _layer_kinds(cfg: _Config, layers: int, findings: _Findings) -> list[str]:
         return ["full" if (i + 1) % interval == 0 else "linear" for i in range(layers)]
     if cfg.raw("attention_chunk_size")[0] is not None:
         return _llama4_kinds(cfg, layers)
+    key, pattern = cfg.raw("sliding_window_pattern")
+    if isinstance(pattern, str):
+        return _kinds_from_pattern_string(cfg, layers, pattern)
     pattern = cfg.count(("sliding_window_pattern",), "sliding window pattern", required=False)
+    if pattern is not None and cfg.raw(*_WINDOW_KEYS)[0] is None:
+        return ["full"] * layers  # EXAONE 4 / Gemma 3 with sliding_window null: every layer attends fully
     if pattern is None and cfg.model_type == "gemma2":
         pattern = 2  # Gemma-2: even layers slide, odd layers are global (first-release configs)
     if pattern is not None:
@@ -347,7 +602,20 @@ def _layer_kinds(cfg: _Config, layers: int, findings: _Findings) -> list[str]:
         first = cfg.count(("max_window_layers",), "first sliding layer", minimum=0)
         return ["full" if i < first else "sliding" for i in range(layers)]
     # Mistral style: a window with no per-layer description applies to every layer.
+    if has_window:
+        findings.note("sliding_window with no per-layer layout (layer_types, a pattern or use_sliding_window): "
+                      "every layer slides, as Mistral's do")
     return ["sliding" if has_window else "full"] * layers
+
+
+def _kinds_from_pattern_string(cfg: _Config, layers: int, pattern: str) -> list[str]:
+    """EXAONE 4: sliding_window_pattern "LLLG" repeats over the layers, L local (sliding), G global."""
+    if not pattern or set(pattern) - set("LG"):
+        raise ConfigError(f"{cfg.source}: sliding_window_pattern {_show(pattern)} is not a string of L (local) and "
+                          "G (global) layers; fix the config")
+    if cfg.raw(*_WINDOW_KEYS)[0] is None:
+        return ["full"] * layers
+    return ["sliding" if pattern[i % len(pattern)] == "L" else "full" for i in range(layers)]
 
 
 def _kinds_from_layer_types(cfg: _Config, layers: int) -> list[str]:
@@ -364,17 +632,32 @@ def _kinds_from_layer_types(cfg: _Config, layers: int) -> list[str]:
     return [_LAYER_TYPE_KINDS[t] for t in types]
 
 
+_BLOCK_TYPES = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+
+
+def _hybrid_pattern(cfg: _Config) -> str | None:
+    """Nemotron-H's block pattern: hybrid_override_pattern, or newer configs' layers_block_type list
+    ("mamba", "attention", "mlp", "moe") written as the same characters."""
+    key, value = cfg.raw("hybrid_override_pattern", "layers_block_type")
+    if key == "layers_block_type":
+        if not isinstance(value, list) or not all(isinstance(v, str) and v in _BLOCK_TYPES for v in value):
+            raise ConfigError(f"{cfg.source}: layers_block_type must list {', '.join(_BLOCK_TYPES)} blocks; "
+                              "an unknown block type could change the cache: enter this model by hand")
+        return "".join(_BLOCK_TYPES[v] for v in value)
+    return value
+
+
 def _kinds_from_hybrid_pattern(cfg: _Config, layers: int, findings: _Findings) -> list[str]:
     """Nemotron-H: 'M' Mamba2, '*' attention, '-' MLP and 'E' MoE blocks, one character per block."""
-    _, pattern = cfg.raw("hybrid_override_pattern")
+    pattern = _hybrid_pattern(cfg)
     if not isinstance(pattern, str) or len(pattern) != layers or set(pattern) - set("M*-E"):
         raise ConfigError(
             f"{cfg.source}: hybrid_override_pattern must be {layers} characters of M, *, - or E; fix the config"
         )
-    kinds = ["linear" if c == "M" else "full" for c in pattern if c in "M*"]
+    kinds = ["linear" if c == "M" else "full" if c == "*" else "none" for c in pattern]
     findings.note(
-        f"{layers - len(kinds)} of {layers} hybrid_override_pattern blocks are MLP/MoE-only and hold no "
-        f"cache; layers counts the {len(kinds)} attention and Mamba blocks"
+        f"{kinds.count('none')} of {layers} hybrid_override_pattern blocks are MLP/MoE-only and hold no "
+        f"cache (no_cache_layers); layers counts the {layers - kinds.count('none')} attention and Mamba blocks"
     )
     return kinds
 
@@ -391,27 +674,33 @@ def _llama4_kinds(cfg: _Config, layers: int) -> list[str]:
     return ["chunked" if uses_rope else "full" for uses_rope in no_rope]
 
 
-def _layout(cfg: _Config, kinds: list[str]) -> dict:
+def _layout(cfg: _Config, kinds: list[str], blocks: list[_Block] | None = None) -> dict:
     """Counts per kind, plus the window / chunk size where such layers exist (else NULL)."""
     sliding, chunked = kinds.count("sliding"), kinds.count("chunked")
     window = chunk = None
-    if sliding:
+    if sliding and blocks is not None:
+        windows = {b.window for b in blocks if b.kind == "sliding"}
+        if len(windows) > 1:
+            raise ConfigError(f"{cfg.source}: block_configs give the sliding layers different window_length values "
+                              f"({', '.join(map(str, sorted(windows)))}); kvreg keeps one window: enter this model by hand")
+        window = windows.pop()
+    elif sliding:
         window = cfg.count(_WINDOW_KEYS, "sliding window size for the sliding layers", maximum=MAX_TOKENS)
     if chunked:
         chunk = cfg.count(("attention_chunk_size",), "chunk size for the chunked layers", maximum=MAX_TOKENS)
     return {
-        "layers": len(kinds), "full_layers": kinds.count("full"),
+        "layers": len(kinds) - kinds.count("none"), "full_layers": kinds.count("full"),
         "sliding_layers": sliding, "sliding_window": window,
         "chunked_layers": chunked, "attention_chunk_size": chunk,
-        "linear_layers": kinds.count("linear"),
+        "linear_layers": kinds.count("linear"), "no_cache_layers": kinds.count("none"),
     }
 
 
 # -------------------------------------------------------------------------------- linear state
 
 
-def _linear_state(cfg: _Config) -> tuple[int, int]:
-    """(state elements per sequence per linear layer, head count it shards by under TP)."""
+def _linear_state(cfg: _Config) -> tuple[int, int, int]:
+    """(state elements per sequence per linear layer, of which conv state, head count it shards by under TP)."""
     if cfg.raw("linear_num_key_heads")[0] is not None:
         # Gated DeltaNet (Qwen3-Next): conv state over q, k, v channels + one k x v matrix per value head.
         k_heads = cfg.count(("linear_num_key_heads",), "linear key heads")
@@ -420,7 +709,7 @@ def _linear_state(cfg: _Config) -> tuple[int, int]:
         v_dim = cfg.count(("linear_value_head_dim",), "linear value head width")
         kernel = cfg.count(("linear_conv_kernel_dim",), "linear conv kernel size")
         conv = (2 * k_heads * k_dim + v_heads * v_dim) * (kernel - 1)
-        return conv + v_heads * k_dim * v_dim, k_heads
+        return conv + v_heads * k_dim * v_dim, conv, k_heads
     if cfg.raw("mamba_num_heads")[0] is not None:
         # Mamba2 (Nemotron-H): conv state over x, B, C channels + SSM state heads x head_dim x state.
         heads = cfg.count(("mamba_num_heads",), "Mamba heads")
@@ -429,26 +718,46 @@ def _linear_state(cfg: _Config) -> tuple[int, int]:
         groups = cfg.count(("n_groups",), "Mamba group count")
         kernel = cfg.count(("conv_kernel",), "Mamba conv kernel size")
         conv = (kernel - 1) * (heads * head_dim + 2 * groups * state)
-        return conv + heads * head_dim * state, heads
+        return conv + heads * head_dim * state, conv, heads
     raise ConfigError(
         f"{cfg.source}: has linear/state layers but no state shape kvreg can read (Gated DeltaNet "
         "linear_num_key_heads... or Mamba2 mamba_num_heads...); enter this model by hand"
     )
 
 
-def _linear_fields(cfg: _Config, linear_layers: int) -> dict:
+def _linear_fields(cfg: _Config, linear_layers: int, findings: _Findings) -> dict:
+    """The state shape and dtype. vLLM keeps the recurrent (SSM) state in the config's mamba_ssm_cache_dtype
+    (Nemotron-H) or mamba_ssm_dtype (Qwen3.5) and the conv state in the model dtype. The row holds one
+    state dtype, so when the two differ the conv elements are counted in units of the state dtype's
+    bytes (conv x its bytes / state bytes): the bytes per sequence come out exact."""
     elements = heads = dtype = None
     if linear_layers:
-        elements, heads = _linear_state(cfg)
-        key, value = cfg.raw("mamba_ssm_cache_dtype")
+        elements, conv, heads = _linear_state(cfg)
+        key, value = cfg.raw("mamba_ssm_cache_dtype", "mamba_ssm_dtype")
         if key is not None and value != "auto":
             dtype = _TORCH_DTYPES.get(value) if isinstance(value, str) else None  # lists are unhashable
             if dtype is None:
                 raise ConfigError(
-                    f"{cfg.source}: mamba_ssm_cache_dtype {_show(value)} is not one of "
+                    f"{cfg.source}: {key} {_show(value)} is not one of "
                     f"{', '.join(sorted(_TORCH_DTYPES))} or auto; fix the config"
                 )
+            model = _model_dtype(cfg)
+            if WEIGHT_BYTES[model] != WEIGHT_BYTES[dtype]:
+                scaled = conv * WEIGHT_BYTES[model] / WEIGHT_BYTES[dtype]
+                if scaled.is_integer():
+                    elements = elements - conv + int(scaled)
+                    findings.note(
+                        f"recurrent state in {dtype} ({key}), conv state in the model dtype {model}: the "
+                        f"{conv:,} conv elements per layer count as {int(scaled):,} {dtype} elements "
+                        f"(linear_state_elements_per_layer {elements:,})"
+                    )
     return {"linear_state_elements_per_layer": elements, "linear_state_heads": heads, "linear_state_dtype": dtype}
+
+
+def _model_dtype(cfg: _Config) -> str:
+    """The dtype activations and unquantized state run in: torch_dtype (bf16 when the config names none)."""
+    _, value = cfg.raw("torch_dtype", "dtype")
+    return _TORCH_DTYPES.get(value, "bf16") if isinstance(value, str) else "bf16"
 
 
 # ------------------------------------------------------------------------------ dtype, context
@@ -516,18 +825,32 @@ def _max_positions(cfg: _Config, findings: _Findings) -> int:
 # ---------------------------------------------------------------------------------- parameters
 
 
+_EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
+_TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k_experts")
+_SHARED_COUNT_KEYS = ("n_shared_experts", "num_shared_expert", "num_shared_experts")
+
+
 def _moe_shape(cfg: _Config) -> tuple[int, int]:
-    """(routed experts, experts per token); (0, 0) for a dense model."""
-    experts = cfg.count(("n_routed_experts", "num_experts", "num_local_experts"), "expert count",
-                        required=False, minimum=0) or 0
+    """(routed experts, experts per token) of the widest MoE layer; (0, 0) for a dense model.
+
+    Per-layer lists (Hunyuan's moe_topk) are read whole by _mlp_params; this is the summary."""
+    key, value = cfg.raw(*_EXPERT_KEYS)
+    values = value if isinstance(value, list) else [value]
+    experts = max((_whole(v, key, cfg.source, minimum=0) for v in values), default=0) if key else 0
     if experts <= 1:
         return 0, 0
-    top_k = cfg.count(("num_experts_per_tok", "experts_per_token", "moe_topk"), "experts per token")
-    return experts, top_k
+    key, value = cfg.raw(*_TOP_K_KEYS)
+    if key is None:
+        raise ConfigError(f"{cfg.source}: no experts per token ({_alternatives(_TOP_K_KEYS)}); add it to the config")
+    values = value if isinstance(value, list) else [value]
+    return experts, max(_whole(v, key, cfg.source) for v in values)
 
 
 def _moe_layer_flags(cfg: _Config, layers: int) -> list[bool]:
     """Which decoder layers carry experts (DeepSeek/GLM first_k_dense_replace, Qwen mlp_only_layers...)."""
+    _, kinds = cfg.raw("mlp_layer_types")
+    if isinstance(kinds, list) and len(kinds) == layers and set(kinds) <= {"dense", "sparse"}:
+        return [k == "sparse" for k in kinds]  # GLM-5.2: "dense" or "sparse" (MoE) per layer
     _, mlp_only = cfg.raw("mlp_only_layers")
     if not isinstance(mlp_only, (list, type(None))):
         raise ConfigError(f"{cfg.source}: mlp_only_layers is {_show(mlp_only)}, not a list of layer numbers; fix the config")
@@ -539,30 +862,51 @@ def _moe_layer_flags(cfg: _Config, layers: int) -> list[bool]:
 
 
 def _mlp_params(cfg: _Config, hidden: int, moe_flags: list[bool]) -> tuple[int, int]:
-    """(all MLP parameters, those used per token) over MLP blocks flagged MoE or dense."""
-    matrices = 2 if cfg.model_type in _PLAIN_MLP_FAMILIES else 3
+    """(all MLP parameters, those used per token) over MLP blocks flagged MoE or dense.
+
+    Expert counts, experts per token, expert widths and shared experts may each be one number or a
+    list with one entry per layer (Hunyuan). A shared_expert_intermediate_size of 0 means no shared
+    expert (Qwen3-Coder). Gemma 4's enable_moe_block runs a dense MLP beside the experts in every layer."""
+    layers = len(moe_flags)
+    _, act = cfg.raw("mlp_hidden_act", "hidden_act")
+    # Up/down only: the GPT-2 / Falcon families, and Nemotron-H's squared-ReLU MLP; else gated (3 matrices).
+    matrices = 2 if cfg.model_type in _PLAIN_MLP_FAMILIES or act == "relu2" else 3
     dense_width = cfg.count(("intermediate_size", "ffn_hidden_size", "n_inner"), "MLP width", required=False)
     dense = matrices * hidden * (dense_width or 4 * hidden)  # 4 x hidden: GPT-2 / Falcon default
-    experts, top_k = _moe_shape(cfg)
-    if not experts:
-        return dense * len(moe_flags), dense * len(moe_flags)
-    expert = matrices * hidden * cfg.count(("moe_intermediate_size", "intermediate_size"), "expert MLP width")
-    shared = expert * (cfg.count(("n_shared_experts",), "shared experts", required=False, minimum=0) or 0)
-    shared_width = cfg.count(("shared_expert_intermediate_size",), "shared expert width", required=False)
-    shared += matrices * hidden * shared_width if shared_width else 0
-    router = hidden * experts
-    moe_layers = sum(moe_flags)
-    dense_layers = len(moe_flags) - moe_layers
-    total = dense_layers * dense + moe_layers * (experts * expert + shared + router)
-    active = dense_layers * dense + moe_layers * (top_k * expert + shared + router)
+    if not _moe_shape(cfg)[0]:
+        return dense * layers, dense * layers
+    experts = cfg.per_layer(_EXPERT_KEYS, "expert count", layers, minimum=0)
+    top_k = cfg.per_layer(_TOP_K_KEYS, "experts per token", layers)
+    width = cfg.per_layer(("moe_intermediate_size", "expert_intermediate_size", "intermediate_size"),
+                          "expert MLP width", layers)
+    n_shared = cfg.per_layer(_SHARED_COUNT_KEYS, "shared experts", layers, required=False, minimum=0) or [0] * layers
+    shared_width = cfg.count(("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"),
+                             "shared expert width", required=False, minimum=0) or 0
+    beside = dense if cfg.flag("enable_moe_block") else 0
+    # Nemotron 3 Super/Ultra: experts work in a smaller latent width, projected down and up once per layer.
+    latent = cfg.count(("moe_latent_size",), "MoE latent width", required=False)
+    expert_in, beside = (latent, beside + 2 * hidden * latent) if latent else (hidden, beside)
+    total = active = 0
+    for i, is_moe in enumerate(moe_flags):
+        if not is_moe or experts[i] <= 1:
+            total, active = total + dense, active + dense
+            continue
+        expert = matrices * expert_in * width[i]
+        shared = expert * n_shared[i] + matrices * hidden * shared_width
+        router = hidden * experts[i]
+        total += experts[i] * expert + shared + router + beside
+        active += min(top_k[i], experts[i]) * expert + shared + router + beside
     return total, active
 
 
-def _attention_params(cfg: _Config, att: dict, hidden: int) -> int:
-    """Projection weights of one attention layer (biases and norms are noise at this precision)."""
+def _attention_params(cfg: _Config, att: dict, hidden: int, kind: str = "full") -> int:
+    """Projection weights of one attention layer of a kind (biases and norms are noise at this precision)."""
     heads = att["attention_heads"]
     if att["kv_lora_rank"] is None:
-        return hidden * att["head_dim"] * (2 * heads + 2 * att["kv_heads"])
+        kv_heads = att.get(f"{kind}_kv_heads") or att["kv_heads"]
+        dim = att.get(f"{kind}_head_dim") or att["head_dim"]
+        v_heads = 0 if kind == "full" and att.get("k_eq_v_layers") else kv_heads  # K=V: no v_proj
+        return hidden * dim * (2 * heads + kv_heads + v_heads)
     rope, qk_dim, v_dim = att["qk_rope_head_dim"], att["head_dim"], att["v_head_dim"]
     q_rank = cfg.count(("q_lora_rank",), "query rank", required=False)
     query = hidden * q_rank + q_rank * heads * qk_dim if q_rank else hidden * heads * qk_dim
@@ -585,7 +929,19 @@ def _linear_layer_params(cfg: _Config, hidden: int) -> int:
     return hidden * (2 * inner + 2 * get("n_groups") * get("ssm_state_size") + get("mamba_num_heads")) + inner * hidden
 
 
-def _estimate_params(cfg: _Config, att: dict, layout: dict) -> tuple[int, int]:
+def _decilm_params(att: dict, hidden: int, blocks: list[_Block]) -> int:
+    """DeciLM layers: each its own attention (GQA, a hidden x hidden linear, or nothing) and MLP width."""
+    total = 0
+    for block in blocks:
+        if block.attention == "gqa":
+            total += hidden * att["head_dim"] * (2 * att["attention_heads"] + 2 * block.kv_heads)
+        elif block.attention == "linear":
+            total += hidden * hidden
+        total += 3 * hidden * block.ffn_width if block.ffn == "mlp" else hidden * hidden if block.ffn == "linear" else 0
+    return total
+
+
+def _estimate_params(cfg: _Config, att: dict, layout: dict, blocks: list[_Block] | None = None) -> tuple[int, int]:
     """(params_total, params_active) from the config's shapes: embeddings + attention + MLP.
 
     Multi-token-prediction layers (num_nextn_predict_layers) are left out: engines load them only
@@ -596,20 +952,27 @@ def _estimate_params(cfg: _Config, att: dict, layout: dict) -> tuple[int, int]:
                       "parameter count (or pass --params-b)", maximum=100_000_000)
     tied = cfg.flag("tie_word_embeddings")
     embeddings = vocab * hidden * (1 if tied or tied is None else 2)  # transformers ties by default
+    if blocks is not None:
+        total = embeddings + _decilm_params(att, hidden, blocks)
+        return total, total
     linear = layout["linear_layers"]
-    attention = (layout["layers"] - linear) * _attention_params(cfg, att, hidden)
+    attention = sum(layout[f"{kind}_layers"] * _attention_params(cfg, att, hidden, kind)
+                    for kind in ("full", "sliding", "chunked"))
+    # Layers that only read another layer's cache (num_kv_shared_layers) keep their own attention weights.
+    shared = cfg.count(("num_kv_shared_layers",), "KV-shared layers", required=False, minimum=0) or 0
+    attention += shared * _attention_params(cfg, att, hidden, "sliding")
     attention += linear * _linear_layer_params(cfg, hidden) if linear else 0
-    _, pattern = cfg.raw("hybrid_override_pattern")
+    pattern = _hybrid_pattern(cfg)
     if isinstance(pattern, str):
         moe_flags = [c == "E" for c in pattern if c in "-E"]
     else:
-        moe_flags = _moe_layer_flags(cfg, layout["layers"])
+        moe_flags = _moe_layer_flags(cfg, layout["layers"] + layout["no_cache_layers"])
     mlp_total, mlp_active = _mlp_params(cfg, hidden, moe_flags)
     return embeddings + attention + mlp_total, embeddings + attention + mlp_active
 
 
 def _params(cfg: _Config, att: dict, layout: dict, total: int | None, active: int | None,
-            findings: _Findings) -> tuple[int, int]:
+            findings: _Findings, blocks: list[_Block] | None = None) -> tuple[int, int]:
     """Given counts win; whatever is missing is estimated from the config, with a warning."""
     if total is not None:
         total = _whole(total, "params_total", cfg.source, maximum=10**15)
@@ -619,7 +982,7 @@ def _params(cfg: _Config, att: dict, layout: dict, total: int | None, active: in
     if total is not None and active is None and not is_moe:
         return total, total
     if total is None or active is None:
-        est_total, est_active = _estimate_params(cfg, att, layout)
+        est_total, est_active = _estimate_params(cfg, att, layout, blocks)
         if total is None:
             total = est_total
             findings.warn(
@@ -639,18 +1002,42 @@ def _params(cfg: _Config, att: dict, layout: dict, total: int | None, active: in
 
 
 def model_from_config(config: dict, *, name: str, source: str = "manual", sha256: str | None = None,
-                      params_total: int | None = None, params_active: int | None = None) -> tuple[dict, list[str]]:
-    """A model row (keys of ``MODEL_FIELDS``) and the warnings raised while reading ``config``."""
+                      params_total: int | None = None, params_active: int | None = None,
+                      accept_unknown: bool = False) -> tuple[dict, list[str]]:
+    """A model row (keys of ``MODEL_FIELDS``) and the warnings raised while reading ``config``.
+
+    A key that could change the cache and that kvreg does not read stops the import, naming the key;
+    ``accept_unknown`` turns that into a warning."""
+    row, warnings, _ = _model_from_config(config, name=name, source=source, sha256=sha256, params_total=params_total,
+                                          params_active=params_active, accept_unknown=accept_unknown)
+    return row, warnings
+
+
+def _model_from_config(config: dict, *, name: str, source: str, sha256: str | None, params_total: int | None,
+                       params_active: int | None, accept_unknown: bool) -> tuple[dict, list[str], dict]:
+    """model_from_config, plus what `kvreg model check` shows beside the row: every assumption one by
+    one, and where the parameter counts came from."""
     if not isinstance(config, dict):
         raise ConfigError(f"{source}: config is a {_json_type(config)}, not a JSON object; pass a config.json")
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"{source}: the model needs a name; pass --name")
     cfg, findings = _Config(config, source), _Findings()
-    layers = cfg.count(_LAYER_KEYS, "layer count")
-    att = _attention(cfg, findings)
-    layout = _layout(cfg, _layer_kinds(cfg, layers, findings))
-    linear = _linear_fields(cfg, layout["linear_layers"])  # validates the state shapes the estimate reads
-    total, active = _params(cfg, att, layout, params_total, params_active, findings)
+    _check_unknown_keys(cfg, findings, accept_unknown)
+    layers = cfg.count(_LAYER_KEYS, "layer count", required=cfg.raw("layers_block_type")[0] is None)
+    if layers is None:
+        layers = len(_hybrid_pattern(cfg))  # Nemotron 3: layers_block_type lists every block
+    blocks = None
+    if cfg.raw("block_configs")[0] is not None:
+        blocks = _decilm_blocks(cfg, layers, cfg.count(_HEAD_KEYS, "attention head count"), findings, accept_unknown)
+    att = _attention(cfg, findings, blocks)
+    kinds = _layer_kinds(cfg, layers, findings, blocks)
+    att.update(_kind_heads(cfg, att, kinds, findings))
+    layout = _layout(cfg, kinds, blocks)
+    linear = _linear_fields(cfg, layout["linear_layers"], findings)  # validates the state shapes the estimate reads
+    total, active = _params(cfg, att, layout, params_total, params_active, findings, blocks)
+    if cfg.defaulted:
+        findings.note(f"{cfg.model_type} architecture defaults used (the config leaves them out): "
+                      + ", ".join(f"{k} {_show(v)}" for k, v in cfg.defaulted.items()))
     architectures = config.get("architectures")
     row = {
         "name": name.strip(),
@@ -670,7 +1057,12 @@ def model_from_config(config: dict, *, name: str, source: str = "manual", sha256
         "imported_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "notes": "; ".join(findings.notes),
     }
-    return row, findings.warnings
+    for key in ("sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads", "chunked_head_dim"):
+        row.setdefault(key, None)
+    details = {"assumptions": list(findings.notes),
+               "params_from": "given" if params_total is not None else
+               "ESTIMATE from the config's shapes (embeddings + attention + MLP)"}
+    return row, findings.warnings, details
 
 
 def _activation_widths(config: dict) -> dict:
@@ -694,40 +1086,82 @@ def _activation_widths(config: dict) -> dict:
             "vocab_size": whole("vocab_size", "padded_vocab_size")}
 
 
-def import_path(path: str | pathlib.Path, *, name: str | None = None,
-                params_b: float | None = None) -> tuple[dict, list[str]]:
-    """Import a config.json file, or a model folder holding one.
+def import_path(path: str | pathlib.Path, *, name: str | None = None, params_b: float | None = None,
+                accept_unknown: bool = False) -> tuple[dict, list[str]]:
+    """Import a config.json file, a model folder holding one, or a Hugging Face cache folder; see explain_path."""
+    row, warnings, _ = explain_path(path, name=name, params_b=params_b, accept_unknown=accept_unknown)
+    return row, warnings
 
-    A ``model.safetensors.index.json`` beside a file named ``config.json`` supplies params_total,
-    unless ``params_b`` (billions) is given, which always wins.
+
+def explain_path(path: str | pathlib.Path, *, name: str | None = None, params_b: float | None = None,
+                 accept_unknown: bool = False) -> tuple[dict, list[str], dict]:
+    """Import a config.json file, a model folder holding one, or a Hugging Face cache folder
+    (``models--org--name``, whose ``snapshots/<revision>`` holds the files).
+
+    Parameter counts, best first: ``params_b`` (billions) when given; the tensor headers of the
+    ``*.safetensors`` files beside config.json (exact bytes per dtype, no weights read); the
+    ``model.safetensors.index.json`` total size when the shards themselves are absent; else an estimate.
     """
-    path = pathlib.Path(path)
+    path = _resolve_hf_cache(pathlib.Path(path))
     config_file = path / "config.json" if path.is_dir() else path
     if path.is_dir() and not config_file.is_file():
         raise ConfigError(f"{path}: folder has no config.json; give the config file or the model folder holding it")
     config, source, sha = read_config(config_file)
     name = name or default_name(config_file)
-    params_total, how = _given_params(params_b, source), None
-    if params_total is None and config_file.name == "config.json":
-        params_total, how = _params_from_index(config_file.parent / INDEX_FILE, config, source)
-    row, warnings = model_from_config(config, name=name, source=source, sha256=sha, params_total=params_total)
+    params_total, params_active, how = _given_params(params_b, source), None, None
+    if params_total is not None:
+        how = f"params_total given: {params_b:g}B (--params-b)"
+    elif config_file.name == "config.json":
+        weights = read_checkpoint(config_file.parent)
+        if weights is not None:
+            params_total, params_active, how = _params_from_tensors(weights, config, source)
+        else:
+            params_total, how = _params_from_index(config_file.parent / INDEX_FILE, config, source)
+    row, warnings, details = _model_from_config(config, name=name, source=source, sha256=sha,
+                                                params_total=params_total, params_active=params_active,
+                                                accept_unknown=accept_unknown)
     if how:
         row["notes"] = "; ".join(filter(None, [how, row["notes"]]))
-    return row, warnings
+        details["params_from"] = how
+        details["assumptions"].insert(0, how)
+    return row, warnings, details
 
 
-def import_text(text: str | bytes, *, name: str, params_b: float | None = None) -> tuple[dict, list[str]]:
+def _resolve_hf_cache(path: pathlib.Path) -> pathlib.Path:
+    """A ``models--org--name`` cache folder -> the snapshot refs/main names (or its only snapshot)."""
+    if not (path.is_dir() and path.name.startswith("models--") and (path / "snapshots").is_dir()):
+        return path
+    ref = path / "refs" / "main"
+    if ref.is_file():
+        revision = ref.read_text(encoding="utf-8", errors="replace").strip()
+        snapshot = path / "snapshots" / revision
+        if revision and "/" not in revision and snapshot.is_dir():
+            return snapshot
+    snapshots = sorted(p for p in (path / "snapshots").iterdir() if p.is_dir())
+    if len(snapshots) != 1:
+        raise ConfigError(f"{path}: a Hugging Face cache folder with {len(snapshots)} snapshots and no usable "
+                          "refs/main; give the snapshots/<revision> folder to import")
+    return snapshots[0]
+
+
+def import_text(text: str | bytes, *, name: str, params_b: float | None = None,
+                accept_unknown: bool = False) -> tuple[dict, list[str]]:
     """Import a config given as text (e.g. read from stdin); the row's source is "stdin"."""
     raw = text.encode("utf-8") if isinstance(text, str) else text
     config, source, sha = read_config(raw, source_name="stdin")
     return model_from_config(config, name=name, source=source, sha256=sha,
-                             params_total=_given_params(params_b, source))
+                             params_total=_given_params(params_b, source), accept_unknown=accept_unknown)
 
 
 def default_name(config_file: pathlib.Path) -> str:
-    """``org__Model.json`` -> ``Model``; ``<folder>/config.json`` -> the folder's name; else the stem."""
+    """``org__Model.json`` -> ``Model``; ``<folder>/config.json`` -> the folder's name (in a Hugging Face
+    cache, ``models--org--Model/snapshots/<revision>`` -> ``Model``); else the stem."""
     if config_file.name == "config.json":
-        return config_file.resolve().parent.name
+        folder = config_file.parent.absolute()
+        cache = folder.parent.parent
+        if folder.parent.name == "snapshots" and cache.name.startswith("models--"):
+            return cache.name.split("--")[-1]
+        return folder.resolve().name
     stem = config_file.name.removesuffix(".json")
     return stem.split("__", 1)[1] if "__" in stem else stem
 
@@ -755,3 +1189,106 @@ def _params_from_index(index_file: pathlib.Path, config: dict, source: str) -> t
     dtype = _weight_dtype(_Config(config, source), _Findings())
     total = round(total_bytes / WEIGHT_BYTES[dtype])
     return total, f"params_total from {INDEX_FILE}: {total_bytes:,} B / {WEIGHT_BYTES[dtype]:g} B per {dtype} param"
+
+
+# ------------------------------------------------------------------------------- safetensors
+
+# Bytes per element of each safetensors dtype (the format's names).
+SAFETENSORS_BYTES = {
+    "F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2, "U16": 2,
+    "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
+}
+MAX_HEADER_BYTES = 100_000_000  # the safetensors format's own limit on its JSON header
+# Routed experts' tensors (per-expert or fused), not the shared expert(s).
+_EXPERT_TENSOR = re.compile(r"\.experts\.(\d+\.|gate_up_proj|down_proj|w1|w2|w3|gate_proj|up_proj)")
+
+
+@dataclass
+class Checkpoint:
+    """What the tensor headers of a checkpoint's safetensors files say (no weights are read)."""
+
+    files: int
+    bytes_by_dtype: dict[str, int]
+    elements: int
+    expert_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.bytes_by_dtype.values())
+
+
+def read_safetensors_header(path: pathlib.Path) -> dict[str, dict]:
+    """The tensors of one .safetensors file: {name: {"dtype", "shape", "data_offsets"}}, read from the
+    8-byte little-endian header length and the JSON header that follows it."""
+    with path.open("rb") as fh:
+        size = fh.read(8)
+        if len(size) < 8:
+            raise ConfigError(f"{path.name}: shorter than a safetensors header; remove the file or pass --params-b")
+        length = int.from_bytes(size, "little")
+        if length > MAX_HEADER_BYTES:
+            raise ConfigError(f"{path.name}: header of {length:,} bytes is larger than safetensors allows; "
+                              "remove the file or pass --params-b")
+        raw = fh.read(length)
+    if len(raw) < length:
+        raise ConfigError(f"{path.name}: truncated safetensors header; remove the file or pass --params-b")
+    header = _parse(raw.rstrip(b" "), path.name, MAX_HEADER_BYTES)
+    header.pop("__metadata__", None)
+    return header
+
+
+def read_checkpoint(folder: pathlib.Path) -> Checkpoint | None:
+    """Sum the tensor headers of the checkpoint in `folder`: the shards its index lists (all must be
+    present), else every *.safetensors file; None when there is nothing to read."""
+    index = folder / INDEX_FILE
+    if index.is_file():
+        parsed = _parse(_read_file(index, index.name, MAX_INDEX_BYTES), index.name, MAX_INDEX_BYTES)
+        weight_map = parsed.get("weight_map")
+        if not isinstance(weight_map, dict):
+            return None
+        files = sorted({folder / f for f in weight_map.values() if isinstance(f, str) and "/" not in f})
+        if not files or not all(f.is_file() for f in files):
+            return None  # the index alone: its metadata.total_size is read instead
+    else:
+        files = sorted(folder.glob("*.safetensors"))
+        if not files:
+            return None
+    by_dtype: dict[str, int] = {}
+    elements = experts = 0
+    for file in files:
+        for name, tensor in read_safetensors_header(file).items():
+            where = f"{file.name}: tensor {name}"
+            if not isinstance(tensor, dict):
+                raise ConfigError(f"{where} is not described by an object; the file is damaged")
+            dtype, shape, offsets = tensor.get("dtype"), tensor.get("shape"), tensor.get("data_offsets")
+            if (not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape)
+                    or not isinstance(offsets, list) or len(offsets) != 2
+                    or not all(isinstance(o, int) and o >= 0 for o in offsets) or offsets[1] < offsets[0]):
+                raise ConfigError(f"{where} has no valid shape and data_offsets; the file is damaged")
+            nbytes, count = offsets[1] - offsets[0], math.prod(shape)
+            if dtype in SAFETENSORS_BYTES and nbytes != count * SAFETENSORS_BYTES[dtype]:
+                raise ConfigError(f"{where}: {count:,} {dtype} elements cannot take {nbytes:,} bytes; the file is damaged")
+            by_dtype[str(dtype)] = by_dtype.get(str(dtype), 0) + nbytes
+            elements += count
+            experts += nbytes if _EXPERT_TENSOR.search(name) else 0
+    return Checkpoint(len(files), by_dtype, elements, experts)
+
+
+def _params_from_tensors(weights: Checkpoint, config: dict, source: str) -> tuple[int, int, str]:
+    """params_total / params_active so that params x the weight dtype's bytes is the checkpoint's exact size:
+    the tensor element count itself when every tensor is stored in the weight dtype; for a MoE, the
+    routed experts' bytes count top-k / experts towards the active parameters."""
+    cfg = _Config(config, source)
+    dtype = _weight_dtype(cfg, _Findings())
+    per = WEIGHT_BYTES[dtype]
+    total_bytes = weights.total_bytes
+    if total_bytes <= 0:
+        raise ConfigError(f"{source}: the safetensors files hold no tensors; remove them or pass --params-b")
+    experts, top_k = _moe_shape(cfg)
+    active_bytes = total_bytes - (weights.expert_bytes * (experts - top_k) / experts if experts else 0)
+    total, active = round(total_bytes / per), max(1, round(active_bytes / per))
+    shown = ", ".join(f"{d} {b:,} B" for d, b in sorted(weights.bytes_by_dtype.items()))
+    how = (f"params_total from the tensor headers of {weights.files} safetensors file(s): {total_bytes:,} B "
+           f"({shown}) / {per:g} B per {dtype} param; {weights.elements:,} tensor elements")
+    if experts:
+        how += (f"; params_active counts {top_k} of {experts} routed experts' {weights.expert_bytes:,} B")
+    return total, active, how

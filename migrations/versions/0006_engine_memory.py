@@ -2,7 +2,7 @@
 measured non-torch and weight memory, and a plan's calibration from a startup log
 
 Revision ID: 0006
-Revises: 0003
+Revises: 0005
 Create Date: 2026-12-01 07:00:00
 
 Every new column is nullable, so existing rows come through unchanged: a GPU without a reported
@@ -24,7 +24,7 @@ import sqlalchemy as sa
 
 
 revision: str = '0006'
-down_revision: Union[str, None] = '0003'
+down_revision: Union[str, None] = '0005'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 

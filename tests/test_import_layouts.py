@@ -54,7 +54,7 @@ def test_manifest_lists_every_vendored_file_with_its_sha256():
         row = next((line for line in manifest.splitlines() if line.startswith(f"| {path.name} |")), None)
         assert row is not None, f"{path.name} has no MANIFEST.md row"
         assert hashlib.sha256(path.read_bytes()).hexdigest() in row
-        assert "https://github.com/" in row
+        assert "github.com/" in row  # the public copy the bytes were taken from
 
 
 # --------------------------------------------------------------------------- the registry side
@@ -345,6 +345,16 @@ def test_qwen35_per_gpu_bytes(registry):
         state = state_tp1 // min(tp, 16)  # shards by the 16 linear key heads
         assert per_gpu(registry, "Qwen3.5-27B", tp) == {
             "all": token, "full": token, 8192: token * 8192 + state, 131072: token * 131072 + state}, tp
+
+
+def test_qwen35_moe_state_and_heads():
+    """Qwen3.5-35B-A3B (qwen3_5_moe_text): 40 layers, a full one every 4th, 2 kv heads of 256."""
+    r, _ = import_path(real("Qwen__Qwen3.5-35B-A3B.json"))
+    assert (r["layers"], r["full_layers"], r["linear_layers"], r["kv_heads"], r["head_dim"]) == (40, 10, 30, 2, 256)
+    conv = (2 * 16 * 128 + 32 * 128) * (4 - 1)  # 24,576 elements, kept in bf16 (the model dtype)
+    recurrent = 32 * 128 * 128  # 524,288 elements in fp32 (mamba_ssm_dtype)
+    assert r["linear_state_dtype"] == "fp32"
+    assert r["linear_state_elements_per_layer"] * 4 == conv * 2 + recurrent * 4 == 2_146_304
 
 
 def test_nemotron3_layers_block_type():
@@ -649,10 +659,12 @@ def test_report_prints_both_per_token_figures_for_a_hybrid_plan(tmp_path):
     section = md[md.index("### gemma4"):]
     section = section[:section.index("\n### ")] if "\n### " in section else section
     # TP2: full layers 5 x 1 kv head x 1,024 x 2 B; sliding 25 x 4 kv heads x 512 x 2 B
-    assert "| kv_bytes_per_token_per_gpu | 112,640 |" in section
-    assert "| kv_bytes_per_token_full_per_gpu | 10,240 |" in section
+    from kvreg.figures.labels import label
+
+    assert f"| {label('kv_bytes_per_token_per_gpu')} | 112,640 |" in section
+    assert f"| {label('kv_bytes_per_token_full_per_gpu')} | 10,240 |" in section
     llama = md[md.index("### chat-llama3-8b"):md.index("### docs-llama3-8b")]
-    assert "kv_bytes_per_token_full_per_gpu" not in llama  # only full attention: one figure
+    assert label("kv_bytes_per_token_full_per_gpu") not in llama  # only full attention: one figure
 
 
 # --------------------------------------------------------------------------- model add by hand

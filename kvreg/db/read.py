@@ -32,13 +32,15 @@ from kvreg.units import parse_quarter
 DTYPE_COLUMNS = ("name", "bytes_per_element", "kind", "mla_bytes_per_token_per_layer",
                  "scale_bytes_per_token_per_head", "notes")
 GPU_COLUMNS = ("id", "name", "vendor", "memory_bytes", "memory_bandwidth_bytes_per_s", "interconnect",
-               "price_per_hour", "unit_price", "notes")
+               "price_per_hour", "unit_price", "notes", "reported_memory_bytes")
 MODEL_COLUMNS = (
     "id", "name", "architecture", "family", "layers", "full_layers", "sliding_layers", "sliding_window",
     "chunked_layers", "attention_chunk_size", "linear_layers", "linear_state_elements_per_layer",
     "linear_state_heads", "linear_state_dtype", "attention_heads", "kv_heads", "head_dim", "v_head_dim",
-    "kv_lora_rank", "qk_rope_head_dim", "indexer_bytes_per_token_per_layer", "params_total", "params_active",
-    "weight_dtype", "max_position_embeddings", "source", "source_sha256", "imported_at", "notes",
+    "kv_lora_rank", "qk_rope_head_dim", "indexer_bytes_per_token_per_layer", "hidden_size", "intermediate_size",
+    "vocab_size", "params_total", "params_active", "weight_dtype", "max_position_embeddings", "source",
+    "source_sha256", "imported_at", "notes", "no_cache_layers", "sliding_kv_heads", "sliding_head_dim",
+    "chunked_kv_heads", "chunked_head_dim", "k_eq_v_layers",
 )
 COLUMNS = {"dtype": DTYPE_COLUMNS, "gpu": GPU_COLUMNS, "model": MODEL_COLUMNS}
 

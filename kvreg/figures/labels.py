@@ -44,6 +44,8 @@ LABELS = {
     "workload_class": "Workload class",
     "dp_attention": "DP attention (ranks)",
     "kv_gib_per_128k_sequence": "KV per 128K sequence (GiB)",
+    "kv_bytes_per_token_full": "KV per token past the windows: full layers only (bytes)",
+    "kv_bytes_per_token_full_per_gpu": "KV per token past the windows per GPU: full layers only (bytes)",
     "kv_bytes_per_128k_sequence": "KV per 128K sequence (bytes)",
     "users": "Concurrent users (users)",
     "plans_not_fitting": "Plans that do not fit (count)",

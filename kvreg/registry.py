@@ -289,6 +289,65 @@ def add_model(conn, row: dict, *, replace: bool = False) -> dict:
     return row
 
 
+# What an import keeps of a registry model it updates: curated facts, not re-read from a config.
+CURATED_FIELDS = ("name", "family", "notes")
+
+
+def hf_repo_id(source: str | None) -> str | None:
+    """The Hugging Face repo id a config's file name carries: ``meta-llama__Llama-3.1-8B.json`` ->
+    ``meta-llama/Llama-3.1-8B`` (the ``org__Model.json`` naming of downloaded configs); else None."""
+    if not source or not source.endswith(".json") or "__" not in source:
+        return None
+    org, model = source.removesuffix(".json").split("__", 1)
+    return f"{org}/{model}" if org and model else None
+
+
+def find_match(conn, row: dict, *, by_repo: bool = True) -> tuple[dict, str] | None:
+    """The registry model an imported row is, and how it was recognised: the same name, or (by_repo)
+    the same Hugging Face repo id as the config a registry model (a catalog one, say) was read from.
+    None: a new model."""
+    same = conn.execute(select(Model).where(Model.name == row["name"])).mappings().first()
+    if same is not None:
+        return dict(same), "name"
+    repo = hf_repo_id(row.get("source")) if by_repo else None
+    if repo is None:
+        return None
+    for existing in conn.execute(select(Model).where(Model.source.like("%__%.json"))).mappings():
+        if hf_repo_id(existing["source"]) == repo:
+            return dict(existing), f"Hugging Face repo {repo}"
+    return None
+
+
+def import_model(conn, row: dict, *, replace: bool = False, exact_params: bool = False,
+                 named: bool = False) -> tuple[dict, str | None]:
+    """Write an imported model row; returns (the row written, a note for the user or None).
+
+    A row that matches a registry model (find_match) is never added beside it: without `replace` the
+    import fails saying which model it is; with it, the match is updated from the config, keeping its
+    name, family and notes, and its parameter counts unless the import's are exact (a safetensors
+    index or --params-b): an estimate never replaces a published number. A row the user `named`
+    (--name) is matched by that name only: naming it is asking for a model of its own.
+    """
+    match = find_match(conn, row, by_repo=not named)
+    if match is None:
+        return add_model(conn, row), None
+    existing, how = match
+    if not replace:
+        if how == "name":
+            raise AlreadyExists(f"model {row['name']!r} already exists: pass --replace to update it from the config")
+        raise AlreadyExists(f"{row['source']} is the registry's model {existing['name']!r} (same {how}): pass "
+                            "--replace to update it from the config, or --name to add it under a new name")
+    kept = list(CURATED_FIELDS) + ([] if exact_params else ["params_total", "params_active"])
+    merged = {**row, **{f: existing[f] for f in kept}}
+    add_model(conn, merged, replace=True)
+    changed = [f for f in MODEL_FIELDS if f not in ("imported_at", "source", "source_sha256")
+               and merged.get(f) != existing.get(f)]
+    note = (f"{row['source']}: updated the registry's model {existing['name']!r} (matched by {how}); kept its "
+            f"{', '.join(kept[1:] if how == 'name' else kept)}" + (f"; changed {', '.join(changed)}" if changed else
+                                                                   "; no figure changed"))
+    return merged, note
+
+
 def remove_model(conn, name: str) -> None:
     m = get_model(conn, name)
     plans = list(conn.execute(select(Plan.name).where(Plan.model_id == m["id"])).scalars())

@@ -364,8 +364,8 @@ def test_the_report_says_which_rule_produced_a_plans_figures(kv, tmp_path):
     page = (folder / "capacity.md").read_text()
     section = page.split("### eng\n")[1].split("\n### ")[0]
     assert "Rule: **vllm**" in section
-    # token counts print as the report prints them: 434,176 = 424 x 1,024 = 424K
-    assert "| Number of blocks (blocks) | 27,136 |" in section and "| KV cache tokens (tokens) | 424K |" in section
+    # token counts print as numbers in the report's tables: 27,136 blocks x 16 = 434,176 tokens (not 424K)
+    assert "| Number of blocks (blocks) | 27,136 |" in section and "| KV cache tokens (tokens) | 434,176 |" in section
     assert "**Calibration**" in section and "| KV cache tokens error fraction (share) | 0.0% |" in section
     assert "Rule: **theoretical**" in page.split("### chat-llama3-8b\n")[1]
     data = json.loads((folder / "data.json").read_text())

@@ -32,3 +32,13 @@ def test_report_tables_give_token_counts_as_numbers():
             if line.startswith("| ") and "---" not in line]
     assert any("| 13,000 |" in r for r in rows)
     assert not [r for r in rows if re.search(r"\| \d+k \|", r)]
+
+
+def test_plan_show_without_demand_prints_key_figures_and_all_on_request(kv):
+    kv("plan", "add", "q", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--context", "8K")
+    keys = [line.split()[0] for line in kv("plan", "show", "q").stdout.splitlines()]
+    assert keys[:9] == ["plan", "model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens"]
+    assert keys[-3:] == ["context_within_claim", "fits", "reason"] and len(keys) == 24
+    every = [line.split()[0] for line in kv("plan", "show", "q", "--all").stdout.splitlines()]
+    assert set(keys) < set(every) and "usable_gib_per_gpu" in every and "usable_gib_per_gpu" not in keys
+    assert len(every) == len(set(every))

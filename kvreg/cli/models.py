@@ -104,7 +104,9 @@ def _billions(value: float, flag: str) -> int:
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--name", help="Model name (one path only; default: the folder or file name).")
 @click.option("--params-b", type=float, help="Total parameters in billions, when no safetensors index is beside it.")
-@click.option("--replace", is_flag=True, help="Update models that already exist instead of failing.")
+@click.option("--replace", is_flag=True, help="Update a model that is already in the registry (the same name, or "
+              "the same Hugging Face repo as a catalog model's config) instead of failing; its name, family, "
+              "notes and published parameter counts are kept.")
 @click.option("--accept-unknown", is_flag=True,
               help="Import even when a config has a key that could change the KV cache and that kvreg does not "
                    "understand (it is named in a warning and ignored).")
@@ -126,11 +128,11 @@ def model_import(ctx, paths, name, params_b, replace, accept_unknown, fmt):
 
     from kvreg.errors import KvregError
     from kvreg.importers.hf import MAX_CONFIG_BYTES, import_path, import_text
-    from kvreg.registry import add_model
+    from kvreg.registry import import_model
 
     if name and len(paths) > 1:
         raise KvregError("--name works with one path only")
-    rows, warnings = [], []
+    rows, warnings, exact = [], [], []
     items = list(paths)
     show_progress = len(items) > 1 and sys.stderr.isatty()
     with click.progressbar(items, label="reading configs", file=sys.stderr) if show_progress else _nullbar(items) as bar:
@@ -144,13 +146,31 @@ def model_import(ctx, paths, name, params_b, replace, accept_unknown, fmt):
             else:
                 row, warns = import_path(p, name=name, params_b=params_b, accept_unknown=accept_unknown)
             rows.append(row)
+            exact.append(params_b is not None or (p != "-" and _has_index(p)))
             warnings += [f"{row['name']}: {w}" for w in warns]
+    notes = []
     with open_db(ctx).begin() as conn:
-        for row in rows:
-            add_model(conn, row, replace=replace)
+        for i, (row, is_exact) in enumerate(zip(rows, exact)):
+            rows[i], note = import_model(conn, row, replace=replace, exact_params=is_exact, named=bool(name))
+            notes += [note] if note else []
     for w in warnings:
         click.echo(f"warning: {w}", err=True)
+    for note in notes:
+        click.echo(note, err=True)
     emit([{k: r.get(k) for k in LIST_COLUMNS} for r in rows], fmt, LIST_COLUMNS)
+
+
+def _has_index(path: str) -> bool:
+    """Safetensors beside the config (the shards, whose headers are read, or their index): the import's
+    parameter count is exact."""
+    import pathlib
+
+    from kvreg.importers.hf import INDEX_FILE
+
+    p = pathlib.Path(path)
+    config = p / "config.json" if p.is_dir() else p
+    return config.name == "config.json" and ((config.parent / INDEX_FILE).is_file()
+                                             or any(config.parent.glob("*.safetensors")))
 
 
 @model_group.command("check")

@@ -11,6 +11,12 @@ LIST_TABLE_COLUMNS = ["plan", "rule", "model", "gpu", "tp", "pp", "gpus_per_node
                       "kv_dtype", "kv_pool_gib_per_gpu", "max_concurrency", "workload_concurrency", "fits", "reason"]
 QUARTER_TABLE_COLUMNS = ["plan", "quarter", "users", "gpu", "tp", "workload_concurrency", "replicas_needed",
                          "gpus_needed", "nodes_needed", "headroom_users", "cost_per_month", "capex", "reason"]
+# `plan show` of a plan without demand: the figures a planner reads first (--all: every field).
+SHOW_KEY_COLUMNS = ["plan", "model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens",
+                    "workload_tokens", "kv_dtype", "weight_dtype", "kv_bytes_per_token_per_gpu",
+                    "kv_gib_per_sequence_per_gpu", "weights_gib_per_gpu", "kv_pool_gib_per_gpu", "max_concurrency",
+                    "whole_sequences", "workload_concurrency", "replicas_per_node", "node_concurrency",
+                    "context_within_claim", "fits", "reason"]
 CLASS_TABLE_COLUMNS = ["plan", "workload_class", "class_tokens", "share", "class_kv_bytes_per_request_per_gpu",
                        "class_concurrency"]
 CALIBRATION_COLUMNS = ["plan", "rule", "measured_engine_version", "kv_cache_tokens", "kv_pool_tokens",
@@ -268,13 +274,16 @@ def plan_list(ctx, fmt):
 @plan_group.command("show")
 @click.argument("name")
 @click.option("--quarter", help="Only this quarter (2026Q4).")
+@click.option("--all", "show_all", is_flag=True, help="Without demand: every field of the plan, not only its key "
+              "figures (json and csv always carry every field).")
 @format_option()
 @click.pass_context
 @user_errors
-def plan_show(ctx, name, quarter, fmt):
+def plan_show(ctx, name, quarter, show_all, fmt):
     """One plan per quarter of demand: users, replicas, GPUs, cost (plan_quarter), then the plan's figures.
 
-    With no demand, the plan's figures alone.
+    With no demand, the plan's key figures (its layout, KV per sequence, pool, concurrency, whether
+    it fits and why); --all prints every field.
     """
     from kvreg.db.read import show_plan
 
@@ -282,7 +291,8 @@ def plan_show(ctx, name, quarter, fmt):
     if fmt != "table":
         emit(rows, fmt)
     elif len(rows) == 1 and rows[0]["users"] is None:
-        emit_record({k: v for k, v in rows[0].items() if v is not None}, fmt)
+        keys = list(rows[0]) if show_all else [k for k in SHOW_KEY_COLUMNS if k in rows[0]]
+        emit_record({k: rows[0][k] for k in keys if rows[0][k] is not None or k == "reason"}, fmt)
     else:
         emit(rows, fmt, QUARTER_TABLE_COLUMNS)
 

@@ -131,7 +131,10 @@ def test_db_history_lists_every_revision(kv):
 
 def test_db_downgrade_base_then_upgrade(kv, db_url):
     kv("init")
-    assert kv("db", "downgrade", "base").stdout.strip() == "downgraded to base"
+    refused = kv("db", "downgrade", "base", ok=False)  # it would drop the catalog: not without --yes
+    assert refused.exit_code == 1 and "would drop" in refused.stderr and "pass --yes" in refused.stderr
+    said = kv("db", "downgrade", "base", "--yes").stdout.strip()
+    assert said.startswith("downgraded to base; dropped ") and "24 model rows" in said and "10 gpu rows" in said
     assert tables(db_url) <= {"alembic_version"}
     [row] = kv.json("db", "current")
     assert row["revision"] is None and row["at_head"] is False

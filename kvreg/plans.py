@@ -433,26 +433,24 @@ def remove_demand(conn, plan: str, quarter: str) -> None:
 
 
 def list_demand(conn, plan: str | None = None, quarter: str | None = None) -> list[dict]:
-    """plan_quarter rows, by plan then quarter, optionally for one plan and/or one quarter."""
+    """plan_quarter rows, by plan then quarter, optionally for one plan. Without a quarter: every
+    `demand set` entry. With one: each plan's demand in force in it (the latest entry at or before
+    it; 0 ends it), `carried_from` naming the quarter a carried value was set in."""
+    from kvreg.fleet import in_force
+
     where, params = [], {}
     if plan is not None:
         get_plan(conn, plan)
-        where.append("plan = :plan")
+        where.append("e.plan = :plan")
         params["plan"] = plan
-    if quarter is not None:
-        where.append("quarter = :quarter")
-        params["quarter"] = parse_quarter(quarter)
-    sql = "SELECT * FROM plan_quarter" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY plan, quarter"
-    return [dict(r) for r in conn.execute(text(sql), params).mappings()]
+    return in_force(conn, "plan_quarter", quarter, where, params, "e.plan, e.quarter", live="e.users > 0")
 
 
-def rollup(conn, quarter: str | None = None) -> list[dict]:
-    """The procurement view: GPUs, nodes and cost per GPU type per quarter, and the change from the quarter before."""
-    sql, params = "SELECT * FROM procurement", {}
-    if quarter is not None:
-        sql += " WHERE quarter = :quarter"
-        params["quarter"] = parse_quarter(quarter)
-    return [dict(r) for r in conn.execute(text(sql + " ORDER BY quarter, gpu"), params).mappings()]
+def rollup(conn, quarter: str | None = None, start: str | None = None, quarters=None) -> list[dict]:
+    """What to buy per GPU type and quarter: see kvreg.fleet.rollup."""
+    from kvreg.fleet import rollup as _rollup
+
+    return _rollup(conn, quarter, start, quarters)
 
 
 # --------------------------------------------------------------------------- scratch evaluation

@@ -24,7 +24,8 @@ _COMMANDS = {
     "export": ("kvreg.cli.sync", "export_cmd", "Write the registry's models and GPUs as TOML (the apply format)."),
     "capacity": ("kvreg.cli.capacity", "capacity_cmd", "Ad-hoc capacity: KV per sequence, pool, concurrency."),
     "plan": ("kvreg.cli.plans", "plan_group", "Deployment plans: add, set, list, show, remove, solve."),
-    "demand": ("kvreg.cli.plans", "demand_group", "Target concurrent users per plan per quarter."),
+    "demand": ("kvreg.cli.plans", "demand_group", "Target concurrent users per plan per quarter (carried forward)."),
+    "fleet": ("kvreg.cli.fleet", "fleet_group", "GPUs installed per GPU type per quarter (carried forward)."),
     "report": ("kvreg.cli.report", "report_cmd", "Write the quarterly capacity report (Markdown and Excel)."),
 }
 

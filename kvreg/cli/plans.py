@@ -9,15 +9,16 @@ from kvreg.cli.common import emit, emit_record, engine_options, format_option, o
 
 LIST_TABLE_COLUMNS = ["plan", "rule", "model", "gpu", "tp", "pp", "gpus_per_node", "context_tokens", "workload_tokens",
                       "kv_dtype", "kv_pool_gib_per_gpu", "max_concurrency", "workload_concurrency", "fits", "reason"]
-QUARTER_TABLE_COLUMNS = ["plan", "quarter", "users", "gpu", "tp", "workload_concurrency", "replicas_needed",
+QUARTER_TABLE_COLUMNS = ["plan", "quarter", "users", "carried_from", "gpu", "tp", "workload_concurrency", "replicas_needed",
                          "gpus_needed", "nodes_needed", "headroom_users", "cost_per_month", "capex", "reason"]
 CLASS_TABLE_COLUMNS = ["plan", "workload_class", "class_tokens", "share", "class_kv_bytes_per_request_per_gpu",
                        "class_concurrency"]
 CALIBRATION_COLUMNS = ["plan", "rule", "measured_engine_version", "kv_cache_tokens", "kv_pool_tokens",
                        "measured_kv_cache_tokens", "kv_cache_tokens_error_fraction", "sequences_per_rank",
                        "measured_max_concurrency", "max_concurrency_error_fraction"]
-ROLLUP_COLUMNS = ["gpu", "quarter", "plans", "plans_not_fitting", "users", "gpus_needed", "nodes_needed",
-                  "cost_per_month", "capex", "previous_gpus_needed", "gpus_change"]
+ROLLUP_COLUMNS = ["gpu", "quarter", "gpus_to_buy", "capex_to_buy", "gpus_needed", "gpus_installed", "gpus_spare",
+                  "plans", "plans_not_fitting", "users", "cost_per_month", "previous_quarter_gpus_needed",
+                  "gpus_needed_quarter_change"]
 SOLVE_TABLE = {
     "context": ["model", "gpu", "tp", "users", "gpus", "context_tokens", "context", "max_concurrency",
                 "workload_concurrency", "replicas_needed", "gpus_needed", "context_within_claim", "limited_by"],
@@ -278,18 +279,32 @@ def plan_remove(ctx, name):
 
 
 @plan_group.command("rollup")
-@click.option("--quarter", help="Only this quarter (2026Q4).")
+@click.option("--quarter", help="Only this quarter (2026Q4); demand and fleet entries carry forward into it.")
+@click.option("--from", "start", help="First quarter of a horizon (2026Q4): the quarters side by side.")
+@click.option("--quarters", help="Quarters in the horizon from --from (default 4).")
 @format_option()
 @click.pass_context
 @user_errors
-def plan_rollup(ctx, quarter, fmt):
-    """What to buy: GPUs, nodes, cost per month and capex per GPU type per quarter, summed over plans,
-    and the change in GPUs from the quarter before (the procurement view)."""
+def plan_rollup(ctx, quarter, start, quarters, fmt):
+    """What to buy per GPU type and quarter: GPUs the plans need, GPUs installed (kvreg fleet), GPUs
+    to buy = max(0, needed - installed) and their capex, spare GPUs, cost per month, and the change
+    in GPUs needed from the quarter before. Demand and fleet entries hold until their next entry.
+
+    With --from Q --quarters N the table shows N quarters side by side per GPU type and the quarter
+    the first purchase must land in (json/csv: one row per GPU type and quarter).
+
+    Example: kvreg plan rollup --from 2026Q4 --quarters 4
+    """
+    from kvreg.fleet import horizon_table
     from kvreg.plans import rollup
 
     with open_db(ctx).connect() as conn:
-        rows = rollup(conn, quarter)
-    emit(rows, fmt, ROLLUP_COLUMNS)
+        rows = rollup(conn, quarter, start, quarters)
+    if (start or quarters) and fmt == "table":
+        columns, table = horizon_table(rows)
+        emit(table, fmt, columns)
+    else:
+        emit(rows, fmt, ROLLUP_COLUMNS if fmt == "table" else None)
 
 
 # --------------------------------------------------------------------------- plan solve
@@ -379,7 +394,8 @@ def demand_group():
 @click.pass_context
 @user_errors
 def demand_set(ctx, plan, quarter, users):
-    """Set a plan's target concurrent users in a quarter (added, or changed if already set).
+    """Set a plan's target concurrent users from a quarter on (added, or changed if already set). The
+    value holds in later quarters until the plan's next entry; 0 ends the plan's demand.
 
     Example: kvreg demand set chat-llama3-8b 2027Q1 400
     """
@@ -392,12 +408,16 @@ def demand_set(ctx, plan, quarter, users):
 
 @demand_group.command("list")
 @click.option("--plan", help="Only this plan.")
-@click.option("--quarter", help="Only this quarter (2026Q4).")
+@click.option("--quarter", help="Each plan's demand in force in this quarter (2026Q4): the latest entry at or "
+              "before it (0 ends it); carried values name the quarter they were set in. Default: every entry.")
 @format_option()
 @click.pass_context
 @user_errors
 def demand_list(ctx, plan, quarter, fmt):
-    """Demand per plan and quarter with replicas, GPUs, nodes, headroom and cost (the plan_quarter view)."""
+    """Demand per plan and quarter with replicas, GPUs, nodes, headroom and cost (the plan_quarter view).
+
+    Example: kvreg demand list --quarter 2027Q2
+    """
     from kvreg.plans import list_demand
 
     with open_db(ctx).connect() as conn:
@@ -417,3 +437,13 @@ def demand_remove(ctx, plan, quarter):
     with open_db(ctx).begin() as conn:
         remove_demand(conn, plan, quarter)
     click.echo(f"removed demand of {plan} in {quarter}")
+
+
+def _bulk_commands():
+    from kvreg.cli.fleet import export_command, import_command
+
+    import_command(demand_group, "demand", "plan,quarter,users", "demand.csv")
+    export_command(demand_group, "demand")
+
+
+_bulk_commands()

@@ -315,60 +315,115 @@ def solve_group():
     """Reverse questions, answered by searching through the views: context, gpus, reserve."""
 
 
+_PLAN_OPTIONS = [
+    click.option("--plan", "plan_name", help="Take the deployment from this saved plan; options given override it."),
+    click.option("--quarter", help="With --plan: the users are the plan's demand in force in this quarter (2026Q4), "
+                 "unless --users is given."),
+]
+
+
+def _plan_options(fn):
+    for opt in reversed(_PLAN_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+def _solver_input(ctx, conn, opts: dict, plan_name, quarter, users):
+    """The solver's deployment spec and users: the options, or a saved plan with the options given
+    on the command line laid over it."""
+    from kvreg.errors import KvregError
+    from kvreg.plans import plan_demand_users, plan_solver_spec
+
+    if plan_name is None:
+        if quarter is not None:
+            raise KvregError("--quarter takes the users from a plan's demand: give --plan NAME too")
+        if users is None:
+            raise KvregError("give --users N, or --plan NAME --quarter Q to take a plan's demand")
+        for key in ("model", "gpu"):
+            if not opts.get(key):
+                raise KvregError(f"give --{key}, or --plan NAME to take the deployment from a saved plan")
+        return _spec(opts, partial=False), users
+    given = {k: v for k, v in opts.items()
+             if ctx.get_parameter_source(k) not in (None, click.core.ParameterSource.DEFAULT)}
+    spec = {**plan_solver_spec(conn, plan_name), **_spec(given, partial=True)}
+    if users is None:
+        if quarter is None:
+            raise KvregError(f"give --users N or --quarter Q (the users of {plan_name!r} in force then)")
+        users = plan_demand_users(conn, plan_name, quarter)
+    return spec, users
+
+
 @solve_group.command("context")
-@click.option("--users", required=True, help="Concurrent users to serve.")
+@click.option("--users", help="Concurrent users to serve (with --plan and --quarter: the plan's demand).")
 @click.option("--gpus", required=True, help="GPUs available.")
+@_plan_options
 @_deployment_options(defaults=True, notes=False, context=False, tp="auto", tp_auto="try every valid TP")
 @format_option()
 @click.pass_context
 @user_errors
-def solve_context_cmd(ctx, users, gpus, fmt, **opts):
+def solve_context_cmd(ctx, users, gpus, plan_name, quarter, fmt, **opts):
     """The longest context that serves N concurrent users on G GPUs. Each user holds a whole context
-    unless --avg-tokens or --workload is given. --tp auto (the default) tries every valid TP.
+    unless --avg-tokens or --workload is given. --tp auto (the default) tries every valid TP; with
+    --plan the plan's own settings are used unless given here.
 
     Example: kvreg plan solve context --model Llama-3.1-70B --gpu H100-SXM --tp 4 --users 8 --gpus 8
+
+    Example: kvreg plan solve context --plan chat-llama3-8b --quarter 2026Q4 --gpus 2
     """
     from kvreg.plans import solve_context
 
-    spec = _spec(opts, partial=False)
     with open_db(ctx).connect() as conn:
+        spec, users = _solver_input(ctx, conn, opts, plan_name, quarter, users)
         row = solve_context(conn, spec, users, gpus)
     _emit_solution(row, fmt, "context")
 
 
 @solve_group.command("gpus")
-@click.option("--users", required=True, help="Concurrent users to serve.")
+@click.option("--users", help="Concurrent users to serve (with --plan and --quarter: the plan's demand).")
+@_plan_options
 @_deployment_options(defaults=True, notes=False, tp="auto", tp_auto="try every valid TP")
 @format_option()
 @click.pass_context
 @user_errors
-def solve_gpus_cmd(ctx, users, fmt, **opts):
+def solve_gpus_cmd(ctx, users, plan_name, quarter, fmt, **opts):
     """The fewest GPUs that serve N concurrent users at --context (each user holding a whole context
-    unless --avg-tokens or --workload is given). --tp auto (the default) tries every valid TP in the node.
+    unless --avg-tokens or --workload is given). --tp auto (the default) tries every valid TP in the node;
+    with --plan the plan's own settings (its TP too) are used unless given here.
 
     Example: kvreg plan solve gpus --model Llama-3.1-70B --gpu H100-SXM --tp auto --users 20 --context 128K
+
+    Example: kvreg plan solve gpus --plan longctx-llama31-70b --quarter 2026Q4 --tp auto
     """
     from kvreg.plans import solve_gpus
 
-    spec = _spec(opts, partial=False)
     with open_db(ctx).connect() as conn:
+        spec, users = _solver_input(ctx, conn, opts, plan_name, quarter, users)
         row = solve_gpus(conn, spec, users)
     _emit_solution(row, fmt, "gpus")
 
 
 @solve_group.command("reserve")
-@click.argument("plan")
-@click.option("--quarter", help="Only this quarter (2026Q4); default: every quarter with demand.")
+@click.argument("plan", required=False)
+@click.option("--plan", "plan_name", help="The plan (the same as giving it as the argument).")
+@click.option("--quarter", help="Only this quarter (2026Q4, demand carried into it); default: every quarter with "
+              "a demand entry.")
 @format_option()
 @click.pass_context
 @user_errors
-def solve_reserve_cmd(ctx, plan, quarter, fmt):
+def solve_reserve_cmd(ctx, plan, plan_name, quarter, fmt):
     """The largest memory reserve (to 0.0001) at which a plan still serves each quarter's users with
-    the GPUs it needs now."""
+    the GPUs it needs now.
+
+    Example: kvreg plan solve reserve --plan chat-llama3-8b --quarter 2026Q4
+    """
     from kvreg.plans import solve_reserve
 
+    if plan and plan_name and plan != plan_name:
+        raise click.ClickException(f"two plans given ({plan} and --plan {plan_name}): give one")
+    if not (plan or plan_name):
+        raise click.ClickException("give the plan: kvreg plan solve reserve --plan NAME")
     with open_db(ctx).connect() as conn:
-        rows = solve_reserve(conn, plan, quarter)
+        rows = solve_reserve(conn, plan or plan_name, quarter)
     emit(rows, fmt)
 
 

@@ -11,15 +11,17 @@ from kvreg.cli.common import open_db, user_errors
 @click.argument("file", metavar="FILE")
 @click.option("--dry-run", is_flag=True, help="Print the diff and write nothing.")
 @click.option("--prune", is_flag=True,
-              help="Also delete models and GPUs the file does not declare (only kinds the file has tables for; "
-                   "rows a plan uses are kept).")
+              help="Also delete rows the file does not declare (only kinds the file has tables for; models and GPUs "
+                   "a plan or a fleet entry uses are kept; a pruned plan takes its demand with it).")
 @click.pass_context
 @user_errors
 def apply_cmd(ctx, file, dry_run, prune):
-    """Sync the [[dtype]], [[gpu]] and [[model]] tables of a TOML FILE (- for stdin) into the registry.
+    """Sync the [[dtype]], [[gpu]], [[model]], [[plan]], [[demand]] and [[fleet]] tables of a TOML FILE
+    (- for stdin) into the registry.
 
-    Rows are matched by name: new ones are added, changed ones updated, nothing is deleted unless
-    --prune. Keys are the registry's column names (see `kvreg export`); memory_bytes may be "80GiB",
+    Rows are matched by name (demand by plan and quarter, fleet by GPU and quarter): new ones are
+    added, changed ones updated, nothing is deleted unless --prune. A [[plan]] names its model and
+    GPU and gives its workload mix inline (workload = [{ name = "chat", avg_tokens = 1500, share = 0.8 }]). Keys are the registry's column names (see `kvreg export`); memory_bytes may be "80GiB",
     max_position_embeddings "128K", and params_b / active_params_b stand for parameter counts in
     billions. Everything is written in one transaction: a bad row names itself and nothing is written.
     """
@@ -36,7 +38,7 @@ def apply_cmd(ctx, file, dry_run, prune):
 @click.pass_context
 @user_errors
 def export_cmd(ctx, out):
-    """Write the registry's dtypes, GPUs and models as TOML, sorted by name (the format `kvreg apply` reads).
+    """Write the registry's dtypes, GPUs, models, plans, demand and fleet as TOML (the format `kvreg apply` reads).
 
     Export, apply to another registry, export again: the text is identical.
     """

@@ -19,7 +19,7 @@ def fleet_group():
     what the plans need: GPUs to buy and spare."""
 
 
-@fleet_group.command("set")
+@fleet_group.command("set", context_settings={"ignore_unknown_options": True})
 @click.argument("gpu")
 @click.argument("quarter")
 @click.argument("owned")

@@ -150,7 +150,7 @@ def test_rollup_is_the_sum_of_plan_quarter_rows(kv):
         s = sums[(r["gpu"], r["quarter"])]
         s["plans"] += 1
         s["plans_not_fitting"] += 0 if r["fits"] else 1
-        for k in ("users", "gpus_needed", "nodes_needed", "cost_per_month", "capex"):
+        for k in ("users", "gpus_needed", "nodes_needed", "cost_per_month"):
             s[k] += r[k] or 0  # a plan that does not fit needs no GPUs: its figures are empty
     rollup = kv.json("plan", "rollup")
     assert {(r["gpu"], r["quarter"]) for r in rollup} == set(sums)
@@ -248,7 +248,11 @@ def test_demand_set_upserts_and_list_filters(kv, db_url):
     assert [(r["users"], r["gpus_needed"]) for r in rows] == [(600, 3)]
     assert {r["quarter"] for r in kv.json("demand", "list", "--quarter", "2026Q3")} == {"2026Q3"}
     kv("demand", "remove", "chat-llama3-8b", "2027Q1")
-    assert kv.json("demand", "list", "--quarter", "2027Q1") == []
+    # Without an entry in 2027Q1 every plan's 2026Q4 demand carries into it (chat: 250 users).
+    carried = kv.json("demand", "list", "--quarter", "2027Q1")
+    assert {(r["quarter"], r["carried_from"]) for r in carried} == {("2027Q1", "2026Q4")}
+    assert [r["users"] for r in carried if r["plan"] == "chat-llama3-8b"] == [250]
+    assert kv.json("demand", "list", "--quarter", "2026Q2") == []
 
 
 # ---------------------------------------------------------------- json and csv

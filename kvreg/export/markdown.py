@@ -82,8 +82,8 @@ def display(value: object, name: str = "") -> Md:
         return Md("yes" if value else "no")
     if not isinstance(value, (int, float)):
         return Md(escape(value))
-    if name.endswith("_change"):
-        magnitude = display(abs(value), name.removesuffix("_change"))
+    if name.endswith(("_change", "_since_last_report")):
+        magnitude = display(abs(value), name.removesuffix("_change").removesuffix("_since_last_report"))
         return magnitude if value == 0 else Md(("+" if value > 0 else "-") + magnitude)
     unit, kind = _unit(name)
     if unit == "flag":

@@ -59,7 +59,7 @@ from kvreg.figures.declarations import (
     dependencies,
 )
 
-SHEETS = ["Summary", "Plans", "Workload", "Demand", "Models", "GPUs", "Dtypes", "Context sweep", "Assumptions",
+SHEETS = ["Summary", "Plans", "Workload", "Demand", "Fleet", "Models", "GPUs", "Dtypes", "Context sweep", "Assumptions",
           "About"]
 SWEEP_CONTEXTS = (8192, 32768, 131072, 1000000)
 KV_BLOCKS = ("bf16", "fp8")  # the Models sheet shows the KV figures in these dtypes (each editable per row)
@@ -121,8 +121,9 @@ def write_workbook(conn, path, quarter: str, *, generated_at: str | None = None,
                                    overrides=_mix_overrides(len(data["classes"])))
     _workload_sheet(ws["Workload"], data["classes"], refs)
     demand = _demand_sheet(ws["Demand"], data["demand"], refs)
+    fleet = _fleet_sheet(ws["Fleet"], data["fleet"], refs)
     _sweep_sheet(ws["Context sweep"], _sweep_rows(conn, data, asked), refs)
-    _summary_sheet(ws["Summary"], quarter, data["gpus"], demand)
+    _summary_sheet(ws["Summary"], quarter, data["gpus"], demand, fleet, gpus)
     _assumptions_sheet(ws["Assumptions"])
     _about_sheet(ws["About"], conn, quarter, generated_at)
 
@@ -152,10 +153,15 @@ def _read_registry(conn) -> dict:
         "SELECT p.name AS plan, wc.name AS workload_class, wc.avg_tokens AS class_tokens, wc.share AS share"
         " FROM workload_class wc JOIN plan p ON p.id = wc.plan_id ORDER BY p.name, wc.id"
     )).mappings()]
+    fleet = [dict(r) for r in conn.execute(text(
+        "SELECT g.name AS gpu, f.quarter AS quarter, f.gpus_owned AS gpus_owned, f.gpus_reserved AS gpus_reserved,"
+        " f.reserved_price_per_hour AS reserved_price_per_hour FROM fleet f JOIN gpu g ON g.id = f.gpu_id"
+        " ORDER BY f.quarter, g.name"
+    )).mappings()]
     for p in plans:
         p.pop("name", None)
     return {"dtypes": list_dtypes(conn), "gpus": list_gpus(conn), "models": list_models(conn),
-            "plans": plans, "classes": classes, "demand": demand}
+            "plans": plans, "classes": classes, "demand": demand, "fleet": fleet}
 
 
 def _kv_blocks(dtypes: list[dict]) -> list[str]:
@@ -484,8 +490,47 @@ def _demand_sheet(ws, rows: list[dict], refs: _References) -> Table:
                                        formula="=" + src))
     for name in figures:
         cells[name] = t.add(figure_column(name, cells.__getitem__))
+    _in_force_columns(t, cells, "plan", len(rows))
     last = t.write(ws, rows, freeze_after="B")
     _not_fit_format(ws, t, last)
+    return t
+
+
+# The Summary's quarter as an index (2026Q4 -> 8107): the quarter the Demand and Fleet sheets'
+# in_force columns answer for.
+SUMMARY_QUARTER_INDEX = "Summary!$B$3"
+
+
+def _in_force_columns(t: Table, cells: dict, key: str, n_rows: int) -> None:
+    """quarter_index, and whether each entry holds in the Summary's quarter and the one before
+    (the carry-forward rule, compiled by kvreg.figures.aggregates)."""
+    from kvreg.figures.aggregates import in_force_excel, quarter_index_excel
+
+    last = max(LOOKUP_LAST_ROW, FIRST_ROW + 2 * n_rows)  # Table.range's rows, known before writing
+    cells["quarter_index"] = t.add(Column("quarter_index", "helper", "index", "int",
+                                          "the quarter as a number (year x 4 + quarter - 1)",
+                                          formula="=" + quarter_index_excel(f"{cells['quarter']}{ROW}")))
+    key_rng, qi_rng = column_range(t.sheet, cells[key], last), column_range(t.sheet, cells["quarter_index"], last)
+    for name, q, when in (("in_force", SUMMARY_QUARTER_INDEX, "the Summary's quarter"),
+                          ("previous_quarter_in_force", SUMMARY_QUARTER_INDEX + "-1", "the quarter before it")):
+        f = in_force_excel(key_rng, literal_key(f"{cells[key]}{ROW}"), qi_rng, f"{cells['quarter_index']}{ROW}", q)
+        cells[name] = t.add(Column(name, "helper", "flag", "flag", f"1 when this entry holds in {when}: the latest"
+                                   f" entry of its {key} at or before it", formula="=" + f))
+
+
+def _fleet_sheet(ws, rows: list[dict], refs: _References) -> Table:
+    """GPUs installed per GPU type from a quarter on (owned, reserved and its price): finance edits these."""
+    from kvreg.figures.declarations import AGGREGATES
+
+    t = Table("Fleet", [
+        input_column("gpu", meaning="GPU type (from the GPUs sheet)", validation=refs.gpu_list, width=18),
+        input_column("quarter", meaning="from this quarter on, written YEARQn (2026Q4)"),
+        *[input_column(n, unit=AGGREGATES[n].unit, kind=AGGREGATES[n].kind, meaning=AGGREGATES[n].meaning)
+          for n in ("gpus_owned", "gpus_reserved", "reserved_price_per_hour")],
+    ])
+    cells = {c.name: c.letter for c in t.columns}
+    _in_force_columns(t, cells, "gpu", len(rows))
+    t.write(ws, rows, freeze_after="B")
     return t
 
 
@@ -493,28 +538,21 @@ def _demand_sheet(ws, rows: list[dict], refs: _References) -> Table:
 
 
 _SUMMARY_TOP = 4  # units row; names on 5, data from 6
-_SUMMARY_COLUMNS = [
-    # name, unit, kind, source column in Demand (None: a count), meaning
-    ("plans", "count", "int", None, "plans with demand this quarter on this GPU type"),
-    ("plans_not_fitting", "count", "int", None, "of those, plans that do not fit (their GPUs are not counted)"),
-    ("users", "users", "int", "users", "concurrent users to serve"),
-    ("gpus_needed", "GPUs", "int", "gpus_needed", "GPUs to have this quarter"),
-    ("nodes_needed", "nodes", "int", "nodes_needed", "nodes to house them"),
-    ("cost_per_month", "USD", "real", "cost_per_month", "rental cost per month at price_per_hour"),
-    ("capex", "USD", "real", "capex", "purchase cost at unit_price"),
-    ("previous_gpus_needed", "GPUs", "int", "gpus_needed", "GPUs needed in the previous quarter"),
-    ("gpus_change", "GPUs", "int", None, "change against the previous quarter"),
-]
+_NO_TOTAL = ("unit_price", "price_per_hour", "reserved_price_per_hour")  # prices: a sum means nothing
 
 
-def _summary_sheet(ws, quarter: str, gpus: list[dict], demand: Table) -> None:
-    """Procurement per GPU type for the quarter in B1: sums over the Demand sheet (SUMIFS), the
-    change against the previous quarter, and a bar chart. Change B1 to see another quarter."""
+def _summary_sheet(ws, quarter: str, gpus: list[dict], demand: Table, fleet: Table, gpu_table: Table) -> None:
+    """What to buy per GPU type in the quarter in B1: the declared aggregates (kvreg.figures.declarations,
+    compiled by kvreg.figures.aggregates to SUMIFS over the Demand and Fleet sheets' entries in force),
+    and a bar chart. Change B1, or a fleet count on the Fleet sheet, and every figure recomputes."""
     from openpyxl.chart import BarChart, Reference
     from openpyxl.chart.data_source import AxDataSource, StrRef
     from openpyxl.comments import Comment
     from openpyxl.formatting.rule import FormulaRule
     from openpyxl.styles import Font, PatternFill
+
+    from kvreg.figures.aggregates import AGGREGATE_COLUMNS, aggregate_excel, quarter_index_excel
+    from kvreg.figures.declarations import AGGREGATES
 
     g = Grid(ws)
     g["A1"] = "quarter"
@@ -527,18 +565,25 @@ def _summary_sheet(ws, quarter: str, gpus: list[dict], demand: Table) -> None:
     g["A2"].font = HEADER_FONT
     g["B2"] = '=IF(RIGHT(B1,1)="1",(LEFT(B1,4)-1)&"Q4",LEFT(B1,5)&(RIGHT(B1,1)-1))'
     g["B2"].style = "kv_lookup"
-
-    rng = demand.range
+    g["A3"] = "quarter_index"
+    g["A3"].font = HEADER_FONT
+    g["B3"] = "=" + quarter_index_excel("B1")
+    g["B3"].style = "kv_lookup"
+    g["C3"] = ("Demand and fleet entries hold until the next entry of the same plan or GPU type "
+               "(the in_force columns of the Demand and Fleet sheets).")
 
     head = _SUMMARY_TOP + 1
     first = head + 1
     last = first + len(gpus) - 1
     letters = {"gpu": "A"}
-    for i, (name, *_rest) in enumerate(_SUMMARY_COLUMNS):
-        letters[name] = chr(ord("B") + i)
+    for i, name in enumerate(AGGREGATE_COLUMNS):
+        letters[name] = get_column_letter(2 + i)
     g.cell(head, 1, "gpu").font = HEADER_FONT
-    for name, unit, kind, _src, meaning in _SUMMARY_COLUMNS:
-        col = ord(letters[name]) - 64
+    described = {n: (a.unit, a.kind, a.meaning) for n, a in AGGREGATES.items()}
+    described.update({n: (INPUTS[n].unit, INPUTS[n].kind, INPUTS[n].meaning) for n in ("unit_price", "price_per_hour")})
+    for name in AGGREGATE_COLUMNS:
+        unit, _kind, meaning = described[name]
+        col = 1 + AGGREGATE_COLUMNS.index(name) + 1
         g.cell(_SUMMARY_TOP, col, unit).font = UNIT_FONT
         h = g.cell(head, col, name)
         h.font = HEADER_FONT
@@ -548,51 +593,50 @@ def _summary_sheet(ws, quarter: str, gpus: list[dict], demand: Table) -> None:
         set_text(g.cell(row, 1), gpu["name"])
         g.cell(row, 1).style = "kv_input"
         g.cell(row, 1).number_format = "@"
-        crit_q = f'{rng("quarter")},"="&{literal_key("$B$1")}'
-        crit_pq = f'{rng("quarter")},"="&{literal_key("$B$2")}'
-        crit_g = f'{rng("gpu")},"="&{literal_key(f"$A{row}")}'
-        for name, unit, kind, src, _meaning in _SUMMARY_COLUMNS:
-            if name == "plans":
-                f = f"=COUNTIFS({crit_q},{crit_g})"
-            elif name == "plans_not_fitting":
-                f = f"=COUNTIFS({crit_q},{crit_g},{rng('fits')},0)"
-            elif name == "previous_gpus_needed":
-                f = f"=SUMIFS({rng(src)},{crit_pq},{crit_g})"
-            elif name == "gpus_change":
-                f = f"={letters['gpus_needed']}{row}-{letters['previous_gpus_needed']}{row}"
+        key = literal_key(f"$A{row}")
+        for name in AGGREGATE_COLUMNS:
+            if name in ("unit_price", "price_per_hour"):
+                f = "=" + index_formula(gpu_table, name, match_formula(f"$A{row}", gpu_table, "gpu"), True)
             else:
-                f = f"=SUMIFS({rng(src)},{crit_q},{crit_g})"
+                f = aggregate_excel(name, demand=demand.range, fleet=fleet.range,
+                                    gpu_criterion=lambda rng, key=key: f'{rng},"="&{key}',
+                                    cell_of=lambda n, row=row: f"{letters[n]}{row}")
+            unit, kind, _ = described[name]
             c = g[f"{letters[name]}{row}"]
             c.value = f
             c.style = "kv_figure"
             c.number_format = number_format(unit, kind)
     total = last + 1
     g.cell(total, 1, "total").font = HEADER_FONT
-    for name, unit, kind, *_ in _SUMMARY_COLUMNS:
+    for name in AGGREGATE_COLUMNS:
+        if name in _NO_TOTAL:
+            continue
+        unit, kind, _ = described[name]
         c = g[f"{letters[name]}{total}"]
         c.value = f"=SUM({letters[name]}{first}:{letters[name]}{max(last, first)})"
         c.style = "kv_figure"
         c.font = HEADER_FONT
         c.number_format = number_format(unit, kind)
+    end = letters[AGGREGATE_COLUMNS[-1]]
     ws.freeze_panes = f"B{first}"
-    ws.auto_filter.ref = f"A{head}:{letters['gpus_change']}{max(last, first)}"
+    ws.auto_filter.ref = f"A{head}:{end}{max(last, first)}"
     ws.column_dimensions["A"].width = 18
-    for name, *_ in _SUMMARY_COLUMNS:
+    for name in AGGREGATE_COLUMNS:
         ws.column_dimensions[letters[name]].width = max(14, len(name) + 3)
     nf = letters["plans_not_fitting"]
     ws.conditional_formatting.add(
-        f"A{first}:{letters['gpus_change']}{max(last, first)}",
+        f"A{first}:{end}{max(last, first)}",
         FormulaRule(formula=[f"${nf}{first}>0"], fill=PatternFill(bgColor=NOT_FIT_FILL), font=Font(color="9C0006")),
     )
 
     chart = BarChart()
     chart.type = "col"
     chart.grouping = "clustered"
-    chart.title = "GPUs needed per GPU type: this quarter and the previous one"
+    chart.title = "GPUs per GPU type: needed, installed and to buy this quarter"
     chart.y_axis.title = "GPUs"
     chart.x_axis.title = "GPU type"
-    for name in ("gpus_needed", "previous_gpus_needed"):
-        col = ord(letters[name]) - 64
+    for name in ("gpus_needed", "gpus_installed", "gpus_to_buy"):
+        col = AGGREGATE_COLUMNS.index(name) + 2
         chart.add_data(Reference(ws, min_col=col, min_row=head, max_row=max(last, first)), titles_from_data=True)
     names = f"'Summary'!$A${first}:$A${max(last, first)}"
     for series in chart.series:  # GPU names are text: a string reference, not openpyxl's numeric default

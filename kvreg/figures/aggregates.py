@@ -43,10 +43,12 @@ def in_force_sql(alias: str, q: str) -> str:
     return f"({alias}.quarter_index <= {q} AND ({alias}.until_index IS NULL OR {alias}.until_index > {q}))"
 
 
-def until_sql(key: str, table: str = "") -> str:
-    """The next entry's quarter for the same key (NULL: none): where an entry stops holding."""
-    t = f"{table}." if table else ""
-    return f"LEAD({t}quarter) OVER (PARTITION BY {t}{key} ORDER BY {t}quarter)"
+def until_sql(table: str, alias: str, key: str) -> str:
+    """The next entry's quarter for the same key (NULL: none): where an entry stops holding. A
+    correlated MIN over the table's unique (key, quarter) index, so the entries stay a plain table in
+    the views' joins (a window function over them made SQLite evaluate plan_capacity per row)."""
+    return (f"(SELECT MIN(n.quarter) FROM {table} n WHERE n.{key} = {alias}.{key}"
+            f" AND n.quarter > {alias}.quarter)")
 
 
 # --------------------------------------------------------------------------- order
@@ -114,17 +116,21 @@ def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool =
     fence = " LIMIT -1 OFFSET 0" if dialect == "sqlite" else " OFFSET 0"
     comp_cls = PostgresCompiler if dialect == "postgresql" else SqlCompiler
     order = aggregate_order()
-    ctes = [
-        f"ax AS (SELECT quarter, quarter_index FROM ({axis_sql}) a{fence})",
-        f"gq AS (SELECT gpu FROM plan_quarter UNION SELECT gpu FROM fleet_quarter)",
-    ]
+    # Each source is read once, into a CTE the joins below scan (fenced: not re-evaluated per quarter).
+    ctes = [f"ax AS (SELECT quarter, quarter_index FROM ({axis_sql}) a{fence})"]
+    for over in ("demand", "fleet"):
+        cols = sorted({"gpu", "quarter_index", "until_index"}
+                      | {a.of for a in AGGREGATES.values() if a.over == over and a.of}
+                      | {c for a in AGGREGATES.values() if a.over == over for c, _op, _v in a.where})
+        ctes.append(f"src_{over} AS (SELECT {', '.join(cols)} FROM {_SOURCE[over]}{fence})")
+    ctes.append("gq AS (SELECT gpu FROM src_demand UNION SELECT gpu FROM src_fleet)")
     parts = []
     for over, alias in (("demand", "d"), ("fleet", "f")):
         sums = [a for a in (AGGREGATES[n] for n in order) if a.over == over]
         cols = ", ".join(f"{_sum_sql(a, alias, dialect)} AS {a.name}" for a in sums)
         ctes.append(
             f"s_{over} AS (SELECT {alias}.gpu AS gpu, ax.quarter_index AS quarter_index, {cols}"
-            f" FROM ax JOIN {_SOURCE[over]} {alias} ON {alias}.quarter_index <= ax.quarter_index"
+            f" FROM src_{over} {alias} JOIN ax ON {alias}.quarter_index <= ax.quarter_index"
             f" AND ({alias}.until_index IS NULL OR {alias}.until_index > ax.quarter_index - 1)"
             f" GROUP BY {alias}.gpu, ax.quarter_index)"
         )

@@ -209,13 +209,12 @@ def _plan_quarter_grain() -> Grain:
     cols = ", ".join(f"pc.{c} AS {c}" for c in cap_cols)
     # One row per demand entry; until_quarter is the plan's next entry, where this one stops holding
     # (kvreg.figures.aggregates: the carry-forward rule).
-    entries = (f"SELECT d.plan_id AS plan_id, d.quarter AS quarter, d.users AS users, {until_sql('plan_id', 'd')}"
-               " AS until_quarter FROM demand d")
+    until = until_sql("demand", "d", "plan_id")
     source = (
-        f"SELECT d.quarter AS quarter, {quarter_index_sql('d.quarter')} AS quarter_index, d.until_quarter AS"
-        f" until_quarter, {quarter_index_sql('d.until_quarter')} AS until_index, d.users AS users, {cols},"
+        f"SELECT d.quarter AS quarter, {quarter_index_sql('d.quarter')} AS quarter_index, {until} AS"
+        f" until_quarter, {quarter_index_sql(until)} AS until_index, d.users AS users, {cols},"
         " g.price_per_hour AS price_per_hour, g.unit_price AS unit_price"
-        f" FROM ({entries}) d JOIN plan_capacity pc ON pc.plan_id = d.plan_id"
+        " FROM demand d JOIN plan_capacity pc ON pc.plan_id = d.plan_id"
         " JOIN gpu g ON g.name = pc.gpu"
     )
     columns = ("quarter", "quarter_index", "until_quarter", "until_index", "users", *cap_cols, "price_per_hour",
@@ -234,11 +233,10 @@ GRAIN = {g.view: g for g in GRAINS}
 # The fleet entries, as the plan_quarter view gives the demand entries: one row per `fleet set`.
 FLEET_QUARTER_SQL = (
     "SELECT f.id AS fleet_id, g.name AS gpu, f.quarter AS quarter, "
-    + quarter_index_sql("f.quarter") + " AS quarter_index, f.until_quarter AS until_quarter, "
-    + quarter_index_sql("f.until_quarter") + " AS until_index, f.gpus_owned AS gpus_owned,"
+    + quarter_index_sql("f.quarter") + " AS quarter_index, " + until_sql("fleet", "f", "gpu_id") + " AS until_quarter, "
+    + quarter_index_sql(until_sql("fleet", "f", "gpu_id")) + " AS until_index, f.gpus_owned AS gpus_owned,"
     " f.gpus_reserved AS gpus_reserved, f.reserved_price_per_hour AS reserved_price_per_hour"
-    " FROM (SELECT f.*, " + until_sql("gpu_id", "f") + " AS until_quarter FROM fleet f) f"
-    " JOIN gpu g ON g.id = f.gpu_id"
+    " FROM fleet f JOIN gpu g ON g.id = f.gpu_id"
 )
 
 

@@ -298,3 +298,30 @@ def test_fleet_migration_with_data_up_and_down(empty_db_url):
     finally:
         eng.dispose()
     assert (rows[(H100, "2026Q4")]["gpus_installed"], rows[(H100, "2026Q4")]["gpus_to_buy"]) == (0, 93)
+
+
+# ---------------------------------------------------------------- one declaration, two targets
+
+
+def test_an_aggregate_compiles_to_sql_and_to_excel_from_one_declaration():
+    """Table-driven: each aggregate's SQL (in the procurement view) and its Excel formula (the
+    workbook's Summary) come from the same declaration; the LibreOffice test in test_xlsx.py checks
+    that they give equal numbers."""
+    from kvreg.figures.aggregates import aggregate_excel, aggregate_sql, in_force_sql, quarters_sql
+
+    def excel(name):
+        return aggregate_excel(name, demand=lambda c: f"D!{c}", fleet=lambda c: f"F!{c}",
+                               gpu_criterion=lambda rng: f'{rng},"="&A6', cell_of=lambda n: f"{n.upper()}6")
+
+    assert excel("gpus_to_buy") == "=MAX(0,(GPUS_NEEDED6 - GPUS_INSTALLED6))"
+    assert excel("capex_to_buy") == "=(GPUS_TO_BUY6*UNIT_PRICE6)"
+    assert excel("plans_not_fitting") == '=COUNTIFS(D!gpu,"="&A6,D!in_force,1,D!users,">0",D!fits,0)'
+    assert excel("previous_quarter_gpus_needed") == (
+        '=SUMIFS(D!gpus_needed,D!gpu,"="&A6,D!previous_quarter_in_force,1)')
+    assert excel("gpus_owned") == '=SUMIFS(F!gpus_owned,F!gpu,"="&A6,F!in_force,1)'
+    sql = aggregate_sql(quarters_sql(["2026Q4"]))
+    this, before = in_force_sql("d", "ax.quarter_index"), in_force_sql("d", "ax.quarter_index - 1")
+    assert f"SUM(CASE WHEN {this} AND d.users > 0 AND d.fits = 0 THEN 1 ELSE 0 END) AS plans_not_fitting" in sql
+    assert f"COALESCE(SUM(CASE WHEN {before} THEN d.gpus_needed END), 0) AS previous_quarter_gpus_needed" in sql
+    assert ("(CASE WHEN (src.gpus_needed - src.gpus_installed) IS NULL OR 0 >= (src.gpus_needed - src.gpus_installed)"
+            " THEN 0 ELSE (src.gpus_needed - src.gpus_installed) END) AS gpus_to_buy") in sql

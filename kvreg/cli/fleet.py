@@ -75,8 +75,13 @@ def fleet_remove(ctx, gpu, quarter):
 
 def import_command(group: click.Group, kind: str, header: str, example: str):
     """`kvreg <kind> import FILE [--dry-run]` for demand and fleet."""
+    help_text = (
+        f"Set {kind} from a CSV file with the header {header}: every row or none. A bad row is named by its "
+        f"line and nothing is written; --dry-run shows the diff first. `kvreg {kind} export` writes the same "
+        f"format.\n\nExample: kvreg {kind} import {example} --dry-run"
+    )
 
-    @group.command("import")
+    @group.command("import", help=help_text)
     @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False, allow_dash=True))
     @click.option("--dry-run", is_flag=True, help="Print what would change (added, changed, unchanged) and write nothing.")
     @format_option()
@@ -100,16 +105,11 @@ def import_command(group: click.Group, kind: str, header: str, example: str):
         click.echo(f"{verb} {len(diff)} rows of {name}: {counts['added']} added, {counts['changed']} changed, "
                    f"{counts['unchanged']} unchanged" + (" (dry run: nothing written)" if dry_run else ""))
 
-    import_cmd.__doc__ = (
-        f"Set {kind} from a CSV file with the header {header}: every row or none. A bad row is named by its "
-        f"line and nothing is written; --dry-run shows the diff first. `kvreg {kind} export` writes the same "
-        f"format.\n\n    Example: kvreg {kind} import {example} --dry-run"
-    )
     return import_cmd
 
 
 def export_command(group: click.Group, kind: str):
-    @group.command("export")
+    @group.command("export", help=f"Write every {kind} entry as CSV, the format `kvreg {kind} import` reads.")
     @click.option("--output", "-o", "path", type=click.Path(dir_okay=False), help="Write to this file (default: stdout).")
     @click.pass_context
     @user_errors
@@ -124,7 +124,6 @@ def export_command(group: click.Group, kind: str):
         else:
             click.echo(data, nl=False)
 
-    export_cmd.__doc__ = f"Write every {kind} entry as CSV, the format `kvreg {kind} import` reads."
     return export_cmd
 
 

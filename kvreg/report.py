@@ -289,8 +289,10 @@ def gather(conn, quarter: str, *, generated_at: str, registry_url: str, asked: d
     from kvreg.fleet import rollup as rollup_of
 
     rollup = sorted(_rows(conn, "SELECT * FROM procurement"), key=lambda r: (r["quarter"], r["gpu"]))
-    procurement = rollup_of(conn, quarter)  # entries carried into the quarter, even one without entries
+    # One read of the horizon (computing plan_quarter is the costly part); its first quarter is the
+    # report's, entries carried into it, with the GPU types that have plans or a fleet then.
     horizon = rollup_of(conn, start=quarter, quarters=HORIZON_QUARTERS)
+    procurement = [r for r in horizon if r["quarter"] == quarter and (r["plans"] or r["gpus_installed"])]
     by_quarter = [_pick(r, ["gpu", "quarter", "gpus_needed"]) for r in rollup]
     models = _models(conn)
     gpus = _gpus(conn)

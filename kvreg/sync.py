@@ -338,12 +338,14 @@ def _prune(conn, kind: str, names: set[str], diff: KindDiff) -> None:
     for name in sorted(names):
         row_id = conn.execute(select(table.id).where(table.name == name)).scalar_one()
         plans = list(conn.execute(select(Plan.name).where(column == row_id).order_by(Plan.name)).scalars())
+        users = [f"plan(s) {', '.join(plans)}"] if plans else []
         if kind == "gpu":
             from kvreg.sync_plans import used_by
 
-            plans += used_by(conn, kind, name)
-        if plans:
-            diff.kept[name] = plans
+            fleet = used_by(conn, kind, name)
+            users += [f"fleet entries {', '.join(fleet)}"] if fleet else []
+        if users:
+            diff.kept[name] = users
             continue
         conn.execute(delete(table).where(table.id == row_id))
         diff.removed.append(name)
@@ -379,7 +381,7 @@ def describe(result: SyncResult) -> list[str]:
             lines.append(f"~ {d.kind} {name}")
             lines += [f"    {f}: {_show(old)} -> {_show(new)}" for f, old, new in changes]
         lines += [f"- {d.kind} {n}" for n in d.removed]
-        lines += [f"  {d.kind} {n} kept: used by {', '.join(p)}" for n, p in d.kept.items()]
+        lines += [f"  {d.kind} {n} kept: used by {'; '.join(p)}" for n, p in d.kept.items()]
     for d in result.diffs:
         removed = f", {len(d.removed)} removed" if d.removed or d.kept else ""
         lines.append(f"{d.kind}: {len(d.added)} added, {len(d.changed)} changed, {len(d.unchanged)} unchanged{removed}")

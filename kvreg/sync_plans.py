@@ -171,4 +171,4 @@ def used_by(conn, kind: str, name: str) -> list[str]:
         return []
     rows = conn.execute(select(Fleet.quarter).join(Gpu, Gpu.id == Fleet.gpu_id).where(Gpu.name == name)
                         .order_by(Fleet.quarter)).scalars()
-    return [f"fleet {q}" for q in rows]
+    return list(rows)

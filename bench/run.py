@@ -332,6 +332,30 @@ def bench_plan_list(ctx: Context, sizes: dict[int, dict]) -> None:
         ctx.record("kvreg plan list", n, t, base)
 
 
+ROLLUP_QUARTERS = 8
+
+
+def bench_rollup(ctx: Context, sizes: dict[int, dict]) -> None:
+    """`kvreg plan rollup` over an 8-quarter horizon, demand carried forward and a fleet: each
+    registry's plans get entries in every other quarter (synth.add_procurement), on a copy."""
+    ctx.say("\n== plan rollup (8 quarters, carry-forward, fleet)")
+    why = available(ctx, "plan", "rollup")
+    if why:
+        ctx.unavailable("kvreg plan rollup", why)
+        return
+    for n, reg in sizes.items():
+        path = ctx.work / f"rollup-{n}.db"
+        shutil.copyfile(reg["path"], path)
+        start = reg["quarter"]
+        counts = synth.add_procurement(path, synth.horizon(start, ROLLUP_QUARTERS))
+        url = f"sqlite:///{path}"
+        cmd = [*ctx.kvreg, "--db", url, "plan", "rollup", "--from", start, "--quarters", str(ROLLUP_QUARTERS),
+               "--format", "json"]
+        t = measure(f"kvreg plan rollup --quarters {ROLLUP_QUARTERS} ({counts['plan']:,} plans, "
+                    f"{counts['demand']:,} demand rows)", cmd, ctx, repeat=ctx.runs(n))
+        ctx.record("kvreg plan rollup", n, t)
+
+
 def _count_json_list(path: Path) -> int:
     """Items in a JSON list file, parsed in a child: 10,000 plans of JSON would otherwise grow this
     process, and every later child's peak memory with it (see _child_env)."""
@@ -496,6 +520,9 @@ def targets(ctx: Context, sizes: dict[int, dict], scale: list[dict]) -> list[tup
         _find(ctx, "kvreg plan list", big) if big else None,
         lambda r: f"{r['timing'].median:.2f} s ({ratio(r):.1f}x the bare query)", lambda r: r["timing"].median <= 1.5,
         "needs --sizes with 10000")
+    add(f"`kvreg plan rollup` of 10,000 plans over {ROLLUP_QUARTERS} quarters within 2 s",
+        _find(ctx, "kvreg plan rollup", big) if big else None,
+        lambda r: f"{r['timing'].median:.2f} s", lambda r: r["timing"].median <= 2, "needs --sizes with 10000")
     xl = _find(ctx, "kvreg report xlsx", largest=True)
     xl_text = lambda r: (f"{ratio(r):.2f}x at {r['plans']:,} plans ({r['timing'].median:.2f} s vs "  # noqa: E731
                          f"{r['baseline'].median:.2f} s)" if r["baseline"] else "no baseline")
@@ -731,7 +758,7 @@ def build(ctx: Context, sizes: list[int]) -> tuple[Path, dict[int, dict]]:
 
 
 LOAD_AT_START = os.getloadavg()
-SECTIONS = ("startup", "reads", "plan-list", "report", "import", "seeded-report")
+SECTIONS = ("startup", "reads", "plan-list", "rollup", "report", "import", "seeded-report")
 
 
 def parse_args(argv=None):
@@ -780,6 +807,7 @@ def main(argv=None) -> int:
             "startup": lambda: bench_startup(ctx, sizes),
             "reads": lambda: bench_reads(ctx, template),
             "plan-list": lambda: bench_plan_list(ctx, sizes),
+            "rollup": lambda: bench_rollup(ctx, sizes),
             "report": lambda: bench_reports(ctx, sizes),
             "import": lambda: bench_import(ctx, template, args.imports),
             "seeded-report": lambda: bench_seeded_report(ctx, template),

@@ -134,3 +134,37 @@ def write_configs(folder: Path, n: int, source: Path = HF_CONFIGS) -> list[Path]
         p.write_text(json.dumps(cfg, indent=2))
         out.append(p)
     return out
+
+
+def horizon(start: str, n: int) -> list[str]:
+    """n consecutive quarters from `start` (2026Q4 -> 2026Q4, 2027Q1, ...)."""
+    i = int(start[:4]) * 4 + int(start[5]) - 1
+    return [f"{(i + k) // 4}Q{(i + k) % 4 + 1}" for k in range(n)]
+
+
+def add_procurement(path: Path, qs: list[str]) -> dict:
+    """Demand over the quarters `qs` that carries forward, and a fleet: each plan gets an entry in
+    every other quarter of `qs` (the quarters between carry its last one; every tenth plan ends with 0),
+    and each GPU type a fleet entry in the first quarter and the middle one. Replaces the plans' demand."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        ids = [r[0] for r in conn.execute("SELECT id FROM plan WHERE name LIKE 'bench-plan-%' ORDER BY id")]
+        conn.execute("DELETE FROM demand WHERE plan_id IN (SELECT id FROM plan WHERE name LIKE 'bench-plan-%')")
+        demand = []
+        for pid in ids:
+            for k, q in enumerate(qs):
+                if (pid + k) % 2 == 0:
+                    ends = pid % 10 == 0 and k >= len(qs) - 2
+                    demand.append((pid, q, 0 if ends else 10 + (pid * 37 + k * 101) % 500))
+        conn.executemany("INSERT INTO demand (plan_id, quarter, users) VALUES (?, ?, ?)", demand)
+        gpus = [r[0] for r in conn.execute("SELECT id FROM gpu ORDER BY id")]
+        fleet = [(g, q, 100 * (i + 1) + 50 * k, 8 * k, 2.0 if k else None)
+                 for i, g in enumerate(gpus) for k, q in enumerate((qs[0], qs[len(qs) // 2]))]
+        conn.executemany("INSERT INTO fleet (gpu_id, quarter, gpus_owned, gpus_reserved, reserved_price_per_hour)"
+                         " VALUES (?, ?, ?, ?, ?)", fleet)
+        conn.execute("COMMIT")
+        counts = {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("plan", "demand", "fleet")}
+    finally:
+        conn.close()
+    return counts

@@ -31,7 +31,8 @@ except ImportError:  # Python 3.12 and later name it _sha2; other interpreters h
 
 # kvreg.figures.views.VIEW_NAMES, kept equal by a test (importing views compiles nothing but
 # still costs 30 ms).
-VIEW_NAMES = ("model_kv", "capacity", "plan_class", "plan_capacity", "plan_quarter", "procurement")
+VIEW_NAMES = ("model_kv", "capacity", "plan_class", "plan_capacity", "plan_quarter", "fleet_quarter",
+              "procurement")
 DEFAULT_URL = "sqlite:///registry.db"  # kvreg.db.engine.DEFAULT_URL
 _FIGURES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures")
 

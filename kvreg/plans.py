@@ -230,6 +230,23 @@ def plan_spec(conn, name: str) -> dict:
     return spec
 
 
+def plan_solver_spec(conn, name: str) -> dict:
+    """A stored plan as a solver's deployment spec (no name, notes or calibration)."""
+    spec = plan_spec(conn, name)
+    for key in ("name", "notes", *CALIBRATION_FIELDS):
+        spec.pop(key, None)
+    return spec
+
+
+def plan_demand_users(conn, name: str, quarter: str) -> int:
+    """A plan's users in force in a quarter (carry-forward); no demand then is an error."""
+    rows = list_demand(conn, plan=name, quarter=quarter)
+    if not rows or not rows[0]["users"]:
+        raise KvregError(f"plan {name!r} has no demand in {parse_quarter(quarter)}: give --users, or add it with "
+                         f"`kvreg demand set {name} {parse_quarter(quarter)} USERS`")
+    return rows[0]["users"]
+
+
 def add_plan(conn, spec: dict) -> dict:
     """Validate and store a new plan; returns its plan_capacity row."""
     row = validate_plan(conn, spec)

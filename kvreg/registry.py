@@ -409,6 +409,12 @@ def remove_gpu(conn, name: str) -> None:
     plans = list(conn.execute(select(Plan.name).where(Plan.gpu_id == g["id"])).scalars())
     if plans:
         raise KvregError(f"gpu {name!r} is used by plan(s) {', '.join(plans)}: remove those plans first")
+    from kvreg.db.tables import Fleet
+
+    fleet = list(conn.execute(select(Fleet.quarter).where(Fleet.gpu_id == g["id"]).order_by(Fleet.quarter)).scalars())
+    if fleet:
+        raise KvregError(f"gpu {name!r} has fleet entries ({', '.join(fleet)}): remove them first with "
+                         f"`kvreg fleet remove {name} QUARTER`")
     conn.execute(delete(Gpu).where(Gpu.id == g["id"]))
 
 

@@ -40,10 +40,14 @@ DATA_FORMAT = "kvreg-report/1"
 SWEEP_CONTEXTS = (8192, 32768, 131072, 1_000_000)  # 8K, 32K, 128K (binary) and 1m (decimal)
 SWEEP_KV_DTYPE = "bf16"
 CATALOG_KV_DTYPES = ("bf16", "fp8")
-REGISTRY_TABLES = ("dtype", "model", "gpu", "plan", "workload_class", "demand")
+REGISTRY_TABLES = ("dtype", "model", "gpu", "plan", "workload_class", "demand", "fleet")
 
-PROCUREMENT_COLUMNS = ["gpu", "plans", "plans_not_fitting", "users", "gpus_needed", "previous_gpus_needed",
-                       "gpus_change", "nodes_needed", "cost_per_month", "capex"]
+# The purchase first: what to buy and its capex, then the fleet and the plans behind it.
+PROCUREMENT_COLUMNS = ["gpu", "gpus_to_buy", "capex_to_buy", "gpus_needed", "gpus_installed", "gpus_spare",
+                       "plans", "plans_not_fitting", "users", "nodes_needed", "cost_per_month",
+                       "previous_quarter_gpus_needed", "gpus_needed_quarter_change", "unit_price"]
+HORIZON_COLUMNS = ["gpu", "quarter", "gpus_needed", "gpus_installed", "gpus_to_buy", "capex_to_buy", "gpus_spare"]
+HORIZON_QUARTERS = 4
 CLASS_COLUMNS = ["workload_class", "class_tokens", "share", "class_kv_bytes_per_request_per_gpu", "class_concurrency"]
 PLAN_COLUMNS = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens",
                 "workload_tokens", "kv_bytes_per_request_per_gpu",
@@ -64,7 +68,7 @@ PLAN_COLUMNS = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_no
                 # calibrated from a startup log (kvreg plan calibrate --log): the log and its measured terms
                 "calibration_source", "engine_version", "engine_memory_gib", "non_torch_bytes_per_gpu",
                 "weights_measured_bytes", "measured_kv_cache_bytes", "kv_cache_memory_error_fraction"]
-DEMAND_COLUMNS = ["quarter", "users", "replicas_needed", "gpus_needed", "nodes_needed", "capacity_users",
+DEMAND_COLUMNS = ["quarter", "carried_from", "users", "replicas_needed", "gpus_needed", "nodes_needed", "capacity_users",
                   "headroom_users", "headroom_fraction", "cost_per_month", "capex", "cost_per_user_per_month"]
 # kv_bytes_per_token counts every attention layer; kv_bytes_per_token_full the full layers alone (what a
 # token past the sliding windows costs): equal unless the model has sliding or chunked layers.
@@ -145,6 +149,7 @@ _REGISTRY_SQL = {
             " JOIN model m ON m.id = p.model_id JOIN gpu g ON g.id = p.gpu_id",
     "workload_class": "SELECT wc.*, p.name AS plan FROM workload_class wc JOIN plan p ON p.id = wc.plan_id",
     "demand": "SELECT d.*, p.name AS plan FROM demand d JOIN plan p ON p.id = d.plan_id",
+    "fleet": "SELECT f.*, g.name AS gpu FROM fleet f JOIN gpu g ON g.id = f.gpu_id",
 }
 
 
@@ -192,9 +197,13 @@ def provenance(conn, *, generated_at: str, registry_url: str) -> dict:
 
 def _plans(conn, quarter: str) -> list[dict]:
     demand: dict[int, list[dict]] = {}
+    from kvreg.plans import list_demand
+
     columns = ", ".join(["plan_id"] + _view_columns(conn, "plan_quarter", DEMAND_COLUMNS))
     for r in _rows(conn, f"SELECT {columns} FROM plan_quarter"):
-        demand.setdefault(r["plan_id"], []).append(_pick(r, DEMAND_COLUMNS))
+        demand.setdefault(r["plan_id"], []).append({**_pick(r, DEMAND_COLUMNS), "carried_from": None})
+    # Each plan's demand in the report's quarter: the latest entry at or before it (carry-forward).
+    in_force = {r["plan_id"]: _pick(r, DEMAND_COLUMNS) for r in list_demand(conn, quarter=quarter)}
     classes: dict[int, list[dict]] = {}
     for r in _rows(conn, "SELECT pc.* FROM plan_class pc JOIN workload_class wc ON wc.plan_id = pc.plan_id"
                          " AND wc.name = pc.workload_class ORDER BY wc.id"):
@@ -203,7 +212,7 @@ def _plans(conn, quarter: str) -> list[dict]:
     columns = ", ".join(["plan_id", "plan"] + _view_columns(conn, "plan_capacity", PLAN_COLUMNS))
     for p in sorted(_rows(conn, f"SELECT {columns} FROM plan_capacity"), key=lambda r: r["plan"]):
         quarters = sorted(demand.get(p["plan_id"], []), key=lambda d: d["quarter"])
-        this = next((d for d in quarters if d["quarter"] == quarter), None)
+        this = in_force.get(p["plan_id"])
         plans.append({"plan": p["plan"], **_pick(p, PLAN_COLUMNS), "classes": classes.get(p["plan_id"], []),
                       "demand": this, "quarters": quarters})
     return plans
@@ -287,9 +296,13 @@ def gather(conn, quarter: str, *, generated_at: str, registry_url: str, asked: d
     the capacity questions' answers by repr(question), to be reused on the same connection."""
     from kvreg.figures.declarations import HOURS_PER_MONTH
 
-    # One read of the rollup (preparing its SQL is the costly part), split by quarter here.
+    from kvreg.fleet import rollup as rollup_of
+
     rollup = sorted(_rows(conn, "SELECT * FROM procurement"), key=lambda r: (r["quarter"], r["gpu"]))
-    procurement = [r for r in rollup if r["quarter"] == quarter]
+    # One read of the horizon (computing plan_quarter is the costly part); its first quarter is the
+    # report's, entries carried into it, with the GPU types that have plans or a fleet then.
+    horizon = rollup_of(conn, start=quarter, quarters=HORIZON_QUARTERS)
+    procurement = [r for r in horizon if r["quarter"] == quarter and (r["plans"] or r["gpus_installed"])]
     by_quarter = [_pick(r, ["gpu", "quarter", "gpus_needed"]) for r in rollup]
     models = _models(conn)
     gpus = _gpus(conn)
@@ -302,6 +315,7 @@ def gather(conn, quarter: str, *, generated_at: str, registry_url: str, asked: d
         "settings": {"rule": "theoretical", "catalog_kv_dtypes": list(CATALOG_KV_DTYPES),
                      "hours_per_month": HOURS_PER_MONTH, "sweep": sweep_settings},
         "procurement": [_pick(r, PROCUREMENT_COLUMNS) for r in procurement],
+        "horizon": [_pick(r, HORIZON_COLUMNS) for r in horizon],
         "procurement_by_quarter": by_quarter,
         "plans": _plans(conn, quarter),
         "models": models,
@@ -403,19 +417,19 @@ def _change(before, after):
 
 
 def _procurement_change(before: list[dict], after: list[dict]) -> list[dict]:
+    """GPU types in the last report against this one. These are `since_last_report` figures: the
+    quarter-over-quarter change within one registry is gpus_needed_quarter_change, a declared figure."""
     # A GPU type missing from a report had no demand that quarter: nothing to buy.
     old, new = {r["gpu"]: r for r in before}, {r["gpu"]: r for r in after}
-    zero = {"gpus_needed": 0, "cost_per_month": 0}
+    zero = {"gpus_needed": 0, "cost_per_month": 0, "gpus_to_buy": 0}
     out = []
     for gpu in sorted(old.keys() | new.keys()):
         o, n = old.get(gpu, zero), new.get(gpu, zero)
-        out.append({
-            "gpu": gpu,
-            "previous_gpus_needed": o["gpus_needed"], "gpus_needed": n["gpus_needed"],
-            "gpus_change": _change(o["gpus_needed"], n["gpus_needed"]),
-            "previous_cost_per_month": o["cost_per_month"], "cost_per_month": n["cost_per_month"],
-            "cost_per_month_change": _change(o["cost_per_month"], n["cost_per_month"]),
-        })
+        row = {"gpu": gpu}
+        for name in ("gpus_to_buy", "gpus_needed", "cost_per_month"):
+            a, b = o.get(name), n.get(name)  # a report written before the fleet existed has no gpus_to_buy
+            row.update({f"last_report_{name}": a, name: b, f"{name}_since_last_report": _change(a, b)})
+        out.append(row)
     return out
 
 
@@ -431,7 +445,7 @@ def _capacity_change(before: list[dict], after: list[dict]) -> list[dict]:
         for name, a, b in (("max_concurrency", o.get("max_concurrency"), p.get("max_concurrency")),
                            ("capacity_users", od.get("capacity_users"), nd.get("capacity_users")),
                            ("gpus_needed", od.get("gpus_needed"), nd.get("gpus_needed"))):
-            row.update({f"previous_{name}": a, name: b, f"{name}_change": _change(a, b)})
+            row.update({f"last_report_{name}": a, name: b, f"{name}_since_last_report": _change(a, b)})
         out.append(row)
     return out
 

@@ -1,4 +1,5 @@
-"""Declarative sync: a TOML file of ``[[dtype]]``, ``[[gpu]]`` and ``[[model]]`` tables <-> the registry.
+"""Declarative sync: a TOML file of ``[[dtype]]``, ``[[gpu]]``, ``[[model]]``, ``[[plan]]``, ``[[demand]]``
+and ``[[fleet]]`` tables <-> the registry (plans, demand and fleet: kvreg.sync_plans).
 
 ``kvreg apply`` reads such a file and makes the registry match it (insert new rows, update
 changed ones, matched by name; delete only with prune); ``kvreg export`` writes the registry
@@ -29,8 +30,9 @@ from kvreg.db.tables import DTYPE_FIELDS, GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, 
 from kvreg.errors import KvregError
 from kvreg.export.toml_text import SIZE_FIELDS, toml_string, toml_text, toml_value  # noqa: F401  (re-exported)
 
-KINDS = DECLARED_KINDS  # apply order matters: models refer to dtypes
-
+# Apply order matters: models refer to dtypes, plans to models and GPUs, demand to plans, fleet to GPUs.
+BASE_KINDS = ("dtype", "gpu", "model")
+KINDS = (*BASE_KINDS, "plan", "demand", "fleet")
 _TABLES = {"dtype": Dtype, "gpu": Gpu, "model": Model}
 _FIELDS = {"dtype": DTYPE_FIELDS, "gpu": GPU_FIELDS, "model": MODEL_FIELDS}
 _ALIASES = {"model": {"params_b": "params_total", "active_params_b": "params_active"}}
@@ -100,7 +102,8 @@ def parse_text(text: str, where: str = "<text>") -> dict[str, list[dict]]:
     for key, rows in data.items():
         if key not in KINDS:
             hint = difflib.get_close_matches(key, KINDS, n=1)
-            fix = f"did you mean [[{hint[0]}]]?" if hint else "use [[dtype]], [[gpu]] and [[model]] tables"
+            fix = f"did you mean [[{hint[0]}]]?" if hint else ("use [[dtype]], [[gpu]], [[model]], [[plan]], [[demand]]"
+                                                                " and [[fleet]] tables")
             raise KvregError(f"{where}: unknown table {key!r}: {fix}")
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise KvregError(f"{where}: {key} must be an array of tables, written [[{key}]]")
@@ -110,9 +113,11 @@ def parse_text(text: str, where: str = "<text>") -> dict[str, list[dict]]:
 
 
 def _check_unique(rows: list[dict], kind: str, where: str) -> None:
+    from kvreg.sync_plans import _key
+
     seen: dict[Any, int] = {}
     for i, row in enumerate(rows, 1):
-        name = row.get("name")
+        name = row.get("name") if kind in BASE_KINDS else _key(kind, row)
         if isinstance(name, str) and name in seen:
             raise KvregError(f"{where}: [[{kind}]] #{i} {name!r} is declared twice (also #{seen[name]}): keep one")
         seen[name] = i
@@ -122,7 +127,9 @@ def _check_unique(rows: list[dict], kind: str, where: str) -> None:
 
 
 def _label(kind: str, i: int, row: dict, where: str) -> str:
-    name = row.get("name")
+    from kvreg.sync_plans import _key
+
+    name = row.get("name") if kind in BASE_KINDS else _key(kind, row)
     return f"{where}: [[{kind}]] #{i}" + (f" {name!r}" if isinstance(name, str) else "")
 
 
@@ -240,6 +247,8 @@ def apply_rows(conn, declared: dict[str, list[dict]], *, prune: bool = False, wh
 
 
 def _apply_kind(conn, kind: str, rows: list[dict], prune: bool, where: str) -> KindDiff:
+    if kind not in BASE_KINDS:
+        return _apply_other(conn, kind, rows, prune, where)
     table = _TABLES[kind]
     current = {r["name"]: dict(r) for r in conn.execute(select(table)).mappings()}
     diff = KindDiff(kind)
@@ -262,6 +271,44 @@ def _apply_kind(conn, kind: str, rows: list[dict], prune: bool, where: str) -> K
             diff.unchanged.append(row["name"])
     if prune and kind != "dtype":
         _prune(conn, kind, set(current) - {r.get("name") for r in rows}, diff)
+    return diff
+
+
+def _apply_other(conn, kind: str, rows: list[dict], prune: bool, where: str) -> KindDiff:
+    """Plans, demand and fleet: matched by their key, written through the same functions as the CLI."""
+    from kvreg import sync_plans as sp
+
+    current = sp.CURRENT[kind](conn)
+    diff = KindDiff(kind)
+    declared = set()
+    for i, row in enumerate(rows, 1):
+        label = _label(kind, i, row, where)
+        key = sp._key(kind, row)
+        try:
+            new = sp.normalise(conn, kind, row)
+            key = sp._key(kind, new)
+            declared.add(key)
+            old = current.get(key)
+            if old is None:
+                sp.write(conn, kind, new, exists=False)
+                diff.added.append(key)
+                continue
+            change = sp.changes(old, new)
+            if change:
+                sp.write(conn, kind, new, exists=True)
+                diff.changed[key] = change
+            else:
+                diff.unchanged.append(key)
+        except ValueError as exc:  # KvregError, UnitError: messages already say what to fix
+            raise KvregError(f"{label}: {_without_name(str(exc), kind, row)}") from None
+        except IntegrityError as exc:
+            raise KvregError(f"{label}: breaks a registry rule ({str(exc.orig).splitlines()[0]})") from None
+    if prune:
+        for key in sorted(set(current) - declared):
+            if kind == "demand" and current[key]["plan"] not in sp.CURRENT["plan"](conn):
+                continue  # gone with its plan
+            sp.remove(conn, kind, current[key])
+            diff.removed.append(key)
     return diff
 
 
@@ -292,8 +339,14 @@ def _prune(conn, kind: str, names: set[str], diff: KindDiff) -> None:
     for name in sorted(names):
         row_id = conn.execute(select(table.id).where(table.name == name)).scalar_one()
         plans = list(conn.execute(select(Plan.name).where(column == row_id).order_by(Plan.name)).scalars())
-        if plans:
-            diff.kept[name] = plans
+        users = [f"plan(s) {', '.join(plans)}"] if plans else []
+        if kind == "gpu":
+            from kvreg.sync_plans import used_by
+
+            fleet = used_by(conn, kind, name)
+            users += [f"fleet entries {', '.join(fleet)}"] if fleet else []
+        if users:
+            diff.kept[name] = users
             continue
         conn.execute(delete(table).where(table.id == row_id))
         diff.removed.append(name)
@@ -329,12 +382,12 @@ def describe(result: SyncResult) -> list[str]:
             lines.append(f"~ {d.kind} {name}")
             lines += [f"    {f}: {_show(old)} -> {_show(new)}" for f, old, new in changes]
         lines += [f"- {d.kind} {n}" for n in d.removed]
-        lines += [f"  {d.kind} {n} kept: used by plan(s) {', '.join(p)}" for n, p in d.kept.items()]
+        lines += [f"  {d.kind} {n} kept: used by {'; '.join(p)}" for n, p in d.kept.items()]
     for d in result.diffs:
         removed = f", {len(d.removed)} removed" if d.removed or d.kept else ""
         lines.append(f"{d.kind}: {len(d.added)} added, {len(d.changed)} changed, {len(d.unchanged)} unchanged{removed}")
     if not result.diffs:
-        lines.append("the file has no [[dtype]], [[gpu]] or [[model]] tables")
+        lines.append("the file has no [[dtype]], [[gpu]], [[model]], [[plan]], [[demand]] or [[fleet]] tables")
     if result.dry_run:
         lines.append("dry run: nothing written")
     elif result.writes:
@@ -357,5 +410,24 @@ def _show(value: Any, limit: int = 60) -> str:
 
 
 def export_text(conn) -> str:
-    """The registry's dtypes, GPUs and models as TOML in the apply format, ordered by name."""
-    return toml_text(declared_rows(conn))
+    """The registry's dtypes, GPUs, models, plans, demand and fleet as TOML in the apply format,
+    ordered by name (plans), by plan and quarter (demand) and by GPU and quarter (fleet)."""
+    from kvreg.sync_plans import export_rows
+
+    extra = [_other_text(kind, row) for kind in ("plan", "demand", "fleet") for row in export_rows(conn, kind)]
+    return "\n".join([toml_text(declared_rows(conn)), *extra])
+
+
+def _other_text(kind: str, row: dict) -> str:
+    lines = [f"[[{kind}]]"]
+    for f, value in row.items():
+        if value is None:
+            continue
+        if f == "workload":
+            if value:
+                items = ", ".join(f"{{ name = {toml_string(c['name'])}, avg_tokens = {c['avg_tokens']}, share = "
+                                  f"{toml_value(float(c['share']))} }}" for c in value)
+                lines.append(f"workload = [{items}]")
+            continue
+        lines.append(f"{f} = {toml_value(value)}")
+    return "\n".join(lines) + "\n"

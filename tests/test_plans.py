@@ -150,7 +150,7 @@ def test_rollup_is_the_sum_of_plan_quarter_rows(kv):
         s = sums[(r["gpu"], r["quarter"])]
         s["plans"] += 1
         s["plans_not_fitting"] += 0 if r["fits"] else 1
-        for k in ("users", "gpus_needed", "nodes_needed", "cost_per_month", "capex"):
+        for k in ("users", "gpus_needed", "nodes_needed", "cost_per_month"):
             s[k] += r[k] or 0  # a plan that does not fit needs no GPUs: its figures are empty
     rollup = kv.json("plan", "rollup")
     assert {(r["gpu"], r["quarter"]) for r in rollup} == set(sums)
@@ -159,17 +159,20 @@ def test_rollup_is_the_sum_of_plan_quarter_rows(kv):
         for k, v in s.items():
             assert r[k] == pytest.approx(v), (r["gpu"], r["quarter"], k)
         prev = sums.get((r["gpu"], "2026Q3" if r["quarter"] == "2026Q4" else None), {}).get("gpus_needed", 0)
-        assert r["previous_gpus_needed"] == prev
-        assert r["gpus_change"] == r["gpus_needed"] - prev
+        assert r["previous_quarter_gpus_needed"] == prev
+        assert r["gpus_needed_quarter_change"] == r["gpus_needed"] - prev
     by_key = {(r["gpu"], r["quarter"]): r for r in rollup}
     # By hand from the example plans: H100 2026Q3 = chat 1 + docs 1 + mixed 1 + 70B 12 + Qwen3 24 = 39;
     # 2026Q4 = 1 + 2 + 2 (200 mixed users / 106.3) + 24 + 64 = 93, up 54. H200 (the 8B): 2 then 3.
     assert by_key[("H100-SXM", "2026Q3")]["gpus_needed"] == 1 + 1 + 1 + 12 + 24 == 39
     h100_q4 = by_key[("H100-SXM", "2026Q4")]
-    assert (h100_q4["gpus_needed"], h100_q4["gpus_change"]) == (1 + 2 + 2 + 24 + 64, 93 - 39) == (93, 54)
+    assert (h100_q4["gpus_needed"], h100_q4["gpus_needed_quarter_change"]) == (1 + 2 + 2 + 24 + 64, 93 - 39) == (93, 54)
     assert (h100_q4["plans"], h100_q4["plans_not_fitting"]) == (6, 1)
     assert h100_q4["cost_per_month"] == pytest.approx(93 * 2.5 * 730)
-    assert by_key[("H200", "2026Q4")]["gpus_change"] == 3 - 2
+    assert by_key[("H200", "2026Q4")]["gpus_needed_quarter_change"] == 3 - 2
+    # No fleet entered: every GPU needed is to buy, at unit_price (H100-SXM 30,000 USD).
+    assert (h100_q4["gpus_installed"], h100_q4["gpus_to_buy"]) == (0, 93)
+    assert h100_q4["capex_to_buy"] == pytest.approx(93 * 30_000)
     only_q4 = kv.json("plan", "rollup", "--quarter", "2026q4")
     assert {r["quarter"] for r in only_q4} == {"2026Q4"}
 
@@ -245,7 +248,11 @@ def test_demand_set_upserts_and_list_filters(kv, db_url):
     assert [(r["users"], r["gpus_needed"]) for r in rows] == [(600, 3)]
     assert {r["quarter"] for r in kv.json("demand", "list", "--quarter", "2026Q3")} == {"2026Q3"}
     kv("demand", "remove", "chat-llama3-8b", "2027Q1")
-    assert kv.json("demand", "list", "--quarter", "2027Q1") == []
+    # Without an entry in 2027Q1 every plan's 2026Q4 demand carries into it (chat: 250 users).
+    carried = kv.json("demand", "list", "--quarter", "2027Q1")
+    assert {(r["quarter"], r["carried_from"]) for r in carried} == {("2027Q1", "2026Q4")}
+    assert [r["users"] for r in carried if r["plan"] == "chat-llama3-8b"] == [250]
+    assert kv.json("demand", "list", "--quarter", "2026Q2") == []
 
 
 # ---------------------------------------------------------------- json and csv

@@ -128,7 +128,6 @@ NO_SQLALCHEMY = [
     ["dtype", "list"],
     ["demand", "list", "--format", "json"],
     ["db", "current"],
-    ["export"],
     ["capacity", "--model", "Llama-3.1-8B", "--format", "json"],
 ]
 

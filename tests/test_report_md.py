@@ -246,14 +246,19 @@ def test_procurement_summary_and_plan_figures(chat_plan, tmp_path):
     assert plan["demand"]["capex"] == pytest.approx(29 * 30_000)
     assert math.ceil(40 / concurrency) == 12  # 2026Q3
 
-    # The summary row, as printed: 29 GPUs, 12 the quarter before (+17), 4 nodes.
-    rows = table_rows(md, "GPU type")
-    # Headers in words with units (kvreg.figures.labels); data.json keeps the view column names.
-    assert rows[0] == ["GPU type", "Plans (count)", "Plans that do not fit (count)", "Concurrent users (users)",
-                       "GPUs needed (GPUs)", "GPUs needed the quarter before (GPUs)", "Change in GPUs needed (GPUs)",
-                       "Nodes needed (nodes)", "Cost per month (USD)", "Purchase cost (USD)"]
-    assert rows[2] == ["H100-SXM", "1", "0", "100", "29", "12", "+17", "4", "52,925.00", "870,000.00"]
-    assert data["procurement"][0]["gpus_change"] == 17
+    # The summary row, as printed: no fleet, so all 29 GPUs are to buy (29 x 30,000 = 870,000 USD);
+    # 12 the quarter before (+17), 4 nodes. Headers in words with units (kvreg.figures.labels);
+    # data.json keeps the view column names.
+    from kvreg.figures.labels import label
+
+    rows = table_rows(md, label("gpu"))
+    assert rows[0] == [label(c) for c in ["gpu", "gpus_to_buy", "capex_to_buy", "gpus_needed", "gpus_installed",
+                                          "gpus_spare", "plans", "plans_not_fitting", "users", "nodes_needed",
+                                          "cost_per_month", "previous_quarter_gpus_needed",
+                                          "gpus_needed_quarter_change"]]
+    assert rows[2] == ["H100-SXM", "29", "870,000.00", "29", "0", "0", "1", "0", "100", "4", "52,925.00", "12", "+17"]
+    assert data["procurement"][0]["gpus_needed_quarter_change"] == 17
+    assert "- 29 x H100-SXM, capex 870,000.00 USD at `unit_price` 30,000.00 USD" in md
     assert "| Max concurrency (sequences) | 3.46 |" in md
     assert "**Fits:** one replica holds 3.46 context-length sequences (3 whole)." in md
     headroom = 29 * concurrency - 100  # 0.42 users
@@ -408,19 +413,23 @@ def test_next_quarter_compares_with_the_previous_report(chat_plan, tmp_path):
     before = (H100 * 0.88 - LLAMA8_WEIGHTS) / (LLAMA8_KV_BYTES_PER_TOKEN * 131072)  # 3.46 at reserve 0.12
     after = (H100 * 0.80 - LLAMA8_WEIGHTS) / (LLAMA8_KV_BYTES_PER_TOKEN * 131072)  # 3.06 at reserve 0.20
     capacity = cmp["capacity"][0]
-    assert capacity["previous_max_concurrency"] == pytest.approx(before)
+    assert capacity["last_report_max_concurrency"] == pytest.approx(before)
     assert capacity["max_concurrency"] == pytest.approx(after)
-    assert capacity["max_concurrency_change"] == pytest.approx(after - before)
+    assert capacity["max_concurrency_since_last_report"] == pytest.approx(after - before)
     # GPUs to buy: 40 users in the 2026Q3 report (ceil(40 / 3.46) = 12), 100 now (ceil(100 / 3.06) = 33).
     assert math.ceil(40 / before) == 12 and math.ceil(100 / after) == 33
+    # Named apart from the quarter-over-quarter change: last_report_x and x_since_last_report. No fleet
+    # in either registry, so GPUs to buy are the GPUs needed.
     assert cmp["procurement"] == [{
-        "gpu": "H100-SXM", "previous_gpus_needed": 12, "gpus_needed": 33, "gpus_change": 21,
-        "previous_cost_per_month": pytest.approx(12 * 2.5 * 730), "cost_per_month": pytest.approx(33 * 2.5 * 730),
-        "cost_per_month_change": pytest.approx(21 * 2.5 * 730),
+        "gpu": "H100-SXM", "last_report_gpus_to_buy": 12, "gpus_to_buy": 33, "gpus_to_buy_since_last_report": 21,
+        "last_report_gpus_needed": 12, "gpus_needed": 33, "gpus_needed_since_last_report": 21,
+        "last_report_cost_per_month": pytest.approx(12 * 2.5 * 730), "cost_per_month": pytest.approx(33 * 2.5 * 730),
+        "cost_per_month_since_last_report": pytest.approx(21 * 2.5 * 730),
     }]
     assert "- **Models**: added Qwen2.5-7B-copy" in md
     assert "- **GPUs**: removed H200" in md
-    assert "| H100-SXM | 12 | 33 | +21 | 21,900.00 | 60,225.00 | +38,325.00 |" in md
+    row = next(line for line in md.splitlines() if line.startswith("| H100-SXM | 12 | 33 |"))
+    assert row == "| H100-SXM | 12 | 33 | +21 | 12 | 33 | +21 | 21,900.00 | 60,225.00 | +38,325.00 |", row
 
 
 def test_compare_names_the_quarter(chat_plan, small_url, tmp_path):

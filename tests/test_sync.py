@@ -74,10 +74,10 @@ def toml_file(tmp_path):
 
 def test_export_writes_every_catalog_row_sorted_by_name(kv):
     data = tomllib.loads(kv("export").stdout)
-    assert sorted(data) == ["dtype", "gpu", "model"]
-    # the built-in catalog: 14 dtypes, 10 GPUs, 24 models
-    assert [len(data[k]) for k in ("dtype", "gpu", "model")] == [14, 10, 24]
-    for kind in data:
+    assert sorted(data) == ["demand", "dtype", "gpu", "model", "plan"]  # no fleet entered: no [[fleet]]
+    # the built-in catalog: 14 dtypes, 10 GPUs, 24 models, 6 example plans with 12 demand entries
+    assert [len(data[k]) for k in ("dtype", "gpu", "model", "plan", "demand")] == [14, 10, 24, 6, 12]
+    for kind in ("dtype", "gpu", "model", "plan"):
         names = [r["name"] for r in data[kind]]
         assert names == sorted(names)
     h100 = next(g for g in data["gpu"] if g["name"] == "H100-SXM")

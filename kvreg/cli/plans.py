@@ -9,7 +9,7 @@ from kvreg.cli.common import emit, emit_record, engine_options, format_option, o
 
 LIST_TABLE_COLUMNS = ["plan", "rule", "model", "gpu", "tp", "pp", "gpus_per_node", "context_tokens", "workload_tokens",
                       "kv_dtype", "kv_pool_gib_per_gpu", "max_concurrency", "workload_concurrency", "fits", "reason"]
-QUARTER_TABLE_COLUMNS = ["plan", "quarter", "users", "gpu", "tp", "workload_concurrency", "replicas_needed",
+QUARTER_TABLE_COLUMNS = ["plan", "quarter", "users", "carried_from", "gpu", "tp", "workload_concurrency", "replicas_needed",
                          "gpus_needed", "nodes_needed", "headroom_users", "cost_per_month", "capex", "reason"]
 # `plan show` of a plan without demand: the figures a planner reads first (--all: every field).
 SHOW_KEY_COLUMNS = ["plan", "model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens",
@@ -25,8 +25,9 @@ CALIBRATION_COLUMNS = ["plan", "rule", "measured_engine_version", "kv_cache_toke
 LOG_CALIBRATION_COLUMNS = ["calibration_source", "measured_kv_cache_bytes", "kv_pool_gib_per_gpu",
                            "kv_cache_memory_error_fraction", "weights_measured_bytes", "activation_bytes",
                            "non_torch_bytes", "engine_version"]
-ROLLUP_COLUMNS = ["gpu", "quarter", "plans", "plans_not_fitting", "users", "gpus_needed", "nodes_needed",
-                  "cost_per_month", "capex", "previous_gpus_needed", "gpus_change"]
+ROLLUP_COLUMNS = ["gpu", "quarter", "gpus_to_buy", "capex_to_buy", "gpus_needed", "gpus_installed", "gpus_spare",
+                  "plans", "plans_not_fitting", "users", "cost_per_month", "previous_quarter_gpus_needed",
+                  "gpus_needed_quarter_change"]
 SOLVE_TABLE = {
     "context": ["model", "gpu", "tp", "users", "gpus", "context_tokens", "max_concurrency",
                 "workload_concurrency", "replicas_needed", "gpus_needed", "context_within_claim", "limited_by"],
@@ -333,17 +334,32 @@ def plan_remove(ctx, name):
 
 
 @plan_group.command("rollup")
-@click.option("--quarter", help="Only this quarter (2026Q4).")
+@click.option("--quarter", help="Only this quarter (2026Q4); demand and fleet entries carry forward into it.")
+@click.option("--from", "start", help="First quarter of a horizon (2026Q4): the quarters side by side.")
+@click.option("--quarters", help="Quarters in the horizon from --from (default 4).")
 @format_option()
 @click.pass_context
 @user_errors
-def plan_rollup(ctx, quarter, fmt):
-    """What to buy: GPUs, nodes, cost per month and capex per GPU type per quarter, summed over plans,
-    and the change in GPUs from the quarter before (the procurement view)."""
+def plan_rollup(ctx, quarter, start, quarters, fmt):
+    """What to buy per GPU type and quarter: GPUs the plans need, GPUs installed (kvreg fleet), GPUs
+    to buy = max(0, needed - installed) and their capex, spare GPUs, cost per month, and the change
+    in GPUs needed from the quarter before. Demand and fleet entries hold until their next entry.
+
+    With --from Q --quarters N the table shows N quarters side by side per GPU type and the quarter
+    the first purchase must land in (json/csv: one row per GPU type and quarter).
+
+    Example: kvreg plan rollup --from 2026Q4 --quarters 4
+    """
     from kvreg.db.read import rollup
 
-    rows = read(ctx, lambda conn: rollup(conn, quarter))
-    emit(rows, fmt, ROLLUP_COLUMNS)
+    rows = read(ctx, lambda conn: rollup(conn, quarter, start, quarters))
+    if (start or quarters) and fmt == "table":
+        from kvreg.fleet import horizon_table
+
+        columns, table = horizon_table(rows)
+        emit(table, fmt, columns)
+    else:
+        emit(rows, fmt, ROLLUP_COLUMNS if fmt == "table" else None)
 
 
 # --------------------------------------------------------------------------- plan solve
@@ -354,64 +370,118 @@ def solve_group():
     """Reverse questions, answered by searching through the views: context, gpus, reserve."""
 
 
+_PLAN_OPTIONS = [
+    click.option("--plan", "plan_name", help="Take the deployment from this saved plan; options given override it."),
+    click.option("--quarter", help="With --plan: the users are the plan's demand in force in this quarter (2026Q4), "
+                 "unless --users is given."),
+]
+
+
+def _plan_options(fn):
+    for opt in reversed(_PLAN_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+def _solver_input(ctx, conn, opts: dict, plan_name, quarter, users):
+    """The solver's deployment spec and users: the options, or a saved plan with the options given
+    on the command line laid over it."""
+    from kvreg.errors import KvregError
+    from kvreg.plans import plan_demand_users, plan_solver_spec
+
+    if plan_name is None:
+        if quarter is not None:
+            raise KvregError("--quarter takes the users from a plan's demand: give --plan NAME too")
+        if users is None:
+            raise KvregError("give --users N, or --plan NAME --quarter Q to take a plan's demand")
+        for key in ("model", "gpu"):
+            if not opts.get(key):
+                raise KvregError(f"give --{key}, or --plan NAME to take the deployment from a saved plan")
+        return _spec(opts, partial=False), users
+    given = {k: v for k, v in opts.items()
+             if ctx.get_parameter_source(k) not in (None, click.core.ParameterSource.DEFAULT)}
+    spec = {**plan_solver_spec(conn, plan_name), **_spec(given, partial=True)}
+    if users is None:
+        if quarter is None:
+            raise KvregError(f"give --users N or --quarter Q (the users of {plan_name!r} in force then)")
+        users = plan_demand_users(conn, plan_name, quarter)
+    return spec, users
+
+
 @solve_group.command("context")
-@click.option("--users", required=True, help="Concurrent users to serve.")
+@click.option("--users", help="Concurrent users to serve (with --plan and --quarter: the plan's demand).")
 @click.option("--gpus", required=True, help="GPUs available.")
 @click.option("--beyond-claim", is_flag=True, help="Search past the model's claimed context (max_position_embeddings); "
               "without it the answer is at most the claim.")
+@_plan_options
 @_deployment_options(defaults=True, notes=False, context=False, tp="auto", tp_auto="try every valid TP")
 @format_option()
 @click.pass_context
 @user_errors
-def solve_context_cmd(ctx, users, gpus, beyond_claim, fmt, **opts):
+def solve_context_cmd(ctx, users, gpus, beyond_claim, plan_name, quarter, fmt, **opts):
     """The longest context that serves N concurrent users on G GPUs, at most the model's claimed
     context unless --beyond-claim (limited_by says which bound it met: memory, the model's claim).
     Each user holds a whole context unless --avg-tokens or --workload is given. --tp auto (the
-    default) tries every valid TP.
+    default) tries every valid TP; with --plan the plan's own settings are used unless given here.
 
     Example: kvreg plan solve context --model Llama-3.1-70B --gpu H100-SXM --tp 4 --users 8 --gpus 8
+
+    Example: kvreg plan solve context --plan chat-llama3-8b --quarter 2026Q4 --gpus 2
     """
     from kvreg.plans import solve_context
 
-    spec = _spec(opts, partial=False)
     with open_db(ctx).connect() as conn:
+        spec, users = _solver_input(ctx, conn, opts, plan_name, quarter, users)
         row = solve_context(conn, spec, users, gpus, beyond_claim=beyond_claim)
     _emit_solution(row, fmt, "context")
 
 
 @solve_group.command("gpus")
-@click.option("--users", required=True, help="Concurrent users to serve.")
+@click.option("--users", help="Concurrent users to serve (with --plan and --quarter: the plan's demand).")
+@_plan_options
 @_deployment_options(defaults=True, notes=False, tp="auto", tp_auto="try every valid TP")
 @format_option()
 @click.pass_context
 @user_errors
-def solve_gpus_cmd(ctx, users, fmt, **opts):
+def solve_gpus_cmd(ctx, users, plan_name, quarter, fmt, **opts):
     """The fewest GPUs that serve N concurrent users at --context (each user holding a whole context
-    unless --avg-tokens or --workload is given). --tp auto (the default) tries every valid TP in the node.
+    unless --avg-tokens or --workload is given). --tp auto (the default) tries every valid TP in the node;
+    with --plan the plan's own settings (its TP too) are used unless given here.
 
     Example: kvreg plan solve gpus --model Llama-3.1-70B --gpu H100-SXM --tp auto --users 20 --context 128K
+
+    Example: kvreg plan solve gpus --plan longctx-llama31-70b --quarter 2026Q4 --tp auto
     """
     from kvreg.plans import solve_gpus
 
-    spec = _spec(opts, partial=False)
     with open_db(ctx).connect() as conn:
+        spec, users = _solver_input(ctx, conn, opts, plan_name, quarter, users)
         row = solve_gpus(conn, spec, users)
     _emit_solution(row, fmt, "gpus")
 
 
 @solve_group.command("reserve")
-@click.argument("plan")
-@click.option("--quarter", help="Only this quarter (2026Q4); default: every quarter with demand.")
+@click.argument("plan", required=False)
+@click.option("--plan", "plan_name", help="The plan (the same as giving it as the argument).")
+@click.option("--quarter", help="Only this quarter (2026Q4, demand carried into it); default: every quarter with "
+              "a demand entry.")
 @format_option()
 @click.pass_context
 @user_errors
-def solve_reserve_cmd(ctx, plan, quarter, fmt):
+def solve_reserve_cmd(ctx, plan, plan_name, quarter, fmt):
     """The largest memory reserve (to 0.0001) at which a plan still serves each quarter's users with
-    the GPUs it needs now."""
+    the GPUs it needs now.
+
+    Example: kvreg plan solve reserve --plan chat-llama3-8b --quarter 2026Q4
+    """
     from kvreg.plans import solve_reserve
 
+    if plan and plan_name and plan != plan_name:
+        raise click.ClickException(f"two plans given ({plan} and --plan {plan_name}): give one")
+    if not (plan or plan_name):
+        raise click.ClickException("give the plan: kvreg plan solve reserve --plan NAME")
     with open_db(ctx).connect() as conn:
-        rows = solve_reserve(conn, plan, quarter)
+        rows = solve_reserve(conn, plan or plan_name, quarter)
     emit(rows, fmt)
 
 
@@ -440,7 +510,8 @@ def demand_group():
 @click.pass_context
 @user_errors
 def demand_set(ctx, plan, quarter, users):
-    """Set a plan's target concurrent users in a quarter (added, or changed if already set).
+    """Set a plan's target concurrent users from a quarter on (added, or changed if already set). The
+    value holds in later quarters until the plan's next entry; 0 ends the plan's demand.
 
     Example: kvreg demand set chat-llama3-8b 2027Q1 400
     """
@@ -453,12 +524,16 @@ def demand_set(ctx, plan, quarter, users):
 
 @demand_group.command("list")
 @click.option("--plan", help="Only this plan.")
-@click.option("--quarter", help="Only this quarter (2026Q4).")
+@click.option("--quarter", help="Each plan's demand in force in this quarter (2026Q4): the latest entry at or "
+              "before it (0 ends it); carried values name the quarter they were set in. Default: every entry.")
 @format_option()
 @click.pass_context
 @user_errors
 def demand_list(ctx, plan, quarter, fmt):
-    """Demand per plan and quarter with replicas, GPUs, nodes, headroom and cost (the plan_quarter view)."""
+    """Demand per plan and quarter with replicas, GPUs, nodes, headroom and cost (the plan_quarter view).
+
+    Example: kvreg demand list --quarter 2027Q2
+    """
     from kvreg.db.read import list_demand
 
     rows = read(ctx, lambda conn: list_demand(conn, plan, quarter))
@@ -477,3 +552,13 @@ def demand_remove(ctx, plan, quarter):
     with open_db(ctx).begin() as conn:
         remove_demand(conn, plan, quarter)
     click.echo(f"removed demand of {plan} in {quarter}")
+
+
+def _bulk_commands():
+    from kvreg.cli.fleet import export_command, import_command
+
+    import_command(demand_group, "demand", "plan,quarter,users", "demand.csv")
+    export_command(demand_group, "demand")
+
+
+_bulk_commands()

@@ -11,19 +11,22 @@ from kvreg.cli.common import open_db, read, user_errors
 @click.argument("file", metavar="FILE")
 @click.option("--dry-run", is_flag=True, help="Print the diff and write nothing.")
 @click.option("--prune", is_flag=True,
-              help="TOML only: also delete models and GPUs the file does not declare (only kinds the file has "
-                   "tables for; rows a plan uses are kept).")
+              help="TOML only: also delete rows the file does not declare (only kinds the file has tables for; models "
+                   "and GPUs a plan or a fleet entry uses are kept; a pruned plan takes its demand with it).")
 @click.option("--quarter", metavar="YYYYQn",
               help="Workbook only: the quarter the workbook must have been written for. Default: the current "
                    "quarter.")
 @click.pass_context
 @user_errors
 def apply_cmd(ctx, file, dry_run, prune, quarter):
-    """Sync the [[dtype]], [[gpu]] and [[model]] tables of a TOML FILE (- for stdin) into the registry,
-    or read back the inputs finance changed in a capacity workbook (a FILE ending in .xlsx).
+    """Sync the [[dtype]], [[gpu]], [[model]], [[plan]], [[demand]] and [[fleet]] tables of a TOML FILE
+    (- for stdin) into the registry, or read back the inputs finance changed in a capacity workbook
+    (a FILE ending in .xlsx).
 
-    TOML: rows are matched by name: new ones are added, changed ones updated, nothing is deleted unless
-    --prune. Keys are the registry's column names (see `kvreg export`); memory_bytes may be "80GiB",
+    TOML: rows are matched by name (demand by plan and quarter, fleet by GPU and quarter): new ones are
+    added, changed ones updated, nothing is deleted unless --prune. A [[plan]] names its model and
+    GPU and gives its workload mix inline (workload = [{ name = "chat", avg_tokens = 1500, share = 0.8 }]).
+    Keys are the registry's column names (see `kvreg export`); memory_bytes may be "80GiB",
     max_position_embeddings "128K", and params_b / active_params_b stand for parameter counts in
     billions. Everything is written in one transaction: a bad row names itself and nothing is written.
 
@@ -64,14 +67,15 @@ def apply_cmd(ctx, file, dry_run, prune, quarter):
 @click.pass_context
 @user_errors
 def export_cmd(ctx, out):
-    """Write the registry's dtypes, GPUs and models as TOML, sorted by name (the format `kvreg apply` reads).
+    """Write the registry's dtypes, GPUs, models, plans, demand and fleet as TOML (the format `kvreg apply` reads).
 
     Export, apply to another registry, export again: the text is identical.
     """
-    from kvreg.db.read import declared_rows
-    from kvreg.export.toml_text import toml_text
+    from kvreg.sync import export_text
 
-    text = toml_text(read(ctx, declared_rows))
+    # The full path: plans, demand and fleet are read through SQLAlchemy (kvreg.sync_plans).
+    with open_db(ctx).connect() as conn:
+        text = export_text(conn)
     if out is None:
         click.echo(text, nl=False)
         return

@@ -23,7 +23,7 @@ import sqlite3
 from contextlib import contextmanager
 
 from kvreg import fastpath
-from kvreg.errors import suggest
+from kvreg.errors import KvregError, suggest
 from kvreg.units import parse_quarter
 
 # Registry columns in the order the table definitions give them (kvreg.db.tables; a test keeps them
@@ -316,25 +316,103 @@ def view_columns(conn, view: str) -> list[str]:
     return runner(conn).columns(f"SELECT * FROM {view} WHERE 1 = 0")
 
 
+# --------------------------------------------------------------------------- demand, fleet, rollup
+# Entries carry forward: a plan's users (a GPU type's fleet) in a quarter are its latest entry at or
+# before it. The rule and the rollup's aggregates are declared in kvreg.figures.aggregates.
+
+# Horizons longer than this are refused: 10 years of quarters is far past any purchase plan.
+MAX_HORIZON_QUARTERS = 40
+FLEET_COLUMNS = ["gpu", "quarter", "gpus_owned", "gpus_reserved", "reserved_price_per_hour", "carried_from",
+                 "until_quarter"]
+
+
+def dialect(conn) -> str:
+    """'sqlite' or 'postgresql': the SQL flavour a connection (stdlib or SQLAlchemy) speaks."""
+    if isinstance(conn, (_SqliteRunner, sqlite3.Connection)):
+        return "sqlite"
+    conn = conn.conn if isinstance(conn, _SqlaRunner) else conn
+    return conn.dialect.name
+
+
+def in_force(conn, view: str, quarter: str | None, where: list[str], params: dict, order: str,
+             live: str = "") -> list[dict]:
+    """Rows of a view of entries (plan_quarter, fleet_quarter). Without a quarter: every entry. With
+    one: the entries in force in it (carry-forward), each shown in that quarter with `carried_from`
+    naming the quarter it was set in when that is an earlier one. `live`: a condition a carried
+    entry must meet (demand: users > 0, since 0 ends a plan's demand)."""
+    from kvreg.figures.aggregates import in_force_sql, index_of_quarter
+
+    where = list(where)
+    q = None
+    if quarter is not None:
+        q = parse_quarter(quarter)
+        where.append(in_force_sql("e", str(index_of_quarter(q))))
+        if live:
+            where.append(f"({live} OR e.quarter = :q_asked)")
+        params = {**params, "q_asked": q}
+    sql = f"SELECT e.* FROM {view} e" + (" WHERE " + " AND ".join(where) if where else "") + f" ORDER BY {order}"
+    rows = []
+    for row in runner(conn).rows(sql, params):
+        row["carried_from"] = None
+        if q is not None and row["quarter"] != q:
+            row["carried_from"] = row["quarter"]
+            row["quarter"] = q
+        rows.append(row)
+    return rows
+
+
 def list_demand(conn, plan: str | None = None, quarter: str | None = None) -> list[dict]:
-    """plan_quarter rows, by plan then quarter, optionally for one plan and/or one quarter."""
+    """plan_quarter rows, by plan then quarter, optionally for one plan. Without a quarter: every
+    `demand set` entry. With one: each plan's demand in force in it (the latest entry at or before
+    it; 0 ends it), `carried_from` naming the quarter a carried value was set in."""
     where, params = [], {}
     if plan is not None:
         get_plan(conn, plan)
-        where.append("plan = :plan")
+        where.append("e.plan = :plan")
         params["plan"] = plan
-    if quarter is not None:
-        where.append("quarter = :quarter")
-        params["quarter"] = parse_quarter(quarter)
-    sql = "SELECT * FROM plan_quarter" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY plan, quarter"
-    return runner(conn).rows(sql, params)
+    return in_force(conn, "plan_quarter", quarter, where, params, "e.plan, e.quarter", live="e.users > 0")
 
 
-def rollup(conn, quarter: str | None = None) -> list[dict]:
-    """The procurement view: GPUs, nodes and cost per GPU type per quarter, and the change from the quarter before."""
-    sql, params = "SELECT * FROM procurement", {}
-    if quarter is not None:
-        sql += " WHERE quarter = :quarter"
-        params["quarter"] = parse_quarter(quarter)
-    return runner(conn).rows(sql + " ORDER BY quarter, gpu", params)
+def list_fleet(conn, gpu: str | None = None, quarter: str | None = None) -> list[dict]:
+    """fleet_quarter rows by GPU type and quarter: every entry, or those in force in `quarter`."""
+    where, params = [], {}
+    if gpu is not None:
+        params["gpu"] = get_gpu(conn, gpu)["name"]
+        where.append("e.gpu = :gpu")
+    rows = in_force(conn, "fleet_quarter", quarter, where, params, "e.gpu, e.quarter")
+    return [{k: r.get(k) for k in FLEET_COLUMNS} for r in rows]
 
+
+def horizon_quarters(start: str, count) -> list[str]:
+    from kvreg.figures.aggregates import index_of_quarter, quarter_of_index
+
+    first = index_of_quarter(parse_quarter(start))
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise KvregError(f"--quarters must be a whole number of quarters, at least 1, not {count!r}")
+    if count > MAX_HORIZON_QUARTERS:
+        raise KvregError(f"--quarters {count} is too long a horizon: at most {MAX_HORIZON_QUARTERS}")
+    return [quarter_of_index(first + i) for i in range(count)]
+
+
+def rollup(conn, quarter: str | None = None, start: str | None = None, quarters=None) -> list[dict]:
+    """What to buy per GPU type and quarter (the declared aggregates).
+
+    No arguments: the `procurement` view, every quarter with an entry. `quarter`: that one quarter
+    (entries carried forward into it). `start` and `quarters`: a horizon of consecutive quarters,
+    every GPU type with demand or fleet in each, zeros included."""
+    from kvreg.figures.aggregates import AGGREGATE_COLUMNS, aggregate_sql, quarters_sql
+
+    if start is not None or quarters is not None:
+        if quarter is not None:
+            raise KvregError("give --quarter or --from/--quarters, not both")
+        if start is None:
+            raise KvregError("--quarters needs --from: the first quarter of the horizon (2026Q4)")
+        axis = horizon_quarters(start, quarters or 4)
+        rows = runner(conn).rows(aggregate_sql(quarters_sql(axis), dialect(conn)))
+    elif quarter is not None:
+        sql = aggregate_sql(quarters_sql([parse_quarter(quarter)]), dialect(conn), only_active=True)
+        rows = runner(conn).rows(sql)
+    else:
+        rows = runner(conn).rows("SELECT * FROM procurement")
+    rows.sort(key=lambda r: (r["quarter"], r["gpu"]))
+    return [{k: r[k] for k in ["gpu", "quarter", *AGGREGATE_COLUMNS]} for r in rows]

@@ -280,6 +280,30 @@ class Demand(SQLModel, table=True):
     users: int = Field(sa_column=Column(BigInteger, nullable=False))
 
 
+_QUARTER_CHECK = ("length(quarter) = 6 AND substr(quarter, 5, 1) = 'Q' AND substr(quarter, 6, 1) IN ('1','2','3','4')")
+
+
+class Fleet(SQLModel, table=True):
+    """GPUs installed of one GPU type from a quarter on: owned, and committed (reserved) cloud
+    capacity with its own price. An entry holds until the GPU type's next entry (carry-forward)."""
+
+    __tablename__ = "fleet"
+    __table_args__ = (
+        UniqueConstraint("gpu_id", "quarter", name="uq_fleet_gpu_quarter"),
+        CheckConstraint("gpus_owned >= 0", name="ck_fleet_owned"),
+        CheckConstraint("gpus_reserved >= 0", name="ck_fleet_reserved"),
+        CheckConstraint("reserved_price_per_hour IS NULL OR reserved_price_per_hour >= 0", name="ck_fleet_price"),
+        CheckConstraint(_QUARTER_CHECK, name="ck_fleet_quarter"),
+    )
+
+    id: Optional[int] = Field(default=None, primary_key=True)
+    gpu_id: int = Field(sa_column=Column(Integer, ForeignKey("gpu.id", ondelete="RESTRICT"), nullable=False))
+    quarter: str = Field(sa_column=Column(String, nullable=False))
+    gpus_owned: int = Field(sa_column=Column(BigInteger, nullable=False))
+    gpus_reserved: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, server_default="0"))
+    reserved_price_per_hour: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
+
+
 class WorkloadClass(SQLModel, table=True):
     """One request class of a plan's workload mix (seed 002: chat at 1,500 tokens, documents at 13,000).
 

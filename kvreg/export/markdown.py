@@ -49,8 +49,16 @@ def trusted(name: str) -> Md:
 
 
 def _unit(name: str) -> tuple[str, str]:
-    """(unit, kind) of a view column, from its declaration (`previous_x` and `x_change` are x's)."""
+    """(unit, kind) of a view column, from its declaration (`last_report_x`, `x_since_last_report`,
+    `previous_x` and `x_change` are x's)."""
+    from kvreg.figures.declarations import AGGREGATES
+
+    if name in AGGREGATES:
+        return AGGREGATES[name].unit, AGGREGATES[name].kind
+    name = name.removeprefix("last_report_").removesuffix("_since_last_report")
     name = name.removeprefix("previous_").removesuffix("_change")
+    if name in AGGREGATES:
+        return AGGREGATES[name].unit, AGGREGATES[name].kind
     if name in FIGURES:
         return FIGURES[name].unit, FIGURES[name].kind
     if name in INPUTS:
@@ -74,8 +82,8 @@ def display(value: object, name: str = "") -> Md:
         return Md("yes" if value else "no")
     if not isinstance(value, (int, float)):
         return Md(escape(value))
-    if name.endswith("_change"):
-        magnitude = display(abs(value), name.removesuffix("_change"))
+    if name.endswith(("_change", "_since_last_report")):
+        magnitude = display(abs(value), name.removesuffix("_change").removesuffix("_since_last_report"))
         return magnitude if value == 0 else Md(("+" if value > 0 else "-") + magnitude)
     unit, kind = _unit(name)
     if unit == "flag":
@@ -159,6 +167,20 @@ def gpus_by_quarter(rows: list[dict]) -> Md:
     return Md("\n".join(lines))
 
 
+def horizon_table(rows: list[dict]) -> Md:
+    """The horizon side by side: a row per GPU type and figure, a column per quarter."""
+    quarters = sorted({r["quarter"] for r in rows})
+    gpus = sorted({r["gpu"] for r in rows})
+    by = {(r["gpu"], r["quarter"]): r for r in rows}
+    names = ["gpus_needed", "gpus_installed", "gpus_to_buy", "capex_to_buy", "gpus_spare"]
+    lines = [cells([trusted("gpu"), trusted("figure")] + [display(q) for q in quarters]),
+             cells([Md("---")] * (len(quarters) + 2))]
+    for g in gpus:
+        for n in names:
+            lines.append(cells([display(g), trusted(n)] + [display((by.get((g, q)) or {}).get(n), n) for q in quarters]))
+    return Md("\n".join(lines))
+
+
 def sweep_by_gpu(rows: list[dict]) -> list[tuple[str, list[dict]]]:
     """The sweep's rows grouped by GPU, in GPU name order."""
     out: dict[str, list[dict]] = {}
@@ -223,7 +245,7 @@ def environment():
     )
     env.globals.update(
         table=table, display=display, cells=cells, trusted=trusted, figures_table=figures_table,
-        catalog_table=catalog_table, gpu_table=gpu_table, gpus_by_quarter=gpus_by_quarter, sweep_by_gpu=sweep_by_gpu,
+        catalog_table=catalog_table, gpu_table=gpu_table, gpus_by_quarter=gpus_by_quarter, horizon_table=horizon_table, sweep_by_gpu=sweep_by_gpu,
         sweep_table=sweep_table, changes=changes,
     )
     env.filters.update(tokens=lambda n: Md(format_tokens(int(n))), trusted=trusted)

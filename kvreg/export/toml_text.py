@@ -13,7 +13,7 @@ from kvreg.units import format_size
 SIZE_FIELDS = ("memory_bytes", "memory_bandwidth_bytes_per_s")  # text with a unit: "80GiB", "3350GB"
 
 _HEADER = (
-    "# kvreg registry: dtypes, GPUs and models.\n"
+    "# kvreg registry: dtypes, GPUs, models, plans (with their workload mix), demand and fleet.\n"
     "# Written by `kvreg export`; `kvreg apply FILE` syncs a registry to it (see docs/cli.md).\n"
     "# Keys are registry column names; a key that is absent means NULL or the column default.\n"
 )

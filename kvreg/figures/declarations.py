@@ -901,3 +901,72 @@ def dependencies(name: str, _seen: frozenset = frozenset()) -> set[str]:
             out |= dependencies(e.name, _seen | {name})
         stack.extend(e.children())
     return out
+
+
+# --------------------------------------------------------------------------- procurement aggregates
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """A figure per GPU type and quarter: a sum (or count) over the rows in force in that quarter,
+    or an expression over other aggregates and the GPU's inputs.
+
+    Rows in force: a demand entry (the plan_quarter view, one row per `demand set`) or a fleet
+    entry (fleet_quarter) holds from its quarter until the next entry of the same plan (GPU type):
+    the latest entry at or before the quarter (carry-forward; a demand of 0 ends a plan's demand).
+    `quarter="previous"` takes the rows in force in the quarter before: the one declared notion of
+    "previous quarter". kvreg.figures.aggregates compiles these to SQL GROUP BY and to SUMIFS.
+    """
+
+    name: str
+    unit: str
+    meaning: str
+    kind: str = "int"  # int | real
+    over: str = ""  # "demand" | "fleet": summed over those rows; "" an expression
+    of: str | None = None  # the column summed; None: the rows are counted
+    where: tuple[tuple[str, str, object], ...] = ()  # (column, "=" or ">", number): only such rows
+    quarter: str = "this"  # "this" | "previous"
+    expr: Expr | None = None  # Ref(name): another aggregate; Input(name): a GPU input
+
+
+_LIVE = (("users", ">", 0),)  # a plan whose demand is 0 has ended: it is not counted
+
+_AGGREGATES = [
+    Aggregate("plans", "count", "plans with demand (more than 0 users) in force on this GPU type", over="demand",
+              where=_LIVE),
+    Aggregate("plans_not_fitting", "count", "of those, plans that do not fit (their GPUs are not counted)",
+              over="demand", where=_LIVE + (("fits", "=", 0),)),
+    Aggregate("users", "users", "concurrent users to serve: the plans' demand in force", over="demand", of="users"),
+    Aggregate("gpus_needed", "GPUs", "GPUs the plans need (their replicas x TP x PP)", over="demand",
+              of="gpus_needed"),
+    Aggregate("nodes_needed", "nodes", "nodes to house the plans' replicas", over="demand", of="nodes_needed"),
+    Aggregate("cost_per_month", "USD", "rental cost per month of the GPUs in use: gpus_needed x price_per_hour x 730",
+              "real", over="demand", of="cost_per_month"),
+    Aggregate("gpus_owned", "GPUs", "GPUs owned (the fleet entry in force)", over="fleet", of="gpus_owned"),
+    Aggregate("gpus_reserved", "GPUs", "committed or reserved cloud GPUs (the fleet entry in force)", over="fleet",
+              of="gpus_reserved"),
+    Aggregate("reserved_price_per_hour", "USD/h", "price per reserved GPU-hour (the fleet entry in force)", "real",
+              over="fleet", of="reserved_price_per_hour"),
+    Aggregate("gpus_installed", "GPUs", "GPUs installed: owned + reserved",
+              expr=Ref("gpus_owned") + Ref("gpus_reserved")),
+    Aggregate("gpus_to_buy", "GPUs", "the purchase: max(0, gpus_needed - gpus_installed)",
+              expr=greatest(0, Ref("gpus_needed") - Ref("gpus_installed"))),
+    Aggregate("gpus_spare", "GPUs", "installed GPUs no plan needs: max(0, gpus_installed - gpus_needed)",
+              expr=greatest(0, Ref("gpus_installed") - Ref("gpus_needed"))),
+    Aggregate("capex_to_buy", "USD", "the purchase's cost: gpus_to_buy x unit_price", "real",
+              expr=Ref("gpus_to_buy") * Input("unit_price")),
+    Aggregate("reserved_cost_per_month", "USD", "cost per month of the reserved GPUs: gpus_reserved x"
+              f" reserved_price_per_hour x {HOURS_PER_MONTH}", "real",
+              expr=Ref("gpus_reserved") * Ref("reserved_price_per_hour") * HOURS_PER_MONTH),
+    Aggregate("previous_quarter_gpus_needed", "GPUs", "gpus_needed in the quarter before", over="demand",
+              of="gpus_needed", quarter="previous"),
+    Aggregate("gpus_needed_quarter_change", "GPUs", "gpus_needed - previous_quarter_gpus_needed (quarter over quarter)",
+              expr=Ref("gpus_needed") - Ref("previous_quarter_gpus_needed")),
+]
+
+AGGREGATES: dict[str, Aggregate] = {}
+for _a in _AGGREGATES:
+    assert _a.name not in AGGREGATES, _a.name
+    AGGREGATES[_a.name] = _a
+# The GPU type's own inputs an aggregate expression reads.
+AGGREGATE_GPU_INPUTS = ("unit_price", "price_per_hour")

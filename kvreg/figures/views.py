@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, dependencies
+from .aggregates import aggregate_sql, entered_quarters_sql, quarter_index_sql, until_sql
 from .expr import PostgresCompiler, SqlCompiler
 
 _MODEL_COLS = [
@@ -209,14 +210,19 @@ def _plan_quarter_grain() -> Grain:
     cap = next(g for g in GRAINS if g.view == "plan_capacity")
     cap_cols = list(cap.passthrough) + cap.figures()
     cols = ", ".join(f"pc.{c} AS {c}" for c in cap_cols)
+    # One row per demand entry; until_quarter is the plan's next entry, where this one stops holding
+    # (kvreg.figures.aggregates: the carry-forward rule).
+    until = until_sql("demand", "d", "plan_id")
     source = (
-        f"SELECT d.quarter AS quarter, d.users AS users, {cols},"
+        f"SELECT d.quarter AS quarter, {quarter_index_sql('d.quarter')} AS quarter_index, {until} AS"
+        f" until_quarter, {quarter_index_sql(until)} AS until_index, d.users AS users, {cols},"
         " g.price_per_hour AS price_per_hour, g.unit_price AS unit_price"
         " FROM demand d JOIN plan_capacity pc ON pc.plan_id = d.plan_id"
         " JOIN gpu g ON g.name = pc.gpu"
     )
-    columns = ("quarter", "users", *cap_cols, "price_per_hour", "unit_price")
-    passthrough = ("plan_id", "plan", "quarter", "users", "model", "gpu", "rule", "tp", "pp", "dp_attention",
+    columns = ("quarter", "quarter_index", "until_quarter", "until_index", "users", *cap_cols, "price_per_hour",
+               "unit_price")
+    passthrough = ("plan_id", "plan", "quarter", "quarter_index", "until_quarter", "until_index", "users", "model", "gpu", "rule", "tp", "pp", "dp_attention",
                    "gpus_per_node", "context_tokens", "avg_tokens", "kv_dtype", "weight_dtype", "fits", "reason",
                    "max_concurrency", "workload_concurrency", "replicas_per_node", "gpus_per_replica",
                    "price_per_hour", "unit_price")
@@ -227,36 +233,14 @@ GRAINS.append(_plan_quarter_grain())
 GRAIN = {g.view: g for g in GRAINS}
 
 
-# The procurement rollup aggregates plan_quarter; the sums are the only arithmetic here.
-ROLLUP_SUMS = ("users", "gpus_needed", "nodes_needed", "cost_per_month", "capex")
-
-
-def _rollup_sql(dialect: str) -> str:
-    qi = (
-        "(CAST(substr(quarter, 1, 4) AS INTEGER) * 4 + CAST(substr(quarter, 6, 1) AS INTEGER) - 1)"
-    )
-    sums = ", ".join(f"{_sum(c, dialect)} AS {c}" for c in ROLLUP_SUMS)
-    cur = (
-        f"SELECT gpu, quarter, {qi} AS quarter_index, COUNT(*) AS plans,"
-        " SUM(CASE WHEN fits = 1 THEN 0 ELSE 1 END) AS plans_not_fitting, " + sums +
-        " FROM plan_quarter GROUP BY gpu, quarter"
-    )
-    return (
-        "SELECT cur.gpu AS gpu, cur.quarter AS quarter, cur.plans AS plans, cur.plans_not_fitting AS plans_not_fitting, "
-        + ", ".join(f"cur.{c} AS {c}" for c in ROLLUP_SUMS)
-        + ", COALESCE(prev.gpus_needed, 0) AS previous_gpus_needed,"
-        " cur.gpus_needed - COALESCE(prev.gpus_needed, 0) AS gpus_change"
-        f" FROM ({cur}) cur LEFT JOIN ({cur}) prev"
-        " ON prev.gpu = cur.gpu AND prev.quarter_index = cur.quarter_index - 1"
-    )
-
-
-def _sum(col: str, dialect: str) -> str:
-    kind = (FIGURES[col] if col in FIGURES else INPUTS[col]).kind
-    if dialect == "postgresql" and kind == "int":
-        # PostgreSQL sums BIGINT into NUMERIC, which reaches Python as Decimal (and breaks JSON).
-        return f"CAST(SUM({col}) AS BIGINT)"
-    return f"SUM({col})"
+# The fleet entries, as the plan_quarter view gives the demand entries: one row per `fleet set`.
+FLEET_QUARTER_SQL = (
+    "SELECT f.id AS fleet_id, g.name AS gpu, f.quarter AS quarter, "
+    + quarter_index_sql("f.quarter") + " AS quarter_index, " + until_sql("fleet", "f", "gpu_id") + " AS until_quarter, "
+    + quarter_index_sql(until_sql("fleet", "f", "gpu_id")) + " AS until_index, f.gpus_owned AS gpus_owned,"
+    " f.gpus_reserved AS gpus_reserved, f.reserved_price_per_hour AS reserved_price_per_hour"
+    " FROM fleet f JOIN gpu g ON g.id = f.gpu_id"
+)
 
 
 def _layers(grain: Grain) -> list[list[str]]:
@@ -320,11 +304,12 @@ def view_select(grain: Grain, dialect: str = "sqlite") -> str:
 def view_definitions(dialect: str = "sqlite") -> list[tuple[str, str]]:
     """(view name, SELECT) in dependency order."""
     out = [(g.view, view_select(g, dialect)) for g in GRAINS]
-    out.append(("procurement", _rollup_sql(dialect)))
+    out.append(("fleet_quarter", FLEET_QUARTER_SQL))
+    out.append(("procurement", aggregate_sql(entered_quarters_sql(), dialect, only_active=True)))
     return out
 
 
-VIEW_NAMES = [g.view for g in GRAINS] + ["procurement"]
+VIEW_NAMES = [g.view for g in GRAINS] + ["fleet_quarter", "procurement"]
 
 
 def views_hash(dialect: str = "sqlite") -> str:

@@ -1,7 +1,7 @@
 """model layouts: per-kind kv heads and head widths, cache-less layers, K=V layers
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 Create Date: 2026-12-01 07:30:00
 
 Real models of 2025-2026 give their sliding (or chunked) layers other kv heads and head widths than
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 
 revision: str = '0005'
-down_revision: Union[str, None] = '0003'
+down_revision: Union[str, None] = '0004'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 

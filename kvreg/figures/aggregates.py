@@ -1,0 +1,208 @@
+"""Compile the procurement aggregates (declarations.AGGREGATES) to SQL and to Excel formulas.
+
+An aggregate is a figure per GPU type and quarter over the demand and fleet entries in force in
+that quarter. "In force" is the carry-forward rule, written here once per target:
+
+- an entry holds from its quarter until the next entry of the same plan (fleet: GPU type);
+- SQL: `quarter_index <= Q AND (until_index IS NULL OR until_index > Q)`, where until_index is
+  the next entry's quarter (LEAD over the entries) in the plan_quarter and fleet_quarter views;
+- Excel: `quarter_index <= Q` and no entry of the same key with an index in (quarter_index, Q]
+  (COUNTIFS = 0), a helper column per quarter the sheet asks about.
+
+Sums and counts become SUM(CASE ...) in one GROUP BY pass (SQL) and SUMIFS / COUNTIFS (Excel);
+expressions over them compile through the same expression compilers as every other figure.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .declarations import AGGREGATE_GPU_INPUTS, AGGREGATES, FIGURES, INPUTS, Aggregate
+from .expr import ExcelCompiler, PostgresCompiler, Ref, SqlCompiler
+
+def quarter_index_sql(col: str) -> str:
+    """The SQL index of a quarter text column: 2026Q4 -> 2026 * 4 + 3 (consecutive quarters differ by 1)."""
+    return f"(CAST(substr({col}, 1, 4) AS INTEGER) * 4 + CAST(substr({col}, 6, 1) AS INTEGER) - 1)"
+
+
+def quarter_index_excel(ref: str) -> str:
+    """The same index of a quarter cell written YEARQn (blank: blank)."""
+    return f'IF({ref}="","",LEFT({ref},4)*4+RIGHT({ref},1)-1)'
+
+
+def quarter_of_index(index: int) -> str:
+    return f"{index // 4}Q{index % 4 + 1}"
+
+
+def index_of_quarter(quarter: str) -> int:
+    return int(quarter[:4]) * 4 + int(quarter[5]) - 1
+
+
+def in_force_sql(alias: str, q: str) -> str:
+    """The entry `alias` (a row of plan_quarter or fleet_quarter) holds in the quarter of index `q`."""
+    return f"({alias}.quarter_index <= {q} AND ({alias}.until_index IS NULL OR {alias}.until_index > {q}))"
+
+
+def until_sql(table: str, alias: str, key: str) -> str:
+    """The next entry's quarter for the same key (NULL: none): where an entry stops holding. A
+    correlated MIN over the table's unique (key, quarter) index, so the entries stay a plain table in
+    the views' joins (a window function over them made SQLite evaluate plan_capacity per row)."""
+    return (f"(SELECT MIN(n.quarter) FROM {table} n WHERE n.{key} = {alias}.{key}"
+            f" AND n.quarter > {alias}.quarter)")
+
+
+# --------------------------------------------------------------------------- order
+
+
+def aggregate_order() -> list[str]:
+    """Every aggregate, each after the aggregates its expression refers to."""
+    done: list[str] = []
+
+    def visit(name: str) -> None:
+        if name in done:
+            return
+        for ref in _refs(AGGREGATES[name]):
+            visit(ref)
+        done.append(name)
+
+    for name in AGGREGATES:
+        visit(name)
+    return done
+
+
+def _refs(a: Aggregate) -> list[str]:
+    if a.expr is None:
+        return []
+    out, stack = [], [a.expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Ref):
+            out.append(e.name)
+        stack.extend(e.children())
+    return out
+
+
+def _kind(column: str) -> str:
+    decl = FIGURES.get(column) or INPUTS.get(column)
+    return decl.kind if decl else "int"
+
+
+# --------------------------------------------------------------------------- SQL
+
+
+_SOURCE = {"demand": "plan_quarter", "fleet": "fleet_quarter"}
+
+
+def _cond_sql(alias: str, where) -> str:
+    return "".join(f" AND {alias}.{col} {op} {value!r}" for col, op, value in where)
+
+
+def _sum_sql(a: Aggregate, alias: str, dialect: str) -> str:
+    q = "ax.quarter_index" if a.quarter == "this" else "ax.quarter_index - 1"
+    cond = in_force_sql(alias, q) + _cond_sql(alias, a.where)
+    if a.of is None:
+        return f"SUM(CASE WHEN {cond} THEN 1 ELSE 0 END)"
+    s = f"COALESCE(SUM(CASE WHEN {cond} THEN {alias}.{a.of} END), 0)"
+    if dialect == "postgresql" and a.kind == "int":
+        return f"CAST({s} AS BIGINT)"  # PostgreSQL sums BIGINT into NUMERIC (Decimal in Python)
+    return s
+
+
+def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool = False) -> str:
+    """The aggregates per GPU type and quarter for the quarters `axis_sql` yields (columns quarter
+    and quarter_index), over every GPU type with demand or fleet. One pass over each source; the
+    previous quarter is the same sum with the rule at quarter_index - 1. `only_active`: leave out
+    GPU types and quarters with no plan and no GPU installed (the procurement view)."""
+    fence = " LIMIT -1 OFFSET 0" if dialect == "sqlite" else " OFFSET 0"
+    comp_cls = PostgresCompiler if dialect == "postgresql" else SqlCompiler
+    order = aggregate_order()
+    # Each source is read once, into a CTE the joins below scan (fenced: not re-evaluated per quarter).
+    ctes = [f"ax AS (SELECT quarter, quarter_index FROM ({axis_sql}) a{fence})"]
+    for over in ("demand", "fleet"):
+        cols = sorted({"gpu", "quarter_index", "until_index"}
+                      | {a.of for a in AGGREGATES.values() if a.over == over and a.of}
+                      | {c for a in AGGREGATES.values() if a.over == over for c, _op, _v in a.where})
+        ctes.append(f"src_{over} AS (SELECT {', '.join(cols)} FROM {_SOURCE[over]}{fence})")
+    ctes.append("gq AS (SELECT gpu FROM src_demand UNION SELECT gpu FROM src_fleet)")
+    parts = []
+    for over, alias in (("demand", "d"), ("fleet", "f")):
+        sums = [a for a in (AGGREGATES[n] for n in order) if a.over == over]
+        cols = ", ".join(f"{_sum_sql(a, alias, dialect)} AS {a.name}" for a in sums)
+        ctes.append(
+            f"s_{over} AS (SELECT {alias}.gpu AS gpu, ax.quarter_index AS quarter_index, {cols}"
+            f" FROM src_{over} {alias} JOIN ax ON {alias}.quarter_index <= ax.quarter_index"
+            f" AND ({alias}.until_index IS NULL OR {alias}.until_index > ax.quarter_index - 1)"
+            f" GROUP BY {alias}.gpu, ax.quarter_index)"
+        )
+        parts += [f"COALESCE(s_{over}.{a.name}, 0) AS {a.name}" for a in sums]
+    gpu_cols = ", ".join(f"g.{c} AS {c}" for c in AGGREGATE_GPU_INPUTS)
+    ctes.append(
+        f"layer0 AS (SELECT gq.gpu AS gpu, ax.quarter AS quarter, ax.quarter_index AS quarter_index, {gpu_cols}, "
+        + ", ".join(parts)
+        + " FROM gq CROSS JOIN ax JOIN gpu g ON g.name = gq.gpu"
+        " LEFT JOIN s_demand ON s_demand.gpu = gq.gpu AND s_demand.quarter_index = ax.quarter_index"
+        " LEFT JOIN s_fleet ON s_fleet.gpu = gq.gpu AND s_fleet.quarter_index = ax.quarter_index"
+        f"{fence})"
+    )
+    resolve = lambda name: f"src.{name}"  # noqa: E731 - every name is a column of the layer below
+    comp = comp_cls(resolve, resolve)
+    below = "layer0"
+    for i, name in enumerate((n for n in order if AGGREGATES[n].expr is not None), start=1):
+        ctes.append(f"layer{i} AS (SELECT src.*, {comp.compile(AGGREGATES[name].expr)} AS {name}"
+                    f" FROM {below} src{fence})")
+        below = f"layer{i}"
+    out = ", ".join(f"src.{c}" for c in ["gpu", "quarter", *AGGREGATE_COLUMNS])
+    where = " WHERE src.plans > 0 OR src.gpus_installed > 0" if only_active else ""
+    return "WITH " + ",\n".join(ctes) + f"\nSELECT {out}\nFROM {below} src{where}"
+
+
+# The columns a rollup shows, in the order a reader wants them: the purchase first.
+AGGREGATE_COLUMNS = [
+    "gpus_to_buy", "capex_to_buy", "gpus_needed", "gpus_installed", "gpus_spare", "gpus_owned", "gpus_reserved",
+    "plans", "plans_not_fitting", "users", "nodes_needed", "cost_per_month", "reserved_price_per_hour",
+    "reserved_cost_per_month", "previous_quarter_gpus_needed", "gpus_needed_quarter_change", "unit_price",
+    "price_per_hour",
+]
+assert set(AGGREGATE_COLUMNS) - set(AGGREGATE_GPU_INPUTS) == set(AGGREGATES), "every aggregate has a column"
+
+
+def entered_quarters_sql() -> str:
+    """The axis of the procurement view: every quarter some demand or fleet entry names."""
+    return (f"SELECT quarter, {quarter_index_sql('quarter')} AS quarter_index"
+            " FROM (SELECT quarter FROM demand UNION SELECT quarter FROM fleet) q")
+
+
+def quarters_sql(quarters: list[str]) -> str:
+    """An axis of given quarters (already validated YEARQn texts) for a horizon."""
+    return " UNION ALL ".join(f"SELECT '{q}' AS quarter, {index_of_quarter(q)} AS quarter_index" for q in quarters)
+
+
+# --------------------------------------------------------------------------- Excel
+
+
+def in_force_excel(key_range: str, key_ref: str, index_range: str, index_ref: str, q: str) -> str:
+    """1 when the entry on this row (key `key_ref`, quarter index `index_ref`) holds in the quarter of
+    index `q`: it starts at or before q and no entry of the same key starts after it and by q."""
+    return (f'IF(OR({index_ref}="",{q}=""),0,IF(AND({index_ref}<={q},'
+            f'COUNTIFS({key_range},{key_ref},{index_range},">"&{index_ref},{index_range},"<="&{q})=0),1,0))')
+
+
+def aggregate_excel(name: str, *, demand: Callable[[str], str], fleet: Callable[[str], str],
+                    gpu_criterion: Callable[[str], str], cell_of: Callable[[str], str]) -> str:
+    """One aggregate's cell formula (with '=') in a row of one GPU type and quarter.
+
+    `demand(col)` / `fleet(col)`: the column's range in the Demand / Fleet sheet; the sheets carry
+    helper columns in_force and previous_quarter_in_force (in_force_excel at the quarter asked and
+    the one before). `gpu_criterion(range)`: the SUMIFS criterion pair matching this row's GPU type.
+    `cell_of(name)`: this row's cell of another aggregate or GPU input."""
+    a = AGGREGATES[name]
+    if a.expr is not None:
+        return "=" + ExcelCompiler(cell_of, cell_of).compile(a.expr)
+    rng = demand if a.over == "demand" else fleet
+    flag = "in_force" if a.quarter == "this" else "previous_quarter_in_force"
+    crit = [gpu_criterion(rng("gpu")), f"{rng(flag)},1"]
+    for col, op, value in a.where:
+        crit.append(f"{rng(col)},{value}" if op == "=" else f'{rng(col)},"{op}{value}"')
+    if a.of is None:
+        return f"=COUNTIFS({','.join(crit)})"
+    return f"=SUMIFS({rng(a.of)},{','.join(crit)})"

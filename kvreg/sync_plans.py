@@ -1,0 +1,174 @@
+"""`kvreg apply` / `kvreg export` for plans (with their workload classes), demand and fleet.
+
+[[plan]] rows use the plan columns with the model and GPU by name and the workload mix inline,
+as the built-in catalog writes them (`workload = [{ name = "chat", avg_tokens = 1500, share = 0.8 }]`);
+[[demand]] rows are `plan, quarter, users`; [[fleet]] rows `gpu, quarter, gpus_owned, gpus_reserved,
+reserved_price_per_hour`. Plans match by name, demand by (plan, quarter), fleet by (GPU, quarter).
+What an engine printed (`kvreg plan calibrate`) is not part of the file: it stays with the registry.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from sqlalchemy import select, update
+
+from kvreg.db.tables import Demand, Fleet, Gpu, Plan
+from kvreg.errors import KvregError
+
+KINDS = ("plan", "demand", "fleet")
+PLAN_KEYS = ["name", "model", "gpu", "gpus_per_node", "tp", "pp", "dp_attention", "kv_dtype", "weight_dtype",
+             "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", "rule",
+             "gpu_memory_utilization", "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes",
+             "cuda_graph_bytes", "mem_fraction_static", "notes", "workload"]
+DEMAND_KEYS = ["plan", "quarter", "users"]
+FLEET_KEYS = ["gpu", "quarter", "gpus_owned", "gpus_reserved", "reserved_price_per_hour"]
+_KEYS = {"plan": PLAN_KEYS, "demand": DEMAND_KEYS, "fleet": FLEET_KEYS}
+
+
+def check_keys(kind: str, row: dict) -> None:
+    for key in row:
+        if key not in _KEYS[kind]:
+            hint = difflib.get_close_matches(key, _KEYS[kind], n=1)
+            raise KvregError(f"unknown key {key!r}: " + (f"did you mean {hint[0]}?" if hint else
+                                                         f"{kind} keys are {', '.join(_KEYS[kind])}"))
+
+
+def _key(kind: str, row: dict) -> str:
+    if kind == "plan":
+        return str(row.get("name"))
+    return f"{row.get('plan' if kind == 'demand' else 'gpu')} {row.get('quarter')}"
+
+
+# --------------------------------------------------------------------------- current state
+
+
+def _current_plans(conn) -> dict[str, dict]:
+    from kvreg.plans import plan_names, plan_spec
+
+    out = {}
+    for name in plan_names(conn):
+        spec = plan_spec(conn, name)
+        out[name] = {k: spec.get(k) for k in PLAN_KEYS if k != "workload"}
+        out[name]["workload"] = [{"name": c["class"], "avg_tokens": c["avg_tokens"], "share": c["share"]}
+                                 for c in spec["workload"]]
+    return out
+
+
+def _current_demand(conn) -> dict[str, dict]:
+    rows = conn.execute(select(Plan.name, Demand.quarter, Demand.users).join(Plan, Plan.id == Demand.plan_id)
+                        .where(~Plan.name.startswith("\x1f"))).all()
+    return {f"{p} {q}": {"plan": p, "quarter": q, "users": u} for p, q, u in rows}
+
+
+def _current_fleet(conn) -> dict[str, dict]:
+    rows = conn.execute(select(Gpu.name, Fleet.quarter, Fleet.gpus_owned, Fleet.gpus_reserved,
+                               Fleet.reserved_price_per_hour).join(Gpu, Gpu.id == Fleet.gpu_id)).all()
+    return {f"{g} {q}": dict(gpu=g, quarter=q, gpus_owned=o, gpus_reserved=r, reserved_price_per_hour=p)
+            for g, q, o, r, p in rows}
+
+
+CURRENT = {"plan": _current_plans, "demand": _current_demand, "fleet": _current_fleet}
+
+
+# --------------------------------------------------------------------------- validating and writing
+
+
+def normalise(conn, kind: str, row: dict) -> dict:
+    """A declared row -> the row as the registry would hold it (validated; absent keys: defaults)."""
+    check_keys(kind, row)
+    if kind == "plan":
+        from kvreg.plans import validate_plan, validate_workload
+
+        spec = {k: v for k, v in row.items() if k != "workload"}
+        classes = row.get("workload") or []
+        if not isinstance(classes, list) or not all(isinstance(c, dict) for c in classes):
+            raise KvregError("workload must be a list of { name, avg_tokens, share } tables")
+        stored = validate_plan(conn, spec)
+        wl = validate_workload([{"class": c.get("name"), "avg_tokens": c.get("avg_tokens"), "share": c.get("share")}
+                                for c in classes], stored["context_tokens"], stored["avg_tokens"])
+        out = {k: stored.get(k) for k in PLAN_KEYS if k not in ("model", "gpu", "workload")}
+        out.update(model=row["model"], gpu=row["gpu"], workload=wl)
+        return out
+    if kind == "demand":
+        from kvreg.plans import get_plan
+        from kvreg.registry import check_int
+        from kvreg.units import parse_quarter
+
+        get_plan(conn, row.get("plan"))
+        return {"plan": row["plan"], "quarter": parse_quarter(row.get("quarter")),
+                "users": check_int(row.get("users"), "users", minimum=0)}
+    from kvreg.fleet import validate_fleet
+
+    v = validate_fleet(conn, row.get("gpu"), row.get("quarter"), row.get("gpus_owned"), row.get("gpus_reserved"),
+                       row.get("reserved_price_per_hour"))
+    return {k: v[k] for k in FLEET_KEYS}
+
+
+def changes(old: dict, new: dict) -> list[tuple[str, Any, Any]]:
+    from kvreg.sync import _same
+
+    out = []
+    for k, v in new.items():
+        o = old.get(k)
+        if k == "workload":
+            if [tuple(c.values()) for c in o or []] != [(c["name"], c["avg_tokens"], c["share"]) for c in v]:
+                out.append((k, o, v))
+        elif not _same(o, v):
+            out.append((k, o, v))
+    return out
+
+
+def write(conn, kind: str, row: dict, exists: bool) -> None:
+    if kind == "plan":
+        from kvreg.plans import add_plan, get_plan, validate_plan, _write_workload
+
+        spec = {k: v for k, v in row.items() if k != "workload"}
+        if not exists:
+            add_plan(conn, {**spec, "workload": [{"class": c["name"], "avg_tokens": c["avg_tokens"],
+                                                  "share": c["share"]} for c in row["workload"]]})
+            return
+        plan_id = get_plan(conn, row["name"])["id"]
+        stored = validate_plan(conn, spec)
+        conn.execute(update(Plan).where(Plan.id == plan_id).values(**stored))
+        _write_workload(conn, plan_id, row["workload"])
+    elif kind == "demand":
+        from kvreg.plans import set_demand
+
+        set_demand(conn, row["plan"], row["quarter"], row["users"])
+    else:
+        from kvreg.fleet import set_fleet
+
+        set_fleet(conn, row["gpu"], row["quarter"], row["gpus_owned"], row["gpus_reserved"],
+                  row["reserved_price_per_hour"])
+
+
+def remove(conn, kind: str, old: dict) -> None:
+    if kind == "plan":
+        from kvreg.plans import remove_plan
+
+        remove_plan(conn, old["name"])
+    elif kind == "demand":
+        from kvreg.plans import remove_demand
+
+        remove_demand(conn, old["plan"], old["quarter"])
+    else:
+        from kvreg.fleet import remove_fleet
+
+        remove_fleet(conn, old["gpu"], old["quarter"])
+
+
+def export_rows(conn, kind: str) -> list[dict]:
+    """The registry's rows of a kind in the file's form, sorted by their key."""
+    rows = CURRENT[kind](conn)
+    return [rows[k] for k in sorted(rows)]
+
+
+def used_by(conn, kind: str, name: str) -> list[str]:
+    """What keeps a GPU (fleet entries) from being pruned, besides plans."""
+    if kind != "gpu":
+        return []
+    rows = conn.execute(select(Fleet.quarter).join(Gpu, Gpu.id == Fleet.gpu_id).where(Gpu.name == name)
+                        .order_by(Fleet.quarter)).scalars()
+    return list(rows)

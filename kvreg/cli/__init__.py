@@ -26,6 +26,7 @@ _COMMANDS = {
     "plan": ("kvreg.cli.plans", "plan_group", "Deployment plans: add, set, list, show, remove, solve."),
     "demand": ("kvreg.cli.plans", "demand_group", "Target concurrent users per plan per quarter."),
     "report": ("kvreg.cli.report", "report_cmd", "Write the quarterly capacity report (Markdown and Excel)."),
+    "serve": ("kvreg.cli.serve", "serve_cmd", "A local web page: what-if, registry tables, plans, procurement."),
 }
 
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import csv
 import functools
-import io
-import json
-import math
 
 import click
 
-FORMATS = ("table", "json", "csv")
+# The text itself is made by kvreg.export.text, which the web page's API shares.
+from kvreg.export.text import FORMATS, cell as _cell, normalise, render  # noqa: F401
 
 
 def format_option(default: str = "table"):
@@ -70,82 +67,9 @@ def open_db(ctx: click.Context):
     return open_registry(ctx.find_root().obj.get("db_url"))
 
 
-def _counts_whole_units(key: str) -> bool:
-    """Byte and token counts are integers (SPEC "Units"): an integral float prints as one."""
-    return key.endswith("_bytes") or "_bytes_" in key or key.endswith("_tokens")
-
-
-def normalise(rows: list[dict]) -> list[dict]:
-    """Rows ready for JSON/CSV: NaN and infinity become null, integral byte/token counts become ints.
-    Only floats are looked at, and each key is classified once (10,000-row lists stay fast)."""
-    whole: dict[str, bool] = {}
-    out = []
-    for r in rows:
-        d = dict(r)
-        for k, v in r.items():
-            if type(v) is float:
-                if not math.isfinite(v):
-                    d[k] = None
-                elif v.is_integer():
-                    w = whole.get(k)
-                    if w is None:
-                        w = whole[k] = _counts_whole_units(k)
-                    if w:
-                        d[k] = int(v)
-        out.append(d)
-    return out
-
-
-def _cell(v, key: str = "") -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        if key.endswith("_gib") or "_gib_" in key or key.endswith("_gb"):
-            return f"{v:,.2f}"
-        if v.is_integer() and abs(v) >= 1000:
-            return f"{int(v):,}"
-        return f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
-    if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}" if abs(v) >= 10000 else str(v)
-    return " ".join(str(v).split())
-
-
 def emit(rows: list[dict], fmt: str, columns: list[str] | None = None) -> None:
     """Print rows as a table, json or csv; columns picks and orders keys (all keys by default)."""
-    rows = normalise(rows)
-    if columns is None:
-        columns = list(rows[0].keys()) if rows else []
-    if fmt == "json":
-        # One object per line: indent= would fall back to json's pure-Python encoder (2x slower on
-        # 10,000 plans); this layout is still one JSON array and still diffs line by line.
-        objects = [json.dumps({c: r.get(c) for c in columns}, ensure_ascii=False) for r in rows]
-        click.echo("[\n" + ",\n".join("  " + o for o in objects) + "\n]" if objects else "[]")
-        return
-    if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(columns)
-        for r in rows:
-            w.writerow(["" if r.get(c) is None else r.get(c) for c in columns])
-        click.echo(buf.getvalue(), nl=False)
-        return
-    if not rows:
-        click.echo("(no rows)")
-        return
-    cells = [[_cell(r.get(c), c) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    numeric = [all(_is_num(r.get(c)) for r in rows) for c in columns]
-    line = lambda vals: "  ".join(  # noqa: E731
-        v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, widths, numeric)
-    ).rstrip()
-    click.echo(line(columns))
-    click.echo("  ".join("-" * w for w in widths))
-    for row in cells:
-        click.echo(line(row))
-
-
-def _is_num(v) -> bool:
-    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+    click.echo(render(rows, fmt, columns), nl=False)
 
 
 def emit_record(record: dict, fmt: str) -> None:

@@ -36,8 +36,7 @@ def serve_cmd(ctx, host, port, allow_writes):
     from kvreg.errors import KvregError
     from kvreg.web.app import App
 
-    app = App(ctx.find_root().obj.get("db_url"), allow_writes=allow_writes, host=host)
-    # Bind first, so a port in use is one line before anything is printed as started.
+    # Bind first: a port in use is one line, before the registry is opened or anything is printed.
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -46,6 +45,11 @@ def serve_cmd(ctx, host, port, allow_writes):
     except OSError as exc:
         sock.close()
         raise KvregError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another with --port") from None
+    try:
+        app = App(ctx.find_root().obj.get("db_url"), allow_writes=allow_writes, host=host)
+    except BaseException:
+        sock.close()
+        raise
     shown = f"[{host}]" if ":" in host else host
     where = ("only this machine can reach it" if host in LOOPBACK
              else "other machines can reach it: anyone on the network can read the registry")

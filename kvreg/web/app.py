@@ -11,6 +11,7 @@ import functools
 import hmac
 import secrets
 import tempfile
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -49,7 +50,7 @@ PLAN_COLUMNS = [("plan", "plan"), ("model", "model"), ("gpu", "GPU"), ("rule", "
                 ("workload_concurrency", "users/replica"), ("fits", "fits"), ("reason", "why not")]
 QUARTER_COLUMNS = [("quarter", "quarter"), ("users", "users"), ("workload_concurrency", "users/replica"),
                    ("replicas_needed", "replicas"), ("gpus_needed", "GPUs"), ("nodes_needed", "nodes"),
-                   ("headroom_users", "headroom users"), ("headroom_fraction", "headroom"),
+                   ("headroom_users", "headroom users"), ("headroom_fraction", "headroom share"),
                    ("cost_per_month", "USD/month"), ("capex", "capex USD"), ("reason", "why not")]
 ROLLUP_COLUMNS = [("gpu", "GPU"), ("quarter", "quarter"), ("plans", "plans"), ("plans_not_fitting", "not fitting"),
                   ("users", "users"), ("gpus_needed", "GPUs"), ("nodes_needed", "nodes"),
@@ -77,7 +78,9 @@ def _plain(row: dict) -> dict:
 
 
 def _fmt(value, key: str = "") -> str:
-    """A value as the CLI's table prints it."""
+    """A value as the CLI's table prints it (fits as yes or no)."""
+    if key in ("fits", "tp_valid", "weights_fit", "context_within_claim") and value in (0, 1):
+        return "yes" if value else "no"
     return cell(normalise([{key: value}])[0][key], key)
 
 
@@ -91,7 +94,7 @@ def _table(rows: list[dict], columns: list[tuple[str, str]], links: dict | None 
             v = r.get(key)
             sort = v if isinstance(v, (int, float)) and not isinstance(v, bool) else ("" if v is None else str(v))
             link = links[key](r) if key in links else None
-            cells.append({"text": cell(v, key), "sort": sort, "link": link,
+            cells.append({"text": _fmt(v, key), "sort": sort, "link": link,
                           "num": isinstance(sort, (int, float))})
         out.append(cells)
     return {"columns": columns, "rows": out}
@@ -249,19 +252,23 @@ class App:
         )
 
     def whatif_answer(self, request: Request):
+        """The answer part of the what-if page, which the page's script swaps in as inputs change."""
+        start = time.perf_counter()
         ctx = self._answer_context(list(request.query_params.multi_items()))
         status = 400 if ctx["answer"]["error"] else 200
-        return self.page("answer.html.j2", status, **ctx)
+        return _timed(self.page("answer.html.j2", status, **ctx), start)
 
     def api_capacity(self, request: Request):
         """`kvreg capacity --format json` for the same options: the same bytes."""
+        start = time.perf_counter()
         answer = self._capacity(list(request.query_params.multi_items()))
         if answer["error"]:
             import json
 
-            return Response(json.dumps({"error": answer["error"]}, ensure_ascii=False) + "\n", 400,
-                            media_type="application/json")
-        return Response(render(answer["rows"], "json", answer["columns"]), media_type="application/json")
+            return _timed(Response(json.dumps({"error": answer["error"]}, ensure_ascii=False) + "\n", 400,
+                                   media_type="application/json"), start)
+        return _timed(Response(render(answer["rows"], "json", answer["columns"]), media_type="application/json"),
+                      start)
 
     # ------------------------------------------------------------------ registry
 
@@ -357,9 +364,10 @@ class App:
         figures = normalise([_plain(rows[0])])[0]
         quarters = [r for r in rows if r.get("users") is not None]
         keep = [k for k, _ in PLAN_COLUMNS if k != "plan"] + ["avg_tokens", "weights_gib_per_gpu", "workload",
-                                                             "kv_bytes_per_token_per_gpu", "notes"]
+                                                             "kv_bytes_per_token_per_gpu"]
         record = [(k, _fmt(figures.get(k), k)) for k in keep if figures.get(k) not in (None, "")]
         return self.page("plan.html.j2", status, title=name, nav="plans", name=name, record=record,
+                         notes=figures.get("notes"),
                          quarters=_table(quarters, QUARTER_COLUMNS) if quarters else None, done=done, error=error,
                          form=form or {})
 
@@ -485,6 +493,12 @@ class App:
             return self._plan_page(name, rows, error=" ".join(str(exc).split()),
                                    form={"quarter": quarter, "users": users}, status=400)
         return RedirectResponse(f"/plans/{_q(name)}?done=demand", status_code=303)
+
+
+def _timed(response: Response, start: float) -> Response:
+    """The server's time for the answer, as a Server-Timing header (browsers' dev tools and bench/serve.py read it)."""
+    response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - start) * 1000:.2f}"
+    return response
 
 
 def _q(name: str) -> str:

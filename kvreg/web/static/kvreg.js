@@ -188,7 +188,7 @@
     var ys = rows.map(function (r) { return r.max_concurrency; }).filter(function (y) { return y > 0; });
     holder.innerHTML = "";
     if (!ys.length) { holder.innerHTML = '<p class="hint">Nothing fits at any context on these GPUs.</p>'; return; }
-    var W = 720, H = 320, L = 64, R = 16, T = 16, B = 44;
+    var W = 900, H = 320, L = 64, R = 16, T = 16, B = 44;
     var x0 = Math.log2(Math.min.apply(null, xs)), x1 = Math.log2(Math.max.apply(null, xs));
     var y0 = Math.floor(Math.log10(Math.min.apply(null, ys.concat([1])))), y1 = Math.ceil(Math.log10(Math.max.apply(null, ys)));
     if (y1 <= y0) y1 = y0 + 1;

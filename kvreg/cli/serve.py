@@ -60,8 +60,9 @@ def serve_cmd(ctx, host, port, allow_writes):
     click.echo("Ctrl-C stops it.")
     config = uvicorn.Config(app.starlette(), log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
+    app.warm_up_later()
     try:
         server.run(sockets=[sock])
     finally:
         sock.close()
-        app.engine.dispose()
+        app.close()

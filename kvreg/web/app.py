@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import functools
 import hmac
+import os
 import secrets
 import tempfile
+import threading
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -32,6 +34,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 # The contexts of the what-if chart: 2K, 4K, ... (binary) up to the model's claimed context.
 SWEEP_FIRST = 2048
 DEFAULT_MODEL = "Llama-3.1-8B"
+WHATIF_MODELS = "SELECT name, max_position_embeddings FROM model ORDER BY name"
 
 # Columns of the registry tables: (key, heading). The figures are view columns.
 MODEL_COLUMNS = [("name", "model"), ("family", "family"), ("architecture", "architecture"), ("layers", "layers"),
@@ -104,16 +107,58 @@ class App:
     """The registry, the settings and the pages; `starlette()` makes the ASGI application."""
 
     def __init__(self, url: str | None, *, allow_writes: bool = False, host: str = "127.0.0.1"):
-        from kvreg.db.engine import mask_url, open_registry, resolve_url
+        from kvreg import fastpath
 
-        self.url = resolve_url(url)
-        self.masked_url = mask_url(self.url)
-        self.engine = open_registry(self.url)
+        self.url = url or os.environ.get("KVREG_DB") or fastpath.DEFAULT_URL  # kvreg.db.engine.resolve_url
         self.allow_writes = allow_writes
         self.host = host
         # The synchronizer token of every form this process serves: a page from another site cannot
         # read it, so it cannot post a form that carries it.
         self.csrf_token = secrets.token_urlsafe(32)
+        self._engine = None
+        self._lock = threading.Lock()
+        # A SQLite registry that is already current is read the way `kvreg capacity` reads it (kvreg.fastpath:
+        # stdlib sqlite3, no SQLAlchemy), so the what-if page answers within a second of starting; the other
+        # pages open it the full way on first use. Anything else is opened (created, upgraded, seeded) now.
+        self.fast = fastpath.read(self.url, lambda conn: True) is True
+        if not self.fast:
+            self.engine  # noqa: B018 - open now: a bad URL or a newer registry is an error at start
+            self.fast = fastpath.read(self.url, lambda conn: True) is True
+        # A plain sqlite:///path URL holds no password; any other is masked by SQLAlchemy's parser.
+        self.masked_url = self.url if fastpath.sqlite_file(self.url) else _mask(self.url)
+
+    @property
+    def engine(self):
+        """The registry opened as every CLI command opens it (kvreg.db.engine.open_registry), once."""
+        if self._engine is None:
+            with self._lock:
+                if self._engine is None:
+                    from kvreg.db.engine import open_registry
+
+                    self._engine = open_registry(self.url)
+        return self._engine
+
+    def warm_up_later(self, delay: float = 1.0) -> None:
+        """Open the registry the full way in the background, after the first page has been served."""
+        t = threading.Timer(delay, lambda: self.engine)
+        t.daemon = True
+        t.start()
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+
+    def read(self, fn):
+        """fn(conn) on the fast path's sqlite3 connection when it can take it, else on a SQLAlchemy
+        connection; fn reads through kvreg.capacity.runner, which runs the same SQL on both."""
+        if self.fast:
+            from kvreg import fastpath
+
+            result = fastpath.read(self.url, fn)
+            if result is not None:
+                return result
+        with self.engine.connect() as conn:
+            return fn(conn)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -176,13 +221,17 @@ class App:
         or the one-line error."""
         from kvreg.capacity import ask, columns, question_from_options
         from kvreg.cli.capacity import capacity_cmd
+        from kvreg.fastpath import capacity_rows
 
         pairs: list = []
         try:
             pairs = options.given(items, capacity_cmd)
             q = question_from_options(**options.parse(capacity_cmd, pairs))
-            with self.engine.connect() as conn:
-                rows = ask(conn, q)
+            # As `kvreg capacity` answers: the fast path, else the registry opened the full way.
+            rows = capacity_rows(self.url, q) if self.fast else None
+            if rows is None:
+                with self.engine.connect() as conn:
+                    rows = ask(conn, q)
         except user_error_types() as exc:
             return {"error": " ".join(str(exc).split()), "pairs": pairs}
         return {"error": None, "pairs": pairs, "rows": rows, "rule": q.rule, "columns": columns(q.rule)}
@@ -191,25 +240,18 @@ class App:
         """The API query of the chart: the same question at 2K, 4K, ... up to the model's claim."""
         if not model:
             return None
-        from kvreg.registry import get_model
+        from kvreg.capacity import SQL, runner
 
-        try:
-            with self.engine.connect() as conn:
-                claim = get_model(conn, model)["max_position_embeddings"]
-        except user_error_types():
+        found = self.read(lambda conn: runner(conn).rows(SQL["model"], {"name": model}))
+        if not found:
             return None
+        claim = found[0]["max_position_embeddings"]
         contexts, n = [], SWEEP_FIRST
         while n < claim:
             contexts.append(n)
             n *= 2
         contexts.append(claim)
         return options.query(pairs, context=",".join(str(c) for c in contexts))
-
-    def _claims(self) -> dict:
-        from kvreg.registry import list_models
-
-        with self.engine.connect() as conn:
-            return {m["name"]: m["max_position_embeddings"] for m in list_models(conn)}
 
     def _answer_context(self, items) -> dict:
         from kvreg.capacity import columns
@@ -230,13 +272,19 @@ class App:
         )
 
     def whatif(self, request: Request):
+        from kvreg.capacity import SQL, runner
         from kvreg.cli.capacity import capacity_cmd
-        from kvreg.registry import dtype_names, gpu_names, model_names
 
         items = list(request.query_params.multi_items())
-        with self.engine.connect() as conn:
-            models, gpus = model_names(conn), gpu_names(conn)
-            kv_dtypes, weight_dtypes = dtype_names(conn, "kv"), dtype_names(conn, "weight")
+
+        def lists(conn):
+            db = runner(conn)
+            return (db.rows(WHATIF_MODELS), [r["name"] for r in db.rows(SQL["gpu_names"])],
+                    *([r["name"] for r in db.rows(SQL["dtype_names"], {"kind": k})] for k in ("kv", "weight")))
+
+        model_rows, gpus, kv_dtypes, weight_dtypes = self.read(lists)
+        models = [m["name"] for m in model_rows]
+        claims = {m["name"]: m["max_position_embeddings"] for m in model_rows}
         if not any(k == "model" for k, _ in items) and models:
             items.insert(0, ("model", DEFAULT_MODEL if DEFAULT_MODEL in models else models[0]))
         values: dict[str, list[str]] = {}
@@ -248,7 +296,7 @@ class App:
         return self.page(
             "whatif.html.j2", title="What-if", nav="whatif", models=models, gpus=gpus, kv_dtypes=kv_dtypes,
             weight_dtypes=weight_dtypes, values={k: ",".join(v) for k, v in values.items()}, defaults=defaults,
-            chosen_gpus=chosen_gpus, claims=self._claims(), **self._answer_context(items),
+            chosen_gpus=chosen_gpus, claims=claims, **self._answer_context(items),
         )
 
     def whatif_answer(self, request: Request):
@@ -499,6 +547,12 @@ def _timed(response: Response, start: float) -> Response:
     """The server's time for the answer, as a Server-Timing header (browsers' dev tools and bench/serve.py read it)."""
     response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - start) * 1000:.2f}"
     return response
+
+
+def _mask(url: str) -> str:
+    from kvreg.db.engine import mask_url
+
+    return mask_url(url)
 
 
 def _q(name: str) -> str:

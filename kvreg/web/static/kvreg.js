@@ -122,7 +122,7 @@
       .then(function (html) {
         if (mine !== asked) return;  // a newer question was asked meanwhile
         answer.innerHTML = html;
-        form.removeAttribute("aria-busy");
+        if (timer === null) form.removeAttribute("aria-busy");  // busy while another question waits
         history.replaceState(null, "", q ? "/?" + q : "/");
         drawChart();
       })
@@ -136,7 +136,8 @@
 
   function later() {
     clearTimeout(timer);
-    timer = setTimeout(ask, 150);
+    form.setAttribute("aria-busy", "true");
+    timer = setTimeout(function () { timer = null; ask(); }, 150);
   }
 
   form.addEventListener("input", function (e) {
@@ -151,7 +152,7 @@
     if (e.target === context) fitSlider();
     later();
   });
-  form.addEventListener("submit", function (e) { e.preventDefault(); clearTimeout(timer); ask(); });
+  form.addEventListener("submit", function (e) { e.preventDefault(); clearTimeout(timer); timer = null; ask(); });
 
   // ------------------------------------------------------------------ chart
 

@@ -118,8 +118,9 @@ class App:
         self._engine = None
         self._lock = threading.Lock()
         # A SQLite registry that is already current is read the way `kvreg capacity` reads it (kvreg.fastpath:
-        # stdlib sqlite3, no SQLAlchemy), so the what-if page answers within a second of starting; the other
-        # pages open it the full way on first use. Anything else is opened (created, upgraded, seeded) now.
+        # stdlib sqlite3, no SQLAlchemy), so the what-if page answers within a second of starting; it is opened
+        # the full way in the background (warm_up_later) or on first use by another page, and from then on
+        # every page uses that engine. Anything else is opened (created, upgraded, seeded) now.
         self.fast = fastpath.read(self.url, lambda conn: True) is True
         if not self.fast:
             self.engine  # noqa: B018 - open now: a bad URL or a newer registry is an error at start
@@ -150,8 +151,11 @@ class App:
 
     def read(self, fn):
         """fn(conn) on the fast path's sqlite3 connection when it can take it, else on a SQLAlchemy
-        connection; fn reads through kvreg.capacity.runner, which runs the same SQL on both."""
-        if self.fast:
+        connection; fn reads through kvreg.capacity.runner, which runs the same SQL on both.
+
+        The fast path serves until the registry is open (it checks the registry is current on every
+        call: a few tens of milliseconds), then the open engine's pooled connections do."""
+        if self.fast and self._engine is None:
             from kvreg import fastpath
 
             result = fastpath.read(self.url, fn)
@@ -228,7 +232,7 @@ class App:
             pairs = options.given(items, capacity_cmd)
             q = question_from_options(**options.parse(capacity_cmd, pairs))
             # As `kvreg capacity` answers: the fast path, else the registry opened the full way.
-            rows = capacity_rows(self.url, q) if self.fast else None
+            rows = capacity_rows(self.url, q) if self.fast and self._engine is None else None
             if rows is None:
                 with self.engine.connect() as conn:
                     rows = ask(conn, q)

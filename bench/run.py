@@ -678,7 +678,16 @@ def write_doc(path: Path, ctx: Context, args, sizes: dict[int, dict], goals, sca
               "an empty folder each run."]
     lines += ["", "## Log", "", "```", *[ln for ln in ctx.lines if ln.strip()], "```", ""]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines))
+    path.write_text("\n".join(lines) + _kept_section(path))
+
+
+def _kept_section(path: Path) -> str:
+    """The `kvreg serve` section bench/serve.py wrote into the document, kept when this rewrites the rest."""
+    begin, end = "<!-- kvreg serve: written by bench/serve.py -->", "<!-- end of the kvreg serve section -->"
+    old = path.read_text() if path.exists() else ""
+    if begin not in old or end not in old:
+        return ""
+    return "\n" + old[old.index(begin):old.index(end) + len(end)] + "\n"
 
 
 def _only_text(args) -> str:

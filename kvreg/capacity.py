@@ -100,6 +100,37 @@ def columns(rule: str, table: bool = False) -> list[str]:
     return base[:at] + extra + base[at:]
 
 
+def _split(values) -> list[str]:
+    """Names given repeatedly and/or comma-separated (--model a,b --model c), in order."""
+    return [v.strip() for item in values for v in str(item).split(",") if v.strip()]
+
+
+def question_from_options(*, models=(), gpus=(), context="128K", kv_dtype="bf16", weight_dtype="native", tp="1",
+                          pp=1, dp_attention=1, gpus_per_node=8, reserve="0.12", kv_cache_memory=None,
+                          block_size=16, **engine) -> Question:
+    """A Question from `kvreg capacity`'s options as given (text, as typed): the command and the web
+    page's /api/capacity both build their question here. `engine`: --rule and the engine settings."""
+    from kvreg.rules import parse_engine_options
+    from kvreg.units import parse_fraction, parse_size, parse_token_list
+
+    if str(tp) != "auto":
+        try:
+            tp_value: int | str = int(tp)
+        except ValueError:
+            raise KvregError(f"--tp {tp!r} is not understood: give a whole number or auto") from None
+        if tp_value < 1:
+            raise KvregError("--tp must be at least 1")
+    else:
+        tp_value = "auto"
+    return Question(
+        models=_split(models), gpus=_split(gpus) or ["H100-SXM"], contexts=parse_token_list(context),
+        kv_dtypes=_split((kv_dtype,)), weight_dtype=None if weight_dtype == "native" else weight_dtype, tp=tp_value,
+        pp=pp, dp_attention=dp_attention, gpus_per_node=gpus_per_node, reserve=parse_fraction(reserve),
+        kv_cache_memory_bytes=parse_size(kv_cache_memory) if kv_cache_memory else None, block_size=block_size,
+        **parse_engine_options(engine),
+    )
+
+
 # --------------------------------------------------------------------------- lookups
 
 
@@ -279,5 +310,5 @@ def model_context_figures(conn, model: str, gpu: str = "H100-SXM", kv_dtype: str
     return ask(conn, Question(models=[model], gpus=[gpu], contexts=contexts, kv_dtypes=[kv_dtype], tp="auto"))
 
 
-__all__ = ["Question", "ask", "valid_tps", "candidate_tps", "model_context_figures", "JSON_COLUMNS", "TABLE_COLUMNS",
+__all__ = ["Question", "question_from_options", "ask", "valid_tps", "candidate_tps", "model_context_figures", "JSON_COLUMNS", "TABLE_COLUMNS",
            "ENGINE_COLUMNS", "columns", "SQL", "runner"]

@@ -61,6 +61,57 @@ MAX_SHARE = 1e6
 # --------------------------------------------------------------------------- validation
 
 
+def spec_from_options(opts: dict, *, partial: bool) -> dict:
+    """A plan spec from the deployment options as given (`kvreg plan add/set/solve`, the web page's
+    plan form): text as typed, keyed like the command's parameters; with `partial`, only those given."""
+    from kvreg.rules import parse_engine_options
+    from kvreg.units import parse_size
+
+    if opts.get("reserve") is not None and opts.get("kv_cache_memory") is not None:
+        raise KvregError("give --reserve or --kv-cache-memory, not both: --kv-cache-memory sets the KV pool directly")
+    spec: dict = {}
+    for key in ("model", "gpu", "gpus_per_node", "pp", "dp_attention", "kv_dtype", "block_size", "notes"):
+        if opts.get(key) is not None:
+            spec[key] = opts[key]
+    if opts.get("tp") is not None:
+        spec["tp"] = _parse_tp(opts["tp"])
+    if opts.get("weight_dtype") is not None:
+        spec["weight_dtype"] = None if opts["weight_dtype"] == "native" else opts["weight_dtype"]
+    if opts.get("context") is not None:
+        spec["context_tokens"] = parse_tokens(opts["context"])
+    if opts.get("avg_tokens") is not None:
+        spec["avg_tokens"] = None if _is_none(opts["avg_tokens"]) else parse_tokens(opts["avg_tokens"])
+    if opts.get("workload"):
+        spec["workload"] = parse_workload(opts["workload"])
+    if opts.get("reserve") is not None:
+        spec["reserve"] = parse_fraction(opts["reserve"])
+        spec["kv_cache_memory_bytes"] = None
+    if opts.get("kv_cache_memory") is not None:
+        pool = opts["kv_cache_memory"]
+        spec["kv_cache_memory_bytes"] = None if _is_none(pool) else parse_size(pool)
+    spec.update(parse_engine_options(opts))
+    if not partial:
+        spec.setdefault("avg_tokens", None)
+        spec.setdefault("kv_cache_memory_bytes", None)
+    return spec
+
+
+def _is_none(value: str) -> bool:
+    return value.strip().lower() in ("none", "")
+
+
+def _parse_tp(tp: str):
+    if tp == "auto":
+        return "auto"
+    try:
+        value = int(tp)
+    except ValueError:
+        raise KvregError(f"--tp {tp!r} is not understood: give a whole number or auto") from None
+    if value < 1:
+        raise KvregError("--tp must be at least 1")
+    return value
+
+
 def validate_plan(conn, spec: dict, *, named: bool = True, users: int | None = None, choose_tp: bool = True) -> dict:
     """Check a plan spec and return the row the plan table stores (model and GPU as ids).
 

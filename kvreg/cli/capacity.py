@@ -23,10 +23,6 @@ def _options(options: list):
     return decorate
 
 
-def _split(values: tuple[str, ...]) -> list[str]:
-    return [v.strip() for item in values for v in item.split(",") if v.strip()]
-
-
 @click.command("capacity")
 @click.option("--model", "models", multiple=True, help="Model name; repeat or comma-separate. Default: every model.")
 @click.option("--gpu", "gpus", multiple=True, help="GPU name; repeat or comma-separate. Default: H100-SXM.")
@@ -55,26 +51,11 @@ def capacity_cmd(ctx, models, gpus, context, kv_dtype, weight_dtype, tp, pp, dp_
 
     Example: kvreg capacity --model Llama-3.1-8B --gpu H100-SXM --context 128K --format json
     """
-    from kvreg.capacity import Question, ask, columns
-    from kvreg.errors import KvregError
-    from kvreg.rules import parse_engine_options
-    from kvreg.units import parse_fraction, parse_size, parse_token_list
+    from kvreg.capacity import ask, columns, question_from_options
 
-    if tp != "auto":
-        try:
-            tp_value: int | str = int(tp)
-        except ValueError:
-            raise KvregError(f"--tp {tp!r} is not understood: give a whole number or auto") from None
-        if tp_value < 1:
-            raise KvregError("--tp must be at least 1")
-    else:
-        tp_value = "auto"
-    q = Question(
-        models=_split(models), gpus=_split(gpus) or ["H100-SXM"], contexts=parse_token_list(context),
-        kv_dtypes=_split((kv_dtype,)), weight_dtype=None if weight_dtype == "native" else weight_dtype, tp=tp_value,
-        pp=pp, dp_attention=dp_attention, gpus_per_node=gpus_per_node, reserve=parse_fraction(reserve),
-        kv_cache_memory_bytes=parse_size(kv_cache_memory) if kv_cache_memory else None, block_size=block_size,
-        **parse_engine_options(engine),
-    )
+    q = question_from_options(models=models, gpus=gpus, context=context, kv_dtype=kv_dtype,
+                              weight_dtype=weight_dtype, tp=tp, pp=pp, dp_attention=dp_attention,
+                              gpus_per_node=gpus_per_node, reserve=reserve, kv_cache_memory=kv_cache_memory,
+                              block_size=block_size, **engine)
     rows = read(ctx, lambda conn: ask(conn, q))
     emit(rows, fmt, columns(q.rule, table=fmt == "table"))

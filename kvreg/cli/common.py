@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import functools
-import json
-import math
 
 import click
 
-FORMATS = ("table", "json", "csv")
+from kvreg.export.text import FORMATS, cell as _cell, normalise, render  # noqa: F401  (re-exported)
 
 
 def format_option(default: str = "table"):
@@ -103,115 +101,9 @@ def read(ctx: click.Context, fn, *, prepare: bool = True):
     return read_registry(ctx.find_root().obj.get("db_url"), fn, prepare=prepare)
 
 
-def _counts_whole_units(key: str) -> bool:
-    """Byte and token counts are integers (SPEC "Units"): an integral float prints as one."""
-    return key.endswith("_bytes") or "_bytes_" in key or key.endswith("_tokens")
-
-
-def normalise(rows: list[dict]) -> list[dict]:
-    """Rows ready for JSON/CSV: NaN and infinity become null, integral byte/token counts become ints.
-    Only floats are looked at, and each key is classified once (10,000-row lists stay fast)."""
-    whole: dict[str, bool] = {}
-    out = []
-    for r in rows:
-        d = dict(r)
-        for k, v in r.items():
-            if type(v) is float:
-                if not math.isfinite(v):
-                    d[k] = None
-                elif v.is_integer():
-                    w = whole.get(k)
-                    if w is None:
-                        w = whole[k] = _counts_whole_units(k)
-                    if w:
-                        d[k] = int(v)
-        out.append(d)
-    return out
-
-
-def _is_money(key: str) -> bool:
-    return "price" in key or "cost" in key or key.startswith("capex") or key.endswith("_usd")
-
-
-def _cell(v, key: str = "") -> str:
-    if v is None:
-        return ""
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and _is_money(key):
-        return f"{v:,.2f}"  # USD: always cents
-    if isinstance(v, float):
-        if key.endswith("_gib") or "_gib_" in key or key.endswith("_gb"):
-            return f"{v:,.2f}"
-        if v.is_integer() and abs(v) >= 1000:
-            return f"{int(v):,}"
-        return f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
-    if isinstance(v, int) and not isinstance(v, bool):
-        # grouped (8,192 beside 32,768), except identifiers
-        return str(v) if key == "id" or key.endswith("_id") else f"{v:,}"
-    return " ".join(str(v).split())
-
-
 def emit(rows: list[dict], fmt: str, columns: list[str] | None = None) -> None:
     """Print rows as a table, json or csv; columns picks and orders keys (all keys by default)."""
-    if columns is None:
-        columns = list(rows[0].keys()) if rows else []
-    if fmt == "json":
-        # One object per line: indent= would fall back to json's pure-Python encoder (2x slower on
-        # 10,000 plans); this layout is still one JSON array and still diffs line by line.
-        objects = _json_objects(rows, columns)
-        click.echo("[\n" + ",\n".join("  " + o for o in objects) + "\n]" if objects else "[]")
-        return
-    rows = normalise(rows)
-    if fmt == "csv":
-        import csv  # here, not at the top: only csv output needs it (start-up time)
-        import io
-
-        from kvreg.text import spreadsheet_safe  # text a spreadsheet would run as a formula: 'quoted
-
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(columns)
-        for r in rows:
-            w.writerow(["" if r.get(c) is None else spreadsheet_safe(r.get(c)) for c in columns])
-        click.echo(buf.getvalue(), nl=False)
-        return
-    if not rows:
-        click.echo("(no rows)")
-        return
-    cells = [[_cell(r.get(c), c) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    numeric = [all(_is_num(r.get(c)) for r in rows) for c in columns]
-    line = lambda vals: "  ".join(  # noqa: E731
-        v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, widths, numeric)
-    ).rstrip()
-    click.echo(line(columns))
-    click.echo("  ".join("-" * w for w in widths))
-    for row in cells:
-        click.echo(line(row))
-
-
-def _json_objects(rows: list[dict], columns: list[str]) -> list[str]:
-    """Each row as one JSON object of `columns`, normalised exactly as `normalise` does, but looking
-    only at the values normalising can change: the byte and token counts, and (through the
-    encoder's own check) non-finite floats, which are rare. A 10,000-plan list has 1.5 million
-    values; a loop over all of them in Python cost more than the query."""
-    encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, check_circular=False).encode
-    whole = [c for c in columns if _counts_whole_units(c)]
-    out = []
-    for r in rows:
-        d = dict(r) if list(r) == columns else {c: r.get(c) for c in columns}
-        for k in whole:
-            v = d[k]
-            if type(v) is float and v.is_integer():
-                d[k] = int(v)
-        try:
-            out.append(encode(d))
-        except ValueError:  # NaN or infinity: null, as normalise makes it
-            out.append(encode({k: None if type(v) is float and not math.isfinite(v) else v for k, v in d.items()}))
-    return out
-
-
-def _is_num(v) -> bool:
-    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+    click.echo(render(rows, fmt, columns), nl=False)
 
 
 def emit_record(record: dict, fmt: str) -> None:

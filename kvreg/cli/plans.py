@@ -86,58 +86,9 @@ def _deployment_options(*, defaults: bool, notes: bool = True, context: bool = T
 
 
 def _spec(opts: dict, *, partial: bool) -> dict:
-    """Parse deployment options into a plan spec; with `partial`, only the options given."""
-    from kvreg.errors import KvregError
-    from kvreg.rules import parse_engine_options
-    from kvreg.units import parse_fraction, parse_size, parse_tokens
+    from kvreg.plans import spec_from_options
 
-    if opts.get("reserve") is not None and opts.get("kv_cache_memory") is not None:
-        raise KvregError("give --reserve or --kv-cache-memory, not both: --kv-cache-memory sets the KV pool directly")
-    spec: dict = {}
-    for key in ("model", "gpu", "gpus_per_node", "pp", "dp_attention", "kv_dtype", "block_size", "notes"):
-        if opts.get(key) is not None:
-            spec[key] = opts[key]
-    if opts.get("tp") is not None:
-        spec["tp"] = _parse_tp(opts["tp"])
-    if opts.get("weight_dtype") is not None:
-        spec["weight_dtype"] = None if opts["weight_dtype"] == "native" else opts["weight_dtype"]
-    if opts.get("context") is not None:
-        spec["context_tokens"] = parse_tokens(opts["context"])
-    if opts.get("avg_tokens") is not None:
-        spec["avg_tokens"] = None if _is_none(opts["avg_tokens"]) else parse_tokens(opts["avg_tokens"])
-    if opts.get("workload"):
-        from kvreg.plans import parse_workload
-
-        spec["workload"] = parse_workload(opts["workload"])
-    if opts.get("reserve") is not None:
-        spec["reserve"] = parse_fraction(opts["reserve"])
-        spec["kv_cache_memory_bytes"] = None
-    if opts.get("kv_cache_memory") is not None:
-        pool = opts["kv_cache_memory"]
-        spec["kv_cache_memory_bytes"] = None if _is_none(pool) else parse_size(pool)
-    spec.update(parse_engine_options(opts))
-    if not partial:
-        spec.setdefault("avg_tokens", None)
-        spec.setdefault("kv_cache_memory_bytes", None)
-    return spec
-
-
-def _is_none(value: str) -> bool:
-    return value.strip().lower() in ("none", "")
-
-
-def _parse_tp(tp: str):
-    from kvreg.errors import KvregError
-
-    if tp == "auto":
-        return "auto"
-    try:
-        value = int(tp)
-    except ValueError:
-        raise KvregError(f"--tp {tp!r} is not understood: give a whole number or auto") from None
-    if value < 1:
-        raise KvregError("--tp must be at least 1")
-    return value
+    return spec_from_options(opts, partial=partial)
 
 
 def _claim_warning(conn, row: dict) -> str:

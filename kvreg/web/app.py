@@ -1,0 +1,583 @@
+"""The Starlette application behind `kvreg serve`.
+
+Every page reads the registry through the library functions the CLI calls; the API returns the
+bytes `kvreg capacity --format json` prints. Writes (plan add, demand set) exist only when the
+server was started with --allow-writes, behind a CSRF token, each in one transaction.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import os
+import secrets
+import tempfile
+import threading
+import time
+from decimal import Decimal
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from kvreg.errors import KvregError, user_error_types
+from kvreg.export.text import cell, normalise, render
+from kvreg.web import options
+
+STATIC = Path(__file__).resolve().parent / "static"
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+# The contexts of the what-if chart: 2K, 4K, ... (binary) up to the model's claimed context.
+SWEEP_FIRST = 2048
+DEFAULT_MODEL = "Llama-3.1-8B"
+WHATIF_MODELS = "SELECT name, max_position_embeddings FROM model ORDER BY name"
+
+# Columns of the registry tables: (key, heading). The figures are view columns.
+MODEL_COLUMNS = [("name", "model"), ("family", "family"), ("architecture", "architecture"), ("layers", "layers"),
+                 ("attention", "attention layout"), ("kv_heads", "KV heads"), ("head_dim", "head dim"),
+                 ("params_b", "params (B)"), ("weight_dtype", "weights"), ("max_position_embeddings", "claimed context"),
+                 ("kv_bytes_per_token", "KV B/token (bf16)"), ("kv_gib_per_128k_sequence", "KV GiB per 128K"),
+                 ("weights_gb", "weights GB")]
+GPU_COLUMNS = [("name", "GPU"), ("vendor", "vendor"), ("memory_gib", "memory GiB"),
+               ("memory_bandwidth_tb_per_s", "bandwidth TB/s"), ("price_per_hour", "USD/hour"),
+               ("unit_price", "USD/card"), ("interconnect", "interconnect")]
+DTYPE_COLUMNS = [("name", "dtype"), ("kind", "used for"), ("bytes_per_element", "bytes/element"),
+                 ("mla_bytes_per_token_per_layer", "MLA B/token/layer"), ("notes", "notes")]
+PLAN_COLUMNS = [("plan", "plan"), ("model", "model"), ("gpu", "GPU"), ("rule", "rule"), ("tp", "TP"), ("pp", "PP"),
+                ("gpus_per_node", "GPUs/node"), ("context_tokens", "context"), ("workload_tokens", "workload tokens"),
+                ("kv_dtype", "KV"), ("kv_pool_gib_per_gpu", "KV pool GiB/GPU"), ("max_concurrency", "max concurrency"),
+                ("workload_concurrency", "users/replica"), ("fits", "fits"), ("reason", "why not")]
+QUARTER_COLUMNS = [("quarter", "quarter"), ("users", "users"), ("workload_concurrency", "users/replica"),
+                   ("replicas_needed", "replicas"), ("gpus_needed", "GPUs"), ("nodes_needed", "nodes"),
+                   ("headroom_users", "headroom users"), ("headroom_fraction", "headroom share"),
+                   ("cost_per_month", "USD/month"), ("capex", "capex USD"), ("reason", "why not")]
+ROLLUP_COLUMNS = [("gpu", "GPU"), ("quarter", "quarter"), ("plans", "plans"), ("plans_not_fitting", "not fitting"),
+                  ("users", "users"), ("gpus_needed", "GPUs"), ("nodes_needed", "nodes"),
+                  ("cost_per_month", "USD/month"), ("capex", "capex USD"), ("previous_gpus_needed", "GPUs before"),
+                  ("gpus_change", "change")]
+# The figures of one what-if answer, in the order the page shows them: (key, label, unit).
+ANSWER_FIGURES = [
+    ("kv_bytes_per_token_per_gpu", "KV per token per GPU", "B"),
+    ("kv_gib_per_sequence_per_gpu", "KV per sequence per GPU", "GiB"),
+    ("state_bytes_per_sequence_per_gpu", "state per sequence per GPU", "B"),
+    ("weights_gib_per_gpu", "weights per GPU", "GiB"),
+    ("usable_gib_per_gpu", "usable per GPU", "GiB"),
+    ("kv_pool_gib_per_gpu", "KV pool per GPU", "GiB"),
+    ("kv_pool_tokens", "KV pool", "tokens"),
+    ("kv_cache_tokens", "engine KV cache", "tokens"),
+    ("whole_sequences", "whole sequences", ""),
+    ("replicas_per_node", "replicas per node", ""),
+]
+
+
+def _plain(row: dict) -> dict:
+    """Decimal (PostgreSQL sums) as int or float, like every other value."""
+    return {k: (int(v) if v == v.to_integral_value() else float(v)) if isinstance(v, Decimal) else v
+            for k, v in row.items()}
+
+
+def _fmt(value, key: str = "") -> str:
+    """A value as the CLI's table prints it (fits as yes or no)."""
+    if key in ("fits", "tp_valid", "weights_fit", "context_within_claim") and value in (0, 1):
+        return "yes" if value else "no"
+    return cell(normalise([{key: value}])[0][key], key)
+
+
+def _table(rows: list[dict], columns: list[tuple[str, str]], links: dict | None = None) -> dict:
+    """What templates/web/table.html.j2 needs: headings, and per row (text, sort key, link) cells."""
+    links = links or {}
+    out = []
+    for r in normalise([_plain(r) for r in rows]):
+        cells = []
+        for key, _ in columns:
+            v = r.get(key)
+            sort = v if isinstance(v, (int, float)) and not isinstance(v, bool) else ("" if v is None else str(v))
+            link = links[key](r) if key in links else None
+            cells.append({"text": _fmt(v, key), "sort": sort, "link": link,
+                          "num": isinstance(sort, (int, float))})
+        out.append(cells)
+    return {"columns": columns, "rows": out}
+
+
+class App:
+    """The registry, the settings and the pages; `starlette()` makes the ASGI application."""
+
+    def __init__(self, url: str | None, *, allow_writes: bool = False, host: str = "127.0.0.1"):
+        from kvreg import fastpath
+
+        self.url = url or os.environ.get("KVREG_DB") or fastpath.DEFAULT_URL  # kvreg.db.engine.resolve_url
+        self.allow_writes = allow_writes
+        self.host = host
+        # The synchronizer token of every form this process serves: a page from another site cannot
+        # read it, so it cannot post a form that carries it.
+        self.csrf_token = secrets.token_urlsafe(32)
+        self._engine = None
+        self._lock = threading.Lock()
+        # A SQLite registry that is already current is read the way `kvreg capacity` reads it (kvreg.fastpath:
+        # stdlib sqlite3, no SQLAlchemy), so the what-if page answers within a second of starting; it is opened
+        # the full way in the background (warm_up_later) or on first use by another page, and from then on
+        # every page uses that engine. Anything else is opened (created, upgraded, seeded) now.
+        self.fast = fastpath.read(self.url, lambda conn: True)[0]
+        if not self.fast:
+            self.engine  # noqa: B018 - open now: a bad URL or a newer registry is an error at start
+            self.fast = fastpath.read(self.url, lambda conn: True)[0]
+        # A plain sqlite:///path URL holds no password; any other is masked by SQLAlchemy's parser.
+        self.masked_url = self.url if fastpath.sqlite_file(self.url) else _mask(self.url)
+
+    @property
+    def engine(self):
+        """The registry opened as every CLI command opens it (kvreg.db.engine.open_registry), once."""
+        if self._engine is None:
+            with self._lock:
+                if self._engine is None:
+                    from kvreg.db.engine import open_registry
+
+                    self._engine = open_registry(self.url)
+        return self._engine
+
+    def warm_up_later(self, delay: float = 1.0) -> None:
+        """Open the registry the full way in the background, after the first page has been served."""
+        t = threading.Timer(delay, lambda: self.engine)
+        t.daemon = True
+        t.start()
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+
+    def read(self, fn):
+        """fn(conn) on the fast path's sqlite3 connection when it can take it, else on a SQLAlchemy
+        connection; fn reads through kvreg.capacity.runner, which runs the same SQL on both.
+
+        The fast path serves until the registry is open (it checks the registry is current on every
+        call: a few tens of milliseconds), then the open engine's pooled connections do."""
+        if self.fast and self._engine is None:
+            from kvreg import fastpath
+
+            ok, result = fastpath.read(self.url, fn)
+            if ok:
+                return result
+        with self.engine.connect() as conn:
+            return fn(conn)
+
+    # ------------------------------------------------------------------ plumbing
+
+    @functools.cached_property
+    def templates(self):
+        import jinja2
+
+        import kvreg.templates
+
+        folder = Path(kvreg.templates.__file__).resolve().parent / "web"
+        env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), autoescape=True,
+                                 undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        env.filters["fmt"] = _fmt
+        env.globals.update(app=self, figures=ANSWER_FIGURES)
+        return env
+
+    def page(self, template: str, status: int = 200, **context) -> HTMLResponse:
+        context.setdefault("nav", "")
+        context.setdefault("intro", None)
+        html = self.templates.get_template(template).render(**context)
+        return HTMLResponse(html, status_code=status)
+
+    def not_found(self, message: str) -> HTMLResponse:
+        return self.page("error.html.j2", 404, title="Not found", message=message)
+
+    def starlette(self) -> Starlette:
+        routes = [
+            Route("/", self.whatif),
+            Route("/whatif/answer", self.whatif_answer),
+            Route("/api/capacity", self.api_capacity),
+            Route("/models", self.models),
+            Route("/models/{name:path}", self.model),
+            Route("/gpus", self.gpus),
+            Route("/dtypes", self.dtypes),
+            Route("/plans", self.plans),
+            Route("/plans", self.plan_add, methods=["POST"]),
+            Route("/plans/new", self.plan_new),
+            Route("/plans/{name}/demand", self.demand_set, methods=["POST"]),
+            Route("/plans/{name}", self.plan),
+            Route("/procurement", self.procurement),
+            Route("/report/{quarter}/{kind}", self.report),
+            Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
+        ]
+        hosts = ["127.0.0.1", "localhost", "::1"] if self.host in LOOPBACK else ["*"]
+        # Only names of this machine on a loopback bind: a page elsewhere cannot reach it through DNS rebinding.
+        middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
+        return Starlette(routes=routes, middleware=middleware, exception_handlers={404: self._404, 405: self._405})
+
+    async def _404(self, request, exc):
+        return self.not_found(f"there is no page at {request.url.path}")
+
+    async def _405(self, request, exc):
+        return self.page("error.html.j2", 405, title="Method not allowed",
+                         message=f"{request.method} is not accepted at {request.url.path}")
+
+    # ------------------------------------------------------------------ what-if
+
+    def _capacity(self, items) -> dict:
+        """Answer a what-if from query items: the rows and everything the page shows about them,
+        or the one-line error."""
+        from kvreg.capacity import ask, columns, question_from_options
+        from kvreg.cli.capacity import capacity_cmd
+        from kvreg import fastpath
+
+        pairs: list = []
+        try:
+            pairs = options.given(items, capacity_cmd)
+            q = question_from_options(**options.parse(capacity_cmd, pairs))
+            # As `kvreg capacity` answers: the fast path, else the registry opened the full way.
+            ok, rows = fastpath.read(self.url, lambda conn: ask(conn, q)) if self.fast and self._engine is None \
+                else (False, None)
+            if not ok:
+                with self.engine.connect() as conn:
+                    rows = ask(conn, q)
+        except user_error_types() as exc:
+            return {"error": " ".join(str(exc).split()), "pairs": pairs}
+        return {"error": None, "pairs": pairs, "rows": rows, "rule": q.rule, "columns": columns(q.rule)}
+
+    def _sweep_query(self, pairs: list, model: str | None) -> str | None:
+        """The API query of the chart: the same question at 2K, 4K, ... up to the model's claim."""
+        if not model:
+            return None
+        from kvreg.capacity import SQL, runner
+
+        found = self.read(lambda conn: runner(conn).rows(SQL["model"], {"name": model}))
+        if not found:
+            return None
+        claim = found[0]["max_position_embeddings"]
+        contexts, n = [], SWEEP_FIRST
+        while n < claim:
+            contexts.append(n)
+            n *= 2
+        contexts.append(claim)
+        return options.query(pairs, context=",".join(str(c) for c in contexts))
+
+    def _answer_context(self, items) -> dict:
+        from kvreg.capacity import columns
+
+        answer = self._capacity(items)
+        pairs = answer["pairs"]
+        model = next((v for k, v in pairs if k == "model"), None)
+        cards = []
+        for r in normalise(answer.get("rows", [])):
+            cards.append({"row": r, "figures": [(k, label, unit) for k, label, unit in ANSWER_FIGURES
+                                                if k in answer["columns"] and r.get(k) is not None]})
+        return dict(
+            answer=answer, cards=cards,
+            cli=options.command_line(["kvreg", "capacity"], pairs) + " --format json",
+            api="/api/capacity?" + options.query(pairs),
+            sweep=None if answer["error"] else self._sweep_query(pairs, model.split(",")[0] if model else None),
+            json_columns=columns(answer.get("rule", "theoretical")),
+        )
+
+    def whatif(self, request: Request):
+        from kvreg.capacity import SQL, runner
+        from kvreg.cli.capacity import capacity_cmd
+
+        items = list(request.query_params.multi_items())
+
+        def lists(conn):
+            db = runner(conn)
+            return (db.rows(WHATIF_MODELS), [r["name"] for r in db.rows(SQL["gpu_names"])],
+                    *([r["name"] for r in db.rows(SQL["dtype_names"], {"kind": k})] for k in ("kv", "weight")))
+
+        model_rows, gpus, kv_dtypes, weight_dtypes = self.read(lists)
+        models = [m["name"] for m in model_rows]
+        claims = {m["name"]: m["max_position_embeddings"] for m in model_rows}
+        if not any(k == "model" for k, _ in items) and models:
+            items.insert(0, ("model", DEFAULT_MODEL if DEFAULT_MODEL in models else models[0]))
+        values: dict[str, list[str]] = {}
+        for k, v in items:
+            values.setdefault(k, []).append(v)
+        defaults = {name: ("" if opt.default is None or opt.multiple else str(opt.default))
+                    for name, opt in options.option_names(capacity_cmd).items()}
+        chosen_gpus = [g.strip() for v in values.get("gpu", []) for g in v.split(",") if g.strip()] or ["H100-SXM"]
+        return self.page(
+            "whatif.html.j2", title="What-if", nav="whatif", models=models, gpus=gpus, kv_dtypes=kv_dtypes,
+            weight_dtypes=weight_dtypes, values={k: ",".join(v) for k, v in values.items()}, defaults=defaults,
+            chosen_gpus=chosen_gpus, claims=claims, **self._answer_context(items),
+        )
+
+    def whatif_answer(self, request: Request):
+        """The answer part of the what-if page, which the page's script swaps in as inputs change."""
+        start = time.perf_counter()
+        ctx = self._answer_context(list(request.query_params.multi_items()))
+        status = 400 if ctx["answer"]["error"] else 200
+        return _timed(self.page("answer.html.j2", status, **ctx), start)
+
+    def api_capacity(self, request: Request):
+        """`kvreg capacity --format json` for the same options: the same bytes."""
+        start = time.perf_counter()
+        answer = self._capacity(list(request.query_params.multi_items()))
+        if answer["error"]:
+            import json
+
+            return _timed(Response(json.dumps({"error": answer["error"]}, ensure_ascii=False) + "\n", 400,
+                                   media_type="application/json"), start)
+        return _timed(Response(render(answer["rows"], "json", answer["columns"]), media_type="application/json"),
+                      start)
+
+    # ------------------------------------------------------------------ registry
+
+    def models(self, request: Request):
+        from kvreg.registry import list_models
+
+        with self.engine.connect() as conn:
+            rows = list_models(conn)
+            kv = self._model_kv(conn, "bf16")
+        for m in rows:
+            m.update(kv.get(m["name"], {}))
+            m["params_b"] = m["params_total"] / 1e9 if m["params_total"] else None
+            m["attention"] = _layout(m)
+        table = _table(rows, MODEL_COLUMNS, {"name": lambda r: f"/models/{_q(r['name'])}"})
+        return self.page("table.html.j2", title="Models", nav="models", table=table,
+                         intro="Every model in the registry with its KV cache per token and per 128K sequence in "
+                               "bf16 (the model_kv view). Click a heading to sort; type to filter.")
+
+    @staticmethod
+    def _model_kv(conn, kv_dtype: str) -> dict:
+        from sqlalchemy import text
+
+        sql = ("SELECT model, kv_bytes_per_token, kv_bytes_per_token_full, state_bytes_per_sequence,"
+               " kv_gib_per_128k_sequence, weights_gb FROM model_kv WHERE kv_dtype = :kv")
+        return {r["model"]: dict(r) for r in conn.execute(text(sql), {"kv": kv_dtype}).mappings()}
+
+    def model(self, request: Request):
+        from kvreg.capacity import TABLE_COLUMNS, model_context_figures
+        from kvreg.registry import get_model, gpu_names
+
+        name = request.path_params["name"]
+        gpu = request.query_params.get("gpu") or "H100-SXM"
+        try:
+            with self.engine.connect() as conn:
+                model = get_model(conn, name)
+                gpus = gpu_names(conn)
+                figures = model_context_figures(conn, name, gpu)
+        except user_error_types() as exc:
+            return self.not_found(" ".join(str(exc).split()))
+        model.pop("id", None)
+        provenance_keys = ("source", "source_sha256", "imported_at", "notes")
+        architecture = [(k, _fmt(v, k)) for k, v in model.items() if k not in provenance_keys and k != "name"
+                        and v is not None]
+        provenance = [(k, model.get(k)) for k in provenance_keys]
+        cols = [(c, c.replace("_", " ")) for c in TABLE_COLUMNS if c not in ("model", "gpu")]
+        return self.page("model.html.j2", title=name, nav="models", model=model, architecture=architecture,
+                         provenance=provenance, gpus=gpus, gpu=gpu, table=_table(figures, cols))
+
+    def gpus(self, request: Request):
+        from kvreg.registry import list_gpus
+
+        with self.engine.connect() as conn:
+            rows = list_gpus(conn)
+        for g in rows:
+            g["memory_gib"] = g["memory_bytes"] / 2**30 if g["memory_bytes"] else None
+            bw = g.get("memory_bandwidth_bytes_per_s")
+            g["memory_bandwidth_tb_per_s"] = bw / 1e12 if bw else None
+        return self.page("table.html.j2", title="GPUs", nav="gpus", table=_table(rows, GPU_COLUMNS),
+                         intro="GPUs in the registry: memory (the vendor's HBM size), bandwidth and prices.")
+
+    def dtypes(self, request: Request):
+        from kvreg.registry import list_dtypes
+
+        with self.engine.connect() as conn:
+            rows = list_dtypes(conn)
+        return self.page("table.html.j2", title="Dtypes", nav="dtypes", table=_table(rows, DTYPE_COLUMNS),
+                         intro="Number formats for the KV cache and the weights, with their exact bytes.")
+
+    # ------------------------------------------------------------------ plans and procurement
+
+    def plans(self, request: Request):
+        from kvreg.plans import list_plans
+
+        with self.engine.connect() as conn:
+            rows = list_plans(conn)
+        table = _table(rows, PLAN_COLUMNS, {"plan": lambda r: f"/plans/{_q(r['plan'])}"})
+        return self.page("plans.html.j2", title="Plans", nav="plans", table=table,
+                         added=request.query_params.get("added"))
+
+    def plan(self, request: Request):
+        from kvreg.plans import show_plan
+
+        name = request.path_params["name"]
+        try:
+            with self.engine.connect() as conn:
+                rows = show_plan(conn, name)
+        except user_error_types() as exc:
+            return self.not_found(" ".join(str(exc).split()))
+        return self._plan_page(name, rows, request.query_params.get("done"))
+
+    def _plan_page(self, name: str, rows: list[dict], done: str | None = None, error: str | None = None,
+                   form: dict | None = None, status: int = 200):
+        figures = normalise([_plain(rows[0])])[0]
+        quarters = [r for r in rows if r.get("users") is not None]
+        keep = [k for k, _ in PLAN_COLUMNS if k != "plan"] + ["avg_tokens", "weights_gib_per_gpu", "workload",
+                                                             "kv_bytes_per_token_per_gpu"]
+        record = [(k, _fmt(figures.get(k), k)) for k in keep if figures.get(k) not in (None, "")]
+        return self.page("plan.html.j2", status, title=name, nav="plans", name=name, record=record,
+                         notes=figures.get("notes"),
+                         quarters=_table(quarters, QUARTER_COLUMNS) if quarters else None, done=done, error=error,
+                         form=form or {})
+
+    def procurement(self, request: Request):
+        from kvreg.plans import rollup
+        from kvreg.units import current_quarter
+
+        with self.engine.connect() as conn:
+            rows = rollup(conn)
+        quarters = sorted({r["quarter"] for r in rows}) or [current_quarter()]
+        chosen = current_quarter() if current_quarter() in quarters else quarters[-1]
+        return self.page("procurement.html.j2", title="Procurement", nav="procurement",
+                         table=_table(rows, ROLLUP_COLUMNS), quarters=quarters, chosen=chosen)
+
+    def report(self, request: Request):
+        """This quarter's report (Markdown) or workbook, written on request into a private folder
+        (kvreg.report writes beside and swaps into place) and sent."""
+        from kvreg.report import write_report
+        from kvreg.units import parse_quarter, quarter_folder
+
+        kind = request.path_params["kind"]
+        files = {"capacity.md": ("md", "text/markdown; charset=utf-8"),
+                 "capacity.xlsx": ("xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")}
+        if kind not in files:
+            return self.not_found(f"no report file {kind!r}: capacity.md or capacity.xlsx")
+        try:
+            quarter = parse_quarter(request.path_params["quarter"])
+        except user_error_types() as exc:
+            return self.not_found(" ".join(str(exc).split()))
+        fmt, media = files[kind]
+        with tempfile.TemporaryDirectory(prefix="kvreg-serve-") as out:
+            write_report(self.engine, quarter, out, (fmt,), registry_url=self.url)
+            body = (Path(out) / quarter_folder(quarter) / kind).read_bytes()
+        name = f"kvreg-{quarter_folder(quarter)}-{kind}"
+        return Response(body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    # ------------------------------------------------------------------ writes
+
+    def _refuse(self, request: Request, form) -> Response | None:
+        """403 unless writes are on and the form carries this server's token (and, when the browser
+        says where the form came from, it came from this server)."""
+        if not self.allow_writes:
+            return self.page("error.html.j2", 403, title="Read-only",
+                             message="this server is read-only: start it with `kvreg serve --allow-writes` "
+                                     "to add plans and set demand")
+        origin = request.headers.get("origin")
+        if origin and origin != "null" and origin.rstrip("/") != f"{request.url.scheme}://{request.url.netloc}":
+            return self.page("error.html.j2", 403, title="Refused", message=f"a form from {origin} was refused")
+        token = str(form.get("csrf_token", ""))
+        if not hmac.compare_digest(token.encode(), self.csrf_token.encode()):
+            return self.page("error.html.j2", 403, title="Refused",
+                             message="the form's token is missing or stale: reload the page and submit again")
+        return None
+
+    def plan_new(self, request: Request):
+        if not self.allow_writes:
+            return self.page("error.html.j2", 403, title="Read-only",
+                             message="this server is read-only: start it with `kvreg serve --allow-writes` "
+                                     "to add plans")
+        return self._plan_form({})
+
+    def _plan_form(self, form: dict, error: str | None = None, status: int = 200):
+        from kvreg.registry import dtype_names, gpu_names, model_names
+
+        with self.engine.connect() as conn:
+            lists = dict(models=model_names(conn), gpus=gpu_names(conn), kv_dtypes=dtype_names(conn, "kv"),
+                         weight_dtypes=dtype_names(conn, "weight"))
+        return self.page("plan_new.html.j2", status, title="Add a plan", nav="plans", form=form, error=error, **lists)
+
+    async def plan_add(self, request: Request):
+        """`kvreg plan add NAME --option value ...` from the form: the same parsing, validation and
+        one transaction."""
+        from starlette.concurrency import run_in_threadpool
+
+        form = await request.form()
+        refused = self._refuse(request, form)
+        if refused is not None:
+            return refused
+        return await run_in_threadpool(self._plan_add, dict(form))
+
+    def _plan_add(self, form: dict):
+        from kvreg.cli.plans import plan_add
+        from kvreg.plans import add_plan, spec_from_options
+
+        fields = {k: v for k, v in form.items() if k != "csrf_token"}
+        name = str(fields.pop("name", "")).strip()
+        try:
+            if not name:
+                raise KvregError("give the plan a name")
+            pairs = options.given(fields.items(), plan_add)
+            params = options.parse(plan_add, pairs, arguments=(name,))
+            params.pop("name", None)
+            spec = {"name": name, **spec_from_options(params, partial=False)}
+            with self.engine.begin() as conn:
+                add_plan(conn, spec)
+        except user_error_types() as exc:
+            return self._plan_form({"name": name, **fields}, " ".join(str(exc).split()), 400)
+        return RedirectResponse(f"/plans/{_q(name)}?done=added", status_code=303)
+
+    async def demand_set(self, request: Request):
+        from starlette.concurrency import run_in_threadpool
+
+        form = await request.form()
+        refused = self._refuse(request, form)
+        if refused is not None:
+            return refused
+        return await run_in_threadpool(self._demand_set, request.path_params["name"], dict(form))
+
+    def _demand_set(self, name: str, form: dict):
+        """`kvreg demand set PLAN QUARTER USERS`: the same validation, one transaction."""
+        from kvreg.plans import set_demand, show_plan
+
+        quarter, users = str(form.get("quarter", "")).strip(), str(form.get("users", "")).strip()
+        try:
+            with self.engine.begin() as conn:
+                set_demand(conn, name, quarter, users)
+        except user_error_types() as exc:
+            try:
+                with self.engine.connect() as conn:
+                    rows = show_plan(conn, name)
+            except user_error_types():
+                return self.not_found(" ".join(str(exc).split()))
+            return self._plan_page(name, rows, error=" ".join(str(exc).split()),
+                                   form={"quarter": quarter, "users": users}, status=400)
+        return RedirectResponse(f"/plans/{_q(name)}?done=demand", status_code=303)
+
+
+def _timed(response: Response, start: float) -> Response:
+    """The server's time for the answer, as a Server-Timing header (browsers' dev tools and bench/serve.py read it)."""
+    response.headers["Server-Timing"] = f"app;dur={(time.perf_counter() - start) * 1000:.2f}"
+    return response
+
+
+def _mask(url: str) -> str:
+    from kvreg.db.engine import mask_url
+
+    return mask_url(url)
+
+
+def _q(name: str) -> str:
+    from urllib.parse import quote
+
+    return quote(name, safe="")
+
+
+def _layout(m: dict) -> str:
+    """The attention layout as counts per kind (the model's own inputs, not a figure)."""
+    parts = []
+    if m.get("kv_lora_rank"):
+        parts.append("MLA")
+    for key, label in (("full_layers", "full"), ("sliding_layers", "sliding"), ("chunked_layers", "chunked"),
+                       ("linear_layers", "linear")):
+        if m.get(key):
+            parts.append(f"{m[key]} {label}")
+    return ", ".join(parts)
+
+
+def create_app(url: str | None = None, *, allow_writes: bool = False, host: str = "127.0.0.1") -> Starlette:
+    """The ASGI application for the registry at `url` (opened, upgraded and seeded as the CLI does)."""
+    return App(url, allow_writes=allow_writes, host=host).starlette()

@@ -84,7 +84,7 @@ def render(rows: list[dict], fmt: str, columns: list[str] | None = None) -> str:
         return buf.getvalue()
     if not rows:
         return "(no rows)\n"
-    cells = [[_cell(r.get(c), c) for c in columns] for r in rows]
+    cells = [[cell(r.get(c), c) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     numeric = [all(_is_num(r.get(c)) for r in rows) for c in columns]
     line = lambda vals: "  ".join(  # noqa: E731

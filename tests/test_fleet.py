@@ -286,9 +286,15 @@ def test_fleet_migration_with_data_up_and_down(empty_db_url):
     before = md.dump(url)
     md.alembic(url, "downgrade", "0003")
     assert md.revision_of(url) == "0003"
-    assert md.dump(url) == before  # every row of the tables 0003 has
+    at_0003 = md.dump(url)
+
+    def as_0003(dump):  # the columns 0003 has (later revisions add model and GPU columns, dropped on the way down)
+        return {t: [{k: r[k] for k in (at_0003[t][0] if at_0003[t] else r)} for r in rows]
+                for t, rows in dump.items() if t in at_0003}
+
+    assert at_0003 == as_0003(before)  # every row of the tables 0003 has
     md.alembic(url, "upgrade", "head")
-    assert md.dump(url) == before
+    assert as_0003(md.dump(url)) == as_0003(before)
     eng = open_registry(url)
     try:
         with eng.connect() as conn:

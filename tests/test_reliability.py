@@ -532,7 +532,7 @@ def test_export_keeps_the_files_mode_follows_the_umask_and_writes_through_a_syml
         kept.write_text("old\n")
         kept.chmod(0o640)
         kv("export", "--out", str(kept))
-        assert kept.stat().st_mode & 0o777 == 0o640 and kept.read_text().startswith("# kvreg registry: dtypes, GPUs and models.\n")
+        assert kept.stat().st_mode & 0o777 == 0o640 and kept.read_text().startswith("# kvreg registry: dtypes, GPUs, models, plans (with their workload mix), demand and fleet.\n")
         real = tmp_path / "real.toml"
         real.write_text("old\n")
         (tmp_path / "link.toml").symlink_to(real)

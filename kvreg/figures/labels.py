@@ -50,6 +50,8 @@ LABELS = {
     "users": "Concurrent users (users)",
     "plans_not_fitting": "Plans that do not fit (count)",
     "previous_gpus_needed": "GPUs needed the quarter before (GPUs)",
+    "previous_quarter_gpus_needed": "GPUs needed the quarter before (GPUs)",
+    "gpus_needed_quarter_change": "Change in GPUs needed from the quarter before (GPUs)",
     "gpus_change": "Change in GPUs needed (GPUs)",
     "capacity_users": "Capacity (users)",
     "headroom_users": "Headroom (users)",

@@ -596,8 +596,16 @@ def test_layout_for_finance(written):
     # GPUs needed per quarter per GPU type, over the Summary sheet's own cells; then max concurrency
     # against context over the Context sweep's cells, a named line per model (at its TP).
     assert "<c:barChart>" in charts[0] and "<c:f>Summary!$B$" in charts[0]
-    assert all("<c:scatterChart>" in c and "'Context sweep'!$" in c for c in charts[1:]) and len(charts) >= 3
-    lines = [re.findall(r"<c:tx><c:v>([^<]*)</c:v>", c) for c in charts[1:]]
+    # Beside it: GPUs needed, installed and to buy per GPU type this quarter (the Summary's own columns).
+    from kvreg.export.excel_layout import get_column_letter
+    from kvreg.figures.aggregates import AGGREGATE_COLUMNS
+
+    summary_letters = {n: get_column_letter(i + 2) for i, n in enumerate(AGGREGATE_COLUMNS)}
+    assert "<c:barChart>" in charts[1]
+    for name in ("gpus_needed", "gpus_installed", "gpus_to_buy"):
+        assert f"<c:f>Summary!${summary_letters[name]}$6:" in charts[1], name
+    assert all("<c:scatterChart>" in c and "'Context sweep'!$" in c for c in charts[2:]) and len(charts) >= 4
+    lines = [re.findall(r"<c:tx><c:v>([^<]*)</c:v>", c) for c in charts[2:]]
     assert all(0 < len(x) <= 8 for x in lines) and "Llama-3.1-70B (TP 2)" in lines[0]
 
 

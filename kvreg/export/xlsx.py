@@ -977,6 +977,19 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
     chart.set_legend({"position": "right"})
     chart.set_size({"width": 720, "height": 300})
     ws.insert_chart(charts_row, 0, chart)
+    # Beside it, the purchase: GPUs needed, installed and to buy per GPU type in the Summary's quarter.
+    buy = book.wb.add_chart({"type": "column"})
+    for name in ("gpus_needed", "gpus_installed", "gpus_to_buy"):
+        col = _col0(letters[name])
+        buy.add_series({"name": ["Summary", _SUMMARY_TOP - 1, col],
+                        "categories": ["Summary", first - 1, 0, max(last, first) - 1, 0],
+                        "values": ["Summary", first - 1, col, max(last, first) - 1, col]})
+    buy.set_title({"name": "GPUs needed, installed and to buy this quarter"})
+    buy.set_x_axis({"name": "GPU type"})
+    buy.set_y_axis({"name": "GPUs", "major_gridlines": {"visible": True}})
+    buy.set_legend({"position": "bottom"})
+    buy.set_size({"width": 560, "height": 300})
+    ws.insert_chart(charts_row, 7, buy)
     n = _concurrency_charts(book, ws, sweep, charts_row + 16)
     # Each chart starts a page or shares it with one other: none is cut in two when printed.
     ws.set_h_pagebreaks([charts_row] + [charts_row + 16 + 34 * k for k in range((n + 1) // 2)])

@@ -1098,16 +1098,17 @@ def _readme_sheet(book: Book, ws, conn, quarter: str, generated_at: str, data: d
         ("Quarter", quarter, None),
         ("", "", None),
         ("How to use it", "", "bold"),
-        ("1. Read", "Summary: GPUs, nodes and cost per GPU type for the quarter, and the charts. Plans: a plan per "
+        ("1. Read", "Summary: GPUs to buy and their cost, GPUs needed and installed, nodes and cost per GPU type for the quarter, and the charts. Plans: a plan per "
                     "row with its key figures. The other sheets hold the detail.", None),
         ("2. Change", "Edit the yellow cells only: users per plan and quarter (Demand), a plan's settings such as "
-                      "reserve (Plan detail), workload shares (Workload), GPU prices and memory (GPUs), model "
-                      "shapes (Models), the quarter on Summary (B1).", None),
+                      "reserve (Plan detail), workload shares (Workload), GPU prices and memory (GPUs), GPUs owned "
+                      "and reserved per quarter (Fleet), model shapes (Models), the quarter on Summary (B1). A "
+                      "Demand or Fleet row holds until the next row of its plan or GPU type.", None),
         ("3. Recompute", "Blue and white cells are formulas: they recompute from the yellow ones, across sheets "
                          "(a reserve on Plan detail changes that plan's concurrency, its GPUs on Demand and the "
                          "totals on Summary).", None),
         ("4. Send back", "Return the file: `kvreg apply capacity.xlsx --dry-run` lists what changed (users, "
-                         "reserves, shares, prices, memory), and `kvreg apply capacity.xlsx` writes it to the "
+                         "reserves, shares, prices, memory, fleet counts), and `kvreg apply capacity.xlsx` writes it to the "
                          "registry. Figures are never read back; a figure typed over is reported, not applied.", None),
         ("", "", None),
         ("Colour legend", "", "bold"),

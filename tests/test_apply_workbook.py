@@ -139,3 +139,44 @@ def test_a_bad_cell_names_itself_and_nothing_is_written(kv, state, tmp_path, cel
     result = kv("apply", tmp_path / "bad.xlsx", "--quarter", "2026Q4", ok=False)
     assert result.exit_code == 1 and message in result.output and len(result.output.strip().splitlines()) == 1
     assert state() == before
+
+
+def test_fleet_counts_come_back_through_set_fleet(kv, engine, state, tmp_path):
+    """Finance lowers a fleet count (40 -> 7), sets a reserved price and adds a GPU type's entry for a
+    later quarter on the Fleet sheet: apply lists them, writes them through kvreg.fleet.set_fleet,
+    and the rollup follows. A count that is not a whole number is refused, naming its cell."""
+    from openpyxl import load_workbook
+
+    kv("fleet", "set", "H100-SXM", "2026Q3", "40")
+    kv("fleet", "set", "H200", "2026Q4", "10", "--reserved", "2")
+    book = _workbook(kv, tmp_path)
+    wb = load_workbook(book)
+    f = wb["Fleet"]
+    f.cell(_row(f, "H100-SXM", "2026Q3"), _col(f, "gpus_owned")).value = 7
+    f.cell(_row(f, "H200", "2026Q4"), _col(f, "reserved_price_per_hour")).value = 2.5
+    new = f.max_row + 1
+    for name, value in (("gpu", "H200"), ("quarter", "2027Q1"), ("gpus_owned", 30), ("gpus_reserved", 0)):
+        f.cell(new, _col(f, name)).value = value
+    wb.save(tmp_path / "fleet.xlsx")
+    out = kv("apply", tmp_path / "fleet.xlsx", "--quarter", "2026Q4", "--dry-run").stdout.splitlines()
+    assert out == ["~ fleet H100-SXM 2026Q3 gpus_owned: 40 -> 7",
+                   "~ fleet H200 2026Q4 reserved_price_per_hour: (blank) -> 2.5",
+                   "+ fleet H200 2027Q1 gpus_owned: 30", "+ fleet H200 2027Q1 gpus_reserved: 0",
+                   "+ fleet H200 2027Q1 reserved_price_per_hour: (blank)", "dry run: 5 change(s), nothing written"]
+    kv("apply", tmp_path / "fleet.xlsx", "--quarter", "2026Q4")
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT g.name, f.quarter, f.gpus_owned, f.gpus_reserved, f.reserved_price_per_hour"
+                                 " FROM fleet f JOIN gpu g ON g.id = f.gpu_id ORDER BY g.name, f.quarter")).all()
+        assert [tuple(r) for r in rows] == [("H100-SXM", "2026Q3", 7, 0, None), ("H200", "2026Q4", 10, 2, 2.5),
+                                            ("H200", "2027Q1", 30, 0, None)]
+        installed = conn.execute(text("SELECT gpus_installed FROM procurement"
+                                      " WHERE gpu = 'H100-SXM' AND quarter = '2026Q4'")).scalar_one()
+        assert installed == 7  # the 2026Q3 entry carries forward
+    assert kv("apply", tmp_path / "fleet.xlsx", "--quarter", "2026Q4").stdout.splitlines()[-1] == (
+        "no input differs from the registry")
+    f.cell(_row(f, "H100-SXM", "2026Q3"), _col(f, "gpus_owned")).value = 7.5
+    wb.save(tmp_path / "bad.xlsx")
+    before = state()
+    result = kv("apply", tmp_path / "bad.xlsx", "--quarter", "2026Q4", ok=False)
+    assert result.exit_code == 1 and "Fleet!C" in result.output and "whole number" in result.output
+    assert state() == before

@@ -91,6 +91,14 @@ def _insert_test_data(conn) -> None:
     for plan, name, tokens, share in CLASSES:
         conn.execute(text("INSERT INTO workload_class (plan_id, name, avg_tokens, share) VALUES"
                           " ((SELECT id FROM plan WHERE name = :p), :n, :t, :s)"), dict(p=plan, n=name, t=tokens, s=share))
+    for gpu, quarter, owned, reserved, price in FLEET:
+        conn.execute(text("INSERT INTO fleet (gpu_id, quarter, gpus_owned, gpus_reserved, reserved_price_per_hour)"
+                          " VALUES ((SELECT id FROM gpu WHERE name = :g), :q, :o, :r, :p)"),
+                     dict(g=gpu, q=quarter, o=owned, r=reserved, p=price))
+
+
+# The installed fleet: H100-SXM's 2026Q3 entry carries into 2026Q4 (the workbook's quarter).
+FLEET = [("H100-SXM", "2026Q3", 40, 0, None), ("H200", "2026Q4", 10, 2, 3.5), ("H200", "2027Q1", 30, 0, None)]
 
 
 # The same edits, made by finance in the workbook and by us in the registry.
@@ -101,6 +109,7 @@ def _edit_registry(conn) -> None:
     conn.execute(text("UPDATE gpu SET price_per_hour = 4.0 WHERE name = 'H200'"))
     conn.execute(text("UPDATE model SET layers = 96, full_layers = 96 WHERE name = 'Qwen3-235B-A22B'"))
     conn.execute(text("UPDATE workload_class SET share = 0.5 WHERE name = 'chat'"))
+    conn.execute(text("UPDATE fleet SET gpus_owned = 7 WHERE quarter = '2026Q3'"))  # finance edits a fleet count
 
 
 def _edit_workbook(src: Path, dst: Path) -> None:
@@ -126,6 +135,10 @@ def _edit_workbook(src: Path, dst: Path) -> None:
     for name, value in (("plan", "qwen235-h100-tp8"), ("workload_class", "typed"), ("class_tokens", 500),
                         ("share", 5.0)):
         work.cell(extra, _col(work, name)).value = value
+    fleet = wb["Fleet"]
+    for r in _data_rows(fleet):
+        if fleet.cell(r, _col(fleet, "quarter")).value == "2026Q3":
+            fleet.cell(r, _col(fleet, "gpus_owned")).value = 7
     assert wb["Assumptions"]["A3"].value == "default_reserve"
     wb["Assumptions"]["B3"].value = 0.10
     wb.save(dst)
@@ -183,15 +196,37 @@ def _grain_rows(conn, grain: str, key) -> dict:
     return {k: {**source[k], **v} for k, v in view.items()}
 
 
+# The quarters of the Summary's per-quarter block: those with an entry, and the workbook's.
+BLOCK_QUARTERS = ("2026Q3", "2026Q4", "2027Q1")
+
+
+def _with_in_force(conn, view: str, key: str, rows: dict) -> dict:
+    """Each entry with its quarter index and whether it holds in 2026Q4, 2026Q3 and each block
+    quarter, by the SQL rule the views use."""
+    from kvreg.figures.aggregates import in_force_sql, index_of_quarter
+
+    asked = {"in_force": 2026 * 4 + 3, "previous_quarter_in_force": 2026 * 4 + 2}
+    asked.update({f"in_force_{q}": index_of_quarter(q) for q in BLOCK_QUARTERS})
+    flags = ", ".join(f"CASE WHEN {in_force_sql('e', str(q))} THEN 1 ELSE 0 END AS {n}" for n, q in asked.items())
+    for r in conn.execute(text(f"SELECT {key}, quarter, quarter_index, {flags} FROM {view} e")).mappings():
+        rows[(r[key], r["quarter"])].update({k: r[k] for k in ("quarter_index", *asked)})
+    return rows
+
+
 def _expected(conn) -> dict:
+    from kvreg.db.read import rollup
+
     models = {r["name"]: dict(r) for r in conn.execute(text("SELECT * FROM model")).mappings()}
     return {
         "plans": _grain_rows(conn, "plan_capacity", lambda r: r["plan"]),
         "classes": _grain_rows(conn, "plan_class", lambda r: (r["plan"], r["workload_class"])),
-        "demand": _grain_rows(conn, "plan_quarter", lambda r: (r["plan"], r["quarter"])),
+        "demand": _with_in_force(conn, "plan_quarter", "plan", _grain_rows(conn, "plan_quarter",
+                                                                             lambda r: (r["plan"], r["quarter"]))),
+        "fleet": _with_in_force(conn, "fleet_quarter", "gpu", {
+            (r["gpu"], r["quarter"]): dict(r) for r in conn.execute(text("SELECT * FROM fleet_quarter")).mappings()}),
         "model_kv": _grain_rows(conn, "model_kv", lambda r: (r["model"], r["kv_dtype"])),
-        "procurement": {(r["gpu"], r["quarter"]): dict(r)
-                        for r in conn.execute(text("SELECT * FROM procurement")).mappings()},
+        # The declared aggregates through SQL (carry-forward included), per GPU type and quarter.
+        "procurement": {(r["gpu"], r["quarter"]): r for q in BLOCK_QUARTERS for r in rollup(conn, quarter=q)},
         "gpus": {r["name"]: dict(r) for r in conn.execute(text("SELECT * FROM gpu")).mappings()},
         "state_dtype": {n: m["linear_state_dtype"] or m["weight_dtype"] for n, m in models.items()},
         "weight_dtype": {n: m["weight_dtype"] for n, m in models.items()},
@@ -264,9 +299,9 @@ def _check_workbook(recalculated: Path, written: Path, conn, default_reserve: fl
     n += _compare(plans, forms["Plan detail"], lambda r, i: exp["plans"][plans.cell(r, 1).value], problems, covered)
     overview, quarter = vals["Plans"], vals["Summary"]["B1"].value
 
-    def plan_at(r, i):
+    def plan_at(r, i):  # the plan's demand entry in force in the Summary's quarter (carried forward)
         plan = overview.cell(r, 1).value
-        by_quarter = exp["demand"].get((plan, quarter), {})
+        by_quarter = next((d for (p, _q), d in exp["demand"].items() if p == plan and d["in_force"]), {})
         return {**exp["plans"][plan], "users": by_quarter.get("users") or 0,
                 "gpus_needed": by_quarter.get("gpus_needed") or 0}
 
@@ -280,6 +315,9 @@ def _check_workbook(recalculated: Path, written: Path, conn, default_reserve: fl
     n += _compare(work, forms["Workload"], class_at, problems, covered)
     n += _compare(demand, forms["Demand"],
                   lambda r, i: exp["demand"][(demand.cell(r, 1).value, demand.cell(r, 2).value)], problems, covered)
+    fleet = vals["Fleet"]
+    n += _compare(fleet, forms["Fleet"],
+                  lambda r, i: exp["fleet"][(fleet.cell(r, 1).value, fleet.cell(r, 2).value)], problems, covered)
     n += _compare(vals["GPUs"], forms["GPUs"], lambda r, i: exp["gpus"][vals["GPUs"].cell(r, 1).value],
                   problems, covered)
 
@@ -297,7 +335,7 @@ def _check_workbook(recalculated: Path, written: Path, conn, default_reserve: fl
 
     sweep = _sweep_expected(conn, vals["Context sweep"], default_reserve, exp["weight_dtype"])
     n += _compare(vals["Context sweep"], forms["Context sweep"], lambda r, i: sweep[r], problems, covered)
-    n += _check_summary(vals["Summary"], forms["Summary"], exp["procurement"], problems, covered)
+    n += _check_summary(vals["Summary"], forms["Summary"], exp["procurement"], exp["gpus"], problems, covered)
 
     every = {(ws.title, c.coordinate) for ws in forms for row in ws.iter_rows() for c in row if c.data_type == "f"}
     assert every - covered == set(), f"formula cells nobody checked: {sorted(every - covered)[:10]}"
@@ -305,10 +343,11 @@ def _check_workbook(recalculated: Path, written: Path, conn, default_reserve: fl
     return n
 
 
-def _check_summary(vals, forms, procurement: dict, problems: list, covered: set) -> int:
+def _check_summary(vals, forms, procurement: dict, gpus: dict, problems: list, covered: set) -> int:
     quarter, previous = vals["B1"].value, vals["B2"].value
     assert (quarter, previous) == ("2026Q4", "2026Q3")
-    covered.add(("Summary", "B2"))
+    assert vals["B3"].value == 2026 * 4 + 3
+    covered.update({("Summary", "B2"), ("Summary", "B3")})
     names = [c.value for c in forms[5]]
     totals: dict[str, float] = {}
     checked = 0
@@ -316,6 +355,8 @@ def _check_summary(vals, forms, procurement: dict, problems: list, covered: set)
     # GPUs needed per quarter (rows) and GPU type (columns), below the totals.
     block = next(r for r in range(total_row + 1, forms.max_row + 1) if vals.cell(r, 1).value == "Quarter")
     gpu_cols = {c: vals.cell(block, c).value for c in range(2, forms.max_column + 1) if vals.cell(block, c).value}
+    assert tuple(vals.cell(r, 1).value for r in range(block + 1, forms.max_row + 1)
+                 if vals.cell(r, 1).value) == BLOCK_QUARTERS
     for r in range(block + 1, forms.max_row + 1):
         q = vals.cell(r, 1).value
         for c, gpu in gpu_cols.items():
@@ -333,12 +374,10 @@ def _check_summary(vals, forms, procurement: dict, problems: list, covered: set)
             got = vals.cell(r, i).value
             if gpu == "Total":
                 want = totals.get(name, 0)
-            else:
+            elif name in ("unit_price", "price_per_hour"):
+                want = gpus[gpu][name]
+            else:  # a GPU type with no demand and no fleet: every aggregate is 0
                 want = (procurement.get((gpu, quarter)) or {}).get(name) or 0
-                if name == "previous_gpus_needed" and (gpu, quarter) not in procurement:
-                    want = (procurement.get((gpu, previous)) or {}).get("gpus_needed") or 0
-                if name == "gpus_change" and (gpu, quarter) not in procurement:
-                    want = -((procurement.get((gpu, previous)) or {}).get("gpus_needed") or 0)
                 totals[name] = totals.get(name, 0) + want
             if not _same(got, want):
                 problems.append(f"Summary!{forms.cell(r, i).coordinate} {gpu} {name}: workbook {got!r}, view {want!r}")
@@ -481,7 +520,10 @@ def test_every_figure_is_a_formula_and_every_input_a_value(written):
                     if (sheet, name) in no_mix:
                         assert c.value == '=""', where
                     else:
-                        assert name in FIGURES or "!" in c.value or name in ("state_dtype", *CONVERTED), where
+                        # quarter_index and the in-force flags of the carry-forward rule: same-sheet helpers
+                        assert (name in FIGURES or "!" in c.value or name in ("state_dtype", *CONVERTED)
+                                or name in ("quarter_index", "previous_quarter_in_force")
+                                or name.startswith("in_force")), where
     # Units: in the header and in the number format.
     col = _col(plans, "kv_gib_per_sequence_per_gpu")
     assert plans.cell(1, col).value == "KV per sequence per GPU (GiB)" and plans.cell(3, col).number_format == '0.00 "GiB"'
@@ -539,11 +581,12 @@ def test_layout_for_finance(written):
     for name, sheet in (("gpu", "GPUs"), ("model", "Models"), ("kv_dtype", "Dtypes"), ("weight_dtype", "Dtypes")):
         assert validated[_col(plans, name)].startswith(f"{sheet}!$A$3:$A$")
     assert validated[_col(plans, "rule")] == '"theoretical,vllm,sglang"'
-    # A quarter is picked from a list (those with demand and four more); a new one is asked about, then kept.
-    demand = wb["Demand"]
-    quarter_dv = [dv for dv in demand.data_validations.dataValidation if "B3" in str(dv.sqref)]
-    assert quarter_dv[0].formula1 == '"2026Q3,2026Q4,2027Q1,2027Q2,2027Q3,2027Q4"'
-    assert quarter_dv[0].errorStyle == "warning"
+    # A quarter is picked from a list (those with demand or fleet and four more); a new one is asked
+    # about, then kept. The same list on Demand and on Fleet.
+    for sheet in ("Demand", "Fleet"):
+        quarter_dv = [dv for dv in wb[sheet].data_validations.dataValidation if "B3" in str(dv.sqref)]
+        assert quarter_dv[0].formula1 == '"2026Q3,2026Q4,2027Q1,2027Q2,2027Q3,2027Q4,2028Q1"', sheet
+        assert quarter_dv[0].errorStyle == "warning"
     rules = [r for cf in plans.conditional_formatting for r in cf.rules]
     fits = plans.cell(2, _col(plans, "fits")).column_letter
     assert any(f"${fits}3=0" in r.formula[0] for r in rules)
@@ -553,8 +596,16 @@ def test_layout_for_finance(written):
     # GPUs needed per quarter per GPU type, over the Summary sheet's own cells; then max concurrency
     # against context over the Context sweep's cells, a named line per model (at its TP).
     assert "<c:barChart>" in charts[0] and "<c:f>Summary!$B$" in charts[0]
-    assert all("<c:scatterChart>" in c and "'Context sweep'!$" in c for c in charts[1:]) and len(charts) >= 3
-    lines = [re.findall(r"<c:tx><c:v>([^<]*)</c:v>", c) for c in charts[1:]]
+    # Beside it: GPUs needed, installed and to buy per GPU type this quarter (the Summary's own columns).
+    from kvreg.export.excel_layout import get_column_letter
+    from kvreg.figures.aggregates import AGGREGATE_COLUMNS
+
+    summary_letters = {n: get_column_letter(i + 2) for i, n in enumerate(AGGREGATE_COLUMNS)}
+    assert "<c:barChart>" in charts[1]
+    for name in ("gpus_needed", "gpus_installed", "gpus_to_buy"):
+        assert f"<c:f>Summary!${summary_letters[name]}$6:" in charts[1], name
+    assert all("<c:scatterChart>" in c and "'Context sweep'!$" in c for c in charts[2:]) and len(charts) >= 4
+    lines = [re.findall(r"<c:tx><c:v>([^<]*)</c:v>", c) for c in charts[2:]]
     assert all(0 < len(x) <= 8 for x in lines) and "Llama-3.1-70B (TP 2)" in lines[0]
 
 
@@ -646,9 +697,12 @@ def test_seeded_workbook_prints_to_at_most_30_pages(engine, tmp_path):
     forms, vals = load_workbook(path), load_workbook(path, data_only=True)
     for sheet in ("Summary", "Plans"):
         reason = _col(forms["Plans"], "reason") if sheet == "Plans" else None
+        # A GPU type's own prices on Summary stay blank when unknown (no hourly price for a Mac).
+        prices = {c.column for c in forms["Summary"][5] if c.value in ("unit_price", "price_per_hour")}
+        blank_ok = {reason} if sheet == "Plans" else prices
         cells = [(c.row, c.column) for row in forms[sheet].iter_rows() for c in row if c.data_type == "f"]
         assert len(cells) > 50
-        empty = [(r, c) for r, c in cells if c != reason and vals[sheet].cell(r, c).value in (None, "")]
+        empty = [(r, c) for r, c in cells if c not in blank_ok and vals[sheet].cell(r, c).value in (None, "")]
         assert empty == [], (sheet, empty[:5])
 
 
@@ -750,3 +804,36 @@ def test_sweep_sheet_asks_about_at_most_sweep_max_pairs_model_gpu_pairs(engine, 
     assert {r["model"] for r in rows} == {plan_models[0]}
     assert {r["gpu"] for r in rows} == set(plan_gpus)
     assert len(rows) == 1 * 2 * 4
+
+
+def test_to_buy_cells_follow_a_fleet_edit(registry, recalculated):
+    """Finance lowers H100-SXM's 2026Q3 fleet entry from 40 to 7: it carries into 2026Q4 (the
+    Summary's quarter), and the recalculated to-buy cells equal the views before and after."""
+    from openpyxl import load_workbook
+
+    from kvreg.db.read import rollup
+
+    def summary(path):
+        ws = load_workbook(path, data_only=True)["Summary"]
+        names = [c.value for c in ws[5]]
+        row = next(r for r in range(6, ws.max_row + 1) if ws.cell(r, 1).value == "H100-SXM")
+        return {n: ws.cell(row, i).value for i, n in enumerate(names, start=1) if n}
+
+    keys = ("gpus_needed", "gpus_installed", "gpus_to_buy", "gpus_spare", "capex_to_buy")
+    before, after = summary(recalculated["before"][0]), summary(recalculated["after"][0])
+    with registry.connect() as conn:
+        trans = conn.begin()
+        try:
+            view_before = next(r for r in rollup(conn, "2026Q4") if r["gpu"] == "H100-SXM")
+            _edit_registry(conn)
+            view_after = next(r for r in rollup(conn, "2026Q4") if r["gpu"] == "H100-SXM")
+        finally:
+            trans.rollback()
+    assert (before["gpus_installed"], after["gpus_installed"]) == (40, 7)
+    for got, view in ((before, view_before), (after, view_after)):
+        assert {k: got[k] for k in keys} == pytest.approx({k: view[k] for k in keys})
+        assert got["gpus_to_buy"] == max(0, got["gpus_needed"] - got["gpus_installed"])
+        assert got["capex_to_buy"] == pytest.approx(got["gpus_to_buy"] * 30_000)
+    # The Summary leads with the purchase.
+    ws = load_workbook(recalculated["before"][0])["Summary"]
+    assert [c.value for c in ws[5]][1:3] == ["gpus_to_buy", "capex_to_buy"]

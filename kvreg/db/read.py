@@ -387,8 +387,8 @@ def horizon_quarters(start: str, count) -> list[str]:
     from kvreg.figures.aggregates import index_of_quarter, quarter_of_index
 
     first = index_of_quarter(parse_quarter(start))
-    if isinstance(count, str) and count.strip().isdigit():
-        count = int(count)
+    if isinstance(count, str) and count.strip().isdigit():  # the CLI passes --quarters as typed
+        count = int(count.strip())
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise KvregError(f"--quarters must be a whole number of quarters, at least 1, not {count!r}")
     if count > MAX_HORIZON_QUARTERS:

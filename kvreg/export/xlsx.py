@@ -59,7 +59,7 @@ from kvreg.figures.declarations import (
 )
 from kvreg.figures.labels import label
 
-SHEETS = ["Read me", "Summary", "Plans", "Plan detail", "Workload", "Demand", "Models", "GPUs", "Dtypes",
+SHEETS = ["Read me", "Summary", "Plans", "Plan detail", "Workload", "Demand", "Fleet", "Models", "GPUs", "Dtypes",
           "Context sweep", "Assumptions"]
 SWEEP_CONTEXTS = (8192, 32768, 131072, 1000000)
 KV_BLOCKS = ("bf16", "fp8")  # the Models sheet shows the KV figures in these dtypes (each editable per row)
@@ -163,7 +163,7 @@ class Editable:
     (kvreg.importers.workbook.CHECKS names). `insert`: SQL adding a row the registry lacks
     (parameters: the keys and the field), or None when such a row is refused.
 
-    Another input sheet (issue 16's fleet counts, say) is one more entry here."""
+    `write`: the registry's own writer for a field (the Fleet sheet's, kvreg.fleet.set_fleet)."""
 
     sheet: str
     what: str  # how a diff line names the row: "plan", "gpu", "class"
@@ -173,6 +173,23 @@ class Editable:
     checks: dict[str, str]  # registry field -> check name
     convert: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
     insert: str | None = None
+    # write(conn, keys, field, value): set one field through the registry's own API (validation
+    # included) instead of the plain UPDATE / insert; adds the row when it is missing.
+    write: Callable[[Any, dict, str, Any], None] | None = None
+
+
+def _write_fleet(conn, keys: dict, fld: str, value) -> None:
+    """One fleet count or price from the workbook, through kvreg.fleet.set_fleet (its checks and
+    its insert-or-update), keeping the entry's other fields."""
+    from kvreg.fleet import set_fleet
+
+    row = conn.execute(text(
+        "SELECT f.gpus_owned, f.gpus_reserved, f.reserved_price_per_hour FROM fleet f JOIN gpu g ON g.id = f.gpu_id"
+        " WHERE g.name = :gpu AND f.quarter = :quarter"), keys).mappings().first()
+    current = dict(row) if row else {"gpus_owned": 0, "gpus_reserved": 0, "reserved_price_per_hour": None}
+    current[fld] = value
+    set_fleet(conn, keys["gpu"], keys["quarter"], current["gpus_owned"], current["gpus_reserved"],
+              current["reserved_price_per_hour"])
 
 
 _PLAN_ID = "(SELECT id FROM plan WHERE name = :plan)"
@@ -195,6 +212,13 @@ EDITABLE = [
               "memory_bandwidth_bytes_per_s": "bytes_or_none"},
              {"memory_gib_input": CONVERTED["memory_bytes"].to_registry,
               "memory_bandwidth_gb_per_s_input": CONVERTED["memory_bandwidth_bytes_per_s"].to_registry}),
+    Editable("Fleet", "fleet", "fleet",
+             {"gpu": ("(SELECT name FROM gpu WHERE gpu.id = fleet.gpu_id)", "gpu_id = (SELECT id FROM gpu WHERE name = :gpu)"),
+              "quarter": ("quarter", "quarter = :quarter")},
+             {"gpus_owned": "gpus_owned", "gpus_reserved": "gpus_reserved",
+              "reserved_price_per_hour": "reserved_price_per_hour"},
+             {"gpus_owned": "count", "gpus_reserved": "count", "reserved_price_per_hour": "price"},
+             write=_write_fleet),
 ]
 
 
@@ -215,7 +239,8 @@ def write_workbook(conn, path, quarter: str, *, generated_at: str | None = None,
     quarter = parse_quarter(quarter)
     generated_at = generated_at or _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
     data = _read_registry(conn)
-    data["quarters"] = _quarter_choices(data["demand"], quarter)
+    data["quarters"] = _quarter_choices(data["demand"] + data["fleet"], quarter)
+    _summary_figures(conn, data, quarter)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".xlsx", dir=path.parent)
@@ -230,10 +255,11 @@ def write_workbook(conn, path, quarter: str, *, generated_at: str | None = None,
         refs.plans = _deployment_sheet(book, ws["Plan detail"], "plan_capacity", data["plans"], refs, key="plan",
                                        overrides=_mix_overrides(len(data["classes"])))
         _workload_sheet(book, ws["Workload"], data["classes"], refs)
-        demand = _demand_sheet(book, ws["Demand"], data["demand"], refs)
+        demand = _demand_sheet(book, ws["Demand"], data["demand"], refs, data["block_quarters"])
+        fleet = _fleet_sheet(book, ws["Fleet"], data["fleet"], refs)
         sweep = _sweep_sheet(book, ws["Context sweep"], _sweep_rows(conn, data, asked), refs)
         _plans_sheet(book, ws["Plans"], data, refs.plans, demand, quarter)
-        _summary_sheet(book, ws["Summary"], quarter, data, demand, sweep)
+        _summary_sheet(book, ws["Summary"], quarter, data, demand, fleet, gpus, sweep)
         _assumptions_sheet(book, ws["Assumptions"])
         _readme_sheet(book, ws["Read me"], conn, quarter, generated_at, data)
         ws["Read me"].activate()
@@ -287,6 +313,11 @@ def _read_registry(conn) -> dict:
         "SELECT p.name AS plan, wc.name AS workload_class, wc.avg_tokens AS class_tokens, wc.share AS share"
         " FROM workload_class wc JOIN plan p ON p.id = wc.plan_id ORDER BY p.name, wc.id"
     )).mappings()]
+    fleet = [dict(r) for r in conn.execute(text(
+        "SELECT g.name AS gpu, f.quarter AS quarter, f.gpus_owned AS gpus_owned, f.gpus_reserved AS gpus_reserved,"
+        " f.reserved_price_per_hour AS reserved_price_per_hour FROM fleet f JOIN gpu g ON g.id = f.gpu_id"
+        " ORDER BY f.quarter, g.name"
+    )).mappings()]
     capacity = _merged(conn, "plan_capacity", lambda r: r["plan"])
     for p in plans:
         p.pop("name", None)
@@ -299,9 +330,37 @@ def _read_registry(conn) -> dict:
         d.update({**by_quarter.get((d["plan"], d["quarter"]), {}), **d})
     procurement = {(r["gpu"], r["quarter"]): dict(r) for r in conn.execute(text("SELECT * FROM procurement")).mappings()}
     return {"dtypes": list_dtypes(conn), "gpus": list_gpus(conn), "models": list_models(conn),
-            "plans": plans, "classes": classes, "demand": demand, "procurement": procurement,
+            "plans": plans, "classes": classes, "demand": demand, "fleet": fleet, "procurement": procurement,
             "model_kv": _merged(conn, "model_kv", lambda r: (r["model"], r["kv_dtype"])),
             "registry_id": registry_id(conn)}
+
+
+def _summary_figures(conn, data: dict, quarter: str) -> None:
+    """The declared aggregates (the procurement rollup, carry-forward included) for the Summary's
+    quarter and for each quarter of its per-quarter block, read through the same compiled SQL as
+    the `procurement` view: the values the Summary's formulas store. Also each Demand and Fleet
+    entry's in-force flags (the values of their helper columns)."""
+    from kvreg.db.read import dialect, runner
+    from kvreg.figures.aggregates import aggregate_sql, index_of_quarter, quarters_sql
+    from kvreg.units import previous_quarter
+
+    block = sorted({q for (_g, q) in data["procurement"]} | {quarter})
+    data["block_quarters"] = block
+    rows = runner(conn).rows(aggregate_sql(quarters_sql(block), dialect(conn)))
+    data["aggregates"] = {(r["gpu"], r["quarter"]): r for r in rows}
+    q = index_of_quarter(quarter)
+    for entries, key in ((data["demand"], "plan"), (data["fleet"], "gpu")):
+        starts: dict = {}
+        for e in entries:
+            e["quarter_index"] = index_of_quarter(e["quarter"])
+            starts.setdefault(e[key], []).append(e["quarter_index"])
+        for e in entries:
+            def held(at: int, e=e) -> int:
+                qi = e["quarter_index"]
+                return int(qi <= at and not any(qi < s <= at for s in starts[e[key]]))
+            e["in_force"], e["previous_quarter_in_force"] = held(q), held(index_of_quarter(previous_quarter(quarter)))
+            for bq in block:
+                e[f"in_force_{bq}"] = held(index_of_quarter(bq))
 
 
 def _quarter_choices(demand: list[dict], quarter: str, ahead: int = 4) -> list[str]:
@@ -664,7 +723,7 @@ def _not_fit_format(book: Book, ws, t: Table, last: int) -> None:
         "format": book.fmt(bg_color="#" + NOT_FIT_FILL, font_color="#9C0006")})
 
 
-def _demand_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
+def _demand_sheet(book: Book, ws, rows: list[dict], refs: _References, block_quarters: list[str]) -> Table:
     """A plan's users in a quarter, and the plan_quarter figures over the plan's figures."""
     from kvreg.figures.views import GRAIN, _layers
 
@@ -701,8 +760,55 @@ def _demand_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
                                        formula="=" + src))
     for name in figures:
         cells[name] = t.add(figure_column(name, cells.__getitem__))
+    _in_force_columns(t, cells, "plan", len(rows), block_quarters)
     last = t.write(book, ws, rows, freeze_after="B")
     _not_fit_format(book, ws, t, last)
+    return t
+
+
+# The Summary's quarter as an index (2026Q4 -> 8107): the quarter the Demand and Fleet sheets'
+# in_force columns answer for.
+SUMMARY_QUARTER_INDEX = "Summary!$B$3"
+
+
+def _in_force_columns(t: Table, cells: dict, key: str, n_rows: int, block_quarters: list[str] = ()) -> None:
+    """quarter_index, and whether each entry holds in the Summary's quarter and the one before
+    (the carry-forward rule, compiled by kvreg.figures.aggregates); on Demand also one flag per
+    quarter of the Summary's GPUs-per-quarter block (in_force_2026Q3, ...)."""
+    from kvreg.figures.aggregates import in_force_excel, index_of_quarter, quarter_index_excel
+
+    last = max(LOOKUP_LAST_ROW, FIRST_ROW + 2 * n_rows)  # Table.range's rows, known before writing
+    cells["quarter_index"] = t.add(Column("quarter_index", "helper", "index", "int",
+                                          "the quarter as a number (year x 4 + quarter - 1)",
+                                          formula="=" + quarter_index_excel(f"{cells['quarter']}{ROW}"),
+                                          label="Quarter index"))
+    key_rng, qi_rng = column_range(t.sheet, cells[key], last), column_range(t.sheet, cells["quarter_index"], last)
+    asked = [("in_force", SUMMARY_QUARTER_INDEX, "the Summary's quarter", "In force this quarter (0/1)"),
+             ("previous_quarter_in_force", SUMMARY_QUARTER_INDEX + "-1", "the quarter before it",
+              "In force the quarter before (0/1)")]
+    asked += [(f"in_force_{q}", str(index_of_quarter(q)), q, f"In force in {q} (0/1)") for q in block_quarters]
+    for name, q, when, text_label in asked:
+        f = in_force_excel(key_rng, literal_key(f"{cells[key]}{ROW}"), qi_rng, f"{cells['quarter_index']}{ROW}", q)
+        cells[name] = t.add(Column(name, "helper", "flag", "flag", f"1 when this entry holds in {when}: the latest"
+                                   f" entry of its {key} at or before it", formula="=" + f, label=text_label))
+
+
+def _fleet_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
+    """GPUs installed per GPU type from a quarter on (owned, reserved and its price): finance edits
+    these; an entry holds until the GPU type's next one."""
+    from kvreg.figures.declarations import AGGREGATES
+
+    t = Table("Fleet", [
+        input_column("gpu", meaning="GPU type (from the GPUs sheet)", validation=refs.gpu_list, width=18,
+                     label="GPU type"),
+        input_column("quarter", meaning="from this quarter on, written YEARQn (2026Q4)", label="Quarter",
+                     validation=('"' + ",".join(refs.quarters) + '"', "quarter"), validation_style="warning"),
+        *[input_column(n, unit=AGGREGATES[n].unit, kind=AGGREGATES[n].kind, meaning=AGGREGATES[n].meaning)
+          for n in ("gpus_owned", "gpus_reserved", "reserved_price_per_hour")],
+    ])
+    cells = {c.name: c.letter for c in t.columns}
+    _in_force_columns(t, cells, "gpu", len(rows))
+    t.write(book, ws, rows, freeze_after="B")
     return t
 
 
@@ -717,8 +823,9 @@ _PLAN_QUARTER = ["users", "gpus_needed"]
 
 def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarter: str) -> None:
     """A plan per row with the figures people look for first, read from Plan detail (every figure
-    and setting is there), and its users and GPUs in the Summary's quarter (sums over Demand)."""
-    by_quarter = {(d["plan"], d["quarter"]): d for d in data["demand"]}
+    and setting is there), and its users and GPUs in the Summary's quarter: its Demand entry in force
+    then (the latest at or before it; carried forward)."""
+    by_quarter = {d["plan"]: d for d in data["demand"] if d["in_force"]}
     t = Table("Plans")
     detail = "'Plan detail'"
     for name in _PLAN_KEYS:
@@ -731,10 +838,10 @@ def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarte
     for name in _PLAN_QUARTER:
         decl = FIGURES.get(name) or INPUTS.get(name)
         crit = (f'{demand.range("plan")},"="&{literal_key(plan_cell)},'
-                f'{demand.range("quarter")},"="&{literal_key(QUARTER_CELL)}')
+                f'{demand.range("in_force")},1')
         t.add(Column(name, "figure", decl.unit, decl.kind, f"{decl.meaning}, in the quarter on Summary (B1)",
                      formula=f"=SUMIFS({demand.range(name)},{crit})",
-                     value=lambda row, n=name: (by_quarter.get((row["plan"], quarter)) or {}).get(n) or 0,
+                     value=lambda row, n=name: (by_quarter.get(row["plan"]) or {}).get(n) or 0,
                      label=label(name).replace(" (", " this quarter (", 1)))
     t.add(Column("reason", "figure", "text", "text", FIGURES["reason"].meaning + " (from Plan detail)",
                  formula=f"={detail}!{plans.letter('reason')}{ROW}", width=48))
@@ -746,29 +853,24 @@ def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarte
 
 
 _SUMMARY_TOP = 4  # labels row; names on 5 (hidden), data from 6
-_SUMMARY_COLUMNS = [
-    # name, unit, kind, source column in Demand (None: a count), meaning
-    ("plans", "count", "int", None, "plans with demand this quarter on this GPU type"),
-    ("plans_not_fitting", "count", "int", None, "of those, plans that do not fit (their GPUs are not counted)"),
-    ("users", "users", "int", "users", "concurrent users to serve"),
-    ("gpus_needed", "GPUs", "int", "gpus_needed", "GPUs to have this quarter"),
-    ("nodes_needed", "nodes", "int", "nodes_needed", "nodes to house them"),
-    ("cost_per_month", "USD", "real", "cost_per_month", "rental cost per month at price_per_hour"),
-    ("capex", "USD", "real", "capex", "purchase cost at unit_price"),
-    ("previous_gpus_needed", "GPUs", "int", "gpus_needed", "GPUs needed in the previous quarter"),
-    ("gpus_change", "GPUs", "int", None, "change against the previous quarter"),
-]
-_SUMMARY_LABELS = {"plans": "Plans (count)"}
+_NO_TOTAL = ("unit_price", "price_per_hour", "reserved_price_per_hour")  # prices: a sum means nothing
+_SUMMARY_LABELS = {"plans": "Plans (count)", "previous_quarter_gpus_needed": "GPUs needed the quarter before (GPUs)",
+                   "gpus_needed_quarter_change": "Change in GPUs needed (GPUs)"}
 MAX_LINES_PER_CHART = 8
 
 
-def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, sweep: Table) -> None:
-    """Procurement per GPU type for the quarter in B1: sums over the Demand sheet (SUMIFS), the
-    change against the previous quarter; GPUs needed per quarter and GPU type; native charts over
-    these cells and the Context sweep. Change B1 to see another quarter."""
+def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, fleet: Table, gpu_table: Table,
+                   sweep: Table) -> None:
+    """What to buy per GPU type in the quarter in B1: the declared aggregates
+    (kvreg.figures.declarations.AGGREGATES, compiled by kvreg.figures.aggregates to SUMIFS / COUNTIFS
+    over the Demand and Fleet entries in force), gpus_to_buy and capex_to_buy first; GPUs needed per
+    quarter and GPU type; native charts over these cells and the Context sweep. Change B1, or a
+    fleet count on the Fleet sheet, and every figure recomputes."""
+    from kvreg.figures.aggregates import AGGREGATE_COLUMNS, aggregate_excel, index_of_quarter, quarter_index_excel
+    from kvreg.figures.declarations import AGGREGATES
     from kvreg.units import previous_quarter
 
-    proc = data["procurement"]
+    agg = data["aggregates"]
     gpus = data["gpus"]
     previous = previous_quarter(quarter)
     g = Grid(book, ws)
@@ -782,19 +884,27 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, swee
     g.put(2, 1, "Previous quarter", bold)
     g.put(2, 2, '=IF(RIGHT(B1,1)="1",(LEFT(B1,4)-1)&"Q4",LEFT(B1,5)&(RIGHT(B1,1)-1))', book.cell("lookup"),
           result=previous)
+    g.put(3, 1, "Quarter index", bold)
+    g.put(3, 2, "=" + quarter_index_excel("B1"), book.cell("lookup"), result=index_of_quarter(quarter))
+    g.put(3, 3, "Demand and fleet entries hold until the next entry of the same plan or GPU type "
+                "(the in_force columns of the Demand and Fleet sheets).")
 
     rng = demand.range
     head = _SUMMARY_TOP + 1
     first = head + 1
     last = first + len(gpus) - 1
     letters = {"gpu": "A"}
-    for i, (name, *_rest) in enumerate(_SUMMARY_COLUMNS):
+    for i, name in enumerate(AGGREGATE_COLUMNS):
         letters[name] = get_column_letter(i + 2)
+    described = {n: (a.unit, a.kind, a.meaning) for n, a in AGGREGATES.items()}
+    described.update({n: (INPUTS[n].unit, INPUTS[n].kind, INPUTS[n].meaning + " (from GPUs)")
+                      for n in ("unit_price", "price_per_hour")})
     header = book.header(None)
     g.put(_SUMMARY_TOP, 1, "GPU type", header)
     g.put(head, 1, "gpu", book.fmt(font_color="#7F7F7F", font_size=8))
-    for name, unit, kind, _src, meaning in _SUMMARY_COLUMNS:
-        col = ord(letters[name]) - 64
+    for name in AGGREGATE_COLUMNS:
+        unit, _kind, meaning = described[name]
+        col = _col0(letters[name]) + 1
         g.put(_SUMMARY_TOP, col, _SUMMARY_LABELS.get(name) or label(name, unit), header)
         g.put(head, col, name, book.fmt(font_color="#7F7F7F", font_size=8))
         ws.write_comment(_SUMMARY_TOP - 1, col - 1, f"{name}: {meaning}")
@@ -802,51 +912,50 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, swee
     for i, gpu in enumerate(gpus):
         row = first + i
         g.text(row, 1, gpu["name"], book.fmt(num_format="@", border=1, border_color="#BFBFBF"))
-        cur = proc.get((gpu["name"], quarter))
-        prev = (proc.get((gpu["name"], previous)) or {}).get("gpus_needed") or 0
-        crit_q = f'{rng("quarter")},"="&{literal_key("$B$1")}'
-        crit_pq = f'{rng("quarter")},"="&{literal_key("$B$2")}'
-        crit_g = f'{rng("gpu")},"="&{literal_key(f"$A{row}")}'
-        for name, unit, kind, src, _meaning in _SUMMARY_COLUMNS:
-            if name == "plans":
-                f = f"=COUNTIFS({crit_q},{crit_g})"
-            elif name == "plans_not_fitting":
-                f = f"=COUNTIFS({crit_q},{crit_g},{rng('fits')},0)"
-            elif name == "previous_gpus_needed":
-                f = f"=SUMIFS({rng(src)},{crit_pq},{crit_g})"
-            elif name == "gpus_change":
-                f = f"={letters['gpus_needed']}{row}-{letters['previous_gpus_needed']}{row}"
+        # The compiled rollup's row (none: no demand and no fleet on this GPU type, every aggregate 0).
+        cur = agg.get((gpu["name"], quarter)) or {}
+        key = literal_key(f"$A{row}")
+        for name in AGGREGATE_COLUMNS:
+            unit, kind, _meaning = described[name]
+            if name in ("unit_price", "price_per_hour"):
+                f = "=" + index_formula(gpu_table, name, match_formula(f"$A{row}", gpu_table, "gpu"), True)
+                value = gpu.get(name)
             else:
-                f = f"=SUMIFS({rng(src)},{crit_q},{crit_g})"
-            # The procurement view's row (none: nothing this quarter, every sum is 0).
-            value = (cur or {}).get(name) or 0 if cur else {"previous_gpus_needed": prev, "gpus_change": -prev}.get(name, 0)
-            totals[name] = totals.get(name, 0) + value
-            g.put(row, ord(letters[name]) - 64, f, book.cell("figure", number_format(unit, kind)), result=value)
+                f = aggregate_excel(name, demand=demand.range, fleet=fleet.range,
+                                    gpu_criterion=lambda r_, key=key: f'{r_},"="&{key}',
+                                    cell_of=lambda n, row=row: f"{letters[n]}{row}")
+                value = cur.get(name) or 0
+                totals[name] = totals.get(name, 0) + value
+            g.put(row, _col0(letters[name]) + 1, f, book.cell("figure", number_format(unit, kind)), result=value)
     total = last + 1
+    end = letters[AGGREGATE_COLUMNS[-1]]
     g.put(total, 1, "Total", bold)
-    for name, unit, kind, *_ in _SUMMARY_COLUMNS:
-        g.put(total, ord(letters[name]) - 64, f"=SUM({letters[name]}{first}:{letters[name]}{max(last, first)})",
+    for name in AGGREGATE_COLUMNS:
+        if name in _NO_TOTAL:
+            continue
+        unit, kind, _meaning = described[name]
+        g.put(total, _col0(letters[name]) + 1, f"=SUM({letters[name]}{first}:{letters[name]}{max(last, first)})",
               book.cell("figure", number_format(unit, kind), bold=True), result=totals.get(name, 0))
-    ws.conditional_format(f"A{first}:{letters['gpus_change']}{max(last, first)}", {
+    ws.conditional_format(f"A{first}:{end}{max(last, first)}", {
         "type": "formula", "criteria": f"=${letters['plans_not_fitting']}{first}>0",
         "format": book.fmt(bg_color="#" + NOT_FIT_FILL, font_color="#9C0006")})
 
     # GPUs needed per quarter (rows) and GPU type (columns): the chart's cells.
-    quarters = sorted({q for (_g, q) in proc} | {quarter})
+    quarters = data["block_quarters"]
     block = total + 3
-    g.put(block - 1, 1, "GPUs needed per quarter and GPU type (sums over Demand)", bold)
+    g.put(block - 1, 1, "GPUs needed per quarter and GPU type (sums over the Demand entries in force)", bold)
     g.put(block, 1, "Quarter", header)
     for j, gpu in enumerate(gpus, start=2):
         g.text(block, j, gpu["name"], header)
     for i, q in enumerate(quarters, start=1):
         g.text(block + i, 1, q, book.fmt(num_format="@", border=1, border_color="#BFBFBF"))
         for j, gpu in enumerate(gpus, start=2):
-            crit = f'{rng("quarter")},"="&{literal_key(f"$A{block + i}")},{rng("gpu")},"="&{literal_key(f"{get_column_letter(j)}${block}")}'
+            crit = f'{rng(f"in_force_{q}")},1,{rng("gpu")},"="&{literal_key(f"{get_column_letter(j)}${block}")}'
             g.put(block + i, j, f"=SUMIFS({rng('gpus_needed')},{crit})", book.cell("figure", "#,##0"),
-                  result=(proc.get((gpu["name"], q)) or {}).get("gpus_needed") or 0)
+                  result=(agg.get((gpu["name"], q)) or {}).get("gpus_needed") or 0)
     block_last = block + len(quarters)
     ws.set_column(0, 0, 18)
-    ws.set_column(1, max(len(_SUMMARY_COLUMNS), len(gpus)), 14)
+    ws.set_column(1, max(len(AGGREGATE_COLUMNS), len(gpus)), 14)
     ws.set_row(_SUMMARY_TOP - 1, 44)
     ws.set_row(head - 1, None, None, {"hidden": True})
     ws.freeze_panes(first - 1, 1)
@@ -868,6 +977,19 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, swee
     chart.set_legend({"position": "right"})
     chart.set_size({"width": 720, "height": 300})
     ws.insert_chart(charts_row, 0, chart)
+    # Beside it, the purchase: GPUs needed, installed and to buy per GPU type in the Summary's quarter.
+    buy = book.wb.add_chart({"type": "column"})
+    for name in ("gpus_needed", "gpus_installed", "gpus_to_buy"):
+        col = _col0(letters[name])
+        buy.add_series({"name": ["Summary", _SUMMARY_TOP - 1, col],
+                        "categories": ["Summary", first - 1, 0, max(last, first) - 1, 0],
+                        "values": ["Summary", first - 1, col, max(last, first) - 1, col]})
+    buy.set_title({"name": "GPUs needed, installed and to buy this quarter"})
+    buy.set_x_axis({"name": "GPU type"})
+    buy.set_y_axis({"name": "GPUs", "major_gridlines": {"visible": True}})
+    buy.set_legend({"position": "bottom"})
+    buy.set_size({"width": 560, "height": 300})
+    ws.insert_chart(charts_row, 7, buy)
     n = _concurrency_charts(book, ws, sweep, charts_row + 16)
     # Each chart starts a page or shares it with one other: none is cut in two when printed.
     ws.set_h_pagebreaks([charts_row] + [charts_row + 16 + 34 * k for k in range((n + 1) // 2)])
@@ -976,16 +1098,17 @@ def _readme_sheet(book: Book, ws, conn, quarter: str, generated_at: str, data: d
         ("Quarter", quarter, None),
         ("", "", None),
         ("How to use it", "", "bold"),
-        ("1. Read", "Summary: GPUs, nodes and cost per GPU type for the quarter, and the charts. Plans: a plan per "
+        ("1. Read", "Summary: GPUs to buy and their cost, GPUs needed and installed, nodes and cost per GPU type for the quarter, and the charts. Plans: a plan per "
                     "row with its key figures. The other sheets hold the detail.", None),
         ("2. Change", "Edit the yellow cells only: users per plan and quarter (Demand), a plan's settings such as "
-                      "reserve (Plan detail), workload shares (Workload), GPU prices and memory (GPUs), model "
-                      "shapes (Models), the quarter on Summary (B1).", None),
+                      "reserve (Plan detail), workload shares (Workload), GPU prices and memory (GPUs), GPUs owned "
+                      "and reserved per quarter (Fleet), model shapes (Models), the quarter on Summary (B1). A "
+                      "Demand or Fleet row holds until the next row of its plan or GPU type.", None),
         ("3. Recompute", "Blue and white cells are formulas: they recompute from the yellow ones, across sheets "
                          "(a reserve on Plan detail changes that plan's concurrency, its GPUs on Demand and the "
                          "totals on Summary).", None),
         ("4. Send back", "Return the file: `kvreg apply capacity.xlsx --dry-run` lists what changed (users, "
-                         "reserves, shares, prices, memory), and `kvreg apply capacity.xlsx` writes it to the "
+                         "reserves, shares, prices, memory, fleet counts), and `kvreg apply capacity.xlsx` writes it to the "
                          "registry. Figures are never read back; a figure typed over is reported, not applied.", None),
         ("", "", None),
         ("Colour legend", "", "bold"),

@@ -109,6 +109,7 @@ def _number(value: Any, where: str, *, whole: bool, minimum: float, maximum: flo
 
 CHECKS = {
     "users": lambda v, w: _number(v, w, whole=True, minimum=0, maximum=2**62),
+    "count": lambda v, w: _number(v, w, whole=True, minimum=0, maximum=2**31 - 1),
     "reserve": lambda v, w: _number(v, w, whole=False, minimum=0, maximum=0.99),
     "share": lambda v, w: _number(v, w, whole=False, minimum=0, maximum=_MAX_SHARE, above=True),
     "tokens": lambda v, w: _number(v, w, whole=True, minimum=1, maximum=2**31 - 1),
@@ -240,7 +241,7 @@ def _sheet_changes(conn, ed, names: dict[int, str], data: list) -> list[Change]:
             raise KvregError(f"{where_row} repeats a row above: keep one row per {', '.join(ed.keys)}")
         seen.add(key)
         have = current.get(key)
-        if have is None and ed.insert is None:
+        if have is None and ed.insert is None and ed.write is None:
             raise KvregError(f"{where_row}: no {ed.what} {' '.join(key)} in the registry (add it with kvreg first; "
                              "apply changes values, it does not add rows here)")
         if have is None and ed.keys.get("plan"):
@@ -277,7 +278,9 @@ def apply_workbook(engine, path: str | Path, *, quarter: str | None = None, dry_
             ed = by_sheet[c.sheet]
             params = dict(zip(ed.keys, c.key))
             params[c.field] = c.new
-            if c.added:
+            if ed.write is not None:
+                ed.write(conn, dict(zip(ed.keys, c.key)), c.field, c.new)
+            elif c.added:
                 conn.execute(text(ed.insert), params)
             else:
                 where = " AND ".join(w for _sel, w in ed.keys.values())

@@ -328,6 +328,7 @@ def import_model(conn, row: dict, *, replace: bool = False, exact_params: bool =
     index or --params-b): an estimate never replaces a published number. A row the user `named`
     (--name) is matched by that name only: naming it is asking for a model of its own.
     """
+    row = {**row, "name": check_name(row["name"], "model")}  # before any query: a name must be valid text
     match = find_match(conn, row, by_repo=not named)
     if match is None:
         return add_model(conn, row), None

@@ -188,7 +188,7 @@ CASES = [
     case("db", "copy", "--to", "sqlite:///{tmp}/d\udcff.db",
          match=r"d\\xff\.db' is not valid UTF-8", id="db-copy-to-not-utf8"),
     case("db", "downgrade", "0002",
-         match=r"to 0002 would drop 2 workload_class rows: nothing was changed; pass --yes", id="db-downgrade-drops-rows"),
+         match=r"to 0002 would drop .*2 workload_class rows: nothing was changed; pass --yes", id="db-downgrade-drops-rows"),
     case("db", "downgrade", "base", match=r"to base would drop .*\d+ model rows.*pass --yes", id="db-downgrade-base"),
     # ---------------------------------------------------------------- model add (issue 2)
     case("model", "add", "m", "--layers", "0", *MODEL[2:],

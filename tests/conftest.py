@@ -21,6 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 # Public Hugging Face config.json files vendored with their sources (tests/data/hf-configs/MANIFEST.md):
 # tests and benchmarks read nothing outside the repository.
 HF_CONFIGS = REPO / "tests" / "data" / "hf-configs"
+# The configs the built-in catalog was read from (its rows' `source`): the 17 the catalog tests import.
+CATALOG_CONFIGS = sorted(p for p in HF_CONFIGS.glob("*.json")
+                         if f'source = "{p.name}"' in (REPO / "kvreg" / "catalog" / "models.toml").read_text())
 BACKENDS = ["sqlite", "postgresql"]
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

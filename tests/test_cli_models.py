@@ -19,7 +19,7 @@ from conftest import Kvreg
 
 from conftest import HF_CONFIGS as CONFIG_DIR  # tests/data/hf-configs, vendored with MANIFEST.md
 
-CONFIGS = sorted(CONFIG_DIR.glob("*.json"))
+from conftest import CATALOG_CONFIGS as CONFIGS  # noqa: E402  (the configs the catalog was read from)
 
 GiB = 2**30
 BF16 = 2  # bytes per element

@@ -14,7 +14,7 @@ import shutil
 from conftest import HF_CONFIGS
 from test_cli_models import fails_cleanly
 
-CONFIGS = sorted(HF_CONFIGS.glob("*.json"))
+from conftest import CATALOG_CONFIGS as CONFIGS  # noqa: E402  (the configs the catalog was read from)
 
 
 def test_a_catalog_model_under_its_hf_name_is_recognised(kv, state):

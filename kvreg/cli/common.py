@@ -98,7 +98,7 @@ def read(ctx: click.Context, fn, *, prepare: bool = True):
     command reads this way, and prints what it gets with emit / emit_record below."""
     from kvreg.db.read import read as read_registry
 
-    return read_registry(ctx.find_root().obj.get("db_url"), fn, prepare=prepare)
+    return read_registry(ctx.find_root().obj.get("db_url"), fn, prepare=prepare, on_seeded=say_created)
 
 
 def emit(rows: list[dict], fmt: str, columns: list[str] | None = None) -> None:

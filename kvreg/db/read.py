@@ -48,7 +48,7 @@ COLUMNS = {"dtype": DTYPE_COLUMNS, "gpu": GPU_COLUMNS, "model": MODEL_COLUMNS}
 # --------------------------------------------------------------------------- the read path
 
 
-def read(url: str | None, fn, *, prepare: bool = True):
+def read(url: str | None, fn, *, prepare: bool = True, on_seeded=None):
     """fn(conn) on the registry at `url` (None: $KVREG_DB, else sqlite:///registry.db), read-only.
 
     An eligible SQLite registry is read with sqlite3 inside one transaction that is rolled back;
@@ -59,10 +59,10 @@ def read(url: str | None, fn, *, prepare: bool = True):
     answered, result = fastpath.read(url, fn)
     if answered:
         return result
-    return _full_read(url, fn, prepare)
+    return _full_read(url, fn, prepare, on_seeded)
 
 
-def _full_read(url: str | None, fn, prepare: bool):
+def _full_read(url: str | None, fn, prepare: bool, on_seeded=None):
     # Imported here, not at the top: SQLAlchemy and Alembic take about 0.3 s to import, which an
     # eligible registry never pays (start-up time).
     from sqlalchemy.exc import SQLAlchemyError
@@ -70,7 +70,7 @@ def _full_read(url: str | None, fn, prepare: bool):
     from kvreg.db.engine import _connect_error, make_engine, open_registry, resolve_url
 
     url = resolve_url(url)
-    engine = open_registry(url) if prepare else make_engine(url)
+    engine = open_registry(url, on_seeded=on_seeded) if prepare else make_engine(url)
     try:
         with engine.connect() as conn:
             return fn(conn)

@@ -494,7 +494,7 @@ def test_cli_import_refuses_unknown_keys_and_writes_nothing(tmp_path):
     assert "swa_num_key_value_heads = 4 could change the KV cache" in result.output
     assert len(result.output.strip().splitlines()) == 1
     listed = runner.invoke(cli, ["--db", db, "model", "list", "--format", "json"])
-    assert "ok" not in {m["name"] for m in json.loads(listed.output)}
+    assert "ok" not in {m["name"] for m in json.loads(listed.stdout)}
     result = runner.invoke(cli, ["--db", db, "model", "import", str(bad), "--accept-unknown"])
     assert result.exit_code == 0, result.output
     assert "warning: bad: swa_num_key_value_heads = 4 not understood and ignored (--accept-unknown)" in result.output

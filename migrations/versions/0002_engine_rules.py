@@ -25,6 +25,8 @@ from typing import Sequence, Union
 from alembic import op
 import sqlalchemy as sa
 
+from kvreg.db.alter import add_columns, drop_columns
+
 
 revision: str = '0002'
 down_revision: Union[str, None] = '0001'
@@ -92,38 +94,9 @@ def _columns() -> dict[str, list[tuple[sa.Column, list[tuple[str, str]]]]]:
     }
 
 
-def _is_sqlite() -> bool:
-    return op.get_bind().dialect.name == "sqlite"
-
-
-def _sqlite_add(table: str, column: sa.Column, checks: list[tuple[str, str]]) -> None:
-    dialect = op.get_bind().dialect
-    parts = [f'ALTER TABLE "{table}" ADD COLUMN {column.name} {column.type.compile(dialect=dialect)}']
-    if column.server_default is not None:
-        parts.append(f"DEFAULT '{column.server_default.arg}'")
-    if not column.nullable:
-        parts.append("NOT NULL")
-    parts += [f"CONSTRAINT {name} CHECK ({cond})" for name, cond in checks]
-    op.execute(" ".join(parts))
-
-
 def upgrade() -> None:
-    for table, columns in _columns().items():
-        for column, checks in columns:
-            if _is_sqlite():
-                _sqlite_add(table, column, checks)
-                continue
-            op.add_column(table, column)
-            for name, cond in checks:
-                op.create_check_constraint(name, table, cond)
+    add_columns(op, _columns())
 
 
 def downgrade() -> None:
-    for table, columns in reversed(list(_columns().items())):
-        for column, checks in reversed(columns):
-            if _is_sqlite():  # the column's own CHECK constraints go with it
-                op.execute(f'ALTER TABLE "{table}" DROP COLUMN {column.name}')
-                continue
-            for name, _cond in checks:
-                op.drop_constraint(name, table, type_="check")
-            op.drop_column(table, column.name)
+    drop_columns(op, _columns())

@@ -16,6 +16,8 @@ from typing import Sequence, Union
 from alembic import op
 import sqlalchemy as sa
 
+from kvreg.db.alter import add_columns, drop_columns
+
 
 revision: str = '0005'
 down_revision: Union[str, None] = '0004'
@@ -41,36 +43,9 @@ def _columns() -> list[tuple[sa.Column, list[tuple[str, str]]]]:
     ]
 
 
-def _is_sqlite() -> bool:
-    return op.get_bind().dialect.name == "sqlite"
-
-
-def _sqlite_add(column: sa.Column, checks: list[tuple[str, str]]) -> None:
-    dialect = op.get_bind().dialect
-    parts = [f'ALTER TABLE "model" ADD COLUMN {column.name} {column.type.compile(dialect=dialect)}']
-    if column.server_default is not None:
-        parts.append(f"DEFAULT '{column.server_default.arg}'")
-    if not column.nullable:
-        parts.append("NOT NULL")
-    parts += [f"CONSTRAINT {name} CHECK ({cond})" for name, cond in checks]
-    op.execute(" ".join(parts))
-
-
 def upgrade() -> None:
-    for column, checks in _columns():
-        if _is_sqlite():
-            _sqlite_add(column, checks)
-            continue
-        op.add_column('model', column)
-        for name, cond in checks:
-            op.create_check_constraint(name, 'model', cond)
+    add_columns(op, {'model': _columns()})
 
 
 def downgrade() -> None:
-    for column, checks in reversed(_columns()):
-        if _is_sqlite():
-            op.execute(f'ALTER TABLE "model" DROP COLUMN {column.name}')  # its own CHECKs go with it
-            continue
-        for name, _cond in checks:
-            op.drop_constraint(name, 'model', type_="check")
-        op.drop_column('model', column.name)
+    drop_columns(op, {'model': _columns()})

@@ -85,3 +85,16 @@ def test_the_first_command_says_it_created_the_registry(tmp_path):
     assert first.stdout.count("\n") == 1 + 24  # the header and the 24 catalog models
     assert kv("model", "list", "--format", "csv").stderr == ""
     assert kv("init").stderr == ""
+
+
+def test_python_dash_m_kvreg_is_the_kvreg_command(tmp_path):
+    """`python -m kvreg` works where the `kvreg` script is not on PATH, with the same output."""
+    env = {**os.environ, "KVREG_DB": f"sqlite:///{tmp_path / 'registry.db'}"}
+    version = subprocess.run([sys.executable, "-m", "kvreg", "--version"], capture_output=True, text=True,
+                             env=env, cwd=tmp_path, check=True)
+    assert version.stdout == "kvreg, version 0.1.0\n"
+    dtypes = subprocess.run([sys.executable, "-m", "kvreg", "dtype", "list", "--format", "csv"],
+                            capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
+    assert dtypes.stdout.splitlines()[0] == (
+        "name,bytes_per_element,kind,mla_bytes_per_token_per_layer,scale_bytes_per_token_per_head,notes")
+    assert len(dtypes.stdout.splitlines()) == 1 + 14  # the header and the 14 catalog dtypes

@@ -1,9 +1,11 @@
 """Model layouts of 2025-2026 configs: they import exactly, or say precisely why not.
 
-Real configs are vendored under tests/data/hf-configs/ (sources and sha256 in its MANIFEST.md).
-Where no unedited public copy of a config.json could be found (Gemma 3 4B, Hunyuan-A13B,
-Falcon-7B, EXAONE 4, OLMo 3), the test builds the config from the keys the model's published
-config.json documents, and says so next to it: those are not claimed to be the real files.
+Real configs are vendored under tests/data/hf-configs/ (sources and sha256 in its MANIFEST.md):
+google__gemma-3-4b-it.json, tencent__Hunyuan-A13B-Instruct.json, tiiuae__falcon-7b-instruct.json
+(and its later `falcon` revision under later-revisions/), besides the Nemotron, Gemma 4, Qwen3-Coder,
+Qwen3.5 and Nemotron 3 files. Where no unedited public copy of a config.json could be found (Gemma 4
+E2B, EXAONE 4, OLMo 3), the test builds the config from the keys the model's published config.json
+documents, and says so next to it: those are not claimed to be the real files.
 
 For each family the bytes per token and per 8,192- and 131,072-token sequence per GPU at TP 1,
 2, 4 and 8 are worked by hand here and compared with the registry's views on SQLite and
@@ -48,9 +50,12 @@ def load(name: str) -> dict:
     return json.loads(real(name).read_text())
 
 
-def test_manifest_lists_every_vendored_file_with_its_sha256():
-    manifest = (DATA / "MANIFEST.md").read_text()
-    for path in DATA.glob("*.json"):
+@pytest.mark.parametrize("folder", [DATA, DATA / "later-revisions"], ids=["hf-configs", "later-revisions"])
+def test_manifest_lists_every_vendored_file_with_its_sha256(folder):
+    manifest = (folder / "MANIFEST.md").read_text()
+    files = list(folder.glob("*.json"))
+    assert files
+    for path in files:
         row = next((line for line in manifest.splitlines() if line.startswith(f"| {path.name} |")), None)
         assert row is not None, f"{path.name} has no MANIFEST.md row"
         assert hashlib.sha256(path.read_bytes()).hexdigest() in row
@@ -85,30 +90,13 @@ def per_gpu(engine, model: str, tp: int) -> dict:
 
 # --------------------------------------------------------------------------- the families
 
-# Transcribed, not vendored: google/gemma-3-4b-it config.json's text_config as published; it names only
-# these keys and leaves heads, kv heads, head_dim, vocab size, context and the layer pattern to
-# Gemma3TextConfig's defaults.
-GEMMA3_4B = {
-    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
-    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
-                    "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
-                    "sliding_window": 1024},
-    "torch_dtype": "bfloat16", "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"},
-}
-# Built from the keys tencent/Hunyuan-A13B-Instruct's config.json documents (per-layer MoE lists).
-HUNYUAN_A13B = {
-    "architectures": ["HunYuanMoEV1ForCausalLM"], "model_type": "hunyuan_v1_moe", "hidden_size": 4096,
-    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "attention_head_dim": 128,
-    "intermediate_size": 3072, "vocab_size": 128167, "num_experts": 64, "moe_topk": [8] * 32,
-    "moe_intermediate_size": [3072] * 32, "num_shared_expert": [1] * 32, "use_mixed_mlp_moe": True,
-    "use_cla": False, "cla_share_factor": 2, "max_position_embeddings": 32768, "tie_word_embeddings": True,
-    "torch_dtype": "bfloat16",
-}
-# Built from tiiuae/falcon-7b's published config.json (RefinedWebModel, multi-query).
-FALCON_7B = {
-    "architectures": ["RWForCausalLM"], "model_type": "RefinedWebModel", "hidden_size": 4544, "n_head": 71,
-    "n_layer": 32, "multi_query": True, "parallel_attn": True, "vocab_size": 65024, "torch_dtype": "bfloat16",
-}
+# Real, unedited files (MANIFEST.md): the Gemma 3 4B text_config names only hidden_size, intermediate_size,
+# num_hidden_layers, rope_scaling and sliding_window and leaves heads, kv heads, head_dim, vocab size, context
+# and the layer pattern to Gemma3TextConfig's defaults; Hunyuan-A13B gives moe_topk and friends per layer.
+GEMMA3_4B = real("google__gemma-3-4b-it.json")
+HUNYUAN_A13B = load("tencent__Hunyuan-A13B-Instruct.json")
+FALCON_7B = real("tiiuae__falcon-7b-instruct.json")  # RefinedWebModel, multi-query (May 2023 revision)
+FALCON_7B_LATER = DATA / "later-revisions" / "tiiuae__falcon-7b-instruct.json"  # model_type falcon (Sep 2023)
 # Built from the keys LGAI-EXAONE/EXAONE-4.0-32B documents: "LLLG" repeated, 4,096-token windows.
 EXAONE4_32B = {
     "architectures": ["Exaone4ForCausalLM"], "model_type": "exaone4", "hidden_size": 5120, "head_dim": 128,
@@ -139,7 +127,7 @@ FAMILIES = {name: _imported(src) for name, src in {
     "Qwen3.5-27B": real("Qwen__Qwen3.5-27B.json"),
     "Nemotron-3-Ultra": real("nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json"),
     "Gemma-3-4B": GEMMA3_4B,
-    "Hunyuan-A13B": HUNYUAN_A13B,
+    "Hunyuan-A13B": real("tencent__Hunyuan-A13B-Instruct.json"),
     "Falcon-7B": FALCON_7B,
     "EXAONE-4-32B": EXAONE4_32B,
     "OLMo-3-7B": OLMO3_7B,
@@ -204,6 +192,12 @@ def test_gemma3_4b_takes_the_architecture_defaults():
     # 34 layers: full at 5, 11, 17, 23, 29 (i + 1 divisible by 6), the other 29 slide over 1,024 tokens.
     assert (r["layers"], r["full_layers"], r["sliding_layers"], r["sliding_window"]) == (34, 5, 29, 1024)
     assert "gemma3_text architecture defaults used" in r["notes"] and "head_dim 256" in r["notes"]
+    assert (r["hidden_size"], r["intermediate_size"], r["vocab_size"]) == (2560, 10240, 262_208)  # vocab: the default
+    # The text decoder only (the SigLIP vision tower, about 0.4B, is not counted), tied embeddings:
+    embeddings = 262_208 * 2560  # 671,252,480
+    attention = 2560 * 256 * (2 * 8 + 4 + 4)  # q, o: 8 heads; k, v: 4 kv heads of 256 = 15,728,640 per layer
+    mlp = 3 * 2560 * 10240  # gate, up, down = 78,643,200 per layer
+    assert r["params_total"] == embeddings + 34 * (attention + mlp) == 3_879_895_040  # "4B" with the vision tower
 
 
 def test_gemma3_per_gpu_bytes(registry):
@@ -306,6 +300,11 @@ def test_qwen3_coder_per_gpu_bytes(registry):
 
 def test_hunyuan_per_layer_moe_lists():
     r = row("Hunyuan-A13B")
+    # The real file: model_type hunyuan, 32 layers, GQA 32 query / 8 kv heads of attention_head_dim 128,
+    # moe_topk, moe_intermediate_size and num_shared_expert each a list of 32 (all 8, 3072, 1).
+    assert (r["family"], r["layers"], r["full_layers"]) == ("hunyuan", 32, 32)
+    assert (r["attention_heads"], r["kv_heads"], r["head_dim"], r["v_head_dim"]) == (32, 8, 128, 128)
+    assert (r["max_position_embeddings"], r["vocab_size"], r["weight_dtype"]) == (32768, 128167, "bf16")
     hidden, expert = 4096, 3 * 4096 * 3072
     attention = hidden * 128 * (2 * 32 + 2 * 8)
     shared, router = expert, hidden * 64  # num_shared_expert 1 of the expert width
@@ -382,8 +381,24 @@ def test_nemotron3_per_gpu_bytes(registry):
 
 def test_falcon_refinedwebmodel_is_multi_query():
     r = row("Falcon-7B")
+    assert (r["architecture"], r["family"]) == ("RWForCausalLM", "RefinedWebModel")
     assert (r["layers"], r["attention_heads"], r["kv_heads"], r["head_dim"]) == (32, 71, 1, 64)  # 4544 / 71
-    assert r["max_position_embeddings"] == 2048
+    assert r["max_position_embeddings"] == 2048  # the config names none: Falcon's training context
+    # fused query_key_value (71 + 1 + 1 heads of 64) + dense, a 4 x 4544 up/down MLP, tied embeddings
+    attention = 4544 * 64 * (71 + 1 + 1) + 4544 * 4544  # 41,877,504
+    mlp = 2 * 4544 * (4 * 4544)  # 165,183,488
+    assert r["params_total"] == 65024 * 4544 + 32 * (attention + mlp) == 6_921_420_800  # "7B" (norms not counted)
+
+
+def test_falcon_later_revision_imports_alike():
+    """The same repository's September-2023 config: model_type falcon, num_attention_heads, num_hidden_layers."""
+    later, _ = import_path(FALCON_7B_LATER)
+    assert (later["architecture"], later["family"]) == ("FalconForCausalLM", "falcon")
+    first = row("Falcon-7B")
+    same = ("layers", "full_layers", "attention_heads", "kv_heads", "head_dim", "v_head_dim", "params_total",
+            "max_position_embeddings", "hidden_size", "vocab_size", "weight_dtype")
+    assert {k: later[k] for k in same} == {k: first[k] for k in same}
+    assert (later["kv_heads"], later["head_dim"]) == (1, 64)
 
 
 def test_falcon_per_gpu_bytes(registry):

@@ -1051,7 +1051,7 @@ def _model_from_config(config: dict, *, name: str, source: str, sha256: str | No
         "params_active": active,
         "weight_dtype": _weight_dtype(cfg, findings),
         "max_position_embeddings": _max_positions(cfg, findings),
-        **_activation_widths(config),
+        **_activation_widths(config, cfg.defaults),
         "source": source,
         "source_sha256": sha256,
         "imported_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -1065,10 +1065,12 @@ def _model_from_config(config: dict, *, name: str, source: str, sha256: str | No
     return row, findings.warnings, details
 
 
-def _activation_widths(config: dict) -> dict:
+def _activation_widths(config: dict, defaults: dict | None = None) -> dict:
     """hidden_size, the MLP width a token passes through (MoE: moe_intermediate_size x experts per token)
-    and vocab_size: the widths vLLM's profile run holds activations at. A value the config lacks is None."""
+    and vocab_size: the widths vLLM's profile run holds activations at. A value the config lacks is the
+    architecture's default (Gemma 3's text_config leaves vocab_size out), else None."""
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    text = {**(defaults or {}), **{k: v for k, v in text.items() if v is not None}}
 
     def whole(*keys):
         for key in keys:

@@ -421,6 +421,21 @@ def test_exaone4_per_gpu_bytes(registry):
             8192: full * 8192 + sliding * 4096, 131072: full * 131072 + sliding * 4096}, tp
 
 
+def test_exaone4_last_layer_is_global_whatever_the_pattern_says():
+    """Exaone4Config (lgai-exaone/transformers @ aad0b7c8, configuration_exaone4.py, check_is_sliding):
+    a layer slides when ``layer_idx != num_hidden_layers - 1`` and its pattern letter is "L": "The final
+    layer always uses global attention regardless of the pattern." With 64 layers "LLLG" already ends on
+    G; with 30 (constructed: the 32B keys, fewer layers) the pattern would end on layer 29 = "LLLG"[1] = L."""
+    r, _ = model_from_config({**EXAONE4_32B, "num_hidden_layers": 30}, name="e")
+    # G at 3, 7, ..., 27 (7 layers) + the last layer 29 = 8 full; the other 22 slide
+    assert (r["layers"], r["full_layers"], r["sliding_layers"]) == (30, 8, 22)
+    layer = 8 * 256 * 2  # 8 kv heads x (128 + 128) x bf16 = 4,096 B
+    # what each token past the 4,096-token window costs: 32,768 B, not the 28,672 B of 7 full layers
+    assert r["full_layers"] * layer == 32_768
+    r, _ = model_from_config({**EXAONE4_32B, "num_hidden_layers": 31, "sliding_window_pattern": "LLLLG"}, name="e")
+    assert (r["full_layers"], r["sliding_layers"]) == (6 + 1, 24)  # G at 4, 9, ..., 29 and the last layer 30
+
+
 def test_exaone4_without_a_window_is_all_full():
     r, _ = model_from_config({**EXAONE4_32B, "sliding_window": None}, name="e")
     assert (r["full_layers"], r["sliding_layers"]) == (64, 0)

@@ -609,13 +609,15 @@ def _attention_kinds(cfg: _Config, layers: int, findings: _Findings, blocks: lis
 
 
 def _kinds_from_pattern_string(cfg: _Config, layers: int, pattern: str) -> list[str]:
-    """EXAONE 4: sliding_window_pattern "LLLG" repeats over the layers, L local (sliding), G global."""
+    """EXAONE 4: sliding_window_pattern "LLLG" repeats over the layers, L local (sliding), G global, and
+    the last layer is global whatever the pattern says there (Exaone4Config's check_is_sliding:
+    ``layer_idx != num_hidden_layers - 1 and pattern[layer_idx % len(pattern)] == "L"``)."""
     if not pattern or set(pattern) - set("LG"):
         raise ConfigError(f"{cfg.source}: sliding_window_pattern {_show(pattern)} is not a string of L (local) and "
                           "G (global) layers; fix the config")
     if cfg.raw(*_WINDOW_KEYS)[0] is None:
         return ["full"] * layers
-    return ["sliding" if pattern[i % len(pattern)] == "L" else "full" for i in range(layers)]
+    return ["sliding" if i != layers - 1 and pattern[i % len(pattern)] == "L" else "full" for i in range(layers)]
 
 
 def _kinds_from_layer_types(cfg: _Config, layers: int) -> list[str]:

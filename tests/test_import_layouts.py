@@ -97,6 +97,22 @@ GEMMA3_4B = real("google__gemma-3-4b-it.json")
 HUNYUAN_A13B = load("tencent__Hunyuan-A13B-Instruct.json")
 FALCON_7B = real("tiiuae__falcon-7b-instruct.json")  # RefinedWebModel, multi-query (May 2023 revision)
 FALCON_7B_LATER = DATA / "later-revisions" / "tiiuae__falcon-7b-instruct.json"  # model_type falcon (Sep 2023)
+# Built from the keys google/gemma-4-E2B-it's config.json documents (its text_config; no unedited public copy of
+# the file was found): 35 layers of 4 sliding (512) + 1 full, the last 20 KV-shared, per-layer embeddings of 256
+# per layer, a double-wide MLP on the KV-shared layers, K and V separate (attention_k_eq_v false).
+GEMMA4_E2B = {
+    "architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4", "tie_word_embeddings": True,
+    "text_config": {
+        "attention_bias": False, "attention_k_eq_v": False, "dtype": "bfloat16", "enable_moe_block": False,
+        "final_logit_softcapping": 30.0, "global_head_dim": 512, "head_dim": 256,
+        "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1536, "hidden_size_per_layer_input": 256,
+        "intermediate_size": 6144, "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 7,
+        "max_position_embeddings": 131072, "model_type": "gemma4_text", "num_attention_heads": 8,
+        "num_experts": None, "num_global_key_value_heads": None, "num_hidden_layers": 35, "num_key_value_heads": 1,
+        "num_kv_shared_layers": 20, "sliding_window": 512, "tie_word_embeddings": True, "top_k_experts": None,
+        "use_double_wide_mlp": True, "vocab_size": 262144, "vocab_size_per_layer_input": 262144,
+    },
+}
 # Built from the keys LGAI-EXAONE/EXAONE-4.0-32B documents: "LLLG" repeated, 4,096-token windows.
 EXAONE4_32B = {
     "architectures": ["Exaone4ForCausalLM"], "model_type": "exaone4", "hidden_size": 5120, "head_dim": 128,
@@ -127,6 +143,7 @@ FAMILIES = {name: _imported(src) for name, src in {
     "Qwen3.5-27B": real("Qwen__Qwen3.5-27B.json"),
     "Nemotron-3-Ultra": real("nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json"),
     "Gemma-3-4B": GEMMA3_4B,
+    "Gemma-4-E2B": GEMMA4_E2B,
     "Hunyuan-A13B": real("tencent__Hunyuan-A13B-Instruct.json"),
     "Falcon-7B": FALCON_7B,
     "EXAONE-4-32B": EXAONE4_32B,
@@ -253,6 +270,37 @@ def test_gemma4_without_k_eq_v_reads_num_key_value_heads_on_full_layers():
     r, _ = model_from_config(cfg, name="g")
     assert (r["kv_heads"], r["head_dim"], r["k_eq_v_layers"]) == (8, 512, 0)
     assert "num_global_key_value_heads not used" in r["notes"]
+
+
+def test_gemma4_e2b_kv_shared_layers_and_per_layer_embeddings():
+    r = row("Gemma-4-E2B")
+    # Layers 0-14 keep a cache (12 sliding + 3 full); 15-34 read the last earlier layer of their kind.
+    assert (r["layers"], r["full_layers"], r["sliding_layers"], r["no_cache_layers"]) == (15, 3, 12, 20)
+    assert (r["kv_heads"], r["head_dim"], r["sliding_kv_heads"], r["sliding_head_dim"]) == (1, 512, 1, 256)
+    assert r["k_eq_v_layers"] == 0 and r["sliding_window"] == 512
+    # Parameters, all 35 layers (28 sliding, 7 full, KV-shared ones keep their projections), tied embeddings:
+    hidden, vocab, ple = 1536, 262144, 256
+    embeddings = vocab * hidden  # 402,653,184
+    attention = 28 * hidden * 256 * (2 * 8 + 1 + 1) + 7 * hidden * 512 * (2 * 8 + 1 + 1)  # 297,271,296
+    mlp = 15 * 3 * hidden * 6144 + 20 * 3 * hidden * 12288  # double-wide on the 20 KV-shared layers: 1,557,135,360
+    per_layer_table = vocab * 35 * ple  # 2,348,810,240: the per-layer embeddings
+    per_layer_rest = hidden * 35 * ple + 35 * 2 * hidden * ple  # model projection + each layer's gate and projection
+    assert r["params_total"] == r["params_active"] == (
+        embeddings + attention + mlp + per_layer_table + per_layer_rest) == 4_647_157_760
+    # Google publishes 2.3B "effective" (without the per-layer table) and 5.1B with the embeddings and the
+    # vision (~0.15B) and audio (~0.3B) encoders, which kvreg does not count:
+    assert round((r["params_total"] - per_layer_table) / 1e9, 1) == 2.3
+    assert round(r["params_total"] / 1e9 + 0.15 + 0.3, 1) == 5.1
+
+
+def test_gemma4_e2b_per_gpu_bytes(registry):
+    # 1 kv head in every kind: replicated, never split, so every TP of the 8 query heads holds the same bytes.
+    full, sliding = 3 * 1 * (512 + 512) * 2, 12 * 1 * (256 + 256) * 2  # 6,144 + 12,288 B
+    for tp in TPS:
+        assert per_gpu(registry, "Gemma-4-E2B", tp) == {
+            "all": full + sliding, "full": full,
+            8192: full * 8192 + sliding * 512, 131072: full * 131072 + sliding * 512}, tp
+    assert per_gpu(registry, "Gemma-4-E2B", 1)[131072] == 805_306_368 + 6_291_456 == 811_597_824
 
 
 def test_kv_shared_layers_hold_no_cache():

@@ -1,9 +1,11 @@
 """Model layouts of 2025-2026 configs: they import exactly, or say precisely why not.
 
-Real configs are vendored under tests/data/hf-configs/ (sources and sha256 in its MANIFEST.md).
-Where no unedited public copy of a config.json could be found (Gemma 3 4B, Hunyuan-A13B,
-Falcon-7B, EXAONE 4, OLMo 3), the test builds the config from the keys the model's published
-config.json documents, and says so next to it: those are not claimed to be the real files.
+Real configs are vendored under tests/data/hf-configs/ (sources and sha256 in its MANIFEST.md):
+google__gemma-3-4b-it.json, tencent__Hunyuan-A13B-Instruct.json, tiiuae__falcon-7b-instruct.json
+(and its later `falcon` revision under later-revisions/), besides the Nemotron, Gemma 4, Qwen3-Coder,
+Qwen3.5 and Nemotron 3 files. Where no unedited public copy of a config.json could be found (Gemma 4
+E2B, EXAONE 4, OLMo 3), the test builds the config from the keys the model's published config.json
+documents, and says so next to it: those are not claimed to be the real files.
 
 For each family the bytes per token and per 8,192- and 131,072-token sequence per GPU at TP 1,
 2, 4 and 8 are worked by hand here and compared with the registry's views on SQLite and
@@ -48,9 +50,12 @@ def load(name: str) -> dict:
     return json.loads(real(name).read_text())
 
 
-def test_manifest_lists_every_vendored_file_with_its_sha256():
-    manifest = (DATA / "MANIFEST.md").read_text()
-    for path in DATA.glob("*.json"):
+@pytest.mark.parametrize("folder", [DATA, DATA / "later-revisions"], ids=["hf-configs", "later-revisions"])
+def test_manifest_lists_every_vendored_file_with_its_sha256(folder):
+    manifest = (folder / "MANIFEST.md").read_text()
+    files = list(folder.glob("*.json"))
+    assert files
+    for path in files:
         row = next((line for line in manifest.splitlines() if line.startswith(f"| {path.name} |")), None)
         assert row is not None, f"{path.name} has no MANIFEST.md row"
         assert hashlib.sha256(path.read_bytes()).hexdigest() in row
@@ -85,29 +90,28 @@ def per_gpu(engine, model: str, tp: int) -> dict:
 
 # --------------------------------------------------------------------------- the families
 
-# Transcribed, not vendored: google/gemma-3-4b-it config.json's text_config as published; it names only
-# these keys and leaves heads, kv heads, head_dim, vocab size, context and the layer pattern to
-# Gemma3TextConfig's defaults.
-GEMMA3_4B = {
-    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
-    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
-                    "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
-                    "sliding_window": 1024},
-    "torch_dtype": "bfloat16", "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"},
-}
-# Built from the keys tencent/Hunyuan-A13B-Instruct's config.json documents (per-layer MoE lists).
-HUNYUAN_A13B = {
-    "architectures": ["HunYuanMoEV1ForCausalLM"], "model_type": "hunyuan_v1_moe", "hidden_size": 4096,
-    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "attention_head_dim": 128,
-    "intermediate_size": 3072, "vocab_size": 128167, "num_experts": 64, "moe_topk": [8] * 32,
-    "moe_intermediate_size": [3072] * 32, "num_shared_expert": [1] * 32, "use_mixed_mlp_moe": True,
-    "use_cla": False, "cla_share_factor": 2, "max_position_embeddings": 32768, "tie_word_embeddings": True,
-    "torch_dtype": "bfloat16",
-}
-# Built from tiiuae/falcon-7b's published config.json (RefinedWebModel, multi-query).
-FALCON_7B = {
-    "architectures": ["RWForCausalLM"], "model_type": "RefinedWebModel", "hidden_size": 4544, "n_head": 71,
-    "n_layer": 32, "multi_query": True, "parallel_attn": True, "vocab_size": 65024, "torch_dtype": "bfloat16",
+# Real, unedited files (MANIFEST.md): the Gemma 3 4B text_config names only hidden_size, intermediate_size,
+# num_hidden_layers, rope_scaling and sliding_window and leaves heads, kv heads, head_dim, vocab size, context
+# and the layer pattern to Gemma3TextConfig's defaults; Hunyuan-A13B gives moe_topk and friends per layer.
+GEMMA3_4B = real("google__gemma-3-4b-it.json")
+HUNYUAN_A13B = load("tencent__Hunyuan-A13B-Instruct.json")
+FALCON_7B = real("tiiuae__falcon-7b-instruct.json")  # RefinedWebModel, multi-query (May 2023 revision)
+FALCON_7B_LATER = DATA / "later-revisions" / "tiiuae__falcon-7b-instruct.json"  # model_type falcon (Sep 2023)
+# Built from the keys google/gemma-4-E2B-it's config.json documents (its text_config; no unedited public copy of
+# the file was found): 35 layers of 4 sliding (512) + 1 full, the last 20 KV-shared, per-layer embeddings of 256
+# per layer, a double-wide MLP on the KV-shared layers, K and V separate (attention_k_eq_v false).
+GEMMA4_E2B = {
+    "architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4", "tie_word_embeddings": True,
+    "text_config": {
+        "attention_bias": False, "attention_k_eq_v": False, "dtype": "bfloat16", "enable_moe_block": False,
+        "final_logit_softcapping": 30.0, "global_head_dim": 512, "head_dim": 256,
+        "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1536, "hidden_size_per_layer_input": 256,
+        "intermediate_size": 6144, "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 7,
+        "max_position_embeddings": 131072, "model_type": "gemma4_text", "num_attention_heads": 8,
+        "num_experts": None, "num_global_key_value_heads": None, "num_hidden_layers": 35, "num_key_value_heads": 1,
+        "num_kv_shared_layers": 20, "sliding_window": 512, "tie_word_embeddings": True, "top_k_experts": None,
+        "use_double_wide_mlp": True, "vocab_size": 262144, "vocab_size_per_layer_input": 262144,
+    },
 }
 # Built from the keys LGAI-EXAONE/EXAONE-4.0-32B documents: "LLLG" repeated, 4,096-token windows.
 EXAONE4_32B = {
@@ -139,7 +143,8 @@ FAMILIES = {name: _imported(src) for name, src in {
     "Qwen3.5-27B": real("Qwen__Qwen3.5-27B.json"),
     "Nemotron-3-Ultra": real("nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json"),
     "Gemma-3-4B": GEMMA3_4B,
-    "Hunyuan-A13B": HUNYUAN_A13B,
+    "Gemma-4-E2B": GEMMA4_E2B,
+    "Hunyuan-A13B": real("tencent__Hunyuan-A13B-Instruct.json"),
     "Falcon-7B": FALCON_7B,
     "EXAONE-4-32B": EXAONE4_32B,
     "OLMo-3-7B": OLMO3_7B,
@@ -204,6 +209,12 @@ def test_gemma3_4b_takes_the_architecture_defaults():
     # 34 layers: full at 5, 11, 17, 23, 29 (i + 1 divisible by 6), the other 29 slide over 1,024 tokens.
     assert (r["layers"], r["full_layers"], r["sliding_layers"], r["sliding_window"]) == (34, 5, 29, 1024)
     assert "gemma3_text architecture defaults used" in r["notes"] and "head_dim 256" in r["notes"]
+    assert (r["hidden_size"], r["intermediate_size"], r["vocab_size"]) == (2560, 10240, 262_208)  # vocab: the default
+    # The text decoder only (the SigLIP vision tower, about 0.4B, is not counted), tied embeddings:
+    embeddings = 262_208 * 2560  # 671,252,480
+    attention = 2560 * 256 * (2 * 8 + 4 + 4)  # q, o: 8 heads; k, v: 4 kv heads of 256 = 15,728,640 per layer
+    mlp = 3 * 2560 * 10240  # gate, up, down = 78,643,200 per layer
+    assert r["params_total"] == embeddings + 34 * (attention + mlp) == 3_879_895_040  # "4B" with the vision tower
 
 
 def test_gemma3_per_gpu_bytes(registry):
@@ -261,6 +272,37 @@ def test_gemma4_without_k_eq_v_reads_num_key_value_heads_on_full_layers():
     assert "num_global_key_value_heads not used" in r["notes"]
 
 
+def test_gemma4_e2b_kv_shared_layers_and_per_layer_embeddings():
+    r = row("Gemma-4-E2B")
+    # Layers 0-14 keep a cache (12 sliding + 3 full); 15-34 read the last earlier layer of their kind.
+    assert (r["layers"], r["full_layers"], r["sliding_layers"], r["no_cache_layers"]) == (15, 3, 12, 20)
+    assert (r["kv_heads"], r["head_dim"], r["sliding_kv_heads"], r["sliding_head_dim"]) == (1, 512, 1, 256)
+    assert r["k_eq_v_layers"] == 0 and r["sliding_window"] == 512
+    # Parameters, all 35 layers (28 sliding, 7 full, KV-shared ones keep their projections), tied embeddings:
+    hidden, vocab, ple = 1536, 262144, 256
+    embeddings = vocab * hidden  # 402,653,184
+    attention = 28 * hidden * 256 * (2 * 8 + 1 + 1) + 7 * hidden * 512 * (2 * 8 + 1 + 1)  # 297,271,296
+    mlp = 15 * 3 * hidden * 6144 + 20 * 3 * hidden * 12288  # double-wide on the 20 KV-shared layers: 1,557,135,360
+    per_layer_table = vocab * 35 * ple  # 2,348,810,240: the per-layer embeddings
+    per_layer_rest = hidden * 35 * ple + 35 * 2 * hidden * ple  # model projection + each layer's gate and projection
+    assert r["params_total"] == r["params_active"] == (
+        embeddings + attention + mlp + per_layer_table + per_layer_rest) == 4_647_157_760
+    # Google publishes 2.3B "effective" (without the per-layer table) and 5.1B with the embeddings and the
+    # vision (~0.15B) and audio (~0.3B) encoders, which kvreg does not count:
+    assert round((r["params_total"] - per_layer_table) / 1e9, 1) == 2.3
+    assert round(r["params_total"] / 1e9 + 0.15 + 0.3, 1) == 5.1
+
+
+def test_gemma4_e2b_per_gpu_bytes(registry):
+    # 1 kv head in every kind: replicated, never split, so every TP of the 8 query heads holds the same bytes.
+    full, sliding = 3 * 1 * (512 + 512) * 2, 12 * 1 * (256 + 256) * 2  # 6,144 + 12,288 B
+    for tp in TPS:
+        assert per_gpu(registry, "Gemma-4-E2B", tp) == {
+            "all": full + sliding, "full": full,
+            8192: full * 8192 + sliding * 512, 131072: full * 131072 + sliding * 512}, tp
+    assert per_gpu(registry, "Gemma-4-E2B", 1)[131072] == 805_306_368 + 6_291_456 == 811_597_824
+
+
 def test_kv_shared_layers_hold_no_cache():
     cfg = load("google__gemma-4-26B-A4B.json")
     cfg["text_config"]["num_kv_shared_layers"] = 6  # the last 6 layers read earlier layers' caches
@@ -306,6 +348,11 @@ def test_qwen3_coder_per_gpu_bytes(registry):
 
 def test_hunyuan_per_layer_moe_lists():
     r = row("Hunyuan-A13B")
+    # The real file: model_type hunyuan, 32 layers, GQA 32 query / 8 kv heads of attention_head_dim 128,
+    # moe_topk, moe_intermediate_size and num_shared_expert each a list of 32 (all 8, 3072, 1).
+    assert (r["family"], r["layers"], r["full_layers"]) == ("hunyuan", 32, 32)
+    assert (r["attention_heads"], r["kv_heads"], r["head_dim"], r["v_head_dim"]) == (32, 8, 128, 128)
+    assert (r["max_position_embeddings"], r["vocab_size"], r["weight_dtype"]) == (32768, 128167, "bf16")
     hidden, expert = 4096, 3 * 4096 * 3072
     attention = hidden * 128 * (2 * 32 + 2 * 8)
     shared, router = expert, hidden * 64  # num_shared_expert 1 of the expert width
@@ -382,8 +429,24 @@ def test_nemotron3_per_gpu_bytes(registry):
 
 def test_falcon_refinedwebmodel_is_multi_query():
     r = row("Falcon-7B")
+    assert (r["architecture"], r["family"]) == ("RWForCausalLM", "RefinedWebModel")
     assert (r["layers"], r["attention_heads"], r["kv_heads"], r["head_dim"]) == (32, 71, 1, 64)  # 4544 / 71
-    assert r["max_position_embeddings"] == 2048
+    assert r["max_position_embeddings"] == 2048  # the config names none: Falcon's training context
+    # fused query_key_value (71 + 1 + 1 heads of 64) + dense, a 4 x 4544 up/down MLP, tied embeddings
+    attention = 4544 * 64 * (71 + 1 + 1) + 4544 * 4544  # 41,877,504
+    mlp = 2 * 4544 * (4 * 4544)  # 165,183,488
+    assert r["params_total"] == 65024 * 4544 + 32 * (attention + mlp) == 6_921_420_800  # "7B" (norms not counted)
+
+
+def test_falcon_later_revision_imports_alike():
+    """The same repository's September-2023 config: model_type falcon, num_attention_heads, num_hidden_layers."""
+    later, _ = import_path(FALCON_7B_LATER)
+    assert (later["architecture"], later["family"]) == ("FalconForCausalLM", "falcon")
+    first = row("Falcon-7B")
+    same = ("layers", "full_layers", "attention_heads", "kv_heads", "head_dim", "v_head_dim", "params_total",
+            "max_position_embeddings", "hidden_size", "vocab_size", "weight_dtype")
+    assert {k: later[k] for k in same} == {k: first[k] for k in same}
+    assert (later["kv_heads"], later["head_dim"]) == (1, 64)
 
 
 def test_falcon_per_gpu_bytes(registry):
@@ -404,6 +467,21 @@ def test_exaone4_per_gpu_bytes(registry):
         assert per_gpu(registry, "EXAONE-4-32B", tp) == {
             "all": full + sliding, "full": full,
             8192: full * 8192 + sliding * 4096, 131072: full * 131072 + sliding * 4096}, tp
+
+
+def test_exaone4_last_layer_is_global_whatever_the_pattern_says():
+    """Exaone4Config (lgai-exaone/transformers @ aad0b7c8, configuration_exaone4.py, check_is_sliding):
+    a layer slides when ``layer_idx != num_hidden_layers - 1`` and its pattern letter is "L": "The final
+    layer always uses global attention regardless of the pattern." With 64 layers "LLLG" already ends on
+    G; with 30 (constructed: the 32B keys, fewer layers) the pattern would end on layer 29 = "LLLG"[1] = L."""
+    r, _ = model_from_config({**EXAONE4_32B, "num_hidden_layers": 30}, name="e")
+    # G at 3, 7, ..., 27 (7 layers) + the last layer 29 = 8 full; the other 22 slide
+    assert (r["layers"], r["full_layers"], r["sliding_layers"]) == (30, 8, 22)
+    layer = 8 * 256 * 2  # 8 kv heads x (128 + 128) x bf16 = 4,096 B
+    # what each token past the 4,096-token window costs: 32,768 B, not the 28,672 B of 7 full layers
+    assert r["full_layers"] * layer == 32_768
+    r, _ = model_from_config({**EXAONE4_32B, "num_hidden_layers": 31, "sliding_window_pattern": "LLLLG"}, name="e")
+    assert (r["full_layers"], r["sliding_layers"]) == (6 + 1, 24)  # G at 4, 9, ..., 29 and the last layer 30
 
 
 def test_exaone4_without_a_window_is_all_full():

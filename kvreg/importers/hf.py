@@ -609,13 +609,15 @@ def _attention_kinds(cfg: _Config, layers: int, findings: _Findings, blocks: lis
 
 
 def _kinds_from_pattern_string(cfg: _Config, layers: int, pattern: str) -> list[str]:
-    """EXAONE 4: sliding_window_pattern "LLLG" repeats over the layers, L local (sliding), G global."""
+    """EXAONE 4: sliding_window_pattern "LLLG" repeats over the layers, L local (sliding), G global, and
+    the last layer is global whatever the pattern says there (Exaone4Config's check_is_sliding:
+    ``layer_idx != num_hidden_layers - 1 and pattern[layer_idx % len(pattern)] == "L"``)."""
     if not pattern or set(pattern) - set("LG"):
         raise ConfigError(f"{cfg.source}: sliding_window_pattern {_show(pattern)} is not a string of L (local) and "
                           "G (global) layers; fix the config")
     if cfg.raw(*_WINDOW_KEYS)[0] is None:
         return ["full"] * layers
-    return ["sliding" if pattern[i % len(pattern)] == "L" else "full" for i in range(layers)]
+    return ["sliding" if i != layers - 1 and pattern[i % len(pattern)] == "L" else "full" for i in range(layers)]
 
 
 def _kinds_from_layer_types(cfg: _Config, layers: int) -> list[str]:
@@ -958,17 +960,39 @@ def _estimate_params(cfg: _Config, att: dict, layout: dict, blocks: list[_Block]
     linear = layout["linear_layers"]
     attention = sum(layout[f"{kind}_layers"] * _attention_params(cfg, att, hidden, kind)
                     for kind in ("full", "sliding", "chunked"))
-    # Layers that only read another layer's cache (num_kv_shared_layers) keep their own attention weights.
+    all_layers = layout["layers"] + layout["no_cache_layers"]
+    # Layers that only read another layer's cache (num_kv_shared_layers, Gemma 3n / 4) keep their own
+    # attention weights, each of its own kind (Gemma 4 E2B: 16 sliding of 256 and 4 full of 512).
     shared = cfg.count(("num_kv_shared_layers",), "KV-shared layers", required=False, minimum=0) or 0
-    attention += shared * _attention_params(cfg, att, hidden, "sliding")
+    if shared:
+        shared_kinds = _attention_kinds(cfg, all_layers, _Findings(), None)[-shared:]
+        attention += sum(_attention_params(cfg, att, hidden, kind) for kind in shared_kinds)
     attention += linear * _linear_layer_params(cfg, hidden) if linear else 0
     pattern = _hybrid_pattern(cfg)
     if isinstance(pattern, str):
         moe_flags = [c == "E" for c in pattern if c in "-E"]
     else:
-        moe_flags = _moe_layer_flags(cfg, layout["layers"] + layout["no_cache_layers"])
+        moe_flags = _moe_layer_flags(cfg, all_layers)
     mlp_total, mlp_active = _mlp_params(cfg, hidden, moe_flags)
-    return embeddings + attention + mlp_total, embeddings + attention + mlp_active
+    if shared and cfg.flag("use_double_wide_mlp"):
+        # vLLM's Gemma4DecoderLayer: intermediate_size x 2 on the KV-shared layers (a gated MLP, 3 matrices)
+        wide = shared * 3 * hidden * cfg.count(("intermediate_size",), "MLP width")
+        mlp_total, mlp_active = mlp_total + wide, mlp_active + wide
+    extra = _per_layer_embedding_params(cfg, hidden, all_layers)
+    return embeddings + attention + mlp_total + extra, embeddings + attention + mlp_active + extra
+
+
+def _per_layer_embedding_params(cfg: _Config, hidden: int, layers: int) -> int:
+    """Gemma 3n / 4 per-layer embeddings (hidden_size_per_layer_input > 0): a second embedding table of
+    vocab_size_per_layer_input x (layers x width), its projection from the hidden state (hidden x layers x
+    width), and in every layer a gate (hidden x width) and a projection back (width x hidden). The engine
+    loads the table onto the GPU with the rest; Google's "effective" parameter count leaves it out."""
+    width = cfg.count(("hidden_size_per_layer_input",), "per-layer input width", required=False, minimum=0)
+    if not width:
+        return 0
+    vocab = cfg.count(("vocab_size_per_layer_input", "vocab_size"), "per-layer embedding vocabulary",
+                      maximum=100_000_000)
+    return vocab * layers * width + hidden * layers * width + layers * 2 * hidden * width
 
 
 def _params(cfg: _Config, att: dict, layout: dict, total: int | None, active: int | None,
@@ -1051,7 +1075,7 @@ def _model_from_config(config: dict, *, name: str, source: str, sha256: str | No
         "params_active": active,
         "weight_dtype": _weight_dtype(cfg, findings),
         "max_position_embeddings": _max_positions(cfg, findings),
-        **_activation_widths(config),
+        **_activation_widths(config, cfg.defaults),
         "source": source,
         "source_sha256": sha256,
         "imported_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -1065,10 +1089,12 @@ def _model_from_config(config: dict, *, name: str, source: str, sha256: str | No
     return row, findings.warnings, details
 
 
-def _activation_widths(config: dict) -> dict:
+def _activation_widths(config: dict, defaults: dict | None = None) -> dict:
     """hidden_size, the MLP width a token passes through (MoE: moe_intermediate_size x experts per token)
-    and vocab_size: the widths vLLM's profile run holds activations at. A value the config lacks is None."""
+    and vocab_size: the widths vLLM's profile run holds activations at. A value the config lacks is the
+    architecture's default (Gemma 3's text_config leaves vocab_size out), else None."""
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    text = {**(defaults or {}), **{k: v for k, v in text.items() if v is not None}}
 
     def whole(*keys):
         for key in keys:

@@ -25,10 +25,9 @@ from typing import Any
 from sqlalchemy import String, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from kvreg.db.read import DECLARED_KINDS, declared_rows
 from kvreg.db.tables import DTYPE_FIELDS, GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, Model, Plan
 from kvreg.errors import KvregError
-from kvreg.export.toml_text import SIZE_FIELDS, toml_string, toml_text, toml_value  # noqa: F401  (re-exported)
+from kvreg.export.toml_text import SIZE_FIELDS, export_text, toml_string, toml_text, toml_value  # noqa: F401  (re-exported)
 
 # Apply order matters: models refer to dtypes, plans to models and GPUs, demand to plans, fleet to GPUs.
 BASE_KINDS = ("dtype", "gpu", "model")
@@ -404,30 +403,3 @@ def _show(value: Any, limit: int = 60) -> str:
     if len(text) <= limit:
         return text
     return text[: limit - 4] + "..." + (text[0] if isinstance(value, str) else "")
-
-
-# --------------------------------------------------------------------------- exporting
-
-
-def export_text(conn) -> str:
-    """The registry's dtypes, GPUs, models, plans, demand and fleet as TOML in the apply format,
-    ordered by name (plans), by plan and quarter (demand) and by GPU and quarter (fleet)."""
-    from kvreg.sync_plans import export_rows
-
-    extra = [_other_text(kind, row) for kind in ("plan", "demand", "fleet") for row in export_rows(conn, kind)]
-    return "\n".join([toml_text(declared_rows(conn)), *extra])
-
-
-def _other_text(kind: str, row: dict) -> str:
-    lines = [f"[[{kind}]]"]
-    for f, value in row.items():
-        if value is None:
-            continue
-        if f == "workload":
-            if value:
-                items = ", ".join(f"{{ name = {toml_string(c['name'])}, avg_tokens = {c['avg_tokens']}, share = "
-                                  f"{toml_value(float(c['share']))} }}" for c in value)
-                lines.append(f"workload = [{items}]")
-            continue
-        lines.append(f"{f} = {toml_value(value)}")
-    return "\n".join(lines) + "\n"

@@ -14,16 +14,11 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from kvreg.db.tables import Demand, Fleet, Gpu, Plan
+from kvreg.db.read import DECLARED_ENTRIES, DEMAND_KEYS, FLEET_KEYS, PLAN_KEYS
+from kvreg.db.tables import Fleet, Gpu, Plan
 from kvreg.errors import KvregError
 
 KINDS = ("plan", "demand", "fleet")
-PLAN_KEYS = ["name", "model", "gpu", "gpus_per_node", "tp", "pp", "dp_attention", "kv_dtype", "weight_dtype",
-             "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", "rule",
-             "gpu_memory_utilization", "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes",
-             "cuda_graph_bytes", "mem_fraction_static", "notes", "workload"]
-DEMAND_KEYS = ["plan", "quarter", "users"]
-FLEET_KEYS = ["gpu", "quarter", "gpus_owned", "gpus_reserved", "reserved_price_per_hour"]
 _KEYS = {"plan": PLAN_KEYS, "demand": DEMAND_KEYS, "fleet": FLEET_KEYS}
 
 
@@ -43,33 +38,8 @@ def _key(kind: str, row: dict) -> str:
 
 # --------------------------------------------------------------------------- current state
 
-
-def _current_plans(conn) -> dict[str, dict]:
-    from kvreg.plans import plan_names, plan_spec
-
-    out = {}
-    for name in plan_names(conn):
-        spec = plan_spec(conn, name)
-        out[name] = {k: spec.get(k) for k in PLAN_KEYS if k != "workload"}
-        out[name]["workload"] = [{"name": c["class"], "avg_tokens": c["avg_tokens"], "share": c["share"]}
-                                 for c in spec["workload"]]
-    return out
-
-
-def _current_demand(conn) -> dict[str, dict]:
-    rows = conn.execute(select(Plan.name, Demand.quarter, Demand.users).join(Plan, Plan.id == Demand.plan_id)
-                        .where(~Plan.name.startswith("\x1f"))).all()
-    return {f"{p} {q}": {"plan": p, "quarter": q, "users": u} for p, q, u in rows}
-
-
-def _current_fleet(conn) -> dict[str, dict]:
-    rows = conn.execute(select(Gpu.name, Fleet.quarter, Fleet.gpus_owned, Fleet.gpus_reserved,
-                               Fleet.reserved_price_per_hour).join(Gpu, Gpu.id == Fleet.gpu_id)).all()
-    return {f"{g} {q}": dict(gpu=g, quarter=q, gpus_owned=o, gpus_reserved=r, reserved_price_per_hour=p)
-            for g, q, o, r, p in rows}
-
-
-CURRENT = {"plan": _current_plans, "demand": _current_demand, "fleet": _current_fleet}
+# What the registry holds, read by the same queries `kvreg export` runs (kvreg.db.read).
+CURRENT = DECLARED_ENTRIES
 
 
 # --------------------------------------------------------------------------- validating and writing
@@ -157,12 +127,6 @@ def remove(conn, kind: str, old: dict) -> None:
         from kvreg.fleet import remove_fleet
 
         remove_fleet(conn, old["gpu"], old["quarter"])
-
-
-def export_rows(conn, kind: str) -> list[dict]:
-    """The registry's rows of a kind in the file's form, sorted by their key."""
-    rows = CURRENT[kind](conn)
-    return [rows[k] for k in sorted(rows)]
 
 
 def used_by(conn, kind: str, name: str) -> list[str]:

@@ -48,6 +48,8 @@ READS = [
     (("demand", "list"), FORMATS),
     (("demand", "list", "--plan", "chat-llama3-8b", "--quarter", "2026Q4"), FORMATS),
     (("demand", "list", "--plan", "nope"), ("table",)),
+    (("fleet", "list"), FORMATS),
+    (("fleet", "list", "--quarter", "2027Q2"), FORMATS),  # carried forward from 2026Q4
     (("db", "current"), FORMATS),
     (("export",), (None,)),
 ]
@@ -57,7 +59,7 @@ CASES = [(args, fmt) for args, fmts in READS for fmt in fmts]
 @pytest.fixture(scope="module")
 def registry(module_db_url) -> str:
     """The seeded registry plus rows the catalog lacks: a GPU without prices, a model whose name needs
-    quoting, a vLLM plan with a calibration and no demand."""
+    quoting, a vLLM plan with a calibration and no demand, a fleet entry."""
     kv = Kvreg(module_db_url)
     kv("gpu", "add", "Test-GPU", "--memory", "24GiB", "--notes", 'notes with "quotes", a comma\nand a newline')
     kv("model", "add", 'Modèle-7B, "test"', "--layers", "28", "--kv-heads", "4", "--attention-heads", "28",
@@ -66,6 +68,7 @@ def registry(module_db_url) -> str:
        "--context", "32K", "--notes", "calibrated, with a comma")
     kv("plan", "calibrate", "vllm-calibrated", "--kv-cache-tokens", "434,176", "--max-concurrency", "3.31x",
        "--engine-version", "vllm 0.33.0")
+    kv("fleet", "set", "H100-SXM", "2026Q4", "64", "--reserved", "16", "--reserved-price", "2.1")
     return module_db_url
 
 
@@ -107,6 +110,12 @@ def test_read_values_are_real(registry):
     assert plan["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 2 == 131072
     csv_text = kv("gpu", "show", "Test-GPU", "--format", "csv").stdout
     assert '"notes with ""quotes"", a comma\nand a newline"' in csv_text
+    exported = kv("export").stdout  # the plans, demand and fleet as `kvreg apply` reads them back
+    assert ('workload = [{ name = "chat", avg_tokens = 1500, share = 0.8 }, { name = "documents", avg_tokens = 13000,'
+            ' share = 0.2 }]\n') in exported
+    assert '[[demand]]\nplan = "mixed-llama3-8b"\nquarter = "2026Q4"\nusers = 200\n' in exported
+    assert ('[[fleet]]\ngpu = "H100-SXM"\nquarter = "2026Q4"\ngpus_owned = 64\ngpus_reserved = 16\n'
+            'reserved_price_per_hour = 2.1\n') in exported
     current = kv.json("db", "current")[0]
     head = fastpath.head_revision()
     assert (current["revision"], current["head"], current["at_head"]) == (head, head, True)
@@ -128,6 +137,8 @@ NO_SQLALCHEMY = [
     ["dtype", "list"],
     ["demand", "list", "--format", "json"],
     ["db", "current"],
+    ["fleet", "list", "--format", "json"],
+    ["export"],
     ["capacity", "--model", "Llama-3.1-8B", "--format", "json"],
 ]
 

@@ -71,11 +71,9 @@ def export_cmd(ctx, out):
 
     Export, apply to another registry, export again: the text is identical.
     """
-    from kvreg.sync import export_text
+    from kvreg.export.toml_text import export_text
 
-    # The full path: plans, demand and fleet are read through SQLAlchemy (kvreg.sync_plans).
-    with open_db(ctx).connect() as conn:
-        text = export_text(conn)
+    text = read(ctx, export_text)  # the one read path: sqlite3 alone on a current SQLite registry
     if out is None:
         click.echo(text, nl=False)
         return

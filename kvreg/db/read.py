@@ -191,6 +191,55 @@ def declared_rows(conn) -> dict[str, list[dict]]:
             for kind in DECLARED_KINDS}
 
 
+# The plans, demand and fleet of a declaration file: each kind's keys in the order the file writes them.
+PLAN_KEYS = ["name", "model", "gpu", "gpus_per_node", "tp", "pp", "dp_attention", "kv_dtype", "weight_dtype",
+             "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", "rule",
+             "gpu_memory_utilization", "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes",
+             "cuda_graph_bytes", "mem_fraction_static", "notes", "workload"]
+DEMAND_KEYS = ["plan", "quarter", "users"]
+FLEET_KEYS = ["gpu", "quarter", "gpus_owned", "gpus_reserved", "reserved_price_per_hour"]
+
+
+def declared_plans(conn) -> dict[str, dict]:
+    """plan name -> the plan as a declaration file holds it (PLAN_KEYS: model and GPU by name, the
+    workload mix as [{name, avg_tokens, share}] in the order it was given)."""
+    cols = [k for k in PLAN_KEYS if k not in ("model", "gpu", "workload")]
+    sql = ("SELECT p.id AS plan_id, m.name AS model, g.name AS gpu, " + ", ".join(f"p.{c} AS {c}" for c in cols)
+           + " FROM plan p JOIN model m ON m.id = p.model_id JOIN gpu g ON g.id = p.gpu_id")
+    classes: dict[int, list[dict]] = {}
+    for c in runner(conn).rows("SELECT plan_id, name, avg_tokens, share FROM workload_class ORDER BY id"):
+        classes.setdefault(c["plan_id"], []).append({"name": c["name"], "avg_tokens": c["avg_tokens"],
+                                                     "share": c["share"]})
+    out = {}
+    for r in runner(conn).rows(sql):
+        out[r["name"]] = {**{k: r[k] for k in PLAN_KEYS if k != "workload"}, "workload": classes.get(r["plan_id"], [])}
+    return out
+
+
+def declared_demand(conn) -> dict[str, dict]:
+    """'plan quarter' -> {plan, quarter, users}: every demand entry (the solvers' scratch plans left out)."""
+    sql = ("SELECT p.name AS plan, d.quarter AS quarter, d.users AS users FROM demand d JOIN plan p ON p.id = d.plan_id"
+           " WHERE substr(p.name, 1, 1) <> :scratch")
+    return {f"{r['plan']} {r['quarter']}": r for r in runner(conn).rows(sql, {"scratch": "\x1f"})}
+
+
+def declared_fleet(conn) -> dict[str, dict]:
+    """'gpu quarter' -> {gpu, quarter, gpus_owned, gpus_reserved, reserved_price_per_hour}: every fleet entry."""
+    sql = ("SELECT g.name AS gpu, f.quarter AS quarter, f.gpus_owned AS gpus_owned, f.gpus_reserved AS gpus_reserved,"
+           " f.reserved_price_per_hour AS reserved_price_per_hour FROM fleet f JOIN gpu g ON g.id = f.gpu_id")
+    return {f"{r['gpu']} {r['quarter']}": r for r in runner(conn).rows(sql)}
+
+
+# kind -> its entries by key (plans by name, demand by plan and quarter, fleet by GPU and quarter).
+DECLARED_ENTRIES = {"plan": declared_plans, "demand": declared_demand, "fleet": declared_fleet}
+
+
+def declared_entries(conn, kind: str) -> list[dict]:
+    """A kind's entries (DECLARED_ENTRIES) in the file's order: sorted by their key."""
+    rows = DECLARED_ENTRIES[kind](conn)
+    return [rows[k] for k in sorted(rows)]
+
+
 def list_dtypes(conn) -> list[dict]:
     """Dtypes, widest first (then by name)."""
     return runner(conn).rows(_select("dtype", order="bytes_per_element DESC, name"))

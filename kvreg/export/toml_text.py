@@ -1,5 +1,5 @@
-"""The registry's dtypes, GPUs and models as TOML: what `kvreg export` writes and `kvreg apply` reads
-(kvreg.sync). Rendering only: the rows come from kvreg.db.read.declared_rows. Stdlib only at import
+"""The registry as TOML: what `kvreg export` writes and `kvreg apply` reads (kvreg.sync). Rendering
+only: the rows come from kvreg.db.read (declared_rows, declared_entries). Stdlib only at import
 time, so `kvreg export` runs without SQLAlchemy on the fast read path."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kvreg.db.read import COLUMNS, DECLARED_KINDS
+from kvreg.db.read import COLUMNS, DECLARED_KINDS, declared_entries, declared_rows
 from kvreg.units import format_size
 
 SIZE_FIELDS = ("memory_bytes", "memory_bandwidth_bytes_per_s")  # text with a unit: "80GiB", "3350GB"
@@ -17,6 +17,29 @@ _HEADER = (
     "# Written by `kvreg export`; `kvreg apply FILE` syncs a registry to it (see docs/cli.md).\n"
     "# Keys are registry column names; a key that is absent means NULL or the column default.\n"
 )
+
+
+def export_text(conn) -> str:
+    """The registry's dtypes, GPUs, models, plans, demand and fleet as TOML in the apply format,
+    ordered by name (plans), by plan and quarter (demand) and by GPU and quarter (fleet). `conn`:
+    either connection the read path gives (kvreg.db.read.read)."""
+    extra = [_entry_text(kind, row) for kind in ("plan", "demand", "fleet") for row in declared_entries(conn, kind)]
+    return "\n".join([toml_text(declared_rows(conn)), *extra])
+
+
+def _entry_text(kind: str, row: dict) -> str:
+    lines = [f"[[{kind}]]"]
+    for f, value in row.items():
+        if value is None:
+            continue
+        if f == "workload":
+            if value:
+                items = ", ".join(f"{{ name = {toml_string(c['name'])}, avg_tokens = {c['avg_tokens']}, share = "
+                                  f"{toml_value(float(c['share']))} }}" for c in value)
+                lines.append(f"workload = [{items}]")
+            continue
+        lines.append(f"{f} = {toml_value(value)}")
+    return "\n".join(lines) + "\n"
 
 
 def toml_text(declared: dict[str, list[dict]]) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, dependencies
 from .aggregates import aggregate_sql, entered_quarters_sql, quarter_index_sql, until_sql
 from .expr import PostgresCompiler, SqlCompiler
+from .fingerprint import figures_fingerprint
 
 _MODEL_COLS = [
     "layers", "full_layers", "sliding_layers", "sliding_window", "chunked_layers", "attention_chunk_size",
@@ -315,8 +316,6 @@ VIEW_NAMES = [g.view for g in GRAINS] + ["fleet_quarter", "procurement"]
 def views_hash(dialect: str = "sqlite") -> str:
     """Which declarations the views were compiled from: a hash of the dialect and the figure
     modules' source (cheap, so kvreg.fastpath can check it without compiling the views)."""
-    from kvreg.fastpath import figures_fingerprint
-
     return figures_fingerprint(dialect)
 
 

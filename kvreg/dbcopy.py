@@ -24,9 +24,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from kvreg.errors import KvregError
 
 # Scratch rows live only inside a rolled-back transaction; kvreg_meta is bookkeeping (copied,
-# but its views_hash is per engine, so it is not part of the contents).
+# but its views_hash and views_source are per engine, so they are not part of the contents).
 _NOT_CONTENT = ("scenario", "kvreg_meta")
-_DERIVED_META = ("views_hash",)
+_DERIVED_META = ("views_hash", "views_source")
 
 
 def content_tables():

@@ -61,7 +61,7 @@ def eligibility(path: str, conn: sqlite3.Connection) -> str | None:
         return f"{FULL_PATH_ENV} is set"
     try:
         revs = [r[0] for r in conn.execute("SELECT version_num FROM alembic_version")]
-        meta = dict(conn.execute("SELECT key, value FROM kvreg_meta WHERE key IN ('seeded', 'views_hash')"))
+        meta = dict(conn.execute("SELECT key, value FROM kvreg_meta WHERE key IN ('seeded', 'views_hash', 'views_source')"))
         views = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
     except sqlite3.Error:  # no such table: a new or foreign file
         return "not a kvreg registry (no alembic_version or kvreg_meta table)"
@@ -69,7 +69,8 @@ def eligibility(path: str, conn: sqlite3.Connection) -> str | None:
         return f"schema revision {revs} is not the head {head_revision()!r}"
     if "seeded" not in meta:
         return "not seeded"
-    if meta.get("views_hash") != figures_fingerprint("sqlite"):
+    # kvreg.figures.views.source_key: the figure sources the views' SQL was last compiled from.
+    if meta.get("views_source") != f"{figures_fingerprint('sqlite')} {meta.get('views_hash')}":
         return "views compiled from other declarations"
     if not set(VIEW_NAMES) <= views:
         return f"views missing: {', '.join(sorted(set(VIEW_NAMES) - views))}"

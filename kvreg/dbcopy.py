@@ -24,9 +24,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from kvreg.errors import KvregError
 
 # Scratch rows live only inside a rolled-back transaction; kvreg_meta is bookkeeping (copied,
-# but its views_hash is per engine, so it is not part of the contents).
+# but its views_hash and views_source are per engine, so they are not part of the contents).
 _NOT_CONTENT = ("scenario", "kvreg_meta")
-_DERIVED_META = ("views_hash",)
+_DERIVED_META = ("views_hash", "views_source")
 
 
 def content_tables():
@@ -149,11 +149,20 @@ def _unlink_sqlite(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` still runs (a temporary it left is not stale yet)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # someone else's process: alive
+        return True
+    return True
+
+
 def _clean_stale_copies(target: Path) -> None:
     """Delete what killed copies into `target` left: .NAME.kvreg-copy-<pid>-<hex> files (and their
     -wal, -shm) whose process is gone."""
-    from kvreg.report import _alive
-
     prefix = f".{target.name}{_COPY_SUFFIX}"
     try:
         names = os.listdir(target.parent)
@@ -163,7 +172,7 @@ def _clean_stale_copies(target: Path) -> None:
         if not name.startswith(prefix) or name.endswith(("-wal", "-shm", "-journal")):
             continue
         pid = name[len(prefix):].split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             _unlink_sqlite(target.parent / name)
 
 

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 
-class KvregError(ValueError):
+class UserError(Exception):
+    """Base of every error a user can fix (bad input, a registry that cannot be opened, a config that
+    cannot be imported): the CLI shows it as one line and exits 1, the web UI as a message. Each layer
+    defines its own subclasses; this module stays standard-library only so every layer may import it."""
+
+
+class KvregError(UserError, ValueError):
     """Bad input or a request the registry cannot satisfy."""
 
 
@@ -16,18 +22,8 @@ class AlreadyExists(KvregError):
 
 
 def user_error_types() -> tuple[type[BaseException], ...]:
-    """Every exception type the CLI shows as a one-line message (imported lazily: start-up cost)."""
-    from kvreg.db.engine import RegistryError
-    from kvreg.units import UnitError
-
-    types: list[type[BaseException]] = [KvregError, RegistryError, UnitError]
-    try:
-        from kvreg.importers.hf import ConfigError
-
-        types.append(ConfigError)
-    except ImportError:
-        pass
-    return tuple(types)
+    """Every exception type the CLI shows as a one-line message."""
+    return (UserError,)
 
 
 def suggest(name: str, choices: list[str], what: str) -> NotFound:

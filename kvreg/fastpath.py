@@ -16,64 +16,18 @@ Stdlib only at import time: this module is loaded by every read command.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import sqlite3
 
-try:  # CPython's own SHA-256 (same digest): hashlib would load OpenSSL too, a few ms of start-up time
-    from _sha256 import sha256
-except ImportError:  # Python 3.12 and later name it _sha2; other interpreters have hashlib only
-    try:
-        from _sha2 import sha256
-    except ImportError:
-        from hashlib import sha256
+from kvreg.db.revision import head_revision
+from kvreg.figures.fingerprint import figures_fingerprint
 
 # kvreg.figures.views.VIEW_NAMES, kept equal by a test (importing views compiles nothing but
 # still costs 30 ms).
 VIEW_NAMES = ("model_kv", "capacity", "plan_class", "plan_capacity", "plan_quarter", "fleet_quarter",
               "procurement")
 DEFAULT_URL = "sqlite:///registry.db"  # kvreg.db.engine.DEFAULT_URL
-_FIGURES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures")
-
-
-def figures_fingerprint(dialect: str = "sqlite") -> str:
-    """sha256 of the dialect and the source of every module in kvreg/figures.
-
-    The views are compiled from those modules alone, so equal sources give equal views; this
-    costs a few file reads where compiling the views to compare them costs 40 ms.
-    """
-    h = sha256(dialect.encode() + b"\0")
-    for name in sorted(os.listdir(_FIGURES_DIR)):
-        if name.endswith(".py"):
-            with open(os.path.join(_FIGURES_DIR, name), "rb") as f:
-                h.update(name.encode() + b"\0" + f.read() + b"\0")
-    return h.hexdigest()
-
-
-_ASSIGNMENT = re.compile(r"^(revision|down_revision)\b[^=\n]*=(.*)$", re.M)
-_QUOTED = re.compile(r"""['"]([^'"]+)['"]""")
-
-
-def head_revision() -> str | None:
-    """The schema revision this kvreg migrates to, read from the migration files' `revision` and
-    `down_revision` lines (Alembic finds the same head by importing them: 0.1 s); None when
-    there is not exactly one head, which keeps every registry on the normal path."""
-    spec = importlib.util.find_spec("kvreg.migrations")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = os.path.join(list(spec.submodule_search_locations)[0], "versions")
-    revisions, parents = set(), set()
-    for name in os.listdir(folder):
-        if not name.endswith(".py"):
-            continue
-        with open(os.path.join(folder, name), encoding="utf-8") as f:
-            found = {k: _QUOTED.findall(v) for k, v in _ASSIGNMENT.findall(f.read())}
-        if len(found.get("revision", [])) == 1:
-            revisions.update(found["revision"])
-            parents.update(found.get("down_revision", []))
-    heads = revisions - parents
-    return heads.pop() if len(heads) == 1 else None
 
 
 def sqlite_file(url: str | None) -> str | None:
@@ -107,7 +61,7 @@ def eligibility(path: str, conn: sqlite3.Connection) -> str | None:
         return f"{FULL_PATH_ENV} is set"
     try:
         revs = [r[0] for r in conn.execute("SELECT version_num FROM alembic_version")]
-        meta = dict(conn.execute("SELECT key, value FROM kvreg_meta WHERE key IN ('seeded', 'views_hash')"))
+        meta = dict(conn.execute("SELECT key, value FROM kvreg_meta WHERE key IN ('seeded', 'views_hash', 'views_source')"))
         views = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
     except sqlite3.Error:  # no such table: a new or foreign file
         return "not a kvreg registry (no alembic_version or kvreg_meta table)"
@@ -115,7 +69,8 @@ def eligibility(path: str, conn: sqlite3.Connection) -> str | None:
         return f"schema revision {revs} is not the head {head_revision()!r}"
     if "seeded" not in meta:
         return "not seeded"
-    if meta.get("views_hash") != figures_fingerprint("sqlite"):
+    # kvreg.figures.views.source_key: the figure sources the views' SQL was last compiled from.
+    if meta.get("views_source") != f"{figures_fingerprint('sqlite')} {meta.get('views_hash')}":
         return "views compiled from other declarations"
     if not set(VIEW_NAMES) <= views:
         return f"views missing: {', '.join(sorted(set(VIEW_NAMES) - views))}"

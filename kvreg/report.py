@@ -32,6 +32,7 @@ from pathlib import Path
 from sqlalchemy import text
 
 from kvreg.capacity import SWEEP_MAX_PAIRS
+from kvreg.dbcopy import process_alive
 from kvreg.errors import KvregError
 from kvreg.units import current_quarter, parse_quarter, previous_quarter, quarter_folder
 
@@ -482,16 +483,6 @@ def _umask() -> int:
 _TEMP_NAME = re.compile(r"^\.\d{4}-Q[1-4]\.(tmp|old)-(?:(\d+)-)?[a-z0-9_]{8}$")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # someone else's process: alive
-        return True
-    return True
-
-
 def clean_stale_temporaries(out: Path) -> list[Path]:
     """Delete what killed report runs left under `out`: temporary folders of kvreg's own naming
     whose process is gone (a .old- folder is always leftover: a live run deletes its own at once,
@@ -504,7 +495,7 @@ def clean_stale_temporaries(out: Path) -> list[Path]:
         return removed
     for entry in entries:
         m = _TEMP_NAME.match(entry.name)
-        if not m or (m.group(1) == "tmp" and m.group(2) and _alive(int(m.group(2)))):
+        if not m or (m.group(1) == "tmp" and m.group(2) and process_alive(int(m.group(2)))):
             continue
         path = Path(entry.path)
         try:

@@ -28,6 +28,7 @@ from sqlalchemy.exc import IntegrityError
 from kvreg.db.tables import DTYPE_FIELDS, GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, Model, Plan
 from kvreg.errors import KvregError
 from kvreg.export.toml_text import SIZE_FIELDS, export_text, toml_string, toml_text, toml_value  # noqa: F401  (re-exported)
+from kvreg.sync_plans import _same
 
 # Apply order matters: models refer to dtypes, plans to models and GPUs, demand to plans, fleet to GPUs.
 BASE_KINDS = ("dtype", "gpu", "model")
@@ -315,12 +316,6 @@ def _without_name(message: str, kind: str, row: dict) -> str:
     """Registry messages start `model 'X': ...`; the label already names the row."""
     prefix = f"{kind} {row.get('name')!r}: "
     return message.removeprefix(prefix)
-
-
-def _same(old: Any, new: Any) -> bool:
-    if isinstance(old, (int, float)) and isinstance(new, (int, float)):
-        return float(old) == float(new)
-    return old == new
 
 
 def _write(conn, stmt, label: str) -> None:

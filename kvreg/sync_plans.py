@@ -76,9 +76,13 @@ def normalise(conn, kind: str, row: dict) -> dict:
     return {k: v[k] for k in FLEET_KEYS}
 
 
-def changes(old: dict, new: dict) -> list[tuple[str, Any, Any]]:
-    from kvreg.sync import _same
+def _same(old: Any, new: Any) -> bool:
+    if isinstance(old, (int, float)) and isinstance(new, (int, float)):
+        return float(old) == float(new)
+    return old == new
 
+
+def changes(old: dict, new: dict) -> list[tuple[str, Any, Any]]:
     out = []
     for k, v in new.items():
         o = old.get(k)

@@ -15,8 +15,10 @@ import datetime as _dt
 import math
 import re
 
+from kvreg.errors import UserError
 
-class UnitError(ValueError):
+
+class UnitError(UserError, ValueError):
     """A value the user typed could not be read; the message says what to type instead."""
 
 

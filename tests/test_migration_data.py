@@ -21,7 +21,7 @@ from kvreg.db.engine import alembic_config, current_revision, head_revision, mak
 # Parents before children; every registry table.
 TABLES = ("dtype", "gpu", "model", "plan", "demand", "scenario", "kvreg_meta")
 # Written by kvreg itself whenever it recreates the views: not data that a migration carries.
-DERIVED_META = ("views_hash",)
+DERIVED_META = ("views_hash", "views_source")
 SQLISH = "x'); DROP TABLE model;--"
 
 

@@ -142,6 +142,7 @@ def test_a_changed_declaration_reaches_the_views(db_url, monkeypatch):
     old = FIGURES["usable_bytes_per_gpu"]
     monkeypatch.setitem(FIGURES, old.name, Figure(old.name, old.unit, old.meaning, I("memory_bytes") * 1))
     monkeypatch.setattr(views, "views_hash", lambda dialect="sqlite": "changed-declarations")
+    monkeypatch.setattr(views, "figures_fingerprint", lambda dialect="sqlite": "changed-source")
     engine = open_registry(db_url)
     with engine.connect() as conn:
         assert differing_views(conn) == []
@@ -151,6 +152,59 @@ def test_a_changed_declaration_reaches_the_views(db_url, monkeypatch):
     assert after["usable_gib_per_gpu"] == 80.0
     # (80 GiB - 16.1 GB) / 16 GiB per sequence
     assert after["max_concurrency"] == pytest.approx((80 * 2**30 - 16.1e9) / (131072 * 131072), rel=1e-12)
+
+
+def test_a_comment_edit_keeps_the_views(tmp_path, monkeypatch):
+    """A comment added to declarations.py changes the source fingerprint but not one byte of the
+    compiled SQL: the next open keeps the views (no DROP, no CREATE) and records the new source, so
+    the fast path takes the registry again at once."""
+    import shutil
+    import sqlite3
+
+    from kvreg import fastpath
+    from kvreg.db.engine import open_registry
+    from kvreg.figures import fingerprint
+
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    open_registry(url).dispose()
+    db = sqlite3.connect(tmp_path / "registry.db")
+    before_views = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view' ORDER BY name").fetchall()
+    before = dict(db.execute("SELECT key, value FROM kvreg_meta WHERE key LIKE 'views_%'").fetchall())
+    db.close()
+    assert len(before_views) == 7
+
+    edited = tmp_path / "figures"
+    shutil.copytree(Path(fingerprint.__file__).parent, edited, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(edited / "declarations.py", "a", encoding="utf-8") as f:
+        f.write("# a comment: no figure changes\n")
+    old_source = fingerprint.figures_fingerprint("sqlite")
+    monkeypatch.setattr(fingerprint, "_FIGURES_DIR", str(edited))
+    new_source = fingerprint.figures_fingerprint("sqlite")
+    assert new_source != old_source
+    assert before == {"views_hash": views.views_hash("sqlite"),
+                      "views_source": f"{old_source} {views.views_hash('sqlite')}"}
+    with sqlite3.connect(tmp_path / "registry.db") as c:  # the edited sources: the fast path declines
+        assert fastpath.eligibility(str(tmp_path / "registry.db"), c) == "views compiled from other declarations"
+
+    monkeypatch.setattr(views, "recreate_views", lambda conn, want=None: pytest.fail("views rebuilt"))
+    open_registry(url).dispose()
+    db = sqlite3.connect(tmp_path / "registry.db")
+    assert db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'view' ORDER BY name").fetchall() == before_views
+    after = dict(db.execute("SELECT key, value FROM kvreg_meta WHERE key LIKE 'views_%'").fetchall())
+    assert after == {"views_hash": before["views_hash"], "views_source": f"{new_source} {before['views_hash']}"}
+    assert fastpath.eligibility(str(tmp_path / "registry.db"), db) is None
+    db.close()
+
+
+def test_views_hash_is_the_compiled_sql():
+    """sha256 over the dialect, then each view's name and SQL (NUL-separated), in dependency order."""
+    import hashlib
+
+    h = hashlib.sha256(b"sqlite\0")
+    for name, sql in views.view_definitions("sqlite"):
+        h.update(f"{name}\0{sql}\0".encode())
+    assert views.views_hash("sqlite") == h.hexdigest()
+    assert [name for name, _ in views.view_definitions("sqlite")] == list(views.VIEW_NAMES)
 
 
 def test_migrations_base_head_base_head(empty_db_url):

@@ -15,10 +15,13 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
+from kvreg.db.revision import head_revision as scanned_head
+from kvreg.errors import UserError
+
 DEFAULT_URL = "sqlite:///registry.db"
 
 
-class RegistryError(RuntimeError):
+class RegistryError(UserError, RuntimeError):
     """A registry that cannot be opened or used; the message says what to do."""
 
 
@@ -401,12 +404,10 @@ def prepare_registry(conn, url: str, *, upgrade: bool = True, seed: bool = True)
         # Two first opens at once would both migrate and seed: take turns (SQLite's BEGIN
         # IMMEDIATE already does this). The lock is released when the transaction ends.
         conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_OPEN_LOCK})")
-    from kvreg import fastpath
-
     rev = current_revision(conn)
     # At head (read from the migration files' revision lines, as Alembic finds it), there is nothing
     # to refuse or migrate: skip Alembic's import and walk of the scripts (0.3 s on every command).
-    if rev is None or rev != fastpath.head_revision():
+    if rev is None or rev != scanned_head():
         check_openable(conn, url, rev)
         if upgrade and rev != head_revision():
             if rev is not None:

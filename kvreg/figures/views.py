@@ -7,11 +7,13 @@ columns; every figure whose inputs the grain provides becomes a column of the vi
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, dependencies
 from .aggregates import aggregate_sql, entered_quarters_sql, quarter_index_sql, until_sql
 from .expr import PostgresCompiler, SqlCompiler
+from .fingerprint import figures_fingerprint
 
 _MODEL_COLS = [
     "layers", "full_layers", "sliding_layers", "sliding_window", "chunked_layers", "attention_chunk_size",
@@ -313,11 +315,19 @@ VIEW_NAMES = [g.view for g in GRAINS] + ["fleet_quarter", "procurement"]
 
 
 def views_hash(dialect: str = "sqlite") -> str:
-    """Which declarations the views were compiled from: a hash of the dialect and the figure
-    modules' source (cheap, so kvreg.fastpath can check it without compiling the views)."""
-    from kvreg.fastpath import figures_fingerprint
+    """Which views the declarations compile to: sha256 of the dialect and every view's name and SQL.
+    A change that leaves the SQL as it was (a comment, a docstring, a renamed helper) keeps it."""
+    h = hashlib.sha256(dialect.encode() + b"\0")
+    for name, sql in view_definitions(dialect):
+        h.update(name.encode() + b"\0" + sql.encode() + b"\0")
+    return h.hexdigest()
 
-    return figures_fingerprint(dialect)
+
+def source_key(dialect: str, compiled: str) -> str:
+    """kvreg_meta.views_source: the figure modules' source fingerprint next to the views_hash it was
+    compiled to. While both still match, the views are current without compiling them again (the
+    fast path's check, and open_registry's first one): compiling costs a few hundred ms."""
+    return f"{figures_fingerprint(dialect)} {compiled}"
 
 
 def drop_views(conn) -> None:
@@ -335,24 +345,35 @@ def create_views(conn) -> None:
         conn.exec_driver_sql(f"CREATE VIEW {name} AS {sql}")
 
 
-def recreate_views(conn) -> None:
+def recreate_views(conn, want: str | None = None) -> None:
     """Drop and create every view and record which declarations they were compiled from."""
     drop_views(conn)
     create_views(conn)
-    want = views_hash(conn.dialect.name)
-    conn.exec_driver_sql("DELETE FROM kvreg_meta WHERE key = 'views_hash'")
-    conn.exec_driver_sql("INSERT INTO kvreg_meta (key, value) VALUES ('views_hash', %s)" % _q(want))
+    _record(conn, want or views_hash(conn.dialect.name))
 
 
 def sync_views(conn) -> bool:
-    """Recreate the views when the declarations changed since they were made. Returns True if it did."""
+    """Recreate the views when the SQL the declarations compile to changed since they were made.
+    Returns True if it did. An edit that leaves the SQL alone only updates views_source."""
     dialect = conn.dialect.name
-    want = views_hash(dialect)
-    row = conn.exec_driver_sql("SELECT value FROM kvreg_meta WHERE key = 'views_hash'").first()
-    if row is not None and row[0] == want and _views_present(conn):
+    meta = dict(conn.exec_driver_sql(
+        "SELECT key, value FROM kvreg_meta WHERE key IN ('views_hash', 'views_source')").fetchall())
+    present = _views_present(conn)
+    stored = meta.get("views_hash")
+    if present and stored is not None and meta.get("views_source") == source_key(dialect, stored):
         return False
-    recreate_views(conn)
+    want = views_hash(dialect)
+    if present and stored == want:
+        _record(conn, want)
+        return False
+    recreate_views(conn, want)
     return True
+
+
+def _record(conn, compiled: str) -> None:
+    conn.exec_driver_sql("DELETE FROM kvreg_meta WHERE key IN ('views_hash', 'views_source')")
+    for key, value in (("views_hash", compiled), ("views_source", source_key(conn.dialect.name, compiled))):
+        conn.exec_driver_sql(f"INSERT INTO kvreg_meta (key, value) VALUES ({_q(key)}, {_q(value)})")
 
 
 def _q(s: str) -> str:

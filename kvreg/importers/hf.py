@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvreg.errors import UserError
+
 MAX_CONFIG_BYTES = 10_000_000  # real config.json files are a few KB; 10 MB is surely not one
 # A safetensors index lists every tensor: ~9 MB for a 1T-param MoE. A 20 MB one (261,052 tensors)
 # imports with a 155 MB peak (a 97 MB one took 1.4 GB).
@@ -119,7 +121,7 @@ _HARMLESS = {
 }
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A config that cannot be imported; the one-line message names the file, the problem and the fix."""
 
     def __init__(self, message: str):

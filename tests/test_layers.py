@@ -1,0 +1,108 @@
+"""The one-way layers (docs/ARCHITECTURE.md), checked by import-linter's contracts in pyproject.toml.
+
+import-linter counts every import in a module, function-local ones too, so a lazy import cannot hide
+an upward dependency or a cycle. Skipped only when import-linter is not installed on a developer's
+machine; CI installs it with the test extra and fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _need(module: str):
+    if os.environ.get("CI") == "true":
+        return __import__(module)
+    return pytest.importorskip(module, reason=f"{module} is not installed: pip install -e '.[test]'")
+
+
+def _contracts() -> list[dict]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+
+
+def test_contracts_hold(capsys):
+    _need("importlinter")
+    from importlinter.cli import lint_imports
+
+    code = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "Contracts: 3 kept, 0 broken." in out
+
+
+def test_every_top_level_module_is_in_a_layer():
+    """A new module must take a place in the layers, or the contract would say nothing about it."""
+    layers = next(c for c in _contracts() if c["id"] == "layers")["layers"]
+    named = {name.strip() for layer in layers for name in layer.split(":")}
+    found = {p.stem for p in (ROOT / "kvreg").glob("*.py") if p.stem != "__init__"}
+    found |= {p.parent.name for p in (ROOT / "kvreg").glob("*/__init__.py")}
+    assert found - named == set()
+    assert named - found == set()  # and no layer names a module that is gone
+    assert len(named) == 24
+
+
+def test_no_import_cycle_between_modules():
+    """Not even between siblings of one layer (which the layers contract lets import each other)."""
+    grimp = _need("grimp")
+    graph = grimp.build_graph("kvreg", cache_dir=None)
+    edges = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+    cycles = _strongly_connected(edges)
+    assert cycles == []
+
+
+def _strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm: every group of two or more modules that import each other, directly or not."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_cycle_finder_finds_a_cycle():
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _strongly_connected(edges) == [["a", "b", "c"]]
+
+
+def test_leaves_load_only_the_standard_library():
+    """Importing units, text and errors loads no other kvreg module and nothing outside the stdlib."""
+    code = ("import sys; before = set(sys.modules); import kvreg.units, kvreg.text, kvreg.errors; "
+            "new = sorted(m.split('.')[0] for m in set(sys.modules) - before); "
+            "print(sorted(m for m in sys.modules if m.startswith('kvreg'))); "
+            "print(sorted({m for m in new if m not in sys.stdlib_module_names and m != 'kvreg'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert out.splitlines() == ["['kvreg', 'kvreg.errors', 'kvreg.text', 'kvreg.units']", "[]"]

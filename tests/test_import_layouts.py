@@ -141,6 +141,7 @@ FAMILIES = {name: _imported(src) for name, src in {
     "Gemma-4-31B-NVFP4": real("nvidia__Gemma-4-31B-IT-NVFP4.json"),
     "Qwen3-Coder-480B": real("Qwen__Qwen3-Coder-480B-A35B-Instruct.json"),
     "Qwen3.5-27B": real("Qwen__Qwen3.5-27B.json"),
+    "Qwen3.5-35B-A3B": real("Qwen__Qwen3.5-35B-A3B.json"),
     "Nemotron-3-Ultra": real("nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json"),
     "Gemma-3-4B": GEMMA3_4B,
     "Gemma-4-E2B": GEMMA4_E2B,
@@ -262,6 +263,18 @@ def test_gemma4_31b_nvfp4():
     r = row("Gemma-4-31B-NVFP4")
     assert (r["full_layers"], r["sliding_layers"], r["kv_heads"], r["head_dim"]) == (10, 50, 4, 512)
     assert (r["sliding_kv_heads"], r["sliding_head_dim"], r["weight_dtype"]) == (16, 256, "nvfp4")
+    # quantization_config.kv_cache_scheme {num_bits 8, type float}: said, the KV dtype stays the question's
+    assert "ships fp8 KV-cache scales; served with --kv-cache-dtype fp8, ask kvreg with --kv-dtype fp8" in r["notes"]
+
+
+def test_gemma4_31b_nvfp4_per_gpu_bytes(registry):
+    for tp in TPS:
+        full_layer = max(1, 4 // tp) * (512 + 512) * 2  # num_global_key_value_heads 4 of global_head_dim 512, bf16
+        sliding_layer = max(1, 16 // tp) * (256 + 256) * 2  # 16 kv heads of 256
+        full, sliding = 10 * full_layer, 50 * sliding_layer  # 40,960 + 819,200 B at TP1
+        assert per_gpu(registry, "Gemma-4-31B-NVFP4", tp) == {
+            "all": full + sliding, "full": full,
+            8192: full * 8192 + sliding * 1024, 131072: full * 131072 + sliding * 1024}, tp
 
 
 def test_gemma4_without_k_eq_v_reads_num_key_value_heads_on_full_layers():
@@ -369,8 +382,9 @@ def test_per_layer_list_of_the_wrong_length_is_refused():
 
 def test_hunyuan_per_gpu_bytes(registry):
     for tp in TPS:
-        token = 32 * max(1, 8 // tp) * 256 * 2  # 131,072 B at TP1
-        assert per_gpu(registry, "Hunyuan-A13B", tp)["all"] == token, tp
+        token = 32 * max(1, 8 // tp) * 256 * 2  # 131,072 / 65,536 / 32,768 / 16,384 B
+        assert per_gpu(registry, "Hunyuan-A13B", tp) == {
+            "all": token, "full": token, 8192: token * 8192, 131072: token * 131072}, tp
 
 
 # --------------------------------------------------------------------------- Qwen3.5 state dtype
@@ -402,6 +416,15 @@ def test_qwen35_moe_state_and_heads():
     recurrent = 32 * 128 * 128  # 524,288 elements in fp32 (mamba_ssm_dtype)
     assert r["linear_state_dtype"] == "fp32"
     assert r["linear_state_elements_per_layer"] * 4 == conv * 2 + recurrent * 4 == 2_146_304
+
+
+def test_qwen35_moe_per_gpu_bytes(registry):
+    state_tp1 = 30 * 2_146_304  # 64,389,120 B per sequence
+    for tp in TPS:
+        token = 10 * max(1, 2 // tp) * 512 * 2  # 20,480 B at TP1, 10,240 from TP2 (2 kv heads, then replicated)
+        state = state_tp1 // min(tp, 16)  # shards by the 16 linear key heads
+        assert per_gpu(registry, "Qwen3.5-35B-A3B", tp) == {
+            "all": token, "full": token, 8192: token * 8192 + state, 131072: token * 131072 + state}, tp
 
 
 def test_nemotron3_layers_block_type():

@@ -771,6 +771,7 @@ def _weight_dtype(cfg: _Config, findings: _Findings) -> str:
     if quant is not None:
         if not isinstance(quant, dict):
             raise ConfigError(f"{cfg.source}: quantization_config is not an object; fix the config")
+        _kv_cache_quantization_note(quant, findings)
         dtype = _quantized_dtype(quant, findings)
         if dtype is not None:
             return dtype
@@ -788,6 +789,20 @@ def _weight_dtype(cfg: _Config, findings: _Findings) -> str:
             f"{cfg.source}: {key} {_show(value)} is not one of {', '.join(sorted(_TORCH_DTYPES))}; fix the config"
         )
     return _TORCH_DTYPES[value]
+
+
+def _kv_cache_quantization_note(quant: dict, findings: _Findings) -> None:
+    """A checkpoint that ships KV-cache scales (modelopt / compressed-tensors kv_cache_scheme, or
+    kv_cache_quant_algo) is meant to be served with an 8-bit cache; the KV dtype is a question of the
+    deployment (--kv-dtype), not a column of the model, so the import says so and changes nothing."""
+    scheme, algo = quant.get("kv_cache_scheme"), quant.get("kv_cache_quant_algo")
+    if isinstance(scheme, dict) and scheme.get("num_bits") == 8:
+        kind = "fp8" if scheme.get("type") == "float" else "int8"
+        findings.note(f"quantization_config.kv_cache_scheme: the checkpoint ships {kind} KV-cache scales; served "
+                      f"with --kv-cache-dtype {kind}, ask kvreg with --kv-dtype {kind}")
+    elif isinstance(algo, str) and algo.upper() == "FP8":
+        findings.note("quantization_config.kv_cache_quant_algo FP8: the checkpoint ships fp8 KV-cache scales; served "
+                      "with --kv-cache-dtype fp8, ask kvreg with --kv-dtype fp8")
 
 
 def _quantized_dtype(quant: dict, findings: _Findings) -> str | None:

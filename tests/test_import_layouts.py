@@ -143,6 +143,7 @@ FAMILIES = {name: _imported(src) for name, src in {
     "Qwen3.5-27B": real("Qwen__Qwen3.5-27B.json"),
     "Qwen3.5-35B-A3B": real("Qwen__Qwen3.5-35B-A3B.json"),
     "Nemotron-3-Ultra": real("nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json"),
+    "MiniMax-M2.7": real("MiniMaxAI__MiniMax-M2.7.json"),
     "Gemma-3-4B": GEMMA3_4B,
     "Gemma-4-E2B": GEMMA4_E2B,
     "Hunyuan-A13B": real("tencent__Hunyuan-A13B-Instruct.json"),
@@ -545,6 +546,37 @@ def test_unknown_cache_keys_stop_the_import_with_the_key_named(change, key):
     assert r["kv_heads"] == 8
 
 
+def test_attn_type_list_of_softmax_layers_only_is_full_attention():
+    """MiniMax marks each layer 1 (softmax attention) or 0 (lightning attention, a linear state kvreg does
+    not model). MiniMax-M2.7's config lists 62 ones; vLLM's minimax_m2.py builds every layer as ordinary
+    attention and never reads the list. A list with a 0 in it still stops the import (parametrized above)."""
+    r, warnings = model_from_config({**HUNYUAN_A13B, "attn_type_list": [1] * 32}, name="h")
+    assert (r["full_layers"], r["linear_layers"]) == (32, 0)
+    assert "attn_type_list: every layer 1 (softmax attention), read as full attention" in r["notes"]
+    assert not any("accept-unknown" in w for w in warnings)
+
+
+def test_minimax_m27_real_config():
+    """MiniMaxAI__MiniMax-M2.7.json: attn_type_list of 62 ones, fp8 weights named by torch's dtype name."""
+    r = row("MiniMax-M2.7")
+    assert (r["layers"], r["full_layers"], r["attention_heads"], r["kv_heads"], r["head_dim"]) == (62, 62, 48, 8, 128)
+    assert r["weight_dtype"] == "fp8_e4m3"  # quantization_config fmt "float8_e4m3fn"
+    hidden, vocab, expert = 3072, 200064, 3 * 3072 * 1536  # 256 local experts of 1,536, 8 per token, no shared one
+    embeddings = 2 * vocab * hidden  # tie_word_embeddings false
+    attention = hidden * 128 * (2 * 48 + 2 * 8)
+    router = hidden * 256
+    assert r["params_total"] == embeddings + 62 * (attention + 256 * expert + router) == 228_688_920_576  # 230B
+    assert r["params_active"] == embeddings + 62 * (attention + 8 * expert + router) == 11_029_708_800
+    assert round((r["params_active"] - embeddings) / 1e9, 1) == 9.8  # MiniMax's "10B activated" leaves out embeddings
+
+
+def test_minimax_m27_per_gpu_bytes(registry):
+    for tp in TPS:
+        token = 62 * max(1, 8 // tp) * 256 * 2  # 253,952 / 126,976 / 63,488 / 31,744 B
+        assert per_gpu(registry, "MiniMax-M2.7", tp) == {
+            "all": token, "full": token, 8192: token * 8192, 131072: token * 131072}, tp
+
+
 def test_unknown_key_inside_text_config():
     cfg = load("google__gemma-4-26B-A4B.json")
     cfg["text_config"]["global_num_sink_tokens"] = 4
@@ -620,11 +652,11 @@ def test_model_check_explains_without_writing(tmp_path):
 
 def test_model_check_reports_a_failing_config_and_exits_1(tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({**OLMO3_7B, "attn_type_list": [1] * 32}))
+    bad.write_text(json.dumps({**OLMO3_7B, "attn_type_list": [0, 1] * 16}))
     result = CliRunner().invoke(cli, ["model", "check", str(real("Qwen__Qwen3.5-27B.json")), str(bad)])
     assert result.exit_code == 1
     assert "linear_state_dtype" in result.output and "fp32" in result.output
-    assert "attn_type_list = [1, 1" in result.output
+    assert "attn_type_list = [0, 1" in result.output
     assert "1 of 2 config(s) cannot be imported" in result.output
 
 

@@ -546,6 +546,11 @@ def _check_unknown_keys(cfg: _Config, findings: _Findings, accept_unknown: bool)
             continue
         if value is None or value is False or value == 0 or value == [] or value == {}:
             continue  # switched off: no effect on the cache
+        if key == "attn_type_list" and isinstance(value, list) and all(v == 1 and v is not True for v in value):
+            # MiniMax's per-layer attention kinds: 1 softmax attention, 0 lightning (linear) attention.
+            # All 1 (MiniMax-M2.x) is ordinary attention in every layer: vLLM's minimax_m2.py never reads it.
+            findings.note("attn_type_list: every layer 1 (softmax attention), read as full attention")
+            continue
         _unknown(cfg, findings, accept_unknown, key, value)
 
 
@@ -809,7 +814,9 @@ def _quantized_dtype(quant: dict, findings: _Findings) -> str | None:
     """Our dtype name for a quantization_config, or None when the format is not recognised."""
     method = str(quant.get("quant_method", "")).lower()
     if method == "fp8":
-        return {"e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2"}.get(str(quant.get("fmt", "e4m3")).lower())
+        # fmt "e4m3" (DeepSeek), or torch's dtype name "float8_e4m3fn" (MiniMax-M2.7)
+        fmt = str(quant.get("fmt", "e4m3")).lower().removeprefix("float8_").removesuffix("fn")
+        return {"e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2"}.get(fmt)
     if method == "mxfp4":
         findings.note(
             "weights are MXFP4 (4-bit e2m1 + one 8-bit scale per 32 values, on the MoE experts; attention, "

@@ -50,14 +50,17 @@ def load(name: str) -> dict:
     return json.loads(real(name).read_text())
 
 
-@pytest.mark.parametrize("folder", [DATA, DATA / "later-revisions"], ids=["hf-configs", "later-revisions"])
-def test_manifest_lists_every_vendored_file_with_its_sha256(folder):
+@pytest.mark.parametrize("folder, pattern", [(DATA, "*.json"), (DATA / "later-revisions", "*.json"),
+                                             (DATA / "model-folders", "*/*.json")],
+                         ids=["hf-configs", "later-revisions", "model-folders"])
+def test_manifest_lists_every_vendored_file_with_its_sha256(folder, pattern):
     manifest = (folder / "MANIFEST.md").read_text()
-    files = list(folder.glob("*.json"))
+    files = list(folder.glob(pattern))
     assert files
     for path in files:
-        row = next((line for line in manifest.splitlines() if line.startswith(f"| {path.name} |")), None)
-        assert row is not None, f"{path.name} has no MANIFEST.md row"
+        name = path.relative_to(folder).as_posix()
+        row = next((line for line in manifest.splitlines() if line.startswith(f"| {name} |")), None)
+        assert row is not None, f"{name} has no MANIFEST.md row"
         assert hashlib.sha256(path.read_bytes()).hexdigest() in row
         assert "github.com/" in row  # the public copy the bytes were taken from
 
@@ -658,6 +661,56 @@ def test_model_check_reports_a_failing_config_and_exits_1(tmp_path):
     assert "linear_state_dtype" in result.output and "fp32" in result.output
     assert "attn_type_list = [0, 1" in result.output
     assert "1 of 2 config(s) cannot be imported" in result.output
+
+
+# --------------------------------------------------------------------------- quantization beside the config
+
+
+def test_modelopt_quantization_is_read_from_hf_quant_config_beside_config_json(tmp_path):
+    """nvidia/Llama-3.1-70B-Instruct-FP8: config.json names no quantization (torch_dtype bfloat16); its
+    hf_quant_config.json says quant_algo FP8, kv_cache_quant_algo FP8, as vLLM's ModelOpt support reads it."""
+    folder = DATA / "model-folders" / "nvidia__Llama-3.1-70B-Instruct-FP8"
+    r, warnings = import_path(folder)
+    assert r["name"] == "nvidia__Llama-3.1-70B-Instruct-FP8" and r["weight_dtype"] == "fp8_e4m3"  # 1 B, not 2
+    assert "quantization from hf_quant_config.json beside config.json (quant_algo \"FP8\")" in r["notes"]
+    assert "fp8 KV-cache scales; served with --kv-cache-dtype fp8, ask kvreg with --kv-dtype fp8" in r["notes"]
+    assert (r["layers"], r["kv_heads"], r["head_dim"]) == (80, 8, 128)
+    assert r["params_total"] == 2 * 128256 * 8192 + 80 * (8192 * 128 * (2 * 64 + 2 * 8) + 3 * 8192 * 28672)
+    assert r["source_sha256"] == hashlib.sha256((folder / "config.json").read_bytes()).hexdigest()
+    # config.json given by path reads its folder too; the same bytes under another name, alone, cannot:
+    assert import_path(folder / "config.json")[0]["weight_dtype"] == "fp8_e4m3"
+    alone = tmp_path / "nvidia__Llama-3.1-70B-Instruct-FP8.json"
+    alone.write_bytes((folder / "config.json").read_bytes())
+    r, warnings = import_path(alone)
+    assert r["weight_dtype"] == "bf16"
+    assert any(w.startswith("the name says FP8 but the config names no quantization kvreg reads: weight_dtype bf16")
+               and "hf_quant_config.json" in w for w in warnings)
+
+
+def test_broken_hf_quant_config_is_refused(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_bytes((DATA / "model-folders" / "nvidia__Llama-3.1-70B-Instruct-FP8" /
+                                          "config.json").read_bytes())
+    (folder / "hf_quant_config.json").write_text('{"producer": {"name": "modelopt"}}')
+    with pytest.raises(ConfigError, match=r"hf_quant_config.json: has no \"quantization\" object; fix or remove it$"):
+        import_path(folder)
+    (folder / "hf_quant_config.json").write_text("{")
+    with pytest.raises(ConfigError, match=r"hf_quant_config.json: not readable JSON"):
+        import_path(folder)
+
+
+@pytest.mark.parametrize("weights, dtype", [
+    ({"num_bits": 4, "type": "int", "group_size": 32}, "int4"),  # moonshotai/Kimi-K2.5's experts
+    ({"num_bits": 8, "type": "float"}, "fp8_e4m3"),
+    ({"num_bits": 4, "type": "float", "group_size": 16}, "nvfp4"),
+    ({"num_bits": 3, "type": "int"}, "bf16"),  # not understood: torch_dtype, with a warning
+])
+def test_compressed_tensors_weights(weights, dtype):
+    quant = {"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": weights}}}
+    r, warnings = model_from_config({**HUNYUAN_A13B, "quantization_config": quant}, name="h")
+    assert r["weight_dtype"] == dtype
+    assert (dtype == "bf16") == any('quantization "compressed-tensors" not understood' in w for w in warnings)
 
 
 # --------------------------------------------------------------------------- safetensors headers

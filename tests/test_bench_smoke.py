@@ -50,7 +50,8 @@ def test_benchmark_configs_come_from_the_repository(tmp_path):
     assert n >= 17
     files = synth.write_configs(tmp_path / "out", n + 1)
     # the vendored configs, cycled: file n+1 is the first config (sorted by name) again under a new name
-    assert [p.name for p in files[:1] + files[n:]] == ["bench__Qwen2.5-72B-v0000.json", f"bench__Qwen2.5-72B-v{n:04d}.json"]
+    first = sorted(p.name for p in synth.HF_CONFIGS.glob("*.json"))[0].removesuffix(".json").split("__", 1)[1]
+    assert [p.name for p in files[:1] + files[n:]] == [f"bench__{first}-v0000.json", f"bench__{first}-v{n:04d}.json"]
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="no \\*.json config files in"):

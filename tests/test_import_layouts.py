@@ -50,14 +50,17 @@ def load(name: str) -> dict:
     return json.loads(real(name).read_text())
 
 
-@pytest.mark.parametrize("folder", [DATA, DATA / "later-revisions"], ids=["hf-configs", "later-revisions"])
-def test_manifest_lists_every_vendored_file_with_its_sha256(folder):
+@pytest.mark.parametrize("folder, pattern", [(DATA, "*.json"), (DATA / "later-revisions", "*.json"),
+                                             (DATA / "model-folders", "*/*.json")],
+                         ids=["hf-configs", "later-revisions", "model-folders"])
+def test_manifest_lists_every_vendored_file_with_its_sha256(folder, pattern):
     manifest = (folder / "MANIFEST.md").read_text()
-    files = list(folder.glob("*.json"))
+    files = list(folder.glob(pattern))
     assert files
     for path in files:
-        row = next((line for line in manifest.splitlines() if line.startswith(f"| {path.name} |")), None)
-        assert row is not None, f"{path.name} has no MANIFEST.md row"
+        name = path.relative_to(folder).as_posix()
+        row = next((line for line in manifest.splitlines() if line.startswith(f"| {name} |")), None)
+        assert row is not None, f"{name} has no MANIFEST.md row"
         assert hashlib.sha256(path.read_bytes()).hexdigest() in row
         assert "github.com/" in row  # the public copy the bytes were taken from
 
@@ -141,7 +144,9 @@ FAMILIES = {name: _imported(src) for name, src in {
     "Gemma-4-31B-NVFP4": real("nvidia__Gemma-4-31B-IT-NVFP4.json"),
     "Qwen3-Coder-480B": real("Qwen__Qwen3-Coder-480B-A35B-Instruct.json"),
     "Qwen3.5-27B": real("Qwen__Qwen3.5-27B.json"),
+    "Qwen3.5-35B-A3B": real("Qwen__Qwen3.5-35B-A3B.json"),
     "Nemotron-3-Ultra": real("nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json"),
+    "MiniMax-M2.7": real("MiniMaxAI__MiniMax-M2.7.json"),
     "Gemma-3-4B": GEMMA3_4B,
     "Gemma-4-E2B": GEMMA4_E2B,
     "Hunyuan-A13B": real("tencent__Hunyuan-A13B-Instruct.json"),
@@ -262,6 +267,18 @@ def test_gemma4_31b_nvfp4():
     r = row("Gemma-4-31B-NVFP4")
     assert (r["full_layers"], r["sliding_layers"], r["kv_heads"], r["head_dim"]) == (10, 50, 4, 512)
     assert (r["sliding_kv_heads"], r["sliding_head_dim"], r["weight_dtype"]) == (16, 256, "nvfp4")
+    # quantization_config.kv_cache_scheme {num_bits 8, type float}: said, the KV dtype stays the question's
+    assert "ships fp8 KV-cache scales; served with --kv-cache-dtype fp8, ask kvreg with --kv-dtype fp8" in r["notes"]
+
+
+def test_gemma4_31b_nvfp4_per_gpu_bytes(registry):
+    for tp in TPS:
+        full_layer = max(1, 4 // tp) * (512 + 512) * 2  # num_global_key_value_heads 4 of global_head_dim 512, bf16
+        sliding_layer = max(1, 16 // tp) * (256 + 256) * 2  # 16 kv heads of 256
+        full, sliding = 10 * full_layer, 50 * sliding_layer  # 40,960 + 819,200 B at TP1
+        assert per_gpu(registry, "Gemma-4-31B-NVFP4", tp) == {
+            "all": full + sliding, "full": full,
+            8192: full * 8192 + sliding * 1024, 131072: full * 131072 + sliding * 1024}, tp
 
 
 def test_gemma4_without_k_eq_v_reads_num_key_value_heads_on_full_layers():
@@ -369,8 +386,9 @@ def test_per_layer_list_of_the_wrong_length_is_refused():
 
 def test_hunyuan_per_gpu_bytes(registry):
     for tp in TPS:
-        token = 32 * max(1, 8 // tp) * 256 * 2  # 131,072 B at TP1
-        assert per_gpu(registry, "Hunyuan-A13B", tp)["all"] == token, tp
+        token = 32 * max(1, 8 // tp) * 256 * 2  # 131,072 / 65,536 / 32,768 / 16,384 B
+        assert per_gpu(registry, "Hunyuan-A13B", tp) == {
+            "all": token, "full": token, 8192: token * 8192, 131072: token * 131072}, tp
 
 
 # --------------------------------------------------------------------------- Qwen3.5 state dtype
@@ -402,6 +420,15 @@ def test_qwen35_moe_state_and_heads():
     recurrent = 32 * 128 * 128  # 524,288 elements in fp32 (mamba_ssm_dtype)
     assert r["linear_state_dtype"] == "fp32"
     assert r["linear_state_elements_per_layer"] * 4 == conv * 2 + recurrent * 4 == 2_146_304
+
+
+def test_qwen35_moe_per_gpu_bytes(registry):
+    state_tp1 = 30 * 2_146_304  # 64,389,120 B per sequence
+    for tp in TPS:
+        token = 10 * max(1, 2 // tp) * 512 * 2  # 20,480 B at TP1, 10,240 from TP2 (2 kv heads, then replicated)
+        state = state_tp1 // min(tp, 16)  # shards by the 16 linear key heads
+        assert per_gpu(registry, "Qwen3.5-35B-A3B", tp) == {
+            "all": token, "full": token, 8192: token * 8192 + state, 131072: token * 131072 + state}, tp
 
 
 def test_nemotron3_layers_block_type():
@@ -522,6 +549,37 @@ def test_unknown_cache_keys_stop_the_import_with_the_key_named(change, key):
     assert r["kv_heads"] == 8
 
 
+def test_attn_type_list_of_softmax_layers_only_is_full_attention():
+    """MiniMax marks each layer 1 (softmax attention) or 0 (lightning attention, a linear state kvreg does
+    not model). MiniMax-M2.7's config lists 62 ones; vLLM's minimax_m2.py builds every layer as ordinary
+    attention and never reads the list. A list with a 0 in it still stops the import (parametrized above)."""
+    r, warnings = model_from_config({**HUNYUAN_A13B, "attn_type_list": [1] * 32}, name="h")
+    assert (r["full_layers"], r["linear_layers"]) == (32, 0)
+    assert "attn_type_list: every layer 1 (softmax attention), read as full attention" in r["notes"]
+    assert not any("accept-unknown" in w for w in warnings)
+
+
+def test_minimax_m27_real_config():
+    """MiniMaxAI__MiniMax-M2.7.json: attn_type_list of 62 ones, fp8 weights named by torch's dtype name."""
+    r = row("MiniMax-M2.7")
+    assert (r["layers"], r["full_layers"], r["attention_heads"], r["kv_heads"], r["head_dim"]) == (62, 62, 48, 8, 128)
+    assert r["weight_dtype"] == "fp8_e4m3"  # quantization_config fmt "float8_e4m3fn"
+    hidden, vocab, expert = 3072, 200064, 3 * 3072 * 1536  # 256 local experts of 1,536, 8 per token, no shared one
+    embeddings = 2 * vocab * hidden  # tie_word_embeddings false
+    attention = hidden * 128 * (2 * 48 + 2 * 8)
+    router = hidden * 256
+    assert r["params_total"] == embeddings + 62 * (attention + 256 * expert + router) == 228_688_920_576  # 230B
+    assert r["params_active"] == embeddings + 62 * (attention + 8 * expert + router) == 11_029_708_800
+    assert round((r["params_active"] - embeddings) / 1e9, 1) == 9.8  # MiniMax's "10B activated" leaves out embeddings
+
+
+def test_minimax_m27_per_gpu_bytes(registry):
+    for tp in TPS:
+        token = 62 * max(1, 8 // tp) * 256 * 2  # 253,952 / 126,976 / 63,488 / 31,744 B
+        assert per_gpu(registry, "MiniMax-M2.7", tp) == {
+            "all": token, "full": token, 8192: token * 8192, 131072: token * 131072}, tp
+
+
 def test_unknown_key_inside_text_config():
     cfg = load("google__gemma-4-26B-A4B.json")
     cfg["text_config"]["global_num_sink_tokens"] = 4
@@ -597,12 +655,62 @@ def test_model_check_explains_without_writing(tmp_path):
 
 def test_model_check_reports_a_failing_config_and_exits_1(tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({**OLMO3_7B, "attn_type_list": [1] * 32}))
+    bad.write_text(json.dumps({**OLMO3_7B, "attn_type_list": [0, 1] * 16}))
     result = CliRunner().invoke(cli, ["model", "check", str(real("Qwen__Qwen3.5-27B.json")), str(bad)])
     assert result.exit_code == 1
     assert "linear_state_dtype" in result.output and "fp32" in result.output
-    assert "attn_type_list = [1, 1" in result.output
+    assert "attn_type_list = [0, 1" in result.output
     assert "1 of 2 config(s) cannot be imported" in result.output
+
+
+# --------------------------------------------------------------------------- quantization beside the config
+
+
+def test_modelopt_quantization_is_read_from_hf_quant_config_beside_config_json(tmp_path):
+    """nvidia/Llama-3.1-70B-Instruct-FP8: config.json names no quantization (torch_dtype bfloat16); its
+    hf_quant_config.json says quant_algo FP8, kv_cache_quant_algo FP8, as vLLM's ModelOpt support reads it."""
+    folder = DATA / "model-folders" / "nvidia__Llama-3.1-70B-Instruct-FP8"
+    r, warnings = import_path(folder)
+    assert r["name"] == "nvidia__Llama-3.1-70B-Instruct-FP8" and r["weight_dtype"] == "fp8_e4m3"  # 1 B, not 2
+    assert "quantization from hf_quant_config.json beside config.json (quant_algo \"FP8\")" in r["notes"]
+    assert "fp8 KV-cache scales; served with --kv-cache-dtype fp8, ask kvreg with --kv-dtype fp8" in r["notes"]
+    assert (r["layers"], r["kv_heads"], r["head_dim"]) == (80, 8, 128)
+    assert r["params_total"] == 2 * 128256 * 8192 + 80 * (8192 * 128 * (2 * 64 + 2 * 8) + 3 * 8192 * 28672)
+    assert r["source_sha256"] == hashlib.sha256((folder / "config.json").read_bytes()).hexdigest()
+    # config.json given by path reads its folder too; the same bytes under another name, alone, cannot:
+    assert import_path(folder / "config.json")[0]["weight_dtype"] == "fp8_e4m3"
+    alone = tmp_path / "nvidia__Llama-3.1-70B-Instruct-FP8.json"
+    alone.write_bytes((folder / "config.json").read_bytes())
+    r, warnings = import_path(alone)
+    assert r["weight_dtype"] == "bf16"
+    assert any(w.startswith("the name says FP8 but the config names no quantization kvreg reads: weight_dtype bf16")
+               and "hf_quant_config.json" in w for w in warnings)
+
+
+def test_broken_hf_quant_config_is_refused(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_bytes((DATA / "model-folders" / "nvidia__Llama-3.1-70B-Instruct-FP8" /
+                                          "config.json").read_bytes())
+    (folder / "hf_quant_config.json").write_text('{"producer": {"name": "modelopt"}}')
+    with pytest.raises(ConfigError, match=r"hf_quant_config.json: has no \"quantization\" object; fix or remove it$"):
+        import_path(folder)
+    (folder / "hf_quant_config.json").write_text("{")
+    with pytest.raises(ConfigError, match=r"hf_quant_config.json: not readable JSON"):
+        import_path(folder)
+
+
+@pytest.mark.parametrize("weights, dtype", [
+    ({"num_bits": 4, "type": "int", "group_size": 32}, "int4"),  # moonshotai/Kimi-K2.5's experts
+    ({"num_bits": 8, "type": "float"}, "fp8_e4m3"),
+    ({"num_bits": 4, "type": "float", "group_size": 16}, "nvfp4"),
+    ({"num_bits": 3, "type": "int"}, "bf16"),  # not understood: torch_dtype, with a warning
+])
+def test_compressed_tensors_weights(weights, dtype):
+    quant = {"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": weights}}}
+    r, warnings = model_from_config({**HUNYUAN_A13B, "quantization_config": quant}, name="h")
+    assert r["weight_dtype"] == dtype
+    assert (dtype == "bf16") == any('quantization "compressed-tensors" not understood' in w for w in warnings)
 
 
 # --------------------------------------------------------------------------- safetensors headers

@@ -548,6 +548,11 @@ def _check_unknown_keys(cfg: _Config, findings: _Findings, accept_unknown: bool)
             continue
         if value is None or value is False or value == 0 or value == [] or value == {}:
             continue  # switched off: no effect on the cache
+        if key == "attn_type_list" and isinstance(value, list) and all(v == 1 and v is not True for v in value):
+            # MiniMax's per-layer attention kinds: 1 softmax attention, 0 lightning (linear) attention.
+            # All 1 (MiniMax-M2.x) is ordinary attention in every layer: vLLM's minimax_m2.py never reads it.
+            findings.note("attn_type_list: every layer 1 (softmax attention), read as full attention")
+            continue
         _unknown(cfg, findings, accept_unknown, key, value)
 
 
@@ -773,6 +778,7 @@ def _weight_dtype(cfg: _Config, findings: _Findings) -> str:
     if quant is not None:
         if not isinstance(quant, dict):
             raise ConfigError(f"{cfg.source}: quantization_config is not an object; fix the config")
+        _kv_cache_quantization_note(quant, findings)
         dtype = _quantized_dtype(quant, findings)
         if dtype is not None:
             return dtype
@@ -792,11 +798,27 @@ def _weight_dtype(cfg: _Config, findings: _Findings) -> str:
     return _TORCH_DTYPES[value]
 
 
+def _kv_cache_quantization_note(quant: dict, findings: _Findings) -> None:
+    """A checkpoint that ships KV-cache scales (modelopt / compressed-tensors kv_cache_scheme, or
+    kv_cache_quant_algo) is meant to be served with an 8-bit cache; the KV dtype is a question of the
+    deployment (--kv-dtype), not a column of the model, so the import says so and changes nothing."""
+    scheme, algo = quant.get("kv_cache_scheme"), quant.get("kv_cache_quant_algo")
+    if isinstance(scheme, dict) and scheme.get("num_bits") == 8:
+        kind = "fp8" if scheme.get("type") == "float" else "int8"
+        findings.note(f"quantization_config.kv_cache_scheme: the checkpoint ships {kind} KV-cache scales; served "
+                      f"with --kv-cache-dtype {kind}, ask kvreg with --kv-dtype {kind}")
+    elif isinstance(algo, str) and algo.upper() == "FP8":
+        findings.note("quantization_config.kv_cache_quant_algo FP8: the checkpoint ships fp8 KV-cache scales; served "
+                      "with --kv-cache-dtype fp8, ask kvreg with --kv-dtype fp8")
+
+
 def _quantized_dtype(quant: dict, findings: _Findings) -> str | None:
     """Our dtype name for a quantization_config, or None when the format is not recognised."""
     method = str(quant.get("quant_method", "")).lower()
     if method == "fp8":
-        return {"e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2"}.get(str(quant.get("fmt", "e4m3")).lower())
+        # fmt "e4m3" (DeepSeek), or torch's dtype name "float8_e4m3fn" (MiniMax-M2.7)
+        fmt = str(quant.get("fmt", "e4m3")).lower().removeprefix("float8_").removesuffix("fn")
+        return {"e4m3": "fp8_e4m3", "e5m2": "fp8_e5m2"}.get(fmt)
     if method == "mxfp4":
         findings.note(
             "weights are MXFP4 (4-bit e2m1 + one 8-bit scale per 32 values, on the MoE experts; attention, "
@@ -805,8 +827,10 @@ def _quantized_dtype(quant: dict, findings: _Findings) -> str | None:
         return "fp4"
     if method == "nvfp4" or str(quant.get("quant_algo", "")).upper() == "NVFP4":
         return "nvfp4"
-    if method == "modelopt" and str(quant.get("quant_algo", "")).upper() == "FP8":
-        return "fp8_e4m3"
+    if method in ("modelopt", "") and str(quant.get("quant_algo", "")).upper() == "FP8":
+        return "fp8_e4m3"  # ModelOpt; some of its configs name no quant_method (producer modelopt)
+    if method == "compressed-tensors":
+        return _compressed_tensors_dtype(quant, findings)
     if method in ("awq", "gptq") or method.startswith("gptq"):
         bits = quant.get("bits")
         return {4: "int4", 8: "int8"}.get(bits) if isinstance(bits, int) else None
@@ -815,6 +839,22 @@ def _quantized_dtype(quant: dict, findings: _Findings) -> str | None:
             return "int4"
         return "int8" if quant.get("load_in_8bit") else None
     return None
+
+
+def _compressed_tensors_dtype(quant: dict, findings: _Findings) -> str | None:
+    """compressed-tensors: the weights' format shared by every config_groups entry (num_bits, type, group_size)."""
+    groups = quant.get("config_groups")
+    weights = [g.get("weights") for g in groups.values() if isinstance(g, dict)] if isinstance(groups, dict) else []
+    formats = {(w.get("num_bits"), w.get("type"), w.get("group_size")) for w in weights if isinstance(w, dict)}
+    if len(formats) != 1:
+        return None
+    ((bits, kind, group),) = formats
+    dtype = {(4, "int"): "int4", (8, "int"): "int8", (8, "float"): "fp8_e4m3",
+             (4, "float"): "nvfp4" if group == 16 else "fp4"}.get((bits, kind))
+    if dtype is not None:
+        findings.note(f"compressed-tensors weights: {bits}-bit {kind} (config_groups), recorded as {dtype}; the "
+                      "modules it ignores stay in torch_dtype and scales are not counted")
+    return dtype
 
 
 def _max_positions(cfg: _Config, findings: _Findings) -> int:
@@ -1136,6 +1176,9 @@ def explain_path(path: str | pathlib.Path, *, name: str | None = None, params_b:
         raise ConfigError(f"{path}: folder has no config.json; give the config file or the model folder holding it")
     config, source, sha = read_config(config_file)
     name = name or default_name(config_file)
+    quant_from = None
+    if config_file.name == "config.json":
+        config, quant_from = _with_modelopt_quantization(config, config_file.parent)
     params_total, params_active, how = _given_params(params_b, source), None, None
     if params_total is not None:
         how = f"params_total given: {params_b:g}B (--params-b)"
@@ -1152,7 +1195,44 @@ def explain_path(path: str | pathlib.Path, *, name: str | None = None, params_b:
         row["notes"] = "; ".join(filter(None, [how, row["notes"]]))
         details["params_from"] = how
         details["assumptions"].insert(0, how)
+    extra = [quant_from] if quant_from else []
+    label = config_file.parent.name if config_file.name == "config.json" else config_file.stem
+    if row["weight_dtype"] in ("bf16", "fp16", "fp32") and _QUANTIZED_NAME.search(f"{name} {label}"):
+        hint = (f"the name says {_QUANTIZED_NAME.search(f'{name} {label}').group(2)} but the config names no "
+                f"quantization kvreg reads: weight_dtype {row['weight_dtype']} from torch_dtype; put the checkpoint's "
+                f"{HF_QUANT_FILE} beside config.json, or correct weight_dtype")
+        warnings.append(hint)
+        extra.append(hint)
+    if extra:
+        row["notes"] = "; ".join(filter(None, [*extra, row["notes"]]))
+        details["assumptions"][:0] = extra
     return row, warnings, details
+
+
+HF_QUANT_FILE = "hf_quant_config.json"
+# A model name that says its weights are quantized (nvidia/...-FP8, ...-NVFP4, ...-AWQ).
+_QUANTIZED_NAME = re.compile(r"(?i)(^|[-_. ])(fp8|nvfp4|mxfp4|fp4|awq|gptq|int4|int8|w4a16|w8a8)(?=$|[-_. ])")
+
+
+def _with_modelopt_quantization(config: dict, folder: pathlib.Path) -> tuple[dict, str | None]:
+    """NVIDIA ModelOpt checkpoints (nvidia/...-FP8, ...-NVFP4) often name no quantization in config.json and
+    keep it in hf_quant_config.json beside it ({"quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo":
+    "FP8", ...}}), where vLLM's ModelOpt support reads it. Read as a modelopt quantization_config."""
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    file = folder / HF_QUANT_FILE
+    if config.get("quantization_config") is not None or text.get("quantization_config") is not None \
+            or not file.is_file():
+        return config, None
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{file}: not readable JSON ({exc}); fix or remove it") from None
+    quant = data.get("quantization") if isinstance(data, dict) else None
+    if not isinstance(quant, dict):
+        raise ConfigError(f"{file}: has no \"quantization\" object; fix or remove it")
+    algo = quant.get("quant_algo")
+    return ({**config, "quantization_config": {"quant_method": "modelopt", **quant}},
+            f"quantization from {HF_QUANT_FILE} beside config.json (quant_algo {_show(algo)})")
 
 
 def _resolve_hf_cache(path: pathlib.Path) -> pathlib.Path:

@@ -97,20 +97,21 @@ def test_vllm_pool_from_gpu_memory_utilization_and_the_estimates(cap):
     graphs are captured after the KV cache is sized: nothing is taken for them."""
     r = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--context", "128K", "--rule", "vllm")
     reported = 85_029_615_043  # 79.19 GiB, the H100-SXM row's reported_memory_bytes
-    # 8,192 batched tokens x (3 x 14,336 MLP + 2 x 4,096 hidden) x 2 B, plus 256 sampler rows x 128,256
-    # vocabulary x 8 B (fp32 logits and probabilities)
+    # 8,192 batched tokens x (3 x 14,336 MLP + 2 x 4,096 hidden) x 2 B, plus the V1 sampler warm-up: 1,024
+    # rows (max_num_seqs on a GPU reporting 70 GiB or more) x 128,256 vocabulary x 28 B (2 model-dtype logits
+    # + 4 fp32 + 4 sorted + 8 int64 indices + 4 probabilities + 2 masks + 4 scattered)
     mlp = 8192 * (3 * 14_336 + 2 * 4_096) * 2
-    sampler = 256 * 128_256 * 8
+    sampler = 1024 * 128_256 * 28
     activations = mlp + sampler
-    assert (mlp, sampler, activations) == (838_860_800, 262_668_288, 1_101_529_088)  # 1.03 GiB
+    assert (mlp, sampler, activations) == (838_860_800, 3_677_356_032, 4_516_216_832)  # 4.21 GiB
     non_torch = 268_435_456  # 0.25 GiB: every release but v0.6.5/v0.6.6
     allocatable = reported * 0.92 - activations - non_torch
     pool = allocatable - LLAMA_8B_WEIGHTS
-    assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)  # 71.58 GiB
-    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 56.58 GiB
-    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_971
-    assert r["kv_cache_tokens"] == 28_971 * 16 == 463_536
-    assert r["max_concurrency"] == pytest.approx(28_971 / 8_192)  # 3.54x
+    assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)  # 68.40 GiB
+    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 53.40 GiB
+    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 27_343
+    assert r["kv_cache_tokens"] == 27_343 * 16 == 437_488
+    assert r["max_concurrency"] == pytest.approx(27_343 / 8_192)  # 3.34x
 
 
 @pytest.mark.parametrize("release, gmu, non_torch", [
@@ -126,8 +127,10 @@ def test_each_budget_term_of_qwen3_8b_at_tp2_by_release(cap, release, gmu, non_t
     r = cap("--model", "Qwen3-8B", "--tp", "2", "--gpus-per-node", "2", "--context", "32K", "--rule", "vllm",
             "--engine-version", release)
     requested = 85_029_615_043 * gmu
-    activations = 8192 * (3 * 12_288 + 2 * 4_096) * 2 + 256 * 151_936 * 8  # not divided by TP
-    assert activations == 738_197_504 + 311_164_928 == 1_049_362_432
+    # not divided by TP; the sampler warm-up: V0 (v0.6.5) 256 rows x 8 B, V1 (v0.8 on) 1,024 rows x 28 B
+    sampler = 256 * 151_936 * 8 if release == "0.6.5" else 1024 * 151_936 * 28
+    activations = 8192 * (3 * 12_288 + 2 * 4_096) * 2 + sampler
+    assert activations == 738_197_504 + (311_164_928 if release == "0.6.5" else 4_356_308_992)
     weights = 8.2e9 * 2 / 2
     assert r["allocatable_gib_per_gpu"] == pytest.approx((requested - activations - non_torch) / GiB, rel=1e-12)
     pool = requested - activations - non_torch - weights

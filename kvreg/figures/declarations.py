@@ -67,7 +67,21 @@ ACTIVATION_BYTES_PER_ELEMENT = 2
 # warm-up of the profile run: max_num_seqs (256, vLLM's default) rows of fp32 logits
 # and their probabilities over the vocabulary (vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run).
 VLLM_SAMPLER_SEQS = 256
-SAMPLER_BYTES_PER_LOGIT = 8  # fp32 logits + fp32 probabilities
+SAMPLER_BYTES_PER_LOGIT = 8  # V0: fp32 logits + fp32 probabilities (fits the v0.6.4 and v0.6.5 logs)
+# The V1 engine (the default from v0.8.0) warms its sampler up with max_num_seqs rows of logits
+# (vllm/v1/worker/gpu_model_runner.py profile_run -> _dummy_sampler_run: logits = compute_logits(hidden_states)
+# over max_num_reqs rows, then self.sampler with top_k = vocab - 1 and top_p = 0.9), and the server's
+# max_num_seqs default depends on the GPU (vllm/engine/arg_utils.py, _set_default_args_v1 / get_batch_defaults:
+# 1,024 for the OpenAI server when the device's total memory is 70 GiB or more and it is not an A100, else 256).
+VLLM_V1_FIRST_RELEASE = 8000  # v0.8.0, the first release that runs the V1 engine by default
+VLLM_LARGE_GPU_BYTES = 70 * GIB  # arg_utils: device_memory >= 70 * GiB_bytes
+VLLM_LARGE_GPU_MAX_NUM_SEQS = 1024  # arg_utils default_max_num_seqs on such GPUs (OPENAI_API_SERVER)
+# Bytes live per logit at the V1 sampler's peak, counted from its top-k/top-p sort path
+# (vllm/v1/sample/sampler.py Sampler.forward: logits.to(torch.float32); vllm/v1/sample/ops/topk_topp_sampler.py
+# apply_top_k_top_p: logits.sort -> values and int64 indices, softmax + cumsum, two bool masks, scatter):
+# 2 (the model-dtype logits compute_logits returned) + 4 (the fp32 copy) + 4 (sorted values) + 8 (sort
+# indices) + 4 (sorted probabilities) + 1 + 1 (top-k and top-p masks) + 4 (the scattered result) = 28.
+VLLM_V1_SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 8 + 4 + 1 + 1 + 4
 # Non-torch memory (vllm/utils memory_profiling: non_torch_increase), the CUDA context, cuBLAS workspace
 # and NCCL buffers the profile run sees outside PyTorch's allocator. vLLM v0.6.5 and v0.6.6 measured it
 # from before CUDA was initialised (PR 10511): 1.79 GiB on one H100, 3.58 GiB at TP 2, the second 1.79 GiB
@@ -521,14 +535,25 @@ _FIGURES: list[Figure] = [
     Figure("in_flight_tokens", "tokens",
            "vLLM: tokens scheduled but not yet settled: max concurrent batches x max_num_batched_tokens",
            F("max_concurrent_batches_used") * F("max_num_batched_tokens_used"), "int"),
+    Figure("vllm_max_num_seqs_used", "sequences",
+           f"vLLM: max_num_seqs, the rows its profile run warms the sampler up with: {VLLM_LARGE_GPU_MAX_NUM_SEQS:,}"
+           f" from v0.8 (V1) on GPUs reporting {VLLM_LARGE_GPU_BYTES // GIB} GiB or more, else {VLLM_SAMPLER_SEQS}",
+           if_(_rule("vllm"), if_(and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
+                                       F("engine_memory_bytes") >= VLLM_LARGE_GPU_BYTES),
+                                  VLLM_LARGE_GPU_MAX_NUM_SEQS, VLLM_SAMPLER_SEQS), Const(None)), "int"),
+    Figure("sampler_bytes_per_logit", "bytes",
+           f"vLLM: bytes live per logit at the sampler warm-up's peak: {VLLM_V1_SAMPLER_BYTES_PER_LOGIT} from v0.8"
+           f" (V1's sort-based top-k/top-p), {SAMPLER_BYTES_PER_LOGIT} before (V0: fp32 logits and probabilities)",
+           if_(_rule("vllm"), if_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, VLLM_V1_SAMPLER_BYTES_PER_LOGIT,
+                                  SAMPLER_BYTES_PER_LOGIT), Const(None)), "int"),
     Figure(
         "activation_peak_bytes_per_gpu",
         "bytes",
         "vLLM: peak activation memory of the profile run on one GPU (its 'PyTorch activation peak memory'):"
         " activation_bytes when measured; else max_num_batched_tokens x (3 x intermediate_size + 2 x"
         f" hidden_size) x {ACTIVATION_BYTES_PER_ELEMENT} B (the MLP's gate-up and activated outputs beside the"
-        f" residual stream) plus the sampler's {VLLM_SAMPLER_SEQS} sequences x vocab_size x"
-        f" {SAMPLER_BYTES_PER_LOGIT} B; for a model without those widths max_num_batched_tokens x attention_heads"
+        " residual stream) plus the sampler warm-up's vllm_max_num_seqs_used rows x vocab_size x"
+        " sampler_bytes_per_logit; for a model without those widths max_num_batched_tokens x attention_heads"
         f" x head_dim x {ACTIVATION_BYTES_PER_ELEMENT} B x {ACTIVATION_VECTORS_PER_TOKEN} live vectors",
         if_(_rule("vllm"), coalesce(
             I("activation_bytes"),
@@ -537,7 +562,8 @@ _FIGURES: list[Figure] = [
                 * ACTIVATION_VECTORS_PER_TOKEN,
                 F("max_num_batched_tokens_used")
                 * (3 * I("intermediate_size") + 2 * I("hidden_size")) * ACTIVATION_BYTES_PER_ELEMENT
-                + VLLM_SAMPLER_SEQS * coalesce(I("vocab_size"), 0) * SAMPLER_BYTES_PER_LOGIT)), Const(None)),
+                + F("vllm_max_num_seqs_used") * coalesce(I("vocab_size"), 0) * F("sampler_bytes_per_logit"))),
+            Const(None)),
     ),
     Figure(
         "cuda_graph_bytes_per_gpu",

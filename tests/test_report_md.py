@@ -601,3 +601,19 @@ def test_sweep_covers_only_the_models_and_gpus_plans_use_in_a_large_registry(eng
     assert {r["gpu"] for r in data["sweep"]} == gpus
     assert len(data["sweep"]) == len(models) * len(gpus) * len(SWEEP_CONTEXTS)
     assert f"the {len(models)} models and {len(gpus)} GPUs that plans use" in data["settings"]["sweep"]["scope"]
+
+
+def test_concurrency_chart_shows_at_most_4_gpus_and_8_models_each_the_plans_first():
+    """A sweep of 6 GPUs (G0-G5) x 10 models (m0-m9) where the plans' models m3 and m9 were asked
+    about on G5 and G2 only: the panels are G2, G5 (GPUs with a plan model, by name), then G0, G1
+    (the others by name): 4, not 6. G2's panel lists m3, m9 first, then m0, m1, m2, m4, m5, m6:
+    8 lines, not 10."""
+    from kvreg.export.charts import concurrency_lines
+
+    plan_models = {"m3", "m9"}
+    sweep = [{"gpu": f"G{g}", "model": f"m{m}", "context_tokens": 8192, "max_concurrency": 1.0, "tp": 1}
+             for g in range(6) for m in range(10) if g in (2, 5) or f"m{m}" not in plan_models]
+    panels = concurrency_lines(sweep, plan_models)
+    assert [g for g, _ in panels] == ["G2", "G5", "G0", "G1"]
+    assert panels[0][1] == ["m3", "m9", "m0", "m1", "m2", "m4", "m5", "m6"]
+    assert panels[2][1] == ["m0", "m1", "m2", "m4", "m5", "m6", "m7", "m8"]

@@ -788,22 +788,24 @@ def test_null_safe_formulas():
         assert NullSafeExcelCompiler(str.upper, str.upper).compile(expr) == formula
 
 
-def test_sweep_sheet_asks_about_at_most_sweep_max_pairs_model_gpu_pairs(engine, monkeypatch):
-    """With the cap lowered to 2 pairs, the seeded plans' 2 GPUs leave room for 2 // 2 = 1 model
-    (the first by name): 1 model x 2 GPUs x 4 contexts = 8 sweep rows."""
-    import kvreg.capacity
-    from kvreg.export.xlsx import _read_registry, _sweep_rows
+def test_sweep_sheet_asks_about_at_most_sweep_pairs_model_gpu_pairs(engine, monkeypatch):
+    """With the cap lowered to 2 pairs, the seeded plans' 2 GPUs leave room for 2 // 2 = 1 model:
+    the one most plans use (Llama-3-8B: chat, docs and mixed) -> 1 model x 2 GPUs x 4 contexts = 8
+    sweep rows. At the default cap (48 pairs) the seeded plans' 4 models x 2 GPUs all fit: 32 rows."""
+    import kvreg.export.xlsx as xlsx
 
-    monkeypatch.setattr(kvreg.capacity, "SWEEP_MAX_PAIRS", 2)
     with engine.connect() as conn:
-        data = _read_registry(conn)
-        rows = _sweep_rows(conn, data)
-    plan_models = sorted({p["model"] for p in data["plans"]})
+        data = xlsx._read_registry(conn)
+        full = xlsx._sweep_rows(conn, data)
+        monkeypatch.setattr(xlsx, "SWEEP_PAIRS", 2)
+        rows = xlsx._sweep_rows(conn, data)
     plan_gpus = sorted({p["gpu"] for p in data["plans"]})
-    assert len(plan_gpus) == 2 and len(plan_models) > 1
-    assert {r["model"] for r in rows} == {plan_models[0]}
+    assert plan_gpus == ["H100-SXM", "H200"]
+    assert [p["model"] for p in data["plans"]].count("Llama-3-8B") == 3
+    assert {r["model"] for r in rows} == {"Llama-3-8B"}
     assert {r["gpu"] for r in rows} == set(plan_gpus)
     assert len(rows) == 1 * 2 * 4
+    assert len(full) == 4 * 2 * 4
 
 
 def test_to_buy_cells_follow_a_fleet_edit(registry, recalculated):

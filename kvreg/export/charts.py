@@ -47,18 +47,19 @@ def _save(fig, path: Path) -> None:
 
 
 MAX_LINES = 8  # lines per panel: more cannot be told apart
+MAX_PANELS = 4  # GPUs shown: the plans' first; more panels make a chart nobody reads (and a slow one to draw)
 
 
 def concurrency_lines(sweep: list[dict], plan_models: set[str] | None = None) -> list[tuple[str, list[str]]]:
-    """The panels of the concurrency chart: (GPU, models) with at most MAX_LINES models each, the
-    plans' models first (then the others by name, while there is room). GPUs the plans use come
-    first."""
+    """The panels of the concurrency chart: at most MAX_PANELS, (GPU, models) with at most MAX_LINES
+    models each, the plans' models first (then the others by name, while there is room). GPUs the
+    plans use come first, then the others by name."""
     plan_models = plan_models or set()
     gpus = sorted({r["gpu"] for r in sweep})
     used = {r["gpu"] for r in sweep if r["model"] in plan_models}
     gpus = [g for g in gpus if g in used] + [g for g in gpus if g not in used]
     panels = []
-    for gpu in gpus:
+    for gpu in gpus[:MAX_PANELS]:
         models = sorted({r["model"] for r in sweep if r["gpu"] == gpu})
         ordered = [m for m in models if m in plan_models] + [m for m in models if m not in plan_models]
         panels.append((gpu, ordered[:MAX_LINES]))

@@ -62,6 +62,10 @@ from kvreg.figures.labels import label
 SHEETS = ["Read me", "Summary", "Plans", "Plan detail", "Workload", "Demand", "Fleet", "Models", "GPUs", "Dtypes",
           "Context sweep", "Assumptions"]
 SWEEP_CONTEXTS = (8192, 32768, 131072, 1000000)
+# (model, GPU) pairs of the Context sweep: four rows each, about 130 formulas a row. The Markdown
+# report's sweep covers more (kvreg.capacity.SWEEP_MAX_PAIRS); the workbook keeps the pairs a chart
+# can show and a person can page through, so a large registry's workbook is not mostly sweep.
+SWEEP_PAIRS = 48
 KV_BLOCKS = ("bf16", "fp8")  # the Models sheet shows the KV figures in these dtypes (each editable per row)
 DEFAULT_RESERVE_CELL = "Assumptions!$B$3"
 QUARTER_CELL = "Summary!$B$1"
@@ -381,20 +385,25 @@ def _kv_blocks(dtypes: list[dict]) -> list[str]:
 def _sweep_rows(conn, data: dict, asked: dict | None = None) -> list[dict]:
     """Model x GPU x context for the models and GPUs the plans use, one TP per model and GPU
     (kvreg.capacity.sweep: the smallest that holds the weights and a sequence at the shortest
-    context). Without plans: every model on the capacity question's default GPU (the first GPU
-    if that one is gone)."""
-    from kvreg.capacity import SWEEP_MAX_PAIRS, Question, sweep
+    context), at most SWEEP_PAIRS (model, GPU) pairs: every GPU the plans use (first by name) and
+    as many models as leaves room for, the ones most plans use first (then by name). Without
+    plans: the registry's models on the capacity question's default GPU (the first GPU if that one
+    is gone)."""
+    from kvreg.capacity import Question, sweep
 
     q = Question(contexts=list(SWEEP_CONTEXTS), kv_dtypes=["bf16"], tp="auto")
     if data["plans"]:
-        q.models = sorted({p["model"] for p in data["plans"]})
+        uses: dict[str, int] = {}
+        for p in data["plans"]:
+            uses[p["model"]] = uses.get(p["model"], 0) + 1
+        q.models = sorted(uses, key=lambda m: (-uses[m], m))
         q.gpus = sorted({p["gpu"] for p in data["plans"]})
     else:
         names = [g["name"] for g in data["gpus"]]
         q.models = [m["name"] for m in data["models"]]
         q.gpus = [g for g in q.gpus if g in names] or names[:1]
-    q.gpus = q.gpus[:SWEEP_MAX_PAIRS]
-    q.models = q.models[:max(1, SWEEP_MAX_PAIRS // max(1, len(q.gpus)))]  # first by name, like the report
+    q.gpus = q.gpus[:SWEEP_PAIRS]
+    q.models = q.models[:max(1, SWEEP_PAIRS // max(1, len(q.gpus)))]
     if not q.models or not q.gpus:
         return []
     asked = {} if asked is None else asked

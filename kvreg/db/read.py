@@ -389,7 +389,7 @@ def in_force(conn, view: str, quarter: str | None, where: list[str], params: dic
     one: the entries in force in it (carry-forward), each shown in that quarter with `carried_from`
     naming the quarter it was set in when that is an earlier one. `live`: a condition a carried
     entry must meet (demand: users > 0, since 0 ends a plan's demand)."""
-    from kvreg.figures.aggregates import in_force_sql, index_of_quarter
+    from kvreg.figures.quarters import in_force_sql, index_of_quarter
 
     where = list(where)
     q = None
@@ -433,7 +433,7 @@ def list_fleet(conn, gpu: str | None = None, quarter: str | None = None) -> list
 
 
 def horizon_quarters(start: str, count) -> list[str]:
-    from kvreg.figures.aggregates import index_of_quarter, quarter_of_index
+    from kvreg.figures.quarters import index_of_quarter, quarter_of_index
 
     first = index_of_quarter(parse_quarter(start))
     if isinstance(count, str) and count.strip().isdigit():  # the CLI passes --quarters as typed

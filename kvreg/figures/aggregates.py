@@ -1,7 +1,7 @@
 """Compile the procurement aggregates (declarations.AGGREGATES) to SQL and to Excel formulas.
 
 An aggregate is a figure per GPU type and quarter over the demand and fleet entries in force in
-that quarter. "In force" is the carry-forward rule, written here once per target:
+that quarter. "In force" is the carry-forward rule, written once per target (kvreg.figures.quarters):
 
 - an entry holds from its quarter until the next entry of the same plan (fleet: GPU type);
 - SQL: `quarter_index <= Q AND (until_index IS NULL OR until_index > Q)`, where until_index is
@@ -19,37 +19,9 @@ from typing import Callable
 
 from .declarations import AGGREGATE_GPU_INPUTS, AGGREGATES, FIGURES, INPUTS, Aggregate
 from .expr import ExcelCompiler, PostgresCompiler, Ref, SqlCompiler
-
-def quarter_index_sql(col: str) -> str:
-    """The SQL index of a quarter text column: 2026Q4 -> 2026 * 4 + 3 (consecutive quarters differ by 1)."""
-    return f"(CAST(substr({col}, 1, 4) AS INTEGER) * 4 + CAST(substr({col}, 6, 1) AS INTEGER) - 1)"
-
-
-def quarter_index_excel(ref: str) -> str:
-    """The same index of a quarter cell written YEARQn (blank: blank)."""
-    return f'IF({ref}="","",LEFT({ref},4)*4+RIGHT({ref},1)-1)'
-
-
-def quarter_of_index(index: int) -> str:
-    return f"{index // 4}Q{index % 4 + 1}"
-
-
-def index_of_quarter(quarter: str) -> int:
-    return int(quarter[:4]) * 4 + int(quarter[5]) - 1
-
-
-def in_force_sql(alias: str, q: str) -> str:
-    """The entry `alias` (a row of plan_quarter or fleet_quarter) holds in the quarter of index `q`."""
-    return f"({alias}.quarter_index <= {q} AND ({alias}.until_index IS NULL OR {alias}.until_index > {q}))"
-
-
-def until_sql(table: str, alias: str, key: str) -> str:
-    """The next entry's quarter for the same key (NULL: none): where an entry stops holding. A
-    correlated MIN over the table's unique (key, quarter) index, so the entries stay a plain table in
-    the views' joins (a window function over them made SQLite evaluate plan_capacity per row)."""
-    return (f"(SELECT MIN(n.quarter) FROM {table} n WHERE n.{key} = {alias}.{key}"
-            f" AND n.quarter > {alias}.quarter)")
-
+from .quarters import (  # noqa: F401  (the carry-forward rule's pieces, re-exported)
+    in_force_excel, in_force_sql, index_of_quarter, quarter_index_excel, quarter_index_sql, quarter_of_index, until_sql,
+)
 
 # --------------------------------------------------------------------------- order
 
@@ -178,13 +150,6 @@ def quarters_sql(quarters: list[str]) -> str:
 
 
 # --------------------------------------------------------------------------- Excel
-
-
-def in_force_excel(key_range: str, key_ref: str, index_range: str, index_ref: str, q: str) -> str:
-    """1 when the entry on this row (key `key_ref`, quarter index `index_ref`) holds in the quarter of
-    index `q`: it starts at or before q and no entry of the same key starts after it and by q."""
-    return (f'IF(OR({index_ref}="",{q}=""),0,IF(AND({index_ref}<={q},'
-            f'COUNTIFS({key_range},{key_ref},{index_range},">"&{index_ref},{index_range},"<="&{q})=0),1,0))')
 
 
 def aggregate_excel(name: str, *, demand: Callable[[str], str], fleet: Callable[[str], str],

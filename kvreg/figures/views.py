@@ -11,9 +11,10 @@ import hashlib
 from dataclasses import dataclass, field
 
 from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, dependencies
-from .aggregates import aggregate_sql, entered_quarters_sql, quarter_index_sql, until_sql
+from .aggregates import aggregate_sql, entered_quarters_sql
 from .expr import PostgresCompiler, SqlCompiler
 from .fingerprint import figures_fingerprint
+from .quarters import quarter_index_sql, until_sql
 
 _MODEL_COLS = [
     "layers", "full_layers", "sliding_layers", "sliding_window", "chunked_layers", "attention_chunk_size",

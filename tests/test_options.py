@@ -33,3 +33,23 @@ def test_capacity_and_plan_refuse_a_bad_tp_with_one_line(kv, state):
         lines.append(result.stderr)
     assert lines == ["Error: --tp 'two' is not understood: give a whole number or auto\n"] * 3
     assert state() == before
+
+
+def test_capacity_and_plan_add_share_the_deployment_options():
+    """One bundle (cli/common.deployment_options): the 22 options both commands take say the same,
+    except where `kvreg capacity` takes lists or the plan's rule differs (--kv-cache-memory overrides
+    --reserve in a what-if; a plan takes one or the other)."""
+    from kvreg.cli.capacity import capacity_cmd
+    from kvreg.cli.plans import plan_add
+
+    def options(command):
+        return {p.opts[0][2:]: p for p in command.params if p.opts[0].startswith("--")}
+
+    cap, plan = options(capacity_cmd), options(plan_add)
+    shared = set(cap) & set(plan)
+    assert len(shared) == 22
+    assert sorted(n for n in shared if cap[n].help != plan[n].help) == [
+        "context", "gpu", "kv-cache-memory", "kv-dtype", "model", "reserve", "tp"]
+    assert sorted(set(cap) - shared) == ["format"]
+    assert sorted(set(plan) - shared) == ["avg-tokens", "notes", "workload"]
+    assert cap["pp"].help == plan["pp"].help == "Pipeline-parallel size."

@@ -105,6 +105,19 @@ def _split(values) -> list[str]:
     return [v.strip() for item in values for v in str(item).split(",") if v.strip()]
 
 
+def parse_tp(tp: str | int) -> int | str:
+    """--tp as typed (`kvreg capacity`, the plan commands, the web page): a whole number >= 1, or "auto"."""
+    if str(tp) == "auto":
+        return "auto"
+    try:
+        value = int(tp)
+    except ValueError:
+        raise KvregError(f"--tp {tp!r} is not understood: give a whole number or auto") from None
+    if value < 1:
+        raise KvregError("--tp must be at least 1")
+    return value
+
+
 def question_from_options(*, models=(), gpus=(), context="128K", kv_dtype="bf16", weight_dtype="native", tp="1",
                           pp=1, dp_attention=1, gpus_per_node=8, reserve="0.12", kv_cache_memory=None,
                           block_size=16, **engine) -> Question:
@@ -113,18 +126,9 @@ def question_from_options(*, models=(), gpus=(), context="128K", kv_dtype="bf16"
     from kvreg.rules import parse_engine_options
     from kvreg.units import parse_fraction, parse_size, parse_token_list
 
-    if str(tp) != "auto":
-        try:
-            tp_value: int | str = int(tp)
-        except ValueError:
-            raise KvregError(f"--tp {tp!r} is not understood: give a whole number or auto") from None
-        if tp_value < 1:
-            raise KvregError("--tp must be at least 1")
-    else:
-        tp_value = "auto"
     return Question(
         models=_split(models), gpus=_split(gpus) or ["H100-SXM"], contexts=parse_token_list(context),
-        kv_dtypes=_split((kv_dtype,)), weight_dtype=None if weight_dtype == "native" else weight_dtype, tp=tp_value,
+        kv_dtypes=_split((kv_dtype,)), weight_dtype=None if weight_dtype == "native" else weight_dtype, tp=parse_tp(tp),
         pp=pp, dp_attention=dp_attention, gpus_per_node=gpus_per_node, reserve=parse_fraction(reserve),
         kv_cache_memory_bytes=parse_size(kv_cache_memory) if kv_cache_memory else None, block_size=block_size,
         **parse_engine_options(engine),

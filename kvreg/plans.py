@@ -22,6 +22,7 @@ from kvreg.db.read import (  # noqa: F401  (the read queries live in the db laye
     format_workload, get_plan, list_demand, list_plans, plan_capacity, plan_classes, plan_names, rollup, show_plan,
     workload_texts,
 )
+from kvreg.capacity import parse_tp
 from kvreg.db.tables import Demand, Gpu, Model, Plan, WorkloadClass
 from kvreg.errors import AlreadyExists, KvregError
 from kvreg.registry import check_dtype, check_int, check_name, check_text, get_gpu, get_model
@@ -74,7 +75,7 @@ def spec_from_options(opts: dict, *, partial: bool) -> dict:
         if opts.get(key) is not None:
             spec[key] = opts[key]
     if opts.get("tp") is not None:
-        spec["tp"] = _parse_tp(opts["tp"])
+        spec["tp"] = parse_tp(opts["tp"])
     if opts.get("weight_dtype") is not None:
         spec["weight_dtype"] = None if opts["weight_dtype"] == "native" else opts["weight_dtype"]
     if opts.get("context") is not None:
@@ -98,18 +99,6 @@ def spec_from_options(opts: dict, *, partial: bool) -> dict:
 
 def _is_none(value: str) -> bool:
     return value.strip().lower() in ("none", "")
-
-
-def _parse_tp(tp: str):
-    if tp == "auto":
-        return "auto"
-    try:
-        value = int(tp)
-    except ValueError:
-        raise KvregError(f"--tp {tp!r} is not understood: give a whole number or auto") from None
-    if value < 1:
-        raise KvregError("--tp must be at least 1")
-    return value
 
 
 def validate_plan(conn, spec: dict, *, named: bool = True, users: int | None = None, choose_tp: bool = True) -> dict:

@@ -9,37 +9,12 @@ from __future__ import annotations
 
 import click
 
-from kvreg.cli.common import emit, engine_options, format_option, read, user_errors
-
-
-def _options(options: list):
-    """Apply a list of click options as one decorator, in the order listed."""
-
-    def decorate(fn):
-        for option in reversed(options):
-            fn = option(fn)
-        return fn
-
-    return decorate
+from kvreg.cli.common import deployment_options, emit, format_option, read, user_errors
 
 
 @click.command("capacity")
-@click.option("--model", "models", multiple=True, help="Model name; repeat or comma-separate. Default: every model.")
-@click.option("--gpu", "gpus", multiple=True, help="GPU name; repeat or comma-separate. Default: H100-SXM.")
-@click.option("--context", default="128K", show_default=True,
-              help="Context tokens, comma-separated; 128K = 131,072, 128k = 128,000, 1m = 1,000,000.")
-@click.option("--kv-dtype", default="bf16", show_default=True, help="KV cache dtypes, comma-separated: bf16,fp8.")
-@click.option("--weight-dtype", default="native", show_default=True, help="Weight dtype, or native (the model's own).")
-@click.option("--tp", default="1", show_default=True, help="Tensor-parallel size, or auto (the smallest valid TP "
-              "in the node at which a replica holds one whole sequence: fits = 1).")
-@click.option("--pp", type=int, default=1, show_default=True, help="Pipeline-parallel size.")
-@click.option("--dp-attention", type=int, default=1, show_default=True, help="Attention data-parallel size in a TP group; must divide TP.")
-@click.option("--gpus-per-node", type=int, default=8, show_default=True)
-@click.option("--reserve", default="0.12", show_default=True, help="Share of GPU memory held back, in [0, 1).")
-@click.option("--kv-cache-memory", help="KV pool per GPU given directly (53GB, 40GiB); overrides --reserve.")
-@click.option("--block-size", type=int, default=16, show_default=True,
-              help="Paged-KV block in tokens (SGLang: its page size); 0: no rounding.")
-@_options(engine_options(defaults=True))
+@deployment_options(defaults=True, many=True, notes=False, workload=False,
+                    tp_auto="the smallest valid TP in the node at which a replica holds one whole sequence: fits = 1")
 @format_option()
 @click.pass_context
 @user_errors

@@ -47,6 +47,78 @@ def engine_options(defaults: bool) -> list:
     ]
 
 
+def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True, context: bool = True,
+                       workload: bool = True, tp: str = "1",
+                       tp_auto: str = "the TP that serves the plan's peak demand, one user without demand, with the "
+                                      "fewest GPUs: what `plan solve gpus` answers"):
+    """The options of one deployment, declared once for `kvreg capacity` and the plan commands (the web
+    page reads them from those commands). many: `kvreg capacity`'s lists (several models, GPUs,
+    contexts and KV dtypes in one question). Without defaults (plan set) an option left out keeps
+    the stored value."""
+
+    def d(value):
+        return value if defaults else None
+
+    if many:
+        model = click.option("--model", "models", multiple=True,
+                             help="Model name; repeat or comma-separate. Default: every model.")
+        gpu = click.option("--gpu", "gpus", multiple=True, help="GPU name; repeat or comma-separate. Default: H100-SXM.")
+        context_help = "Context tokens, comma-separated; 128K = 131,072, 128k = 128,000, 1m = 1,000,000."
+        kv_dtype_help = "KV cache dtypes, comma-separated: bf16,fp8."
+        reserve = click.option("--reserve", default="0.12", show_default=True,
+                               help="Share of GPU memory held back, in [0, 1).")
+        kv_cache_memory_help = "KV pool per GPU given directly (53GB, 40GiB); overrides --reserve."
+    else:
+        model = click.option("--model", help="Model name (see `kvreg model list`).")
+        gpu = click.option("--gpu", help="GPU name (see `kvreg gpu list`).")
+        context_help = "Max context per sequence (max_model_len): 128K = 131,072, 128k = 128,000."
+        kv_dtype_help = "KV cache dtype: bf16, fp8, ..."
+        reserve = click.option("--reserve", help="Share of GPU memory held back, in [0, 1) (default 0.12)"
+                               + ("." if defaults else "; switches the plan from --kv-cache-memory back to the reserve."))
+        kv_cache_memory_help = ("KV pool per GPU given directly (53GB, 40GiB), as vLLM's kv_cache_memory_bytes; not "
+                                "with --reserve" + ("." if defaults else "; none clears it."))
+    opts = [
+        model,
+        gpu,
+        click.option("--gpus-per-node", type=int, default=d(8), show_default=defaults),
+        click.option("--tp", default=d(tp), show_default=defaults,
+                     help=f"Tensor-parallel size, or auto ({tp_auto})."),
+        click.option("--pp", type=int, default=d(1), show_default=defaults, help="Pipeline-parallel size."),
+        click.option("--dp-attention", type=int, default=d(1), show_default=defaults,
+                     help="Attention data-parallel size in a TP group; must divide TP."),
+        click.option("--kv-dtype", default=d("bf16"), show_default=defaults, help=kv_dtype_help),
+        click.option("--weight-dtype", default=d("native"), show_default=defaults,
+                     help="Weight dtype, or native (the model's own)."),
+    ]
+    if context:
+        opts.append(click.option("--context", default=d("128K"), show_default=defaults, help=context_help))
+    if workload:
+        opts += [
+            click.option("--avg-tokens", help="Average tokens a request holds (prompt + output); default: the context"
+                         + ("." if defaults else "; none clears it.")),
+            click.option("--workload", multiple=True, metavar="CLASS=TOKENS:SHARE",
+                         help="A request class of a workload mix, repeatable: --workload chat=1500:0.8 --workload "
+                         "docs=13000:0.2 (or both comma-separated in one). Shares are relative weights (80% works); "
+                         "replaces --avg-tokens" + ("." if defaults else "; none clears the mix.")),
+        ]
+    opts += [
+        reserve,
+        click.option("--kv-cache-memory", help=kv_cache_memory_help),
+        click.option("--block-size", type=int, default=d(16), show_default=defaults,
+                     help="Paged-KV block in tokens (SGLang: its page size); 0: no rounding."),
+        *engine_options(defaults),
+    ]
+    if notes:
+        opts.append(click.option("--notes", help="Free text."))
+
+    def decorate(fn):
+        for opt in reversed(opts):
+            fn = opt(fn)
+        return fn
+
+    return decorate
+
+
 def user_errors(fn):
     """Run a command; any error a user can fix becomes one line on stderr and exit status 1."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from kvreg.cli.common import emit, emit_record, engine_options, format_option, open_db, read, user_errors
+from kvreg.cli.common import deployment_options, emit, emit_record, format_option, open_db, read, user_errors
 
 LIST_TABLE_COLUMNS = ["plan", "rule", "model", "gpu", "tp", "pp", "gpus_per_node", "context_tokens", "workload_tokens",
                       "kv_dtype", "kv_pool_gib_per_gpu", "max_concurrency", "workload_concurrency", "fits", "reason"]
@@ -34,55 +34,6 @@ SOLVE_TABLE = {
     "gpus": ["model", "gpu", "tp", "users", "context_tokens", "workload_concurrency", "replicas_needed", "gpus_needed",
              "nodes_needed", "headroom_users", "cost_per_month", "capex"],
 }
-
-
-def _deployment_options(*, defaults: bool, notes: bool = True, context: bool = True, tp: str = "1",
-                        tp_auto: str = "the TP that serves the plan's peak demand, one user without demand, with the fewest GPUs: "
-                                      "what `plan solve gpus` answers"):
-    """The `kvreg capacity` options for one deployment. Without defaults (plan set) an option left
-    out keeps the stored value."""
-
-    def d(value):
-        return value if defaults else None
-
-    opts = [
-        click.option("--model", help="Model name (see `kvreg model list`)."),
-        click.option("--gpu", help="GPU name (see `kvreg gpu list`)."),
-        click.option("--gpus-per-node", type=int, default=d(8), show_default=defaults),
-        click.option("--tp", default=d(tp), show_default=defaults,
-                     help=f"Tensor-parallel size, or auto ({tp_auto})."),
-        click.option("--pp", type=int, default=d(1), show_default=defaults, help="Pipeline-parallel size."),
-        click.option("--dp-attention", type=int, default=d(1), show_default=defaults,
-                     help="Attention data-parallel size in a TP group; must divide TP."),
-        click.option("--kv-dtype", default=d("bf16"), show_default=defaults, help="KV cache dtype: bf16, fp8, ..."),
-        click.option("--weight-dtype", default=d("native"), show_default=defaults,
-                     help="Weight dtype, or native (the model's own)."),
-        click.option("--avg-tokens", help="Average tokens a request holds (prompt + output); default: the context"
-                     + ("." if defaults else "; none clears it.")),
-        click.option("--workload", multiple=True, metavar="CLASS=TOKENS:SHARE",
-                     help="A request class of a workload mix, repeatable: --workload chat=1500:0.8 --workload "
-                     "docs=13000:0.2 (or both comma-separated in one). Shares are relative weights (80% works); "
-                     "replaces --avg-tokens" + ("." if defaults else "; none clears the mix.")),
-        click.option("--reserve", help="Share of GPU memory held back, in [0, 1) (default 0.12)"
-                     + ("." if defaults else "; switches the plan from --kv-cache-memory back to the reserve.")),
-        click.option("--kv-cache-memory", help="KV pool per GPU given directly (53GB, 40GiB), as vLLM's "
-                     "kv_cache_memory_bytes; not with --reserve" + ("." if defaults else "; none clears it.")),
-        click.option("--block-size", type=int, default=d(16), show_default=defaults,
-                     help="Paged-KV block in tokens (SGLang: its page size); 0: no rounding."),
-        *engine_options(defaults),
-    ]
-    if context:
-        opts.insert(8, click.option("--context", default=d("128K"), show_default=defaults,
-                                    help="Max context per sequence (max_model_len): 128K = 131,072, 128k = 128,000."))
-    if notes:
-        opts.append(click.option("--notes", help="Free text."))
-
-    def decorate(fn):
-        for opt in reversed(opts):
-            fn = opt(fn)
-        return fn
-
-    return decorate
 
 
 def _spec(opts: dict, *, partial: bool) -> dict:
@@ -118,7 +69,7 @@ def plan_group():
 
 @plan_group.command("add")
 @click.argument("name")
-@_deployment_options(defaults=True)
+@deployment_options(defaults=True)
 @click.pass_context
 @user_errors
 def plan_add(ctx, name, **opts):
@@ -141,7 +92,7 @@ def plan_add(ctx, name, **opts):
 @plan_group.command("set")
 @click.argument("name")
 @click.option("--rename", help="A new name for the plan.")
-@_deployment_options(defaults=False)
+@deployment_options(defaults=False)
 @click.pass_context
 @user_errors
 def plan_set(ctx, name, rename, **opts):
@@ -365,7 +316,7 @@ def _solver_input(ctx, conn, opts: dict, plan_name, quarter, users):
 @click.option("--beyond-claim", is_flag=True, help="Search past the model's claimed context (max_position_embeddings); "
               "without it the answer is at most the claim.")
 @_plan_options
-@_deployment_options(defaults=True, notes=False, context=False, tp="auto", tp_auto="try every valid TP")
+@deployment_options(defaults=True, notes=False, context=False, tp="auto", tp_auto="try every valid TP")
 @format_option()
 @click.pass_context
 @user_errors
@@ -390,7 +341,7 @@ def solve_context_cmd(ctx, users, gpus, beyond_claim, plan_name, quarter, fmt, *
 @solve_group.command("gpus")
 @click.option("--users", help="Concurrent users to serve (with --plan and --quarter: the plan's demand).")
 @_plan_options
-@_deployment_options(defaults=True, notes=False, tp="auto", tp_auto="try every valid TP")
+@deployment_options(defaults=True, notes=False, tp="auto", tp_auto="try every valid TP")
 @format_option()
 @click.pass_context
 @user_errors

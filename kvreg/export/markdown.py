@@ -15,7 +15,8 @@ import functools
 from pathlib import Path
 
 from kvreg.figures.declarations import FIGURES, INPUTS
-from kvreg.units import format_tokens, gib
+from kvreg.figures.python import figure_value
+from kvreg.units import format_tokens
 
 
 class Md(str):
@@ -153,7 +154,7 @@ def catalog_table(models: list[dict], kv_dtypes: list[str]) -> Md:
 
 def gpu_table(gpus: list[dict]) -> Md:
     """The GPU types with their memory (shown in GiB), bandwidth and prices."""
-    rows = [{**g, "memory_gib": gib(g["memory_bytes"])} for g in gpus]
+    rows = [{**g, "memory_gib": figure_value("memory_gib", g)} for g in gpus]
     return table(rows, ["gpu", "vendor", "memory_gib", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"])
 
 

@@ -1,0 +1,55 @@
+"""Options read once: `--tp` is parsed by one function for `kvreg capacity`, the plan commands and the
+web page, so each says the same thing about the same bad value."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvreg.capacity import parse_tp
+from kvreg.errors import KvregError
+
+
+@pytest.mark.parametrize("typed, value", [("auto", "auto"), ("1", 1), ("8", 8), (4, 4)])
+def test_parse_tp(typed, value):
+    assert parse_tp(typed) == value
+
+
+@pytest.mark.parametrize("typed, message", [("two", "--tp 'two' is not understood: give a whole number or auto"),
+                                            ("0", "--tp must be at least 1"), ("1.5", "--tp '1.5' is not understood")])
+def test_parse_tp_refuses(typed, message):
+    with pytest.raises(KvregError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
+        parse_tp(typed)
+
+
+def test_capacity_and_plan_refuse_a_bad_tp_with_one_line(kv, state):
+    kv("gpu", "list")  # the registry exists: the refusals below must leave it as it is
+    before = state()
+    lines = []
+    for args in (["capacity", "--model", "Llama-3.1-8B"],
+                 ["plan", "add", "p", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM"],
+                 ["plan", "solve", "gpus", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--users", "1"]):
+        result = kv(*args, "--tp", "two", ok=False)
+        assert result.exit_code == 1
+        lines.append(result.stderr)
+    assert lines == ["Error: --tp 'two' is not understood: give a whole number or auto\n"] * 3
+    assert state() == before
+
+
+def test_capacity_and_plan_add_share_the_deployment_options():
+    """One bundle (cli/common.deployment_options): the 22 options both commands take say the same,
+    except where `kvreg capacity` takes lists or the plan's rule differs (--kv-cache-memory overrides
+    --reserve in a what-if; a plan takes one or the other)."""
+    from kvreg.cli.capacity import capacity_cmd
+    from kvreg.cli.plans import plan_add
+
+    def options(command):
+        return {p.opts[0][2:]: p for p in command.params if p.opts[0].startswith("--")}
+
+    cap, plan = options(capacity_cmd), options(plan_add)
+    shared = set(cap) & set(plan)
+    assert len(shared) == 22
+    assert sorted(n for n in shared if cap[n].help != plan[n].help) == [
+        "context", "gpu", "kv-cache-memory", "kv-dtype", "model", "reserve", "tp"]
+    assert sorted(set(cap) - shared) == ["format"]
+    assert sorted(set(plan) - shared) == ["avg-tokens", "notes", "workload"]
+    assert cap["pp"].help == plan["pp"].help == "Pipeline-parallel size."

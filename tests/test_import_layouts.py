@@ -147,6 +147,7 @@ FAMILIES = {name: _imported(src) for name, src in {
     "Qwen3.5-35B-A3B": real("Qwen__Qwen3.5-35B-A3B.json"),
     "Nemotron-3-Ultra": real("nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json"),
     "MiniMax-M2.7": real("MiniMaxAI__MiniMax-M2.7.json"),
+    "Llama-4-Scout": real("meta-llama__Llama-4-Scout-17B-16E-Instruct.json"),
     "Gemma-3-4B": GEMMA3_4B,
     "Gemma-4-E2B": GEMMA4_E2B,
     "Hunyuan-A13B": real("tencent__Hunyuan-A13B-Instruct.json"),
@@ -331,7 +332,8 @@ def test_kv_shared_layers_hold_no_cache():
 def test_gemma_defaults_match_transformers():
     """The defaults table against the reference implementation's config classes (skipped without transformers)."""
     transformers = pytest.importorskip("transformers")
-    classes = {"gemma3_text": transformers.Gemma3TextConfig, "gemma2": transformers.Gemma2Config}
+    classes = {"gemma3_text": transformers.Gemma3TextConfig, "gemma2": transformers.Gemma2Config,
+               "llama4_text": transformers.Llama4TextConfig}
     for family, defaults in ARCH_DEFAULTS.items():
         config = classes[family]()
         for key, value in defaults.items():
@@ -578,6 +580,43 @@ def test_minimax_m27_per_gpu_bytes(registry):
         token = 62 * max(1, 8 // tp) * 256 * 2  # 253,952 / 126,976 / 63,488 / 31,744 B
         assert per_gpu(registry, "MiniMax-M2.7", tp) == {
             "all": token, "full": token, 8192: token * 8192, 131072: token * 131072}, tp
+
+
+# Llama 4: per expert 3 x 5,120 x 8,192 (intermediate_size); dense layers 3 x 5,120 x 16,384 (intermediate_size_mlp);
+# one shared expert beside the routed ones in every MoE layer (Llama4TextMoe, no config key); an lm_head of its own.
+L4_EXPERT, L4_DENSE = 3 * 5120 * 8192, 3 * 5120 * 16384  # 125,829,120 and 251,658,240
+L4_ATTENTION = 48 * 5120 * 128 * (2 * 40 + 2 * 8)  # 3,019,898,880
+L4_EMBEDDINGS = 2 * 202048 * 5120  # 2,068,971,520
+
+
+def test_llama4_scout_every_layer_moe_with_a_shared_expert():
+    r = row("Llama-4-Scout")
+    assert (r["layers"], r["full_layers"], r["chunked_layers"], r["attention_chunk_size"]) == (48, 12, 36, 8192)
+    router = 5120 * 16
+    total = L4_EMBEDDINGS + L4_ATTENTION + 48 * ((16 + 1) * L4_EXPERT + router)
+    active = L4_EMBEDDINGS + L4_ATTENTION + 48 * ((1 + 1) * L4_EXPERT + router)
+    assert (r["params_total"], r["params_active"]) == (total, active) == (107_769_364_480, 17_172_398_080)
+    assert round(active / 1e9) == 17  # "17B active"; 109B total with the vision encoder kvreg does not count
+    assert "llama4_text architecture defaults used (the config leaves them out): tie_word_embeddings false" in r["notes"]
+
+
+def test_llama4_maverick_alternates_dense_and_moe_layers():
+    r, _ = import_path(real("meta-llama__Llama-4-Maverick-17B-128E-Instruct.json"))
+    router = 5120 * 128
+    # interleave_moe_layer_step 2: layers 1, 3, ..., 47 carry 128 experts + the shared one; the other 24 are dense
+    total = L4_EMBEDDINGS + L4_ATTENTION + 24 * ((128 + 1) * L4_EXPERT + router) + 24 * L4_DENSE
+    active = L4_EMBEDDINGS + L4_ATTENTION + 24 * ((1 + 1) * L4_EXPERT + router) + 24 * L4_DENSE
+    assert (r["params_total"], r["params_active"]) == (total, active) == (400_711_352_320, 17_184_194_560)
+    assert (round(total / 1e9), round(active / 1e9)) == (401, 17)  # "400B total, 17B active"
+
+
+def test_llama4_scout_per_gpu_bytes(registry):
+    for tp in TPS:
+        layer = max(1, 8 // tp) * 256 * 2  # 4,096 / 2,048 / 1,024 / 512 B
+        full, chunked = 12 * layer, 36 * layer
+        assert per_gpu(registry, "Llama-4-Scout", tp) == {
+            "all": full + chunked, "full": full,
+            8192: (full + chunked) * 8192, 131072: full * 131072 + chunked * 8192}, tp
 
 
 def test_unknown_key_inside_text_config():

@@ -80,6 +80,8 @@ ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
         "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131_072,
         "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": True,
     },
+    # Llama4TextConfig: an lm_head of its own (Llama 4's published text_config leaves the key out).
+    "llama4_text": {"tie_word_embeddings": False},
     # Gemma2Config: alternating sliding (4,096) and global layers.
     "gemma2": {
         "vocab_size": 256_000, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
@@ -913,7 +915,9 @@ def _mlp_params(cfg: _Config, hidden: int, moe_flags: list[bool]) -> tuple[int, 
     _, act = cfg.raw("mlp_hidden_act", "hidden_act")
     # Up/down only: the GPT-2 / Falcon families, and Nemotron-H's squared-ReLU MLP; else gated (3 matrices).
     matrices = 2 if cfg.model_type in _PLAIN_MLP_FAMILIES or act == "relu2" else 3
-    dense_width = cfg.count(("intermediate_size", "ffn_hidden_size", "n_inner"), "MLP width", required=False)
+    # Llama 4 names its dense layers' width intermediate_size_mlp (intermediate_size is the expert's)
+    dense_width = cfg.count(("intermediate_size_mlp", "intermediate_size", "ffn_hidden_size", "n_inner"), "MLP width",
+                            required=False)
     dense = matrices * hidden * (dense_width or 4 * hidden)  # 4 x hidden: GPT-2 / Falcon default
     if not _moe_shape(cfg)[0]:
         return dense * layers, dense * layers
@@ -921,7 +925,10 @@ def _mlp_params(cfg: _Config, hidden: int, moe_flags: list[bool]) -> tuple[int, 
     top_k = cfg.per_layer(_TOP_K_KEYS, "experts per token", layers)
     width = cfg.per_layer(("moe_intermediate_size", "expert_intermediate_size", "intermediate_size"),
                           "expert MLP width", layers)
-    n_shared = cfg.per_layer(_SHARED_COUNT_KEYS, "shared experts", layers, required=False, minimum=0) or [0] * layers
+    n_shared = cfg.per_layer(_SHARED_COUNT_KEYS, "shared experts", layers, required=False, minimum=0)
+    if n_shared is None and cfg.model_type == "llama4_text":
+        n_shared = [1] * layers  # Llama4TextMoe: one shared expert of the expert width in every MoE layer, unnamed
+    n_shared = n_shared or [0] * layers
     shared_width = cfg.count(("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"),
                              "shared expert width", required=False, minimum=0) or 0
     beside = dense if cfg.flag("enable_moe_block") else 0

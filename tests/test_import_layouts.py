@@ -541,6 +541,8 @@ def test_olmo3_per_gpu_bytes(registry):
     ({"compress_ratios": [0, 4] * 16}, "compress_ratios"),  # DeepSeek-V4: compressed KV per layer
     ({"use_cla": True}, "use_cla"),  # Hunyuan cross-layer attention shares KV across layers
     ({"num_memory_heads": 4}, "num_memory_heads"),
+    # GLM-5.2: layers marked "shared" reuse another layer's sparse-attention indexer (its key cache)
+    ({"indexer_types": ["full", "shared", "shared", "shared"] * 8}, "indexer_types"),
 ])
 def test_unknown_cache_keys_stop_the_import_with_the_key_named(change, key):
     with pytest.raises(ConfigError, match=rf"^constructed: {key} = .* could change the KV cache and kvreg does not "
@@ -630,6 +632,9 @@ def test_switched_off_keys_are_not_unknown():
     r, warnings = model_from_config({**HUNYUAN_A13B, "swa_num_key_value_heads": None, "use_sink_window": False},
                                     name="h")
     assert r["kv_heads"] == 8 and not any("accept-unknown" in w for w in warnings)
+    # every layer with its own indexer ("full") is what kvreg counts: not unknown
+    r, warnings = model_from_config({**HUNYUAN_A13B, "indexer_types": ["full"] * 32}, name="h")
+    assert not any("accept-unknown" in w for w in warnings)
 
 
 def test_unknown_layer_type_is_refused():

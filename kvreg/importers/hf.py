@@ -98,7 +98,7 @@ _DEFAULTS_ALIASES = {"gemma3": "gemma3_text"}
 _CACHE_HINT = re.compile(
     r"heads?($|_)|head_dim|(^|_)kv($|_)|window|(?<!mlp_)layer_types|layers_block_type|block_config|(^|_)swa($|_)"
     r"|(^|_)global_|kv_shared|k_eq_v|cache_dtype|ssm_dtype|attn_type|sparse_attention|linear_attn|(^|_)sinks?($|_)|sink_tok"
-    r"|(^|_)cla($|_)|compress_ratio"
+    r"|(^|_)cla($|_)|compress_ratio|indexer_types"
 )
 _UNDERSTOOD = {
     "num_attention_heads", "n_head", "n_heads", "num_heads", "num_key_value_heads", "n_head_kv", "num_kv_heads", "head_dim", "kv_channels",
@@ -548,6 +548,8 @@ def _check_unknown_keys(cfg: _Config, findings: _Findings, accept_unknown: bool)
             continue
         if value is None or value is False or value == 0 or value == [] or value == {}:
             continue  # switched off: no effect on the cache
+        if key == "indexer_types" and isinstance(value, list) and value and all(v == "full" for v in value):
+            continue  # every layer its own sparse-attention indexer: the indexer cache kvreg counts per layer
         if key == "attn_type_list" and isinstance(value, list) and all(v == 1 and v is not True for v in value):
             # MiniMax's per-layer attention kinds: 1 softmax attention, 0 lightning (linear) attention.
             # All 1 (MiniMax-M2.x) is ordinary attention in every layer: vLLM's minimax_m2.py never reads it.

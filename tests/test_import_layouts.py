@@ -100,6 +100,16 @@ GEMMA3_4B = real("google__gemma-3-4b-it.json")
 HUNYUAN_A13B = load("tencent__Hunyuan-A13B-Instruct.json")
 FALCON_7B = real("tiiuae__falcon-7b-instruct.json")  # RefinedWebModel, multi-query (May 2023 revision)
 FALCON_7B_LATER = DATA / "later-revisions" / "tiiuae__falcon-7b-instruct.json"  # model_type falcon (Sep 2023)
+# Built from the keys google/gemma-3-27b-it's config.json documents (its text_config; no unedited public copy of the
+# file was found): unlike the 4B it names its heads, kv heads and head_dim; the layer pattern is the default.
+GEMMA3_27B = {
+    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "torch_dtype": "bfloat16",
+    "text_config": {"head_dim": 128, "hidden_size": 5376, "intermediate_size": 21504, "model_type": "gemma3_text",
+                    "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16,
+                    "query_pre_attn_scalar": 168, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                    "sliding_window": 1024},
+    "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"},
+}
 # Built from the keys google/gemma-4-E2B-it's config.json documents (its text_config; no unedited public copy of
 # the file was found): 35 layers of 4 sliding (512) + 1 full, the last 20 KV-shared, per-layer embeddings of 256
 # per layer, a double-wide MLP on the KV-shared layers, K and V separate (attention_k_eq_v false).
@@ -149,6 +159,7 @@ FAMILIES = {name: _imported(src) for name, src in {
     "MiniMax-M2.7": real("MiniMaxAI__MiniMax-M2.7.json"),
     "Llama-4-Scout": real("meta-llama__Llama-4-Scout-17B-16E-Instruct.json"),
     "Gemma-3-4B": GEMMA3_4B,
+    "Gemma-3-27B": GEMMA3_27B,
     "Gemma-4-E2B": GEMMA4_E2B,
     "Hunyuan-A13B": real("tencent__Hunyuan-A13B-Instruct.json"),
     "Falcon-7B": FALCON_7B,
@@ -233,6 +244,26 @@ def test_gemma3_per_gpu_bytes(registry):
     at_128k = per_gpu(registry, "Gemma-3-4B", 1)[131072]
     assert at_128k == 20_480 * 131072 + 118_784 * 1024 == 2_805_989_376
     assert at_128k / (34 * 4096 * 1024) > 19  # every layer sliding would claim 19.7x too little
+
+
+def test_gemma3_27b_names_its_heads_and_takes_the_default_pattern():
+    r = row("Gemma-3-27B")
+    assert (r["attention_heads"], r["kv_heads"], r["head_dim"]) == (32, 16, 128)  # the config's, not the defaults
+    # 62 layers, global where (i + 1) % 6 == 0: 5, 11, ..., 59 = 10 full, 52 sliding over 1,024 tokens
+    assert (r["layers"], r["full_layers"], r["sliding_layers"], r["sliding_window"]) == (62, 10, 52, 1024)
+    assert r["max_position_embeddings"] == 131072 and r["vocab_size"] == 262_208  # defaults
+    embeddings = 262_208 * 5376  # tied
+    per_layer = 5376 * 128 * (2 * 32 + 2 * 16) + 3 * 5376 * 21504  # attention 66,060,288 + MLP 346,816,512
+    assert r["params_total"] == embeddings + 62 * per_layer == 27_007_991_808  # "27B" (vision tower not counted)
+
+
+def test_gemma3_27b_per_gpu_bytes(registry):
+    for tp in TPS:
+        layer = (16 // tp) * (128 + 128) * 2  # 8,192 / 4,096 / 2,048 / 1,024 B
+        full, sliding = 10 * layer, 52 * layer
+        assert per_gpu(registry, "Gemma-3-27B", tp) == {
+            "all": full + sliding, "full": full,
+            8192: full * 8192 + sliding * 1024, 131072: full * 131072 + sliding * 1024}, tp
 
 
 def test_gemma4_full_and_sliding_layers_have_their_own_heads():

@@ -158,6 +158,7 @@ FAMILIES = {name: _imported(src) for name, src in {
     "Nemotron-3-Ultra": real("nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json"),
     "MiniMax-M2.7": real("MiniMaxAI__MiniMax-M2.7.json"),
     "Llama-4-Scout": real("meta-llama__Llama-4-Scout-17B-16E-Instruct.json"),
+    "MiMo-V2-Flash": real("XiaomiMiMo__MiMo-V2-Flash.json"),
     "Gemma-3-4B": GEMMA3_4B,
     "Gemma-3-27B": GEMMA3_27B,
     "Gemma-4-E2B": GEMMA4_E2B,
@@ -650,6 +651,43 @@ def test_llama4_scout_per_gpu_bytes(registry):
         assert per_gpu(registry, "Llama-4-Scout", tp) == {
             "all": full + chunked, "full": full,
             8192: (full + chunked) * 8192, 131072: full * 131072 + chunked * 8192}, tp
+
+
+def test_mimo_v2_flash_sliding_layers_have_their_own_kv_heads_and_v_is_narrower():
+    """XiaomiMiMo__MiMo-V2-Flash.json: hybrid_layer_pattern 1 = a sliding layer (vLLM's mimo_v2_flash.py builds it
+    with swa_num_key_value_heads and sliding_window_size), K 192 wide and V 128 in every layer."""
+    r = row("MiMo-V2-Flash")
+    # full at 0, 5, 11, 17, 23, 29, 35, 41, 47; the other 39 slide over 128 tokens
+    assert (r["layers"], r["full_layers"], r["sliding_layers"], r["sliding_window"]) == (48, 9, 39, 128)
+    assert (r["attention_heads"], r["kv_heads"], r["sliding_kv_heads"]) == (64, 4, 8)
+    assert (r["head_dim"], r["v_head_dim"], r["sliding_head_dim"]) == (192, 128, None)  # None: the full layers' widths
+    assert r["weight_dtype"] == "fp8_e4m3"
+    hidden = 4096
+    full_attn = hidden * (192 * (64 + 4) + 128 * (4 + 64))  # q, k at 192; v, o at 128: 89,128,960
+    swa_attn = hidden * (192 * (64 + 8) + 128 * (8 + 64))  # 94,371,840
+    expert, router, dense = 3 * hidden * 2048, hidden * 256, 3 * hidden * 16384  # moe_layer_freq: layer 0 dense
+    base = 2 * 152576 * hidden + 9 * full_attn + 39 * swa_attn + dense  # untied embeddings
+    assert r["params_total"] == base + 47 * (256 * expert + router) == 308_778_369_024  # 309B published
+    assert r["params_active"] == base + 47 * (8 * expert + router) == 15_445_524_480  # 15B active
+
+
+def test_mimo_v2_flash_per_gpu_bytes(registry):
+    for tp in TPS:
+        full = 9 * max(1, 4 // tp) * (192 + 128) * 2  # 23,040 B at TP1
+        sliding = 39 * max(1, 8 // tp) * (192 + 128) * 2  # 199,680 B at TP1
+        assert per_gpu(registry, "MiMo-V2-Flash", tp) == {
+            "all": full + sliding, "full": full,
+            8192: full * 8192 + sliding * 128, 131072: full * 131072 + sliding * 128}, tp
+
+
+def test_swa_widths_kvreg_cannot_hold_stop_the_import():
+    cfg = load("XiaomiMiMo__MiMo-V2-Flash.json")
+    with pytest.raises(ConfigError, match=r"swa_head_dim = 128 differs from the full layers' 192, which kvreg "
+                                          r"cannot hold for sliding layers; enter this model by hand$"):
+        model_from_config({**cfg, "swa_head_dim": 128}, name="m")
+    with pytest.raises(ConfigError, match=r"hybrid_layer_pattern must list 0 \(full\) or 1 \(sliding\) for each of "
+                                          r"the 48 layers"):
+        model_from_config({**cfg, "hybrid_layer_pattern": [1] * 47}, name="m")
 
 
 def test_unknown_key_inside_text_config():

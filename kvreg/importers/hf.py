@@ -118,6 +118,8 @@ _HARMLESS = {
     # the hint) stops the import.
     "cla_share_factor",
     "mtp_layers_block_type",  # the multi-token-prediction head's blocks, loaded only for speculative decoding
+    "swa_rope_theta",  # MiMo-V2-Flash: the sliding layers' RoPE base
+    "add_swa_attention_sink_bias",  # MiMo-V2-Flash: a learned per-head sink logit, no cached tokens
 }
 
 
@@ -344,8 +346,10 @@ def _attention(cfg: _Config, findings: _Findings, blocks: list[_Block] | None = 
             "each kv head serves a whole group of query heads: fix the config"
         )
     head_dim = _head_dim(cfg, heads)
+    # V may be narrower than K (MiMo-V2-Flash: K 192, V 128; vLLM caches each at its own width)
+    v_head_dim = cfg.count(("v_head_dim",), "value head width", required=False) or head_dim
     return {
-        "attention_heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "v_head_dim": head_dim,
+        "attention_heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "v_head_dim": v_head_dim,
         "kv_lora_rank": None, "qk_rope_head_dim": None,
     }
 
@@ -357,6 +361,8 @@ def _kind_heads(cfg: _Config, att: dict, kinds: list[str], findings: _Findings) 
     num_global_key_value_heads only when attention_k_eq_v is on (else num_key_value_heads). A K=V layer
     has no v_proj, but vLLM still caches K and V (it loads K's weights into both): the cache is not halved.
     """
+    if isinstance(cfg.raw("hybrid_layer_pattern")[1], list):
+        return _swa_heads(cfg, att, kinds)
     k_eq_v = bool(cfg.flag("attention_k_eq_v"))
     global_dim = cfg.count(("global_head_dim",), "full-layer head width", required=False)
     global_kv = cfg.count(("num_global_key_value_heads",), "full-layer kv heads", required=False)
@@ -378,6 +384,29 @@ def _kind_heads(cfg: _Config, att: dict, kinds: list[str], findings: _Findings) 
     if "chunked" in kinds and (local_kv, local_dim) != (full_kv, full_dim):
         out.update(chunked_kv_heads=local_kv, chunked_head_dim=local_dim)
     return out
+
+
+_SWA_KEYS = ("swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim", "swa_num_attention_heads")
+
+
+def _swa_heads(cfg: _Config, att: dict, kinds: list[str]) -> dict:
+    """MiMo-V2-Flash: the sliding layers' own kv heads (swa_num_key_value_heads). kvreg keeps one set of
+    query heads and K/V widths, so the sliding layers' must equal the full layers' (they do in MiMo-V2-Flash:
+    64 heads, K 192, V 128); else the import stops naming the key."""
+    same = {"swa_head_dim": att["head_dim"], "swa_v_head_dim": att["v_head_dim"],
+            "swa_num_attention_heads": att["attention_heads"]}
+    for key, expected in same.items():
+        value = cfg.count((key,), key, required=False)
+        if value is not None and value != expected:
+            raise ConfigError(f"{cfg.source}: {key} = {value} differs from the full layers' {expected}, which kvreg "
+                              "cannot hold for sliding layers; enter this model by hand")
+    swa_kv = cfg.count(("swa_num_key_value_heads",), "sliding-layer kv heads", required=False)
+    if swa_kv is None or "sliding" not in kinds or swa_kv == att["kv_heads"]:
+        return {"k_eq_v_layers": 0}
+    if att["attention_heads"] % swa_kv:
+        raise ConfigError(f"{cfg.source}: swa_num_key_value_heads = {swa_kv} does not divide the "
+                          f"{att['attention_heads']} attention heads; fix the config")
+    return {"k_eq_v_layers": 0, "sliding_kv_heads": swa_kv}
 
 
 def _kv_heads(cfg: _Config, heads: int, findings: _Findings) -> int:
@@ -546,6 +575,8 @@ def _check_unknown_keys(cfg: _Config, findings: _Findings, accept_unknown: bool)
     for key, value in cfg.items():
         if key in _UNDERSTOOD or key in _HARMLESS or not _CACHE_HINT.search(key):
             continue
+        if key in _SWA_KEYS and isinstance(cfg.raw("hybrid_layer_pattern")[1], list):
+            continue  # MiMo-V2-Flash's sliding layers, read by _swa_heads
         if value is None or value is False or value == 0 or value == [] or value == {}:
             continue  # switched off: no effect on the cache
         if key == "indexer_types" and isinstance(value, list) and value and all(v == "full" for v in value):
@@ -586,6 +617,8 @@ def _attention_kinds(cfg: _Config, layers: int, findings: _Findings, blocks: lis
         return _kinds_from_layer_types(cfg, layers)
     if _hybrid_pattern(cfg) is not None:
         return _kinds_from_hybrid_pattern(cfg, layers, findings)
+    if cfg.raw("hybrid_layer_pattern")[0] is not None:
+        return _kinds_from_swa_flags(cfg, layers)
     interval = cfg.count(("full_attention_interval",), "full attention interval", required=False)
     if interval is not None:
         # Qwen3-Next: every interval-th layer is full attention, the rest Gated DeltaNet.
@@ -615,6 +648,17 @@ def _attention_kinds(cfg: _Config, layers: int, findings: _Findings, blocks: lis
         findings.note("sliding_window with no per-layer layout (layer_types, a pattern or use_sliding_window): "
                       "every layer slides, as Mistral's do")
     return ["sliding" if has_window else "full"] * layers
+
+
+def _kinds_from_swa_flags(cfg: _Config, layers: int) -> list[str]:
+    """MiMo-V2-Flash: hybrid_layer_pattern lists 1 for a sliding-window layer (its own swa_* heads, a window of
+    sliding_window_size) and 0 for a full-attention layer, as vLLM's mimo_v2_flash.py reads it."""
+    _, flags = cfg.raw("hybrid_layer_pattern")
+    if not isinstance(flags, list) or len(flags) != layers or any(f not in (0, 1) or f is True or f is False
+                                                                  for f in flags):
+        raise ConfigError(f"{cfg.source}: hybrid_layer_pattern must list 0 (full) or 1 (sliding) for each of the "
+                          f"{layers} layers; fix the config")
+    return ["sliding" if f == 1 else "full" for f in flags]
 
 
 def _kinds_from_pattern_string(cfg: _Config, layers: int, pattern: str) -> list[str]:
@@ -903,6 +947,12 @@ def _moe_layer_flags(cfg: _Config, layers: int) -> list[bool]:
     dense = set(i for i in mlp_only or [] if isinstance(i, int))
     first_moe = cfg.count(("first_k_dense_replace",), "first MoE layer", required=False, minimum=0) or 0
     step = cfg.count(("decoder_sparse_step", "interleave_moe_layer_step"), "MoE layer step", required=False) or 1
+    _, freq_value = cfg.raw("moe_layer_freq")
+    if isinstance(freq_value, list):  # MiMo-V2-Flash: a 0/1 flag per layer
+        if len(freq_value) != layers or any(f not in (0, 1) for f in freq_value):
+            raise ConfigError(f"{cfg.source}: moe_layer_freq lists {len(freq_value)} values but the model has "
+                              f"{layers} layers, or values other than 0 and 1; fix the config")
+        return [f == 1 and i not in dense for i, f in enumerate(freq_value)]
     freq = cfg.count(("moe_layer_freq",), "MoE layer frequency", required=False) or 1
     return [i not in dense and i >= first_moe and (i + 1) % step == 0 and i % freq == 0 for i in range(layers)]
 
@@ -956,8 +1006,10 @@ def _attention_params(cfg: _Config, att: dict, hidden: int, kind: str = "full") 
     if att["kv_lora_rank"] is None:
         kv_heads = att.get(f"{kind}_kv_heads") or att["kv_heads"]
         dim = att.get(f"{kind}_head_dim") or att["head_dim"]
+        v_dim = att.get(f"{kind}_head_dim") or att["v_head_dim"]
         v_heads = 0 if kind == "full" and att.get("k_eq_v_layers") else kv_heads  # K=V: no v_proj
-        return hidden * dim * (2 * heads + kv_heads + v_heads)
+        # q and k at the key width, v and o at the value width (MiMo-V2-Flash: 192 and 128)
+        return hidden * (dim * (heads + kv_heads) + v_dim * (v_heads + heads))
     rope, qk_dim, v_dim = att["qk_rope_head_dim"], att["head_dim"], att["v_head_dim"]
     q_rank = cfg.count(("q_lora_rank",), "query rank", required=False)
     query = hidden * q_rank + q_rank * heads * qk_dim if q_rank else hidden * heads * qk_dim

@@ -100,6 +100,16 @@ GEMMA3_4B = real("google__gemma-3-4b-it.json")
 HUNYUAN_A13B = load("tencent__Hunyuan-A13B-Instruct.json")
 FALCON_7B = real("tiiuae__falcon-7b-instruct.json")  # RefinedWebModel, multi-query (May 2023 revision)
 FALCON_7B_LATER = DATA / "later-revisions" / "tiiuae__falcon-7b-instruct.json"  # model_type falcon (Sep 2023)
+# Built from the keys google/gemma-3-27b-it's config.json documents (its text_config; no unedited public copy of the
+# file was found): unlike the 4B it names its heads, kv heads and head_dim; the layer pattern is the default.
+GEMMA3_27B = {
+    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "torch_dtype": "bfloat16",
+    "text_config": {"head_dim": 128, "hidden_size": 5376, "intermediate_size": 21504, "model_type": "gemma3_text",
+                    "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16,
+                    "query_pre_attn_scalar": 168, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                    "sliding_window": 1024},
+    "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"},
+}
 # Built from the keys google/gemma-4-E2B-it's config.json documents (its text_config; no unedited public copy of
 # the file was found): 35 layers of 4 sliding (512) + 1 full, the last 20 KV-shared, per-layer embeddings of 256
 # per layer, a double-wide MLP on the KV-shared layers, K and V separate (attention_k_eq_v false).
@@ -147,7 +157,10 @@ FAMILIES = {name: _imported(src) for name, src in {
     "Qwen3.5-35B-A3B": real("Qwen__Qwen3.5-35B-A3B.json"),
     "Nemotron-3-Ultra": real("nvidia__NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16.json"),
     "MiniMax-M2.7": real("MiniMaxAI__MiniMax-M2.7.json"),
+    "Llama-4-Scout": real("meta-llama__Llama-4-Scout-17B-16E-Instruct.json"),
+    "MiMo-V2-Flash": real("XiaomiMiMo__MiMo-V2-Flash.json"),
     "Gemma-3-4B": GEMMA3_4B,
+    "Gemma-3-27B": GEMMA3_27B,
     "Gemma-4-E2B": GEMMA4_E2B,
     "Hunyuan-A13B": real("tencent__Hunyuan-A13B-Instruct.json"),
     "Falcon-7B": FALCON_7B,
@@ -232,6 +245,26 @@ def test_gemma3_per_gpu_bytes(registry):
     at_128k = per_gpu(registry, "Gemma-3-4B", 1)[131072]
     assert at_128k == 20_480 * 131072 + 118_784 * 1024 == 2_805_989_376
     assert at_128k / (34 * 4096 * 1024) > 19  # every layer sliding would claim 19.7x too little
+
+
+def test_gemma3_27b_names_its_heads_and_takes_the_default_pattern():
+    r = row("Gemma-3-27B")
+    assert (r["attention_heads"], r["kv_heads"], r["head_dim"]) == (32, 16, 128)  # the config's, not the defaults
+    # 62 layers, global where (i + 1) % 6 == 0: 5, 11, ..., 59 = 10 full, 52 sliding over 1,024 tokens
+    assert (r["layers"], r["full_layers"], r["sliding_layers"], r["sliding_window"]) == (62, 10, 52, 1024)
+    assert r["max_position_embeddings"] == 131072 and r["vocab_size"] == 262_208  # defaults
+    embeddings = 262_208 * 5376  # tied
+    per_layer = 5376 * 128 * (2 * 32 + 2 * 16) + 3 * 5376 * 21504  # attention 66,060,288 + MLP 346,816,512
+    assert r["params_total"] == embeddings + 62 * per_layer == 27_007_991_808  # "27B" (vision tower not counted)
+
+
+def test_gemma3_27b_per_gpu_bytes(registry):
+    for tp in TPS:
+        layer = (16 // tp) * (128 + 128) * 2  # 8,192 / 4,096 / 2,048 / 1,024 B
+        full, sliding = 10 * layer, 52 * layer
+        assert per_gpu(registry, "Gemma-3-27B", tp) == {
+            "all": full + sliding, "full": full,
+            8192: full * 8192 + sliding * 1024, 131072: full * 131072 + sliding * 1024}, tp
 
 
 def test_gemma4_full_and_sliding_layers_have_their_own_heads():
@@ -331,7 +364,8 @@ def test_kv_shared_layers_hold_no_cache():
 def test_gemma_defaults_match_transformers():
     """The defaults table against the reference implementation's config classes (skipped without transformers)."""
     transformers = pytest.importorskip("transformers")
-    classes = {"gemma3_text": transformers.Gemma3TextConfig, "gemma2": transformers.Gemma2Config}
+    classes = {"gemma3_text": transformers.Gemma3TextConfig, "gemma2": transformers.Gemma2Config,
+               "llama4_text": transformers.Llama4TextConfig}
     for family, defaults in ARCH_DEFAULTS.items():
         config = classes[family]()
         for key, value in defaults.items():
@@ -539,6 +573,8 @@ def test_olmo3_per_gpu_bytes(registry):
     ({"compress_ratios": [0, 4] * 16}, "compress_ratios"),  # DeepSeek-V4: compressed KV per layer
     ({"use_cla": True}, "use_cla"),  # Hunyuan cross-layer attention shares KV across layers
     ({"num_memory_heads": 4}, "num_memory_heads"),
+    # GLM-5.2: layers marked "shared" reuse another layer's sparse-attention indexer (its key cache)
+    ({"indexer_types": ["full", "shared", "shared", "shared"] * 8}, "indexer_types"),
 ])
 def test_unknown_cache_keys_stop_the_import_with_the_key_named(change, key):
     with pytest.raises(ConfigError, match=rf"^constructed: {key} = .* could change the KV cache and kvreg does not "
@@ -580,6 +616,80 @@ def test_minimax_m27_per_gpu_bytes(registry):
             "all": token, "full": token, 8192: token * 8192, 131072: token * 131072}, tp
 
 
+# Llama 4: per expert 3 x 5,120 x 8,192 (intermediate_size); dense layers 3 x 5,120 x 16,384 (intermediate_size_mlp);
+# one shared expert beside the routed ones in every MoE layer (Llama4TextMoe, no config key); an lm_head of its own.
+L4_EXPERT, L4_DENSE = 3 * 5120 * 8192, 3 * 5120 * 16384  # 125,829,120 and 251,658,240
+L4_ATTENTION = 48 * 5120 * 128 * (2 * 40 + 2 * 8)  # 3,019,898,880
+L4_EMBEDDINGS = 2 * 202048 * 5120  # 2,068,971,520
+
+
+def test_llama4_scout_every_layer_moe_with_a_shared_expert():
+    r = row("Llama-4-Scout")
+    assert (r["layers"], r["full_layers"], r["chunked_layers"], r["attention_chunk_size"]) == (48, 12, 36, 8192)
+    router = 5120 * 16
+    total = L4_EMBEDDINGS + L4_ATTENTION + 48 * ((16 + 1) * L4_EXPERT + router)
+    active = L4_EMBEDDINGS + L4_ATTENTION + 48 * ((1 + 1) * L4_EXPERT + router)
+    assert (r["params_total"], r["params_active"]) == (total, active) == (107_769_364_480, 17_172_398_080)
+    assert round(active / 1e9) == 17  # "17B active"; 109B total with the vision encoder kvreg does not count
+    assert "llama4_text architecture defaults used (the config leaves them out): tie_word_embeddings false" in r["notes"]
+
+
+def test_llama4_maverick_alternates_dense_and_moe_layers():
+    r, _ = import_path(real("meta-llama__Llama-4-Maverick-17B-128E-Instruct.json"))
+    router = 5120 * 128
+    # interleave_moe_layer_step 2: layers 1, 3, ..., 47 carry 128 experts + the shared one; the other 24 are dense
+    total = L4_EMBEDDINGS + L4_ATTENTION + 24 * ((128 + 1) * L4_EXPERT + router) + 24 * L4_DENSE
+    active = L4_EMBEDDINGS + L4_ATTENTION + 24 * ((1 + 1) * L4_EXPERT + router) + 24 * L4_DENSE
+    assert (r["params_total"], r["params_active"]) == (total, active) == (400_711_352_320, 17_184_194_560)
+    assert (round(total / 1e9), round(active / 1e9)) == (401, 17)  # "400B total, 17B active"
+
+
+def test_llama4_scout_per_gpu_bytes(registry):
+    for tp in TPS:
+        layer = max(1, 8 // tp) * 256 * 2  # 4,096 / 2,048 / 1,024 / 512 B
+        full, chunked = 12 * layer, 36 * layer
+        assert per_gpu(registry, "Llama-4-Scout", tp) == {
+            "all": full + chunked, "full": full,
+            8192: (full + chunked) * 8192, 131072: full * 131072 + chunked * 8192}, tp
+
+
+def test_mimo_v2_flash_sliding_layers_have_their_own_kv_heads_and_v_is_narrower():
+    """XiaomiMiMo__MiMo-V2-Flash.json: hybrid_layer_pattern 1 = a sliding layer (vLLM's mimo_v2_flash.py builds it
+    with swa_num_key_value_heads and sliding_window_size), K 192 wide and V 128 in every layer."""
+    r = row("MiMo-V2-Flash")
+    # full at 0, 5, 11, 17, 23, 29, 35, 41, 47; the other 39 slide over 128 tokens
+    assert (r["layers"], r["full_layers"], r["sliding_layers"], r["sliding_window"]) == (48, 9, 39, 128)
+    assert (r["attention_heads"], r["kv_heads"], r["sliding_kv_heads"]) == (64, 4, 8)
+    assert (r["head_dim"], r["v_head_dim"], r["sliding_head_dim"]) == (192, 128, None)  # None: the full layers' widths
+    assert r["weight_dtype"] == "fp8_e4m3"
+    hidden = 4096
+    full_attn = hidden * (192 * (64 + 4) + 128 * (4 + 64))  # q, k at 192; v, o at 128: 89,128,960
+    swa_attn = hidden * (192 * (64 + 8) + 128 * (8 + 64))  # 94,371,840
+    expert, router, dense = 3 * hidden * 2048, hidden * 256, 3 * hidden * 16384  # moe_layer_freq: layer 0 dense
+    base = 2 * 152576 * hidden + 9 * full_attn + 39 * swa_attn + dense  # untied embeddings
+    assert r["params_total"] == base + 47 * (256 * expert + router) == 308_778_369_024  # 309B published
+    assert r["params_active"] == base + 47 * (8 * expert + router) == 15_445_524_480  # 15B active
+
+
+def test_mimo_v2_flash_per_gpu_bytes(registry):
+    for tp in TPS:
+        full = 9 * max(1, 4 // tp) * (192 + 128) * 2  # 23,040 B at TP1
+        sliding = 39 * max(1, 8 // tp) * (192 + 128) * 2  # 199,680 B at TP1
+        assert per_gpu(registry, "MiMo-V2-Flash", tp) == {
+            "all": full + sliding, "full": full,
+            8192: full * 8192 + sliding * 128, 131072: full * 131072 + sliding * 128}, tp
+
+
+def test_swa_widths_kvreg_cannot_hold_stop_the_import():
+    cfg = load("XiaomiMiMo__MiMo-V2-Flash.json")
+    with pytest.raises(ConfigError, match=r"swa_head_dim = 128 differs from the full layers' 192, which kvreg "
+                                          r"cannot hold for sliding layers; enter this model by hand$"):
+        model_from_config({**cfg, "swa_head_dim": 128}, name="m")
+    with pytest.raises(ConfigError, match=r"hybrid_layer_pattern must list 0 \(full\) or 1 \(sliding\) for each of "
+                                          r"the 48 layers"):
+        model_from_config({**cfg, "hybrid_layer_pattern": [1] * 47}, name="m")
+
+
 def test_unknown_key_inside_text_config():
     cfg = load("google__gemma-4-26B-A4B.json")
     cfg["text_config"]["global_num_sink_tokens"] = 4
@@ -591,6 +701,9 @@ def test_switched_off_keys_are_not_unknown():
     r, warnings = model_from_config({**HUNYUAN_A13B, "swa_num_key_value_heads": None, "use_sink_window": False},
                                     name="h")
     assert r["kv_heads"] == 8 and not any("accept-unknown" in w for w in warnings)
+    # every layer with its own indexer ("full") is what kvreg counts: not unknown
+    r, warnings = model_from_config({**HUNYUAN_A13B, "indexer_types": ["full"] * 32}, name="h")
+    assert not any("accept-unknown" in w for w in warnings)
 
 
 def test_unknown_layer_type_is_refused():

@@ -82,6 +82,8 @@ ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
         "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131_072,
         "sliding_window": 4096, "sliding_window_pattern": 6, "tie_word_embeddings": True,
     },
+    # Llama4TextConfig: an lm_head of its own (Llama 4's published text_config leaves the key out).
+    "llama4_text": {"tie_word_embeddings": False},
     # Gemma2Config: alternating sliding (4,096) and global layers.
     "gemma2": {
         "vocab_size": 256_000, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
@@ -98,7 +100,7 @@ _DEFAULTS_ALIASES = {"gemma3": "gemma3_text"}
 _CACHE_HINT = re.compile(
     r"heads?($|_)|head_dim|(^|_)kv($|_)|window|(?<!mlp_)layer_types|layers_block_type|block_config|(^|_)swa($|_)"
     r"|(^|_)global_|kv_shared|k_eq_v|cache_dtype|ssm_dtype|attn_type|sparse_attention|linear_attn|(^|_)sinks?($|_)|sink_tok"
-    r"|(^|_)cla($|_)|compress_ratio"
+    r"|(^|_)cla($|_)|compress_ratio|indexer_types"
 )
 _UNDERSTOOD = {
     "num_attention_heads", "n_head", "n_heads", "num_heads", "num_key_value_heads", "n_head_kv", "num_kv_heads", "head_dim", "kv_channels",
@@ -118,6 +120,8 @@ _HARMLESS = {
     # the hint) stops the import.
     "cla_share_factor",
     "mtp_layers_block_type",  # the multi-token-prediction head's blocks, loaded only for speculative decoding
+    "swa_rope_theta",  # MiMo-V2-Flash: the sliding layers' RoPE base
+    "add_swa_attention_sink_bias",  # MiMo-V2-Flash: a learned per-head sink logit, no cached tokens
 }
 
 
@@ -344,8 +348,10 @@ def _attention(cfg: _Config, findings: _Findings, blocks: list[_Block] | None = 
             "each kv head serves a whole group of query heads: fix the config"
         )
     head_dim = _head_dim(cfg, heads)
+    # V may be narrower than K (MiMo-V2-Flash: K 192, V 128; vLLM caches each at its own width)
+    v_head_dim = cfg.count(("v_head_dim",), "value head width", required=False) or head_dim
     return {
-        "attention_heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "v_head_dim": head_dim,
+        "attention_heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "v_head_dim": v_head_dim,
         "kv_lora_rank": None, "qk_rope_head_dim": None,
     }
 
@@ -357,6 +363,8 @@ def _kind_heads(cfg: _Config, att: dict, kinds: list[str], findings: _Findings) 
     num_global_key_value_heads only when attention_k_eq_v is on (else num_key_value_heads). A K=V layer
     has no v_proj, but vLLM still caches K and V (it loads K's weights into both): the cache is not halved.
     """
+    if isinstance(cfg.raw("hybrid_layer_pattern")[1], list):
+        return _swa_heads(cfg, att, kinds)
     k_eq_v = bool(cfg.flag("attention_k_eq_v"))
     global_dim = cfg.count(("global_head_dim",), "full-layer head width", required=False)
     global_kv = cfg.count(("num_global_key_value_heads",), "full-layer kv heads", required=False)
@@ -378,6 +386,29 @@ def _kind_heads(cfg: _Config, att: dict, kinds: list[str], findings: _Findings) 
     if "chunked" in kinds and (local_kv, local_dim) != (full_kv, full_dim):
         out.update(chunked_kv_heads=local_kv, chunked_head_dim=local_dim)
     return out
+
+
+_SWA_KEYS = ("swa_num_key_value_heads", "swa_head_dim", "swa_v_head_dim", "swa_num_attention_heads")
+
+
+def _swa_heads(cfg: _Config, att: dict, kinds: list[str]) -> dict:
+    """MiMo-V2-Flash: the sliding layers' own kv heads (swa_num_key_value_heads). kvreg keeps one set of
+    query heads and K/V widths, so the sliding layers' must equal the full layers' (they do in MiMo-V2-Flash:
+    64 heads, K 192, V 128); else the import stops naming the key."""
+    same = {"swa_head_dim": att["head_dim"], "swa_v_head_dim": att["v_head_dim"],
+            "swa_num_attention_heads": att["attention_heads"]}
+    for key, expected in same.items():
+        value = cfg.count((key,), key, required=False)
+        if value is not None and value != expected:
+            raise ConfigError(f"{cfg.source}: {key} = {value} differs from the full layers' {expected}, which kvreg "
+                              "cannot hold for sliding layers; enter this model by hand")
+    swa_kv = cfg.count(("swa_num_key_value_heads",), "sliding-layer kv heads", required=False)
+    if swa_kv is None or "sliding" not in kinds or swa_kv == att["kv_heads"]:
+        return {"k_eq_v_layers": 0}
+    if att["attention_heads"] % swa_kv:
+        raise ConfigError(f"{cfg.source}: swa_num_key_value_heads = {swa_kv} does not divide the "
+                          f"{att['attention_heads']} attention heads; fix the config")
+    return {"k_eq_v_layers": 0, "sliding_kv_heads": swa_kv}
 
 
 def _kv_heads(cfg: _Config, heads: int, findings: _Findings) -> int:
@@ -546,8 +577,12 @@ def _check_unknown_keys(cfg: _Config, findings: _Findings, accept_unknown: bool)
     for key, value in cfg.items():
         if key in _UNDERSTOOD or key in _HARMLESS or not _CACHE_HINT.search(key):
             continue
+        if key in _SWA_KEYS and isinstance(cfg.raw("hybrid_layer_pattern")[1], list):
+            continue  # MiMo-V2-Flash's sliding layers, read by _swa_heads
         if value is None or value is False or value == 0 or value == [] or value == {}:
             continue  # switched off: no effect on the cache
+        if key == "indexer_types" and isinstance(value, list) and value and all(v == "full" for v in value):
+            continue  # every layer its own sparse-attention indexer: the indexer cache kvreg counts per layer
         if key == "attn_type_list" and isinstance(value, list) and all(v == 1 and v is not True for v in value):
             # MiniMax's per-layer attention kinds: 1 softmax attention, 0 lightning (linear) attention.
             # All 1 (MiniMax-M2.x) is ordinary attention in every layer: vLLM's minimax_m2.py never reads it.
@@ -584,6 +619,8 @@ def _attention_kinds(cfg: _Config, layers: int, findings: _Findings, blocks: lis
         return _kinds_from_layer_types(cfg, layers)
     if _hybrid_pattern(cfg) is not None:
         return _kinds_from_hybrid_pattern(cfg, layers, findings)
+    if cfg.raw("hybrid_layer_pattern")[0] is not None:
+        return _kinds_from_swa_flags(cfg, layers)
     interval = cfg.count(("full_attention_interval",), "full attention interval", required=False)
     if interval is not None:
         # Qwen3-Next: every interval-th layer is full attention, the rest Gated DeltaNet.
@@ -613,6 +650,17 @@ def _attention_kinds(cfg: _Config, layers: int, findings: _Findings, blocks: lis
         findings.note("sliding_window with no per-layer layout (layer_types, a pattern or use_sliding_window): "
                       "every layer slides, as Mistral's do")
     return ["sliding" if has_window else "full"] * layers
+
+
+def _kinds_from_swa_flags(cfg: _Config, layers: int) -> list[str]:
+    """MiMo-V2-Flash: hybrid_layer_pattern lists 1 for a sliding-window layer (its own swa_* heads, a window of
+    sliding_window_size) and 0 for a full-attention layer, as vLLM's mimo_v2_flash.py reads it."""
+    _, flags = cfg.raw("hybrid_layer_pattern")
+    if not isinstance(flags, list) or len(flags) != layers or any(f not in (0, 1) or f is True or f is False
+                                                                  for f in flags):
+        raise ConfigError(f"{cfg.source}: hybrid_layer_pattern must list 0 (full) or 1 (sliding) for each of the "
+                          f"{layers} layers; fix the config")
+    return ["sliding" if f == 1 else "full" for f in flags]
 
 
 def _kinds_from_pattern_string(cfg: _Config, layers: int, pattern: str) -> list[str]:
@@ -901,6 +949,12 @@ def _moe_layer_flags(cfg: _Config, layers: int) -> list[bool]:
     dense = set(i for i in mlp_only or [] if isinstance(i, int))
     first_moe = cfg.count(("first_k_dense_replace",), "first MoE layer", required=False, minimum=0) or 0
     step = cfg.count(("decoder_sparse_step", "interleave_moe_layer_step"), "MoE layer step", required=False) or 1
+    _, freq_value = cfg.raw("moe_layer_freq")
+    if isinstance(freq_value, list):  # MiMo-V2-Flash: a 0/1 flag per layer
+        if len(freq_value) != layers or any(f not in (0, 1) for f in freq_value):
+            raise ConfigError(f"{cfg.source}: moe_layer_freq lists {len(freq_value)} values but the model has "
+                              f"{layers} layers, or values other than 0 and 1; fix the config")
+        return [f == 1 and i not in dense for i, f in enumerate(freq_value)]
     freq = cfg.count(("moe_layer_freq",), "MoE layer frequency", required=False) or 1
     return [i not in dense and i >= first_moe and (i + 1) % step == 0 and i % freq == 0 for i in range(layers)]
 
@@ -915,7 +969,9 @@ def _mlp_params(cfg: _Config, hidden: int, moe_flags: list[bool]) -> tuple[int, 
     _, act = cfg.raw("mlp_hidden_act", "hidden_act")
     # Up/down only: the GPT-2 / Falcon families, and Nemotron-H's squared-ReLU MLP; else gated (3 matrices).
     matrices = 2 if cfg.model_type in _PLAIN_MLP_FAMILIES or act == "relu2" else 3
-    dense_width = cfg.count(("intermediate_size", "ffn_hidden_size", "n_inner"), "MLP width", required=False)
+    # Llama 4 names its dense layers' width intermediate_size_mlp (intermediate_size is the expert's)
+    dense_width = cfg.count(("intermediate_size_mlp", "intermediate_size", "ffn_hidden_size", "n_inner"), "MLP width",
+                            required=False)
     dense = matrices * hidden * (dense_width or 4 * hidden)  # 4 x hidden: GPT-2 / Falcon default
     if not _moe_shape(cfg)[0]:
         return dense * layers, dense * layers
@@ -923,7 +979,10 @@ def _mlp_params(cfg: _Config, hidden: int, moe_flags: list[bool]) -> tuple[int, 
     top_k = cfg.per_layer(_TOP_K_KEYS, "experts per token", layers)
     width = cfg.per_layer(("moe_intermediate_size", "expert_intermediate_size", "intermediate_size"),
                           "expert MLP width", layers)
-    n_shared = cfg.per_layer(_SHARED_COUNT_KEYS, "shared experts", layers, required=False, minimum=0) or [0] * layers
+    n_shared = cfg.per_layer(_SHARED_COUNT_KEYS, "shared experts", layers, required=False, minimum=0)
+    if n_shared is None and cfg.model_type == "llama4_text":
+        n_shared = [1] * layers  # Llama4TextMoe: one shared expert of the expert width in every MoE layer, unnamed
+    n_shared = n_shared or [0] * layers
     shared_width = cfg.count(("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"),
                              "shared expert width", required=False, minimum=0) or 0
     beside = dense if cfg.flag("enable_moe_block") else 0
@@ -949,8 +1008,10 @@ def _attention_params(cfg: _Config, att: dict, hidden: int, kind: str = "full") 
     if att["kv_lora_rank"] is None:
         kv_heads = att.get(f"{kind}_kv_heads") or att["kv_heads"]
         dim = att.get(f"{kind}_head_dim") or att["head_dim"]
+        v_dim = att.get(f"{kind}_head_dim") or att["v_head_dim"]
         v_heads = 0 if kind == "full" and att.get("k_eq_v_layers") else kv_heads  # K=V: no v_proj
-        return hidden * dim * (2 * heads + kv_heads + v_heads)
+        # q and k at the key width, v and o at the value width (MiMo-V2-Flash: 192 and 128)
+        return hidden * (dim * (heads + kv_heads) + v_dim * (v_heads + heads))
     rope, qk_dim, v_dim = att["qk_rope_head_dim"], att["head_dim"], att["v_head_dim"]
     q_rank = cfg.count(("q_lora_rank",), "query rank", required=False)
     query = hidden * q_rank + q_rank * heads * qk_dim if q_rank else hidden * heads * qk_dim

@@ -117,8 +117,11 @@ def test_vllm_pool_from_gpu_memory_utilization_and_the_estimates(cap):
 @pytest.mark.parametrize("release, gmu, non_torch", [
     # v0.6.5: utilization 0.9; non-torch from before CUDA init, 1.79 GiB + 1.79 GiB of NCCL at TP 2
     ("0.6.5", 0.9, 2 * round(1.79 * GiB)),
-    # v0.10.1: utilization 0.9; NCCL set up before the snapshot, 0.25 GiB
-    ("0.10.1", 0.9, round(0.25 * GiB)),
+    # v0.10.1: utilization 0.9; the V1 worker's snapshot precedes NCCL's set-up until v0.11: 0.25 GiB + the
+    # 1.79 GiB of NCCL buffers at TP 2
+    ("0.10.1", 0.9, round(0.25 * GiB) + round(1.79 * GiB)),
+    # v0.11.0: NCCL set up before the snapshot, 0.25 GiB
+    ("0.11.0", 0.9, round(0.25 * GiB)),
     # v0.20.0: utilization 0.92
     ("0.20.0", 0.92, round(0.25 * GiB)),
 ])

@@ -92,6 +92,13 @@ VLLM_NON_TORCH_BYTES = round(0.25 * GIB)
 VLLM_V065_CONTEXT_BYTES = round(1.79 * GIB)
 VLLM_V065_NCCL_BYTES_PER_GPU = round(1.79 * GIB)
 VLLM_V065_FIRST, VLLM_V065_LAST = 6005, 6006  # v0.6.5 .. v0.6.6
+# The V1 worker before v0.11 took its memory snapshot (vllm/v1/worker/gpu_worker.py Worker.init_device:
+# init_snapshot = MemorySnapshot()) before init_worker_distributed_environment, so at TP x PP > 1 NCCL's
+# buffers were allocated after the baseline and counted in the profile's non_torch_increase, off the KV cache;
+# v0.11 moved the distributed set-up before the snapshot ("Initialize the distributed environment BEFORE taking
+# memory snapshot. This ensures NCCL buffers are allocated before we measure available memory"). The buffers
+# are VLLM_V065_NCCL_BYTES_PER_GPU, the 1.79 GiB per GPU vLLM v0.6.5 logged for them at TP 2.
+VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE = 11000  # v0.11.0
 # SGLang's --mem-fraction-static when none is given: its server derives one from the GPU's memory in MiB
 # and the parallel size (python/sglang/srt/server_args.py, ServerArgs._handle_gpu_memory_settings):
 #   reserved_mem = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp x pp / 8 x 1024
@@ -563,12 +570,16 @@ _FIGURES: list[Figure] = [
         " vLLM the non-torch memory of the profile run: non_torch_bytes when measured, else"
         f" {VLLM_V065_CONTEXT_BYTES / GIB:.2f} GiB of CUDA context plus {VLLM_V065_NCCL_BYTES_PER_GPU / GIB:.2f} GiB"
         f" of NCCL buffers at TP x PP > 1 in v0.6.5 and v0.6.6, {VLLM_NON_TORCH_BYTES / GIB:.2f} GiB in every other"
-        " release",
+        f" release, plus the same {VLLM_V065_NCCL_BYTES_PER_GPU / GIB:.2f} GiB of NCCL buffers at TP x PP > 1 from"
+        " v0.8 (V1) to before v0.11 (their memory snapshot preceded the distributed set-up)",
         if_(_rule("vllm"), coalesce(
             I("non_torch_bytes"),
             if_(and_(F("engine_release_used") >= VLLM_V065_FIRST, F("engine_release_used") <= VLLM_V065_LAST),
                 VLLM_V065_CONTEXT_BYTES + if_((I("tp") * I("pp")) > 1, VLLM_V065_NCCL_BYTES_PER_GPU, 0),
-                VLLM_NON_TORCH_BYTES)),
+                VLLM_NON_TORCH_BYTES
+                + if_(and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
+                           F("engine_release_used") < VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE, (I("tp") * I("pp")) > 1),
+                      VLLM_V065_NCCL_BYTES_PER_GPU, 0))),
             if_(_rule("sglang"), coalesce(I("non_torch_bytes"), SGLANG_STARTUP_BYTES), Const(None))),
     ),
     Figure("max_num_batched_tokens_used", "tokens", f"vLLM: max_num_batched_tokens, else {VLLM_MAX_NUM_BATCHED_TOKENS:,}",

@@ -33,8 +33,8 @@ TARGET = 0.02
 # written (docs/engine-rules.md says why). --check fails if an error grows past its recorded value, and
 # if a recorded miss starts meeting the target (then this entry and the docs are stale).
 KNOWN_MISSES = {
-    ("vllm", "moe", "kv_cache_memory"): 0.426,
-    ("vllm", "moe", "kv_cache_tokens"): 0.442,
+    ("vllm", "moe", "kv_cache_memory"): 0.205,
+    ("vllm", "moe", "kv_cache_tokens"): 0.219,
 }
 LOGGED_TERMS = " (logged terms)"  # a family's rows predicted from the log's own memory terms
 

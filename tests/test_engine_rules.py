@@ -117,8 +117,11 @@ def test_vllm_pool_from_gpu_memory_utilization_and_the_estimates(cap):
 @pytest.mark.parametrize("release, gmu, non_torch", [
     # v0.6.5: utilization 0.9; non-torch from before CUDA init, 1.79 GiB + 1.79 GiB of NCCL at TP 2
     ("0.6.5", 0.9, 2 * round(1.79 * GiB)),
-    # v0.10.1: utilization 0.9; NCCL set up before the snapshot, 0.25 GiB
-    ("0.10.1", 0.9, round(0.25 * GiB)),
+    # v0.10.1: utilization 0.9; the V1 worker's snapshot precedes NCCL's set-up until v0.11: 0.25 GiB + the
+    # 1.79 GiB of NCCL buffers at TP 2
+    ("0.10.1", 0.9, round(0.25 * GiB) + round(1.79 * GiB)),
+    # v0.11.0: NCCL set up before the snapshot, 0.25 GiB
+    ("0.11.0", 0.9, round(0.25 * GiB)),
     # v0.20.0: utilization 0.92
     ("0.20.0", 0.92, round(0.25 * GiB)),
 ])
@@ -251,18 +254,44 @@ def test_qwen3_235b_at_tp8_replicates_heads_under_sglang(cap):
 
     default = cap(*common)
     # SGLang's rest_memory = available after weights - available before load x (1 - mem_fraction_static)
-    # = (reported 79.19 GiB - nothing in use before the load) x 0.88 - weights per GPU
+    # = (reported 79.19 GiB - nothing in use before the load) x mem_fraction_static - weights per GPU, with the
+    # fraction its server derives (server_args.py _handle_gpu_memory_settings) from the GPU's 81,090.56 MiB:
+    # an H100 tier (60-90 GiB) at TP 8 has chunked_prefill_size 8,192 and cuda_graph_max_bs 512, so
+    # reserved = 512 + 8,192 x 1.5 + 512 x 2 + 8 x 1 / 8 x 1,024 = 14,848 MiB (over the 10,240 floor) and
+    # round((81,090.56 - 14,848) / 81,090.56, 3) = round(0.81690, 3) = 0.817
     reported = 85_029_615_043
-    pool = reported * 0.88 - 235e9 * BF16 / 8
-    assert default["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 14.97 GiB
-    assert default["kv_cache_tokens"] == math.floor(pool / cell) // 16 * 16 == 334_016
-    assert default["max_concurrency"] == pytest.approx(334_016 / 131_072)  # 2.55
+    assert 512 + 8192 * 1.5 + 512 * 2 + 8 / 8 * 1024 == 14_848
+    assert round((reported / 2**20 - 14_848) / (reported / 2**20), 3) == 0.817
+    pool = reported * 0.817 - 235e9 * BF16 / 8
+    assert default["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 9.98 GiB
+    assert default["kv_cache_tokens"] == math.floor(pool / cell) // 16 * 16 == 222_720
+    assert default["max_concurrency"] == pytest.approx(222_720 / 131_072)  # 1.70
 
     page_one = cap(*common, "--block-size", "1", "--mem-fraction-static", "0.85")
     assert page_one["kv_cache_tokens"] == math.floor((reported * 0.85 - 235e9 * BF16 / 8) / cell) == 281_025
     # 2 GiB in use before the load (measured: --non-torch-memory) comes off before the fraction
     used = cap(*common, "--block-size", "1", "--non-torch-memory", "2GiB")
-    assert used["kv_cache_tokens"] == math.floor(((reported - 2 * GiB) * 0.88 - 235e9 * BF16 / 8) / cell)
+    assert used["kv_cache_tokens"] == math.floor(((reported - 2 * GiB) * 0.817 - 235e9 * BF16 / 8) / cell)
+
+
+@pytest.mark.parametrize("gpu, tp, chunk, graph_bs, reserved, fraction", [
+    # H100 (81,090.56 MiB reported), TP 1: 512 + 8,192 x 1.5 + 256 x 2 + 1 / 8 x 1,024 = 13,440 MiB
+    ("H100-SXM", 1, 8192, 256, 13_440, 0.834),  # (81,090.56 - 13,440) / 81,090.56 = 0.83426
+    # A100 40GB (40,325.09 MiB): the 35-60 GiB tier, TP 4: 512 + 4,096 x 1.5 + 160 x 2 + 4 / 8 x 1,024 = 7,488;
+    # under 60 GiB, no 10 GiB floor
+    ("A100-40GB", 4, 4096, 160, 7_488, 0.814),  # (40,325.09 - 7,488) / 40,325.09 = 0.81431
+    # B200 (192 GiB = 196,608 MiB): the top tier, TP 8: 512 + 16,384 x 1.5 + 512 x 2 + 1,024 = 27,136
+    ("B200", 8, 16384, 512, 27_136, 0.862),  # (196,608 - 27,136) / 196,608 = 0.86198
+])
+def test_sglang_default_mem_fraction_static_from_gpu_memory_and_tp(kv, gpu, tp, chunk, graph_bs, reserved, fraction):
+    kv("plan", "add", "s", "--model", "Qwen3-235B-A22B", "--gpu", gpu, "--tp", str(tp), "--gpus-per-node", "8",
+       "--rule", "sglang")
+    r = plan_row(kv, "s")
+    assert 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024 == reserved
+    mib = r["sglang_gpu_memory_mib"]
+    assert round((mib - reserved) / mib, 3) == fraction
+    assert (r["sglang_chunked_prefill_size"], r["sglang_cuda_graph_max_bs"]) == (chunk, graph_bs)
+    assert (r["sglang_reserved_mib"], r["mem_fraction_static_used"]) == (reserved, fraction)
 
 
 def test_sglang_cells_of_hybrid_models(cap):

@@ -43,7 +43,8 @@ def engine_options(defaults: bool) -> list:
                      "estimate; SGLang: memory in use before the weights load (default 0)" f"{clears}."),
         click.option("--weights-memory", help="vLLM/SGLang: measured weight memory per GPU (14.99GiB), instead of "
                      f"params x bytes / (TP x PP){clears}."),
-        click.option("--mem-fraction-static", help=f"SGLang: --mem-fraction-static, in (0, 1] (default 0.88){clears}."),
+        click.option("--mem-fraction-static", help="SGLang: --mem-fraction-static, in (0, 1] (default: from the GPU memory and TP x PP, as SGLang's"
+                     f" server derives it){clears}."),
     ]
 
 

@@ -92,8 +92,41 @@ VLLM_NON_TORCH_BYTES = round(0.25 * GIB)
 VLLM_V065_CONTEXT_BYTES = round(1.79 * GIB)
 VLLM_V065_NCCL_BYTES_PER_GPU = round(1.79 * GIB)
 VLLM_V065_FIRST, VLLM_V065_LAST = 6005, 6006  # v0.6.5 .. v0.6.6
-# SGLang's --mem-fraction-static when none is given (its classic single-GPU default; newer releases pick
-# one from GPU memory and TP: give the value your server prints).
+# The V1 worker before v0.11 took its memory snapshot (vllm/v1/worker/gpu_worker.py Worker.init_device:
+# init_snapshot = MemorySnapshot()) before init_worker_distributed_environment, so at TP x PP > 1 NCCL's
+# buffers were allocated after the baseline and counted in the profile's non_torch_increase, off the KV cache;
+# v0.11 moved the distributed set-up before the snapshot ("Initialize the distributed environment BEFORE taking
+# memory snapshot. This ensures NCCL buffers are allocated before we measure available memory"). The buffers
+# are VLLM_V065_NCCL_BYTES_PER_GPU, the 1.79 GiB per GPU vLLM v0.6.5 logged for them at TP 2.
+VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE = 11000  # v0.11.0
+# SGLang's --mem-fraction-static when none is given: its server derives one from the GPU's memory in MiB
+# and the parallel size (python/sglang/srt/server_args.py, ServerArgs._handle_gpu_memory_settings):
+#   reserved_mem = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp x pp / 8 x 1024
+#   (at least 10 x 1024 on GPUs of more than 60 x 1024 MiB), mem_fraction_static = round((gpu_mem - reserved_mem)
+#   / gpu_mem, 3), where chunked_prefill_size and cuda_graph_max_bs are themselves defaults by GPU memory (the
+#   tiers below). SGLang reads gpu_mem from nvidia-smi (memory.total); kvreg takes the GPU's reported memory,
+#   which differs by under 1% (an H100: 81,090 MiB reported, 81,559 in nvidia-smi: 0.834 instead of 0.835).
+SGLANG_RESERVED_BASE_MIB = 512  # "Constant meta data (e.g., from attention backend)"
+SGLANG_RESERVED_MIB_PER_PREFILL_TOKEN = 1.5  # "For activation during large prefill"
+SGLANG_RESERVED_MIN_PREFILL_TOKENS = 2048  # max(chunked_prefill_size, 2048)
+SGLANG_RESERVED_MIB_PER_CUDA_GRAPH_BS = 2  # "For cuda graphs": cuda_graph_max_bs x 2
+SGLANG_RESERVED_MIB_PER_8_RANKS = 1024  # "Some adjustments for large parallel size": tp x pp / 8 x 1024
+SGLANG_LARGE_GPU_MIB = 60 * 1024  # gpu_mem > 60 x 1024: reserve at least ...
+SGLANG_LARGE_GPU_MIN_RESERVED_MIB = 10 * 1024  # ... 10 x 1024 MiB
+SGLANG_MEM_FRACTION_DECIMALS = 3  # round(..., 3)
+# GPU memory tiers (upper bound in MiB, exclusive): default chunked_prefill_size, and cuda_graph_max_bs below
+# and from TP 4 (SGLANG_CUDA_GRAPH_TP); the last tier has no upper bound.
+SGLANG_MEMORY_TIERS = (
+    (20 * 1024, 2048, 8, 8),  # T4, 4080
+    (35 * 1024, 2048, 24, 80),  # A10, 4090, 5090
+    (60 * 1024, 4096, 32, 160),  # A100 40GB, L40
+    (90 * 1024, 8192, 256, 512),  # H100, A100 80GB
+    (160 * 1024, 8192, 256, 512),  # H20, H200
+    (None, 16384, 512, 512),  # B200, MI300
+)
+SGLANG_CUDA_GRAPH_TP = 4  # "cuda_graph_max_bs 24 if tp < 4 else 80"
+# The fraction SGLang uses when it cannot read the GPU's memory (gpu_mem None): kvreg always knows it, so this
+# only names the classic default the docs compare against.
 SGLANG_MEM_FRACTION_STATIC = 0.88
 # Memory in use on a GPU before SGLang loads weights (CUDA context, NCCL and custom all-reduce buffers):
 # not modelled (0) unless measured; its log's "Load weight begin. avail mem" is the memory after it.
@@ -200,7 +233,8 @@ _INPUTS = [
     InputDecl("non_torch_bytes", "bytes", "measured non-torch memory per GPU (vLLM's non_torch_memory)"),
     InputDecl("weights_measured_bytes", "bytes", "measured weight memory per GPU (vLLM 'Model loading took',"
               " SGLang 'mem usage')"),
-    InputDecl("mem_fraction_static", "fraction", f"SGLang --mem-fraction-static (NULL: {SGLANG_MEM_FRACTION_STATIC})",
+    InputDecl("mem_fraction_static", "fraction", "SGLang --mem-fraction-static (NULL: derived from the GPU's memory and"
+              " TP x PP as SGLang's server does)",
               "real"),
     # calibration: what the engine printed at startup
     InputDecl("measured_kv_cache_tokens", "tokens",
@@ -239,6 +273,25 @@ def _or_all(kind: str) -> Expr:
     """A kind's layers on the fullest stage, or all of the stage's layers when the model has none of that
     kind: the smallest of these is the fewest layers of any kind present."""
     return if_(F(kind) > 0, F(kind), ceil(I("layers") / I("pp")))
+
+
+def _sglang_tier(column: int) -> Expr:
+    """The SGLANG_MEMORY_TIERS column (1 chunked_prefill_size, 2 cuda_graph_max_bs below TP 4, 3 from TP 4) of
+    the tier the GPU's memory falls in."""
+    *bounded, (_top, *last) = SGLANG_MEMORY_TIERS
+    out: Expr = Const(([None] + last)[column])
+    for top, *values in reversed(bounded):
+        out = if_(F("sglang_gpu_memory_mib") < top, values[column - 1], out)
+    return out
+
+
+def _sglang_reserved() -> Expr:
+    """server_args.py's reserved_mem before its floor on large GPUs."""
+    return (SGLANG_RESERVED_BASE_MIB
+            + greatest(F("sglang_chunked_prefill_size"), SGLANG_RESERVED_MIN_PREFILL_TOKENS)
+            * SGLANG_RESERVED_MIB_PER_PREFILL_TOKEN
+            + F("sglang_cuda_graph_max_bs") * SGLANG_RESERVED_MIB_PER_CUDA_GRAPH_BS
+            + I("tp") * I("pp") / 8 * SGLANG_RESERVED_MIB_PER_8_RANKS)
 
 
 _KIND_LAYERS = ("full_layers_per_gpu", "sliding_layers_per_gpu", "chunked_layers_per_gpu", "linear_layers_per_gpu")
@@ -517,12 +570,16 @@ _FIGURES: list[Figure] = [
         " vLLM the non-torch memory of the profile run: non_torch_bytes when measured, else"
         f" {VLLM_V065_CONTEXT_BYTES / GIB:.2f} GiB of CUDA context plus {VLLM_V065_NCCL_BYTES_PER_GPU / GIB:.2f} GiB"
         f" of NCCL buffers at TP x PP > 1 in v0.6.5 and v0.6.6, {VLLM_NON_TORCH_BYTES / GIB:.2f} GiB in every other"
-        " release",
+        f" release, plus the same {VLLM_V065_NCCL_BYTES_PER_GPU / GIB:.2f} GiB of NCCL buffers at TP x PP > 1 from"
+        " v0.8 (V1) to before v0.11 (their memory snapshot preceded the distributed set-up)",
         if_(_rule("vllm"), coalesce(
             I("non_torch_bytes"),
             if_(and_(F("engine_release_used") >= VLLM_V065_FIRST, F("engine_release_used") <= VLLM_V065_LAST),
                 VLLM_V065_CONTEXT_BYTES + if_((I("tp") * I("pp")) > 1, VLLM_V065_NCCL_BYTES_PER_GPU, 0),
-                VLLM_NON_TORCH_BYTES)),
+                VLLM_NON_TORCH_BYTES
+                + if_(and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
+                           F("engine_release_used") < VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE, (I("tp") * I("pp")) > 1),
+                      VLLM_V065_NCCL_BYTES_PER_GPU, 0))),
             if_(_rule("sglang"), coalesce(I("non_torch_bytes"), SGLANG_STARTUP_BYTES), Const(None))),
     ),
     Figure("max_num_batched_tokens_used", "tokens", f"vLLM: max_num_batched_tokens, else {VLLM_MAX_NUM_BATCHED_TOKENS:,}",
@@ -572,8 +629,35 @@ _FIGURES: list[Figure] = [
         " captures its graphs after sizing the KV cache, out of the memory gpu_memory_utilization leaves)",
         if_(_rule("vllm"), coalesce(I("cuda_graph_bytes"), 0), Const(None)),
     ),
-    Figure("mem_fraction_static_used", "fraction", f"SGLang: mem_fraction_static, else {SGLANG_MEM_FRACTION_STATIC}",
-           if_(_rule("sglang"), coalesce(I("mem_fraction_static"), SGLANG_MEM_FRACTION_STATIC), Const(None))),
+    # ---- SGLang's default mem_fraction_static (server_args.py _handle_gpu_memory_settings)
+    Figure("sglang_gpu_memory_mib", "MiB", "SGLang: the GPU memory its defaults are picked from, in MiB (the engine"
+           " memory / 2^20)", if_(_rule("sglang"), F("engine_memory_bytes") / MIB, Const(None))),
+    Figure("sglang_chunked_prefill_size", "tokens",
+           "SGLang: its default chunked_prefill_size by GPU memory: " + ", ".join(
+               f"{chunk:,} {'under ' + format(top // 1024) + ' GiB' if top else 'above'}"
+               for top, chunk, _bs, _bs_tp in SGLANG_MEMORY_TIERS),
+           if_(_rule("sglang"), _sglang_tier(1), Const(None)), "int"),
+    Figure("sglang_cuda_graph_max_bs", "sequences",
+           f"SGLang: its default cuda_graph_max_bs by GPU memory, below TP {SGLANG_CUDA_GRAPH_TP} and from it: "
+           + ", ".join(f"{bs}/{bs_tp} {'under ' + format(top // 1024) + ' GiB' if top else 'above'}"
+                       for top, _chunk, bs, bs_tp in SGLANG_MEMORY_TIERS),
+           if_(_rule("sglang"), if_(I("tp") < SGLANG_CUDA_GRAPH_TP, _sglang_tier(2), _sglang_tier(3)), Const(None)),
+           "int"),
+    Figure("sglang_reserved_mib", "MiB",
+           f"SGLang: memory its default mem_fraction_static leaves out: {SGLANG_RESERVED_BASE_MIB} + max(chunked_prefill"
+           f"_size, {SGLANG_RESERVED_MIN_PREFILL_TOKENS:,}) x {SGLANG_RESERVED_MIB_PER_PREFILL_TOKEN} + cuda_graph_max_bs"
+           f" x {SGLANG_RESERVED_MIB_PER_CUDA_GRAPH_BS} + TP x PP / 8 x {SGLANG_RESERVED_MIB_PER_8_RANKS} MiB, at least"
+           f" {SGLANG_LARGE_GPU_MIN_RESERVED_MIB:,} MiB on GPUs above {SGLANG_LARGE_GPU_MIB:,} MiB",
+           if_(_rule("sglang"), if_(
+               F("sglang_gpu_memory_mib") > SGLANG_LARGE_GPU_MIB,
+               greatest(_sglang_reserved(), SGLANG_LARGE_GPU_MIN_RESERVED_MIB), _sglang_reserved()), Const(None))),
+    Figure("mem_fraction_static_used", "fraction",
+           "SGLang: mem_fraction_static, else its server's default: round((GPU memory - sglang_reserved_mib) / GPU"
+           f" memory, {SGLANG_MEM_FRACTION_DECIMALS})",
+           if_(_rule("sglang"), coalesce(
+               I("mem_fraction_static"),
+               floor((F("sglang_gpu_memory_mib") - F("sglang_reserved_mib")) / F("sglang_gpu_memory_mib")
+                     * 10**SGLANG_MEM_FRACTION_DECIMALS + 0.5) / 10**SGLANG_MEM_FRACTION_DECIMALS), Const(None))),
     Figure(
         "allocatable_bytes_per_gpu",
         "bytes",

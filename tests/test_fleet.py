@@ -320,7 +320,8 @@ def test_an_aggregate_compiles_to_sql_and_to_excel_from_one_declaration():
                                gpu_criterion=lambda rng: f'{rng},"="&A6', cell_of=lambda n: f"{n.upper()}6")
 
     assert excel("gpus_to_buy") == "=MAX(0,(GPUS_NEEDED6 - GPUS_INSTALLED6))"
-    assert excel("capex_to_buy") == "=(GPUS_TO_BUY6 * UNIT_PRICE6)"
+    # A GPU without a unit_price: blank, as NULL in SQL (never 0).
+    assert excel("capex_to_buy") == '=IF(UNIT_PRICE6="","",(GPUS_TO_BUY6 * UNIT_PRICE6))'
     assert excel("plans_not_fitting") == '=COUNTIFS(D!gpu,"="&A6,D!in_force,1,D!users,">0",D!fits,0)'
     assert excel("previous_quarter_gpus_needed") == (
         '=SUMIFS(D!gpus_needed,D!gpu,"="&A6,D!previous_quarter_in_force,1)')

@@ -62,7 +62,7 @@ DEMAND = [
     ("qwen235-h100-tp8", "2026Q4", 40), ("qwen235-h100-tp?", "2026Q4", 7),
     ("llama70b-h100-tp1", "2026Q4", 10),
     ("qwen-next-h200-tp4", "2026Q3", 500), ("qwen-next-h200-tp4", "2026Q4", 0),
-    (EVIL[0], "2026Q4", 12), (EVIL[2], "2026Q4", 30), (EVIL[3], "2026Q3", 64),
+    (EVIL[0], "2026Q4", 12), (EVIL[2], "2026Q4", 30), (EVIL[3], "2026Q3", 64), ("llama8b-loaner", "2026Q4", 5),
 ]
 
 
@@ -85,6 +85,14 @@ def _insert_test_data(conn) -> None:
     conn.execute(text("UPDATE model SET indexer_bytes_per_token_per_layer = 132 WHERE name = 'DeepSeek-V3'"))
     for plan, settings in ENGINE:
         conn.execute(text(f"UPDATE plan SET {settings} WHERE name = :n"), {"n": plan})
+    # A GPU type with no prices at all, and a plan on it: its purchase cost is unknown (blank), not 0.
+    conn.execute(text("INSERT INTO gpu (name, vendor, memory_bytes, interconnect, notes)"
+                      f" VALUES ('Loaner-80G', '', {80 * GIB}, '', '')"))
+    conn.execute(text(
+        "INSERT INTO plan (name, model_id, gpu_id, tp, pp, dp_attention, kv_dtype, weight_dtype, context_tokens,"
+        " reserve, block_size, gpus_per_node, notes) VALUES ('llama8b-loaner', (SELECT id FROM model WHERE name ="
+        " 'Llama-3.1-8B'), (SELECT id FROM gpu WHERE name = 'Loaner-80G'), 1, 1, 1, 'bf16', 'bf16', 8192, 0.12, 16,"
+        " 8, '')"))
     for plan, quarter, users in DEMAND:
         conn.execute(text("INSERT INTO demand (plan_id, quarter, users) VALUES"
                           " ((SELECT id FROM plan WHERE name = :p), :q, :u)"), dict(p=plan, q=quarter, u=users))
@@ -377,8 +385,9 @@ def _check_summary(vals, forms, procurement: dict, gpus: dict, problems: list, c
             elif name in ("unit_price", "price_per_hour"):
                 want = gpus[gpu][name]
             else:  # a GPU type with no demand and no fleet: every aggregate is 0
-                want = (procurement.get((gpu, quarter)) or {}).get(name) or 0
-                totals[name] = totals.get(name, 0) + want
+                row = procurement.get((gpu, quarter))
+                want = row.get(name) if row else 0  # capex_to_buy without a unit_price: None (blank)
+                totals[name] = totals.get(name, 0) + (want or 0)
             if not _same(got, want):
                 problems.append(f"Summary!{forms.cell(r, i).coordinate} {gpu} {name}: workbook {got!r}, view {want!r}")
             checked += 1
@@ -592,7 +601,8 @@ def test_layout_for_finance(written):
     assert any(f"${fits}3=0" in r.formula[0] for r in rules)
     assert wb["Assumptions"]["B3"].value == 0.12 and _role(wb["Assumptions"]["B3"]) == "input"
     with zipfile.ZipFile(written) as z:
-        charts = [z.read(n).decode() for n in sorted(z.namelist()) if n.startswith("xl/charts/chart")]
+        names = [n for n in z.namelist() if n.startswith("xl/charts/chart")]
+        charts = [z.read(n).decode() for n in sorted(names, key=lambda n: int(re.sub(r"\D", "", n)))]
     # GPUs needed per quarter per GPU type, over the Summary sheet's own cells; then max concurrency
     # against context over the Context sweep's cells, a named line per model (at its TP).
     assert "<c:barChart>" in charts[0] and "<c:f>Summary!$B$" in charts[0]
@@ -760,7 +770,7 @@ def test_edits_recompute_like_the_registry(registry, recalculated):
 
 def _exprs():
     from kvreg.figures.declarations import I
-    from kvreg.figures.expr import if_, isnull, least
+    from kvreg.figures.expr import and_, coalesce, if_, isnull, least, not_
 
     return [
         # A blank input blanks the arithmetic (SQL: NULL), with one test per run of operations.
@@ -774,7 +784,13 @@ def _exprs():
         (least(I("sliding_window"), 5), 'IF(SLIDING_WINDOW="",5,MIN(SLIDING_WINDOW,5))'),
         # The else branch of "is it blank?" knows it is not.
         (if_(isnull(I("avg_tokens")), 0, I("avg_tokens") * 2),
-         'IF(IF(ISBLANK(AVG_TOKENS),1,IF(AVG_TOKENS="",1,0))<>0,0,(AVG_TOKENS*2))'),
+         'IF(AVG_TOKENS="",0,(AVG_TOKENS*2))'),
+        # A condition reads as one; a blank side of a comparison makes it false, as in SQL.
+        (if_(I("tp") > I("pp"), 1, 2), "IF(TP>PP,1,2)"),
+        (if_(I("unit_price") > 0, 1, 2), 'IF(IF(UNIT_PRICE="",0,IF(UNIT_PRICE>0,1,0))<>0,1,2)'),
+        (if_(not_(I("tp")), 1, 2), "IF(TP=0,1,2)"),
+        (if_(and_(I("tp") > 1, isnull(I("unit_price"))), 1, 2), 'IF(AND(TP>1,UNIT_PRICE=""),1,2)'),
+        (coalesce(I("unit_price"), 0) * 2, '(IF(UNIT_PRICE="",0,UNIT_PRICE)*2)'),
         # A comparison with a blank is 0, as SQL's CASE WHEN gives it.
         (I("unit_price") > 0, 'IF(UNIT_PRICE="",0,IF(UNIT_PRICE>0,1,0))'),
     ]
@@ -839,3 +855,24 @@ def test_to_buy_cells_follow_a_fleet_edit(registry, recalculated):
     # The Summary leads with the purchase.
     ws = load_workbook(recalculated["before"][0])["Summary"]
     assert [c.value for c in ws[5]][1:3] == ["gpus_to_buy", "capex_to_buy"]
+
+
+def test_capex_to_buy_is_blank_without_a_unit_price(registry, written):
+    """Loaner-80G has no unit_price: 1 plan on it needs GPUs, so GPUs to buy > 0, and the purchase
+    cost is unknown: NULL in the procurement view, a blank (stored "") formula cell on the Summary
+    that says so (IF(price="","",...)), left out of the Total -- never 0."""
+    from openpyxl import load_workbook
+
+    from kvreg.db.read import rollup
+
+    with registry.connect() as conn:
+        view = next(r for r in rollup(conn, "2026Q4") if r["gpu"] == "Loaner-80G")
+    assert view["gpus_to_buy"] > 0 and view["capex_to_buy"] is None
+    forms = load_workbook(written)["Summary"]
+    vals = load_workbook(written, data_only=True)["Summary"]
+    names = [c.value for c in forms[5]]
+    row = next(r for r in range(6, forms.max_row + 1) if forms.cell(r, 1).value == "Loaner-80G")
+    capex, price = names.index("capex_to_buy") + 1, names.index("unit_price") + 1
+    assert vals.cell(row, names.index("gpus_to_buy") + 1).value == view["gpus_to_buy"]
+    assert vals.cell(row, capex).value in (None, "")
+    assert forms.cell(row, capex).value.startswith(f'=IF({forms.cell(row, price).column_letter}{row}="","",')

@@ -245,12 +245,36 @@ class NullSafeExcelCompiler(ExcelCompiler):
         if isinstance(e, Func) and e.name == "if":
             c, t, o = e.args
             then, other = branch_facts(c)
-            return self.f_if(self._flag(c), self._under(then, t), self._under(other, o))
+            return f"IF({self._cond(c)},{self._under(then, t)},{self._under(other, o)})"
         if isinstance(e, Func) and e.name in _FLAG_FUNCS:
             return getattr(self, "f_" + e.name)(*[self._flag(x) for x in e.args])
         if isinstance(e, Func) and e.name in ("min", "max"):
             return self._min_max(e)
         return super().compile(e)
+
+    # Shorter than ExcelCompiler's spelling, same values: a blank cell and a formula's "" both
+    # equal "" (ISBLANK adds nothing), and a condition is written as one (a>b) rather than as a
+    # flag tested against 0 (IF(a>b,1,0)<>0). Formula length is most of the workbook's write time
+    # (XlsxWriter runs its regular expressions over every formula).
+    def f_isnull(self, x):
+        return f'IF({x}="",1,0)'
+
+    def f_coalesce(self, a, b):
+        return f'IF({a}="",{b},{a})'
+
+    def _cond(self, e: Expr) -> str:
+        """A condition as an Excel boolean: NULL counts as false, as in SQL's CASE WHEN."""
+        if isinstance(e, Op) and e.op in _COMPARE and not (may_be_null(e.a, self.facts)
+                                                           or may_be_null(e.b, self.facts)):
+            return f"{self.compile(e.a)}{e.op}{self.compile(e.b)}"
+        if isinstance(e, Func) and e.name == "isnull":
+            return f'{self.compile(e.args[0])}=""'
+        if isinstance(e, Func) and e.name in ("and", "or"):
+            return f"{e.name.upper()}(" + ",".join(self._cond(x) for x in e.args) + ")"
+        if (isinstance(e, Func) and e.name == "not" and isinstance(e.args[0], (Input, Ref))
+                and not may_be_null(e.args[0], self.facts)):
+            return f"{self.compile(e.args[0])}=0"
+        return f"{self._flag(e)}<>0"
 
     def _min_max(self, e: Func) -> str:
         """MIN/MAX skipping a blank side (Excel's MIN would give #VALUE! on a "" result)."""

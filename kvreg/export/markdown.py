@@ -115,12 +115,15 @@ def header(name: str) -> str:
 
     if name not in LABELS and name not in FIGURES and name not in INPUTS:
         if name.startswith("previous_"):
-            base = header(name.removeprefix("previous_"))
-            return "Previous report: " + base[:1].lower() + base[1:]
+            return "Previous report: " + _lower_first(header(name.removeprefix("previous_")))
         if name.endswith("_change"):
-            base = header(name.removesuffix("_change"))
-            return "Change in " + base[:1].lower() + base[1:]
+            return "Change in " + _lower_first(header(name.removesuffix("_change")))
     return label(name)
+
+
+def _lower_first(text: str) -> str:
+    """ "Max concurrency" -> "max concurrency"; "GPUs needed", "KV per token" stay as they are."""
+    return text if text[1:2].isupper() else text[:1].lower() + text[1:]
 
 
 def table(rows: list[dict], columns: list[str], headers: list[str] | None = None) -> Md:
@@ -174,11 +177,14 @@ def horizon_table(rows: list[dict]) -> Md:
     gpus = sorted({r["gpu"] for r in rows})
     by = {(r["gpu"], r["quarter"]): r for r in rows}
     names = ["gpus_needed", "gpus_installed", "gpus_to_buy", "capex_to_buy", "gpus_spare"]
-    lines = [cells([trusted("gpu"), trusted("figure")] + [display(q) for q in quarters]),
+    from kvreg.figures.labels import label
+
+    lines = [cells([trusted(label("gpu")), trusted("Figure")] + [display(q) for q in quarters]),
              cells([Md("---")] * (len(quarters) + 2))]
     for g in gpus:
         for n in names:
-            lines.append(cells([display(g), trusted(n)] + [display((by.get((g, q)) or {}).get(n), n) for q in quarters]))
+            lines.append(cells([display(g), trusted(label(n))] + [display((by.get((g, q)) or {}).get(n), n)
+                                                               for q in quarters]))
     return Md("\n".join(lines))
 
 

@@ -221,7 +221,7 @@ EDITABLE = [
               "quarter": ("quarter", "quarter = :quarter")},
              {"gpus_owned": "gpus_owned", "gpus_reserved": "gpus_reserved",
               "reserved_price_per_hour": "reserved_price_per_hour"},
-             {"gpus_owned": "count", "gpus_reserved": "count", "reserved_price_per_hour": "price"},
+             {"gpus_owned": "count_or_zero", "gpus_reserved": "count_or_zero", "reserved_price_per_hour": "price"},
              write=_write_fleet),
 ]
 
@@ -346,11 +346,10 @@ def _summary_figures(conn, data: dict, quarter: str) -> None:
     entry's in-force flags (the values of their helper columns)."""
     from kvreg.db.read import dialect, runner
     from kvreg.figures.aggregates import aggregate_sql, index_of_quarter, quarters_sql
-    from kvreg.units import previous_quarter
 
     block = sorted({q for (_g, q) in data["procurement"]} | {quarter})
     data["block_quarters"] = block
-    rows = runner(conn).rows(aggregate_sql(quarters_sql(block), dialect(conn)))
+    rows = runner(conn).rows(aggregate_sql(quarters_sql(block), dialect(conn), every_gpu=True))
     data["aggregates"] = {(r["gpu"], r["quarter"]): r for r in rows}
     q = index_of_quarter(quarter)
     for entries, key in ((data["demand"], "plan"), (data["fleet"], "gpu")):
@@ -362,7 +361,9 @@ def _summary_figures(conn, data: dict, quarter: str) -> None:
             def held(at: int, e=e) -> int:
                 qi = e["quarter_index"]
                 return int(qi <= at and not any(qi < s <= at for s in starts[e[key]]))
-            e["in_force"], e["previous_quarter_in_force"] = held(q), held(index_of_quarter(previous_quarter(quarter)))
+            # The quarter before is the index before, as the declared aggregates (quarter="previous")
+            # and the previous_quarter_in_force formula (Summary!$B$3-1) take it.
+            e["in_force"], e["previous_quarter_in_force"] = held(q), held(q - 1)
             for bq in block:
                 e[f"in_force_{bq}"] = held(index_of_quarter(bq))
 
@@ -863,8 +864,6 @@ def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarte
 
 _SUMMARY_TOP = 4  # labels row; names on 5 (hidden), data from 6
 _NO_TOTAL = ("unit_price", "price_per_hour", "reserved_price_per_hour")  # prices: a sum means nothing
-_SUMMARY_LABELS = {"plans": "Plans (count)", "previous_quarter_gpus_needed": "GPUs needed the quarter before (GPUs)",
-                   "gpus_needed_quarter_change": "Change in GPUs needed (GPUs)"}
 MAX_LINES_PER_CHART = 8
 
 
@@ -875,13 +874,13 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
     over the Demand and Fleet entries in force), gpus_to_buy and capex_to_buy first; GPUs needed per
     quarter and GPU type; native charts over these cells and the Context sweep. Change B1, or a
     fleet count on the Fleet sheet, and every figure recomputes."""
-    from kvreg.figures.aggregates import AGGREGATE_COLUMNS, aggregate_excel, index_of_quarter, quarter_index_excel
+    from kvreg.figures.aggregates import (AGGREGATE_COLUMNS, aggregate_excel, index_of_quarter, quarter_index_excel,
+                                          quarter_of_index)
     from kvreg.figures.declarations import AGGREGATES
-    from kvreg.units import previous_quarter
 
     agg = data["aggregates"]
     gpus = data["gpus"]
-    previous = previous_quarter(quarter)
+    previous = quarter_of_index(index_of_quarter(quarter) - 1)  # the declared aggregates' quarter before
     g = Grid(book, ws)
     bold = book.fmt(bold=True)
     g.put(1, 1, "Quarter", bold)
@@ -914,7 +913,7 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
     for name in AGGREGATE_COLUMNS:
         unit, _kind, meaning = described[name]
         col = _col0(letters[name]) + 1
-        g.put(_SUMMARY_TOP, col, _SUMMARY_LABELS.get(name) or label(name, unit), header)
+        g.put(_SUMMARY_TOP, col, label(name, unit), header)
         g.put(head, col, name, book.fmt(font_color="#7F7F7F", font_size=8))
         ws.write_comment(_SUMMARY_TOP - 1, col - 1, f"{name}: {meaning}")
     totals: dict[str, float] = {}
@@ -933,8 +932,8 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
                 f = aggregate_excel(name, demand=demand.range, fleet=fleet.range,
                                     gpu_criterion=lambda r_, key=key: f'{r_},"="&{key}',
                                     cell_of=lambda n, row=row: f"{letters[n]}{row}")
-                value = cur.get(name) or 0
-                totals[name] = totals.get(name, 0) + value
+                value = cur.get(name)  # None: blank (capex_to_buy without a unit_price)
+                totals[name] = totals.get(name, 0) + (value or 0)
             g.put(row, _col0(letters[name]) + 1, f, book.cell("figure", number_format(unit, kind)), result=value)
     total = last + 1
     end = letters[AGGREGATE_COLUMNS[-1]]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Callable
 
 from .declarations import AGGREGATE_GPU_INPUTS, AGGREGATES, FIGURES, INPUTS, Aggregate
-from .expr import ExcelCompiler, PostgresCompiler, Ref, SqlCompiler
+from .expr import ExcelCompiler, Input, PostgresCompiler, Ref, SqlCompiler
 from .quarters import (  # noqa: F401  (the carry-forward rule's pieces, re-exported)
     in_force_excel, in_force_sql, index_of_quarter, quarter_index_excel, quarter_index_sql, quarter_of_index, until_sql,
 )
@@ -54,6 +54,17 @@ def _refs(a: Aggregate) -> list[str]:
     return out
 
 
+def _inputs(e) -> list[str]:
+    """The GPU inputs an aggregate's expression reads, in first-seen order."""
+    out, stack = [], [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Input) and x.name not in out:
+            out.append(x.name)
+        stack.extend(reversed(list(x.children())))
+    return out
+
+
 def _kind(column: str) -> str:
     decl = FIGURES.get(column) or INPUTS.get(column)
     return decl.kind if decl else "int"
@@ -80,11 +91,13 @@ def _sum_sql(a: Aggregate, alias: str, dialect: str) -> str:
     return s
 
 
-def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool = False) -> str:
+def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool = False,
+                  every_gpu: bool = False) -> str:
     """The aggregates per GPU type and quarter for the quarters `axis_sql` yields (columns quarter
-    and quarter_index), over every GPU type with demand or fleet. One pass over each source; the
-    previous quarter is the same sum with the rule at quarter_index - 1. `only_active`: leave out
-    GPU types and quarters with no plan and no GPU installed (the procurement view)."""
+    and quarter_index), over every GPU type with demand or fleet (`every_gpu`: over every GPU type,
+    as the workbook's Summary lists them). One pass over each source; the previous quarter is the
+    same sum with the rule at quarter_index - 1. `only_active`: leave out GPU types and quarters
+    with no plan and no GPU installed (the procurement view)."""
     fence = " LIMIT -1 OFFSET 0" if dialect == "sqlite" else " OFFSET 0"
     comp_cls = PostgresCompiler if dialect == "postgresql" else SqlCompiler
     order = aggregate_order()
@@ -95,7 +108,8 @@ def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool =
                       | {a.of for a in AGGREGATES.values() if a.over == over and a.of}
                       | {c for a in AGGREGATES.values() if a.over == over for c, _op, _v in a.where})
         ctes.append(f"src_{over} AS (SELECT {', '.join(cols)} FROM {_SOURCE[over]}{fence})")
-    ctes.append("gq AS (SELECT gpu FROM src_demand UNION SELECT gpu FROM src_fleet)")
+    ctes.append("gq AS (SELECT name AS gpu FROM gpu)" if every_gpu
+                else "gq AS (SELECT gpu FROM src_demand UNION SELECT gpu FROM src_fleet)")
     parts = []
     for over, alias in (("demand", "d"), ("fleet", "f")):
         sums = [a for a in (AGGREGATES[n] for n in order) if a.over == over]
@@ -162,7 +176,13 @@ def aggregate_excel(name: str, *, demand: Callable[[str], str], fleet: Callable[
     `cell_of(name)`: this row's cell of another aggregate or GPU input."""
     a = AGGREGATES[name]
     if a.expr is not None:
-        return "=" + ExcelCompiler(cell_of, cell_of).compile(a.expr)
+        formula = ExcelCompiler(cell_of, cell_of).compile(a.expr)
+        # A GPU input may be blank (no unit_price): the figure is blank, as NULL is in SQL.
+        blank = [f'{cell_of(n)}=""' for n in _inputs(a.expr)]
+        if blank:
+            test = blank[0] if len(blank) == 1 else f"OR({','.join(blank)})"
+            formula = f'IF({test},"",{formula})'
+        return "=" + formula
     rng = demand if a.over == "demand" else fleet
     flag = "in_force" if a.quarter == "this" else "previous_quarter_in_force"
     crit = [gpu_criterion(rng("gpu")), f"{rng(flag)},1"]

@@ -8,7 +8,7 @@ figure gets one without a line here; LABELS overrides the few that read badly.
 
 from __future__ import annotations
 
-from .declarations import FIGURES, INPUTS
+from .declarations import AGGREGATES, FIGURES, INPUTS
 
 # Words spelled as people write them.
 _WORDS = {
@@ -34,6 +34,8 @@ LABELS = {
     "cost_per_month": "Cost per month (USD)",
     "cost_per_user_per_month": "Cost per user per month (USD)",
     "capex": "Purchase cost (USD)",
+    "capex_to_buy": "Purchase cost of the GPUs to buy (USD)",
+    "reserved_price_per_hour": "Reserved price per GPU-hour (USD)",
     "reserve": "Reserve (share of GPU memory)",
     "share": "Share of requests (weight)",
     "fits": "Fits (1 = yes, 0 = no)",
@@ -65,7 +67,7 @@ LABELS = {
 
 
 def unit_of(name: str) -> str:
-    decl = FIGURES.get(name) or INPUTS.get(name)
+    decl = FIGURES.get(name) or INPUTS.get(name) or AGGREGATES.get(name)
     return decl.unit if decl else ""
 
 

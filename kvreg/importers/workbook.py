@@ -110,6 +110,8 @@ def _number(value: Any, where: str, *, whole: bool, minimum: float, maximum: flo
 CHECKS = {
     "users": lambda v, w: _number(v, w, whole=True, minimum=0, maximum=2**62),
     "count": lambda v, w: _number(v, w, whole=True, minimum=0, maximum=2**31 - 1),
+    # A fleet count left blank is none of them: 0 (the registry's default).
+    "count_or_zero": lambda v, w: _number(v, w, whole=True, minimum=0, maximum=2**31 - 1, blank=True) or 0,
     "reserve": lambda v, w: _number(v, w, whole=False, minimum=0, maximum=0.99),
     "share": lambda v, w: _number(v, w, whole=False, minimum=0, maximum=_MAX_SHARE, above=True),
     "tokens": lambda v, w: _number(v, w, whole=True, minimum=1, maximum=2**31 - 1),

@@ -131,6 +131,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="kvreg-bench-serve-") as work:
+        # Every process keeps the modules it compiles (as bench/run.py does): with PYTHONDONTWRITEBYTECODE
+        # set, each start compiled kvreg's modules from source, which an installed kvreg never does.
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+        os.environ["PYTHONPYCACHEPREFIX"] = str(Path(work) / "pycache")
         url = args.db or f"sqlite:///{Path(work) / 'registry.db'}"
         env_cmd = [*kvreg_command(), "--db", url, "init"]
         subprocess.run(env_cmd, check=True, stdout=subprocess.DEVNULL)

@@ -272,9 +272,9 @@ def _layers(grain: Grain) -> list[list[str]]:
     return layers
 
 
-def _compiler(dialect: str):
+def _compiler(dialect: str, prefix: str = "src."):
     cls = PostgresCompiler if dialect == "postgresql" else SqlCompiler
-    resolve = lambda name: f"src.{name}"  # noqa: E731 - every name is a column of the layer below
+    resolve = lambda name: f"{prefix}{name}"  # noqa: E731 - every name is a column of the layer below
     return cls(resolve, resolve)
 
 
@@ -283,24 +283,63 @@ def figure_sql(name: str, dialect: str = "sqlite") -> str:
     return _compiler(dialect).compile(FIGURES[name].expr)
 
 
+def _names_read(name: str) -> set[str]:
+    """The columns a figure's own expression reads from the layer below (inputs and other figures)."""
+    from .expr import Input, Ref
+
+    out, stack = set(), [FIGURES[name].expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, (Input, Ref)):
+            out.add(e.name)
+        stack.extend(e.children())
+    return out
+
+
+def _layer_columns(grain: Grain, layers: list[list[str]]) -> list[list[str]]:
+    """For layer0 (the source) and each layer: the columns it passes up from below, in a fixed order.
+
+    A layer carries only what some layer above it reads or the view shows, not every column below
+    (`src.*`): the plan views' source has about 80 columns and 15 layers, and copying every column
+    through every layer made preparing a query over them several times slower."""
+    order = list(grain.columns) + [n for layer in layers for n in layer]
+    need = set(grain.passthrough) | set(grain.outputs())
+    carried = []
+    for layer in reversed(layers):
+        made = set(layer)
+        carried.append([c for c in order if c in need and c not in made])
+        need = (need - made) | set().union(*(_names_read(n) for n in layer))
+    missing = need - set(grain.columns)
+    if missing:
+        raise ValueError(f"grain {grain.view}: figures read {sorted(missing)}, which its source does not provide")
+    carried.append([c for c in grain.columns if c in need])
+    return carried[::-1]
+
+
 def view_select(grain: Grain, dialect: str = "sqlite") -> str:
     """One SELECT per layer of figures, each reading the layer below, so no expression is ever
-    written out twice.
+    written out twice; each layer passes up only the columns read above it (_layer_columns).
 
     The layers are a chain of common table expressions rather than nested subqueries: SQLite's
     parser has a fixed stack (100 entries), and a dozen nested subqueries around a deep CASE
     overflow it ("parser stack overflow"); a WITH chain keeps the nesting one level deep.
     """
-    comp = _compiler(dialect)
+    # Columns are named bare, without `src.`: each layer reads one relation, and the views' text is parsed
+    # by every connection that opens the registry, so shorter is faster (SQLite resolves bare names
+    # faster too). A figure named like an SQL keyword would fail to compile here, on both targets.
+    comp = _compiler(dialect, prefix="")
     # SQLite and PostgreSQL flatten subqueries and CTEs read once, pasting each layer's expressions into
     # every reference above it; an OFFSET keeps each layer its own step (10x faster to prepare and to run).
     fence = " LIMIT -1 OFFSET 0" if dialect == "sqlite" else " OFFSET 0"
-    ctes, below = [f"layer0 AS (SELECT src.* FROM ({grain.source}) src{fence})"], "layer0"
-    for i, layer in enumerate(_layers(grain), start=1):
-        cols = ",\n  ".join(f"{comp.compile(FIGURES[n].expr)} AS {n}" for n in layer)
-        ctes.append(f"layer{i} AS (SELECT src.*,\n  {cols}\nFROM {below} src{fence})")
+    layers = _layers(grain)
+    carried = _layer_columns(grain, layers)
+    ctes = [f"layer0 AS (SELECT {', '.join(carried[0])} FROM ({grain.source}) src{fence})"]
+    below = "layer0"
+    for i, layer in enumerate(layers, start=1):
+        cols = ([", ".join(carried[i])] if carried[i] else []) + [f"{comp.compile(FIGURES[n].expr)} AS {n}" for n in layer]
+        ctes.append(f"layer{i} AS (SELECT " + ",\n  ".join(cols) + f"\nFROM {below} src{fence})")
         below = f"layer{i}"
-    out = ", ".join(f"src.{c}" for c in list(grain.passthrough) + grain.outputs())
+    out = ", ".join(list(grain.passthrough) + grain.outputs())
     return "WITH " + ",\n".join(ctes) + f"\nSELECT {out}\nFROM {below} src"
 
 

@@ -117,6 +117,9 @@ class App:
         self.csrf_token = secrets.token_urlsafe(32)
         self._engine = None
         self._lock = threading.Lock()
+        self._warm_up: threading.Timer | None = None
+        self._warm_lock = threading.Lock()
+        self._answered = False
         # A SQLite registry that is already current is read the way `kvreg capacity` reads it (kvreg.fastpath:
         # stdlib sqlite3, no SQLAlchemy), so the what-if page answers within a second of starting; it is opened
         # the full way in the background (warm_up_later) or on first use by another page, and from then on
@@ -139,11 +142,24 @@ class App:
                     self._engine = open_registry(self.url)
         return self._engine
 
-    def warm_up_later(self, delay: float = 1.0) -> None:
-        """Open the registry the full way in the background, after the first page has been served."""
-        t = threading.Timer(delay, lambda: self.engine)
-        t.daemon = True
-        t.start()
+    def warm_up_later(self, delay: float = 0.5) -> None:
+        """Open the registry the full way in the background, `delay` seconds after the first page has been
+        rendered (once). Not on a timer from start-up: on a busy machine the first page can take more
+        than a second, and importing SQLAlchemy in the background (0.15 s of CPU) would hold the
+        interpreter while that page waits."""
+        with self._warm_lock:
+            if self._warm_up is None:
+                self._warm_up = threading.Timer(delay, lambda: self.engine)
+                self._warm_up.daemon = True
+                if self._answered:
+                    self._warm_up.start()
+
+    def _first_page_answered(self) -> None:
+        with self._warm_lock:
+            if not self._answered:
+                self._answered = True
+                if self._warm_up is not None:
+                    self._warm_up.start()
 
     def close(self) -> None:
         if self._engine is not None:
@@ -183,6 +199,7 @@ class App:
         context.setdefault("nav", "")
         context.setdefault("intro", None)
         html = self.templates.get_template(template).render(**context)
+        self._first_page_answered()
         return HTMLResponse(html, status_code=status)
 
     def not_found(self, message: str) -> HTMLResponse:

@@ -533,3 +533,23 @@ def test_solving_for_the_reserve_needs_the_theoretical_rule(kv, state):
     kv("demand", "set", "v", "2026Q4", "10")
     line = fails(kv, state, "plan", "solve", "reserve", "v")
     assert "follows the vllm rule" in line and "--rule theoretical" in line
+
+
+@pytest.mark.parametrize("gpu, release, batched, seqs, per_logit", [
+    # H100 (79.19 GiB reported, over 70 GiB), V1: 8,192 batched tokens and 1,024 sampler rows of 28 B
+    ("H100-SXM", "0.10.1", 8192, 1024, 28),
+    # A100 40GB (39.38 GiB), V1: the small-GPU defaults, 2,048 batched tokens and 256 rows
+    ("A100-40GB", "0.10.1", 2048, 256, 28),
+    # the same GPU in V0 (v0.6.5): 8,192 unless given, 256 rows of 8 B (fp32 logits and probabilities)
+    ("A100-40GB", "0.6.5", 8192, 256, 8),
+])
+def test_vllm_profile_run_defaults_by_gpu_and_release(kv, gpu, release, batched, seqs, per_logit):
+    """vllm/engine/arg_utils.py get_batch_defaults: GPUs reporting 70 GiB or more get max_num_batched_tokens 8,192
+    and max_num_seqs 1,024 for the OpenAI server, smaller ones 2,048 and 256; the V1 sampler warm-up holds 28 B
+    per logit (Llama-3.1-8B: MLP 14,336, hidden 4,096, vocabulary 128,256)."""
+    kv("plan", "add", "v", "--model", "Llama-3.1-8B", "--gpu", gpu, "--gpus-per-node", "1", "--context", "8K",
+       "--rule", "vllm", "--engine-version", release)
+    r = plan_row(kv, "v")
+    assert (r["max_num_batched_tokens_used"], r["vllm_max_num_seqs_used"], r["sampler_bytes_per_logit"]) == (
+        batched, seqs, per_logit)
+    assert r["activation_peak_bytes_per_gpu"] == batched * (3 * 14_336 + 2 * 4_096) * 2 + seqs * 128_256 * per_logit

@@ -32,7 +32,8 @@ def engine_options(defaults: bool) -> list:
                      f"accounting differ by release (default: the latest kvreg knows){clears}."),
         click.option("--gpu-memory-utilization", help="vLLM: share of GPU memory it may use, in (0, 1] (default "
                      f"0.92 from v0.20, 0.9 before){clears}."),
-        click.option("--max-num-batched-tokens", help=f"vLLM: tokens per scheduler step (default 8192){clears}."),
+        click.option("--max-num-batched-tokens", help="vLLM: tokens per scheduler step (default 8192; 2048 from v0.8 on GPUs under 70 GiB)"
+                     f"{clears}."),
         click.option("--max-concurrent-batches", help="vLLM: batches in flight (default 2 at PP 1, else PP)"
                      f"{clears}."),
         click.option("--activation-memory", help="vLLM: measured peak activation memory per GPU (1.2GiB), instead "

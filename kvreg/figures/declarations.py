@@ -76,6 +76,9 @@ SAMPLER_BYTES_PER_LOGIT = 8  # V0: fp32 logits + fp32 probabilities (fits the v0
 VLLM_V1_FIRST_RELEASE = 8000  # v0.8.0, the first release that runs the V1 engine by default
 VLLM_LARGE_GPU_BYTES = 70 * GIB  # arg_utils: device_memory >= 70 * GiB_bytes
 VLLM_LARGE_GPU_MAX_NUM_SEQS = 1024  # arg_utils default_max_num_seqs on such GPUs (OPENAI_API_SERVER)
+# ... and on smaller GPUs the same function's default_max_num_batched_tokens for the OpenAI server is 2,048
+# (8,192 from 70 GiB): the V1 profile run's batch there.
+VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS = 2048
 # Bytes live per logit at the V1 sampler's peak, counted from its top-k/top-p sort path
 # (vllm/v1/sample/sampler.py Sampler.forward: logits.to(torch.float32); vllm/v1/sample/ops/topk_topp_sampler.py
 # apply_top_k_top_p: logits.sort -> values and int64 indices, softmax + cumsum, two bool masks, scatter):
@@ -221,7 +224,8 @@ _INPUTS = [
     InputDecl("gpu_memory_utilization", "fraction",
               f"vLLM --gpu-memory-utilization (NULL: the release's default, {VLLM_GPU_MEMORY_UTILIZATION} from v0.20,"
               f" {VLLM_GPU_MEMORY_UTILIZATION_BEFORE} before)", "real"),
-    InputDecl("max_num_batched_tokens", "tokens", f"vLLM --max-num-batched-tokens (NULL: {VLLM_MAX_NUM_BATCHED_TOKENS:,})"),
+    InputDecl("max_num_batched_tokens", "tokens", f"vLLM --max-num-batched-tokens (NULL: {VLLM_MAX_NUM_BATCHED_TOKENS:,},"
+              f" {VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS:,} from v0.8 on GPUs under 70 GiB)"),
     InputDecl("max_concurrent_batches", "batches",
               f"batches vLLM keeps in flight (NULL: {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1, else PP)"),
     InputDecl("activation_bytes", "bytes", "measured peak activation memory per GPU (vLLM's profile run)"),
@@ -582,8 +586,13 @@ _FIGURES: list[Figure] = [
                       VLLM_V065_NCCL_BYTES_PER_GPU, 0))),
             if_(_rule("sglang"), coalesce(I("non_torch_bytes"), SGLANG_STARTUP_BYTES), Const(None))),
     ),
-    Figure("max_num_batched_tokens_used", "tokens", f"vLLM: max_num_batched_tokens, else {VLLM_MAX_NUM_BATCHED_TOKENS:,}",
-           if_(_rule("vllm"), coalesce(I("max_num_batched_tokens"), VLLM_MAX_NUM_BATCHED_TOKENS), Const(None)), "int"),
+    Figure("max_num_batched_tokens_used", "tokens",
+           f"vLLM: max_num_batched_tokens, else the server's default: {VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS:,} from v0.8"
+           f" (V1) on GPUs reporting under {VLLM_LARGE_GPU_BYTES // GIB} GiB, else {VLLM_MAX_NUM_BATCHED_TOKENS:,}",
+           if_(_rule("vllm"), coalesce(
+               I("max_num_batched_tokens"),
+               if_(and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, F("engine_memory_bytes") < VLLM_LARGE_GPU_BYTES),
+                   VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS, VLLM_MAX_NUM_BATCHED_TOKENS)), Const(None)), "int"),
     Figure("max_concurrent_batches_used", "batches",
            f"vLLM: max_concurrent_batches, else {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1 (async scheduling)"
            " and PP otherwise (vllm/config/vllm.py max_concurrent_batches)",

@@ -293,12 +293,16 @@ def registry_id(conn) -> str:
     return row[0] if row else ""
 
 
-def _merged(conn, grain: str, key: Callable[[dict], Any]) -> dict:
-    """Each row of a grain's view with its source's columns (the inputs it was computed from)."""
+def _merged(conn, grain: str, key: Callable[[dict], Any], where: str = "", params: dict | None = None) -> dict:
+    """Each row of a grain's view with its source's columns (the inputs it was computed from);
+    `where`: only the rows this condition on the view's (and its source's) columns keeps."""
     from kvreg.figures.views import GRAIN
 
-    source = {key(r): dict(r) for r in conn.execute(text(GRAIN[grain].source)).mappings()}
-    return {key(r): {**source.get(key(r), {}), **dict(r)} for r in conn.execute(text(f"SELECT * FROM {grain}")).mappings()}
+    cond = f" WHERE {where}" if where else ""
+    source = {key(r): dict(r) for r in conn.execute(text(f"SELECT * FROM ({GRAIN[grain].source}) s{cond}"),
+                                                     params or {}).mappings()}
+    return {key(r): {**source.pop(key(r), {}), **dict(r)}
+            for r in conn.execute(text(f"SELECT * FROM {grain}{cond}"), params or {}).mappings()}
 
 
 def _read_registry(conn) -> dict:
@@ -333,9 +337,14 @@ def _read_registry(conn) -> dict:
     for d in demand:
         d.update({**by_quarter.get((d["plan"], d["quarter"]), {}), **d})
     procurement = {(r["gpu"], r["quarter"]): dict(r) for r in conn.execute(text("SELECT * FROM procurement")).mappings()}
-    return {"dtypes": list_dtypes(conn), "gpus": list_gpus(conn), "models": list_models(conn),
+    dtypes = list_dtypes(conn)
+    blocks = _kv_blocks(dtypes)
+    return {"dtypes": dtypes, "gpus": list_gpus(conn), "models": list_models(conn),
             "plans": plans, "classes": classes, "demand": demand, "fleet": fleet, "procurement": procurement,
-            "model_kv": _merged(conn, "model_kv", lambda r: (r["model"], r["kv_dtype"])),
+            # Only the KV dtypes the Models sheet shows (a registry of 10,000 models has 14 rows each).
+            "model_kv": _merged(conn, "model_kv", lambda r: (r["model"], r["kv_dtype"]),
+                                "kv_dtype IN (" + ", ".join(f":d{i}" for i in range(len(blocks))) + ")",
+                                {f"d{i}": d for i, d in enumerate(blocks)}) if blocks else {},
             "registry_id": registry_id(conn)}
 
 

@@ -379,9 +379,17 @@ def recreate_views(conn) -> None:
     """Drop and create every view and record which declarations they were compiled from."""
     drop_views(conn)
     create_views(conn)
+    from sqlalchemy import text
+
+    from .aggregates import ROLLUP_SQL_KEY, one_quarter_sql
+
     want = views_hash(conn.dialect.name)
     conn.exec_driver_sql("DELETE FROM kvreg_meta WHERE key = 'views_hash'")
     conn.exec_driver_sql("INSERT INTO kvreg_meta (key, value) VALUES ('views_hash', %s)" % _q(want))
+    # The rollup's one-quarter query, compiled with the views and current exactly when they are.
+    conn.execute(text("DELETE FROM kvreg_meta WHERE key = :k"), {"k": ROLLUP_SQL_KEY})
+    conn.execute(text("INSERT INTO kvreg_meta (key, value) VALUES (:k, :v)"),
+                 {"k": ROLLUP_SQL_KEY, "v": one_quarter_sql(conn.dialect.name)})
 
 
 def sync_views(conn) -> bool:

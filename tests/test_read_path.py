@@ -178,6 +178,32 @@ def test_read_commands_do_not_import_sqlalchemy(current):
     assert '"kv_bytes_per_token": 131072' in out.stdout  # the capacity answer, as a sign the output is there
 
 
+def test_quarter_reads_do_not_import_the_declarations(current):
+    """`plan rollup --quarter` takes its query from kvreg_meta (stored with the views), and the reads that
+    filter by quarter use kvreg.figures.quarters: none of them imports the figure declarations."""
+    script = _NO_SQLA.replace('m.split(".")[0] in ("sqlalchemy", "sqlmodel", "alembic")',
+                              'm == "kvreg.figures.declarations"')
+    commands = [["plan", "rollup", "--quarter", "2026Q4", "--format", "json"], ["demand", "list", "--quarter", "2026Q4"],
+                ["plan", "show", "chat-llama3-8b", "--quarter", "2026Q4"], ["fleet", "list", "--quarter", "2026Q4"]]
+    out = subprocess.run([sys.executable, "-c", script, current, *("\x1f".join(c) for c in commands)],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stderr.count("\x1e") == len(commands)
+    assert '"gpu": "H100-SXM"' in out.stdout  # the rollup answered
+
+
+def test_the_stored_rollup_query_is_the_compiled_one(current):
+    from kvreg.figures.aggregates import ROLLUP_SQL_KEY, one_quarter_sql
+
+    assert db_read.ROLLUP_SQL_KEY == ROLLUP_SQL_KEY
+    c = _conn(current)
+    try:
+        stored = c.execute("SELECT value FROM kvreg_meta WHERE key = ?", (ROLLUP_SQL_KEY,)).fetchall()
+    finally:
+        c.close()
+    assert stored == [(one_quarter_sql("sqlite"),)]
+
+
 def test_full_path_loads_sqlalchemy(current):
     """The check above can fail: with KVREG_FULL_PATH set, the same reads load SQLAlchemy."""
     import os

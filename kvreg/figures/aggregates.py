@@ -158,6 +158,18 @@ def entered_quarters_sql() -> str:
             " FROM (SELECT quarter FROM demand UNION SELECT quarter FROM fleet) q")
 
 
+# `kvreg plan rollup --quarter Q`: the axis is the one quarter, given as parameters, so the query's text
+# does not depend on it. It is compiled with the views and kept beside them (kvreg_meta, ROLLUP_SQL_KEY):
+# an eligible registry answers it without importing the declarations (kvreg.db.read.rollup).
+ROLLUP_SQL_KEY = "rollup_quarter_sql"
+ONE_QUARTER_AXIS = "SELECT CAST(:quarter AS VARCHAR(6)) AS quarter, CAST(:quarter_index AS INTEGER) AS quarter_index"
+
+
+def one_quarter_sql(dialect: str = "sqlite") -> str:
+    """The aggregates in the quarter :quarter (index :quarter_index), GPU types with plans or GPUs only."""
+    return aggregate_sql(ONE_QUARTER_AXIS, dialect, only_active=True)
+
+
 def quarters_sql(quarters: list[str]) -> str:
     """An axis of given quarters (already validated YEARQn texts) for a horizon."""
     return " UNION ALL ".join(f"SELECT '{q}' AS quarter, {index_of_quarter(q)} AS quarter_index" for q in quarters)

@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, dependencies
-from .aggregates import aggregate_sql, entered_quarters_sql
+from .aggregates import ROLLUP_SQL_KEY, aggregate_sql, entered_quarters_sql, one_quarter_sql
 from .expr import PostgresCompiler, SqlCompiler
 from .fingerprint import figures_fingerprint
 from .quarters import quarter_index_sql, until_sql
@@ -411,8 +411,12 @@ def sync_views(conn) -> bool:
 
 
 def _record(conn, compiled: str) -> None:
-    conn.exec_driver_sql("DELETE FROM kvreg_meta WHERE key IN ('views_hash', 'views_source')")
-    for key, value in (("views_hash", compiled), ("views_source", source_key(conn.dialect.name, compiled))):
+    # The rollup's one-quarter query is compiled with the views and kept beside them, so it is
+    # current exactly when they are (the read path runs it without importing the declarations).
+    keys = ("views_hash", "views_source", ROLLUP_SQL_KEY)
+    conn.exec_driver_sql(f"DELETE FROM kvreg_meta WHERE key IN ({', '.join(_q(k) for k in keys)})")
+    for key, value in (("views_hash", compiled), ("views_source", source_key(conn.dialect.name, compiled)),
+                       (ROLLUP_SQL_KEY, one_quarter_sql(conn.dialect.name))):
         conn.exec_driver_sql(f"INSERT INTO kvreg_meta (key, value) VALUES ({_q(key)}, {_q(value)})")
 
 

@@ -25,9 +25,9 @@ from typing import Any
 from sqlalchemy import String, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from kvreg.db.read import SIZE_FIELDS
 from kvreg.db.tables import DTYPE_FIELDS, GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, Model, Plan
 from kvreg.errors import KvregError
-from kvreg.export.toml_text import SIZE_FIELDS, export_text, toml_string, toml_text, toml_value  # noqa: F401  (re-exported)
 from kvreg.sync_plans import _same
 
 # Apply order matters: models refer to dtypes, plans to models and GPUs, demand to plans, fleet to GPUs.

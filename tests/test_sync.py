@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvreg.sync import toml_string, toml_value
+from kvreg.export.toml_text import toml_string, toml_value
 
 GiB = 2**30
 

@@ -43,6 +43,9 @@ MODEL_COLUMNS = (
     "chunked_kv_heads", "chunked_head_dim", "k_eq_v_layers",
 )
 COLUMNS = {"dtype": DTYPE_COLUMNS, "gpu": GPU_COLUMNS, "model": MODEL_COLUMNS}
+# Columns a declaration file holds as text with a unit ("80GiB", "3350GB"): `kvreg export` writes
+# them so, `kvreg apply` refuses a bare number there.
+SIZE_FIELDS = ("memory_bytes", "memory_bandwidth_bytes_per_s")
 
 
 # --------------------------------------------------------------------------- the read path

@@ -7,10 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from kvreg.db.read import COLUMNS, DECLARED_KINDS, declared_entries, declared_rows
+from kvreg.db.read import COLUMNS, DECLARED_KINDS, SIZE_FIELDS, declared_entries, declared_rows
 from kvreg.units import format_size
-
-SIZE_FIELDS = ("memory_bytes", "memory_bandwidth_bytes_per_s")  # text with a unit: "80GiB", "3350GB"
 
 _HEADER = (
     "# kvreg registry: dtypes, GPUs, models, plans (with their workload mix), demand and fleet.\n"

@@ -13,10 +13,12 @@ Migrations with data are in test_migration_data.py, bad input in test_battery.py
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -26,6 +28,7 @@ import pytest
 from conftest import HF_CONFIGS, Kvreg, registry_state
 from sqlalchemy import text
 
+import kvreg
 from kvreg.db.engine import RegistryError, make_engine, open_registry
 
 FUTURE = "ffff0002future"
@@ -622,6 +625,25 @@ def test_a_writer_that_waited_in_vain_stops_in_one_line_and_writes_nothing(tmp_p
 # =========================================================================== issue 21: one line, not a traceback
 
 
+@contextlib.contextmanager
+def _reachable_by_others(paths: list[Path]):
+    """Let another user reach `paths` (search permission on each folder above them that lacks it),
+    restored afterwards: a checkout under a private folder (mktemp -d makes one 0700) cannot be run
+    by the unprivileged user otherwise."""
+    changed = {}
+    for path in paths:
+        for folder in path.resolve().parents:
+            mode = folder.stat().st_mode
+            if not mode & stat.S_IXOTH and folder not in changed:
+                changed[folder] = mode
+                folder.chmod(stat.S_IMODE(mode) | stat.S_IXOTH)
+    try:
+        yield
+    finally:
+        for folder, mode in changed.items():
+            folder.chmod(stat.S_IMODE(mode))
+
+
 def test_a_read_only_registry_can_be_read_and_refuses_writes_in_one_line(tmp_path):
     """A registry in a folder the user cannot write (run as an unprivileged user: root writes anyway)."""
     import shutil as sh
@@ -641,8 +663,9 @@ def test_a_read_only_registry_can_be_read_and_refuses_writes_in_one_line(tmp_pat
         as_user = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"] if os.geteuid() == 0 else []
 
         def run(*args):
-            return subprocess.run([*as_user, *kvreg_command(), "--db", url, *args], capture_output=True, text=True,
-                                  timeout=120)
+            with _reachable_by_others([Path(kvreg_command()[0]), Path(kvreg.__file__)] if as_user else []):
+                return subprocess.run([*as_user, *kvreg_command(), "--db", url, *args], capture_output=True,
+                                      text=True, timeout=120)
 
         listed = run("gpu", "list", "--format", "json")
         assert listed.returncode == 0, listed.stderr

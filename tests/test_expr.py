@@ -70,15 +70,15 @@ class Case:
 
 DIV_SQLITE = "((a) * 1.0 / NULLIF(b, 0))"
 DIV_PG = "(CAST(a AS DOUBLE PRECISION) / NULLIF(b, 0))"
-FLOOR_SQLITE = "(CAST(a AS INTEGER) - (CASE WHEN a < CAST(a AS INTEGER) THEN 1 ELSE 0 END))"
-CEIL_SQLITE = "(CAST(a AS INTEGER) + (CASE WHEN a > CAST(a AS INTEGER) THEN 1 ELSE 0 END))"
+FLOOR_SQLITE = "(CAST(a AS INTEGER) - (a < CAST(a AS INTEGER)))"
+CEIL_SQLITE = "(CAST(a AS INTEGER) + (a > CAST(a AS INTEGER)))"
 LEAST_SQL = "(CASE WHEN b IS NULL OR a <= b THEN a ELSE b END)"
 GREATEST_SQL = "(CASE WHEN b IS NULL OR a >= b THEN a ELSE b END)"
 LT_SQL = "(CASE WHEN a < b THEN 1 ELSE 0 END)"
 FMT2_SQLITE = "(CASE WHEN a IS NULL THEN NULL ELSE printf('%.2f', a) END)"
 FMT2_PG = "TRIM(TO_CHAR(CAST(a AS NUMERIC), 'FM999999999999990.00'))"
 FLOORDIV_SQLITE = (
-    f"(CAST({DIV_SQLITE} AS INTEGER) - (CASE WHEN {DIV_SQLITE} < CAST({DIV_SQLITE} AS INTEGER) THEN 1 ELSE 0 END))"
+    f"(CAST({DIV_SQLITE} AS INTEGER) - ({DIV_SQLITE} < CAST({DIV_SQLITE} AS INTEGER)))"
 )
 BLOCK_DIV_SQLITE = "((a) * 1.0 / NULLIF(16, 0))"
 
@@ -105,8 +105,7 @@ CASES = [
          f"CAST(FLOOR({DIV_PG}) AS BIGINT)", "INT((a/b))", -4),
     # Paged KV: 1,500 tokens take ceil(1500 / 16) = 94 blocks = 1,504 tokens.
     Case("round up to blocks", ceil(a / 16) * 16, {"a": 1500, "b": 0},
-         f"((CAST({BLOCK_DIV_SQLITE} AS INTEGER) + (CASE WHEN {BLOCK_DIV_SQLITE} > CAST({BLOCK_DIV_SQLITE} AS INTEGER)"
-         " THEN 1 ELSE 0 END)) * 16)",
+         f"((CAST({BLOCK_DIV_SQLITE} AS INTEGER) + ({BLOCK_DIV_SQLITE} > CAST({BLOCK_DIV_SQLITE} AS INTEGER))) * 16)",
          "(CAST(CEIL((CAST(a AS DOUBLE PRECISION) / NULLIF(CAST(16 AS BIGINT), 0))) AS BIGINT) * CAST(16 AS BIGINT))",
          "(-INT(-((a/16))) * 16)", 1504),
     # ---- arithmetic and typed literals (PostgreSQL: BIGINT and DOUBLE PRECISION, never REAL)
@@ -129,20 +128,20 @@ CASES = [
     Case("not equal", a.ne(b), {"a": 4, "b": 4}, "(CASE WHEN a <> b THEN 1 ELSE 0 END)",
          "(CASE WHEN a <> b THEN 1 ELSE 0 END)", "IF(a<>b,1,0)", 0),
     Case("if", if_(a > b, a, b), {"a": 2, "b": 9},
-         "(CASE WHEN ((CASE WHEN a > b THEN 1 ELSE 0 END)) <> 0 THEN a ELSE b END)",
-         "(CASE WHEN ((CASE WHEN a > b THEN 1 ELSE 0 END)) <> 0 THEN a ELSE b END)", "IF(IF(a>b,1,0)<>0,a,b)", 9),
+         "(CASE WHEN (a > b) THEN a ELSE b END)",
+         "(CASE WHEN (a > b) THEN a ELSE b END)", "IF(IF(a>b,1,0)<>0,a,b)", 9),
     Case("if, NULL condition takes else", if_(a, 1, 2), {"a": None, "b": 0},
          "(CASE WHEN (a) <> 0 THEN 1 ELSE 2 END)",
          "(CASE WHEN (a) <> 0 THEN CAST(1 AS BIGINT) ELSE CAST(2 AS BIGINT) END)",
          "IF(a<>0,1,2)", 2),
-    Case("and", and_(a, b), {"a": 1, "b": 0}, "(CASE WHEN (a) <> 0 AND (b) <> 0 THEN 1 ELSE 0 END)",
-         "(CASE WHEN (a) <> 0 AND (b) <> 0 THEN 1 ELSE 0 END)", "IF(AND(a<>0,b<>0),1,0)", 0),
-    Case("and, NULL", and_(a, b), {"a": 1, "b": None}, "(CASE WHEN (a) <> 0 AND (b) <> 0 THEN 1 ELSE 0 END)",
-         "(CASE WHEN (a) <> 0 AND (b) <> 0 THEN 1 ELSE 0 END)", "IF(AND(a<>0,b<>0),1,0)", 0),
-    Case("or", or_(a, b), {"a": 0, "b": 2}, "(CASE WHEN (a) <> 0 OR (b) <> 0 THEN 1 ELSE 0 END)",
-         "(CASE WHEN (a) <> 0 OR (b) <> 0 THEN 1 ELSE 0 END)", "IF(OR(a<>0,b<>0),1,0)", 1),
-    Case("not", not_(a), {"a": 0, "b": 0}, "(CASE WHEN (a) <> 0 THEN 0 ELSE 1 END)",
-         "(CASE WHEN (a) <> 0 THEN 0 ELSE 1 END)", "IF(a<>0,0,1)", 1),
+    Case("and", and_(a, b), {"a": 1, "b": 0}, "(CASE WHEN ((a) <> 0 AND (b) <> 0) THEN 1 ELSE 0 END)",
+         "(CASE WHEN ((a) <> 0 AND (b) <> 0) THEN 1 ELSE 0 END)", "IF(AND(a<>0,b<>0),1,0)", 0),
+    Case("and, NULL", and_(a, b), {"a": 1, "b": None}, "(CASE WHEN ((a) <> 0 AND (b) <> 0) THEN 1 ELSE 0 END)",
+         "(CASE WHEN ((a) <> 0 AND (b) <> 0) THEN 1 ELSE 0 END)", "IF(AND(a<>0,b<>0),1,0)", 0),
+    Case("or", or_(a, b), {"a": 0, "b": 2}, "(CASE WHEN ((a) <> 0 OR (b) <> 0) THEN 1 ELSE 0 END)",
+         "(CASE WHEN ((a) <> 0 OR (b) <> 0) THEN 1 ELSE 0 END)", "IF(OR(a<>0,b<>0),1,0)", 1),
+    Case("not", not_(a), {"a": 0, "b": 0}, "(CASE WHEN (NOT (a) <> 0) THEN 1 ELSE 0 END)",
+         "(CASE WHEN (NOT (a) <> 0) THEN 1 ELSE 0 END)", "IF(a<>0,0,1)", 1),
     # ---- NULL handling
     Case("isnull", isnull(a), {"a": None, "b": 0}, "(CASE WHEN a IS NULL THEN 1 ELSE 0 END)",
          "(CASE WHEN a IS NULL THEN 1 ELSE 0 END)", 'IF(ISBLANK(a),1,IF(a="",1,0))', 1),

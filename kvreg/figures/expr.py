@@ -239,17 +239,29 @@ class SqlCompiler(_Compiler):
     def compare(self, op, a, b):
         return f"(CASE WHEN {a} {op} {b} THEN 1 ELSE 0 END)"
 
-    def f_if(self, c, t, o):
-        return f"(CASE WHEN ({c}) <> 0 THEN {t} ELSE {o} END)"
+    # A condition (if's test, and/or/not's operands) is compiled as an SQL condition, not as a 0/1
+    # value tested with `<> 0`: a comparison is `a < b`, isnull is `x IS NULL`, and/or/not nest
+    # without a CASE each. Only the WHEN sees it, where NULL and false act alike, so the value is
+    # the same; the text is shorter, and every connection parses the views' text and prepares
+    # their expression trees again (about half the time of a plan command).
+    def condition(self, e: Expr) -> str:
+        if isinstance(e, Op) and e.op in ("<", "<=", ">", ">=", "=", "<>"):
+            return f"({self.compile(e.a)} {e.op} {self.compile(e.b)})"
+        if isinstance(e, Func) and e.name in ("and", "or"):
+            return "(" + f" {e.name.upper()} ".join(self.condition(x) for x in e.args) + ")"
+        if isinstance(e, Func) and e.name == "not":
+            return f"(NOT {self.condition(e.args[0])})"
+        if isinstance(e, Func) and e.name == "isnull":
+            return f"({self.compile(e.args[0])} IS NULL)"
+        return f"({self.compile(e)}) <> 0"
 
-    def f_and(self, *xs):
-        return "(CASE WHEN " + " AND ".join(f"({x}) <> 0" for x in xs) + " THEN 1 ELSE 0 END)"
-
-    def f_or(self, *xs):
-        return "(CASE WHEN " + " OR ".join(f"({x}) <> 0" for x in xs) + " THEN 1 ELSE 0 END)"
-
-    def f_not(self, x):
-        return f"(CASE WHEN ({x}) <> 0 THEN 0 ELSE 1 END)"
+    def compile(self, e: Expr) -> str:
+        if isinstance(e, Func) and e.name == "if":
+            c, t, o = e.args
+            return f"(CASE WHEN {self.condition(c)} THEN {self.compile(t)} ELSE {self.compile(o)} END)"
+        if isinstance(e, Func) and e.name in ("and", "or", "not"):
+            return f"(CASE WHEN {self.condition(e)} THEN 1 ELSE 0 END)"
+        return super().compile(e)
 
     def f_isnull(self, x):
         return f"(CASE WHEN {x} IS NULL THEN 1 ELSE 0 END)"
@@ -266,11 +278,12 @@ class SqlCompiler(_Compiler):
         return f"(CASE WHEN {b} IS NULL OR {a} >= {b} THEN {a} ELSE {b} END)"
 
     def f_floor(self, x):
-        # CAST truncates toward zero in SQLite; step down for negative non-integers.
-        return f"(CAST({x} AS INTEGER) - (CASE WHEN {x} < CAST({x} AS INTEGER) THEN 1 ELSE 0 END))"
+        # CAST truncates toward zero in SQLite; step down for negative non-integers (a comparison
+        # is 0 or 1 there; NULL stays NULL, as NULL + 0 was).
+        return f"(CAST({x} AS INTEGER) - ({x} < CAST({x} AS INTEGER)))"
 
     def f_ceil(self, x):
-        return f"(CAST({x} AS INTEGER) + (CASE WHEN {x} > CAST({x} AS INTEGER) THEN 1 ELSE 0 END))"
+        return f"(CAST({x} AS INTEGER) + ({x} > CAST({x} AS INTEGER)))"
 
     def f_mod(self, a, b):
         return f"({a} % NULLIF({b}, 0))"

@@ -8,8 +8,8 @@ figure is the formula compiled from its declaration in `kvreg.figures.declaratio
 declaration the SQL views compile, stored with the value the views computed (so a reader that
 does not recalculate shows the same numbers). Nothing here computes a figure: the stored
 results are read from the views, and edits recompute in Excel or LibreOffice. See
-docs/workbook.md. `kvreg apply` reads the inputs back (kvreg.importers.workbook, driven by
-EDITABLE below).
+docs/workbook.md. `kvreg apply` reads the inputs back (kvreg.importers.workbook, driven by its
+EDITABLE).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -153,77 +153,6 @@ def _converted_columns(t: Table, name: str, *, validation=None) -> str:
                else f"=ROUND({shown}{ROW}*{conv.factor},0)")
     return t.add(Column(name, "lookup", decl.unit, decl.kind, f"{decl.meaning} (from the {conv.unit} column)",
                         formula=formula))
-
-
-# --------------------------------------------------------------------------- what `kvreg apply` reads back
-
-
-@dataclass(frozen=True)
-class Editable:
-    """A sheet whose input columns `kvreg apply` reads back. `keys` are the columns naming a row
-    and, for each, (SQL naming it in `table`'s rows, SQL matching it in a WHERE clause with the
-    parameter of the same name); `columns` maps a workbook column to the registry field it sets,
-    `convert` turns a cell into the registry's unit, `checks` a field's value into a valid one
-    (kvreg.importers.workbook.CHECKS names). `insert`: SQL adding a row the registry lacks
-    (parameters: the keys and the field), or None when such a row is refused.
-
-    `write`: the registry's own writer for a field (the Fleet sheet's, kvreg.fleet.set_fleet)."""
-
-    sheet: str
-    what: str  # how a diff line names the row: "plan", "gpu", "class"
-    table: str
-    keys: dict[str, tuple[str, str]]
-    columns: dict[str, str]  # workbook column -> registry field
-    checks: dict[str, str]  # registry field -> check name
-    convert: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
-    insert: str | None = None
-    # write(conn, keys, field, value): set one field through the registry's own API (validation
-    # included) instead of the plain UPDATE / insert; adds the row when it is missing.
-    write: Callable[[Any, dict, str, Any], None] | None = None
-
-
-def _write_fleet(conn, keys: dict, fld: str, value) -> None:
-    """One fleet count or price from the workbook, through kvreg.fleet.set_fleet (its checks and
-    its insert-or-update), keeping the entry's other fields."""
-    from kvreg.fleet import set_fleet
-
-    row = conn.execute(text(
-        "SELECT f.gpus_owned, f.gpus_reserved, f.reserved_price_per_hour FROM fleet f JOIN gpu g ON g.id = f.gpu_id"
-        " WHERE g.name = :gpu AND f.quarter = :quarter"), keys).mappings().first()
-    current = dict(row) if row else {"gpus_owned": 0, "gpus_reserved": 0, "reserved_price_per_hour": None}
-    current[fld] = value
-    set_fleet(conn, keys["gpu"], keys["quarter"], current["gpus_owned"], current["gpus_reserved"],
-              current["reserved_price_per_hour"])
-
-
-_PLAN_ID = "(SELECT id FROM plan WHERE name = :plan)"
-EDITABLE = [
-    Editable("Demand", "plan", "demand",
-             {"plan": ("(SELECT name FROM plan WHERE plan.id = demand.plan_id)", f"plan_id = {_PLAN_ID}"),
-              "quarter": ("quarter", "quarter = :quarter")},
-             {"users": "users"}, {"users": "users"},
-             insert=f"INSERT INTO demand (plan_id, quarter, users) VALUES ({_PLAN_ID}, :quarter, :users)"),
-    Editable("Plan detail", "plan", "plan", {"plan": ("name", "name = :plan")},
-             {"reserve": "reserve"}, {"reserve": "reserve"}),
-    Editable("Workload", "class", "workload_class",
-             {"plan": ("(SELECT name FROM plan WHERE plan.id = workload_class.plan_id)", f"plan_id = {_PLAN_ID}"),
-              "workload_class": ("name", "name = :workload_class")},
-             {"share": "share", "class_tokens": "avg_tokens"}, {"share": "share", "avg_tokens": "tokens"}),
-    Editable("GPUs", "gpu", "gpu", {"gpu": ("name", "name = :gpu")},
-             {"price_per_hour": "price_per_hour", "unit_price": "unit_price",
-              "memory_gib_input": "memory_bytes", "memory_bandwidth_gb_per_s_input": "memory_bandwidth_bytes_per_s"},
-             {"price_per_hour": "price", "unit_price": "price", "memory_bytes": "bytes",
-              "memory_bandwidth_bytes_per_s": "bytes_or_none"},
-             {"memory_gib_input": CONVERTED["memory_bytes"].to_registry,
-              "memory_bandwidth_gb_per_s_input": CONVERTED["memory_bandwidth_bytes_per_s"].to_registry}),
-    Editable("Fleet", "fleet", "fleet",
-             {"gpu": ("(SELECT name FROM gpu WHERE gpu.id = fleet.gpu_id)", "gpu_id = (SELECT id FROM gpu WHERE name = :gpu)"),
-              "quarter": ("quarter", "quarter = :quarter")},
-             {"gpus_owned": "gpus_owned", "gpus_reserved": "gpus_reserved",
-              "reserved_price_per_hour": "reserved_price_per_hour"},
-             {"gpus_owned": "count_or_zero", "gpus_reserved": "count_or_zero", "reserved_price_per_hour": "price"},
-             write=_write_fleet),
-]
 
 
 def write_workbook(conn, path, quarter: str, *, generated_at: str | None = None, asked: dict | None = None) -> None:

@@ -325,6 +325,181 @@ def gather(conn, quarter: str, *, generated_at: str, registry_url: str, asked: d
     }
 
 
+# --------------------------------------------------------------------------- the workbook's data
+
+
+# (model, GPU) pairs of the workbook's Context sweep: four rows each, about 130 formulas a row. The
+# Markdown report's sweep covers more (kvreg.capacity.SWEEP_MAX_PAIRS); the workbook keeps the pairs a
+# chart can show and a person can page through, so a large registry's workbook is not mostly sweep.
+WORKBOOK_SWEEP_PAIRS = 48
+# The workbook's Models sheet shows the KV figures in these dtypes (each editable per row).
+WORKBOOK_KV_DTYPES = ("bf16", "fp8")
+
+
+def registry_id(conn) -> str:
+    """The registry's identity (kvreg_meta.registry_id, made when it was first opened)."""
+    from kvreg.db.read import runner
+
+    rows = runner(conn).rows("SELECT value FROM kvreg_meta WHERE key = 'registry_id'")
+    return rows[0]["value"] if rows else ""
+
+
+def _view_with_inputs(conn, grain: str, key, where: str = "", params: dict | None = None) -> dict:
+    """Each row of a grain's view with its source's columns (the inputs it was computed from);
+    `where`: only the rows this condition on the view's (and its source's) columns keeps."""
+    from kvreg.db.read import runner
+    from kvreg.figures.views import GRAIN
+
+    run = runner(conn)
+    cond = f" WHERE {where}" if where else ""
+    source = {key(r): r for r in run.rows(f"SELECT * FROM ({GRAIN[grain].source}) s{cond}", params)}
+    return {key(r): {**source.pop(key(r), {}), **r} for r in run.rows(f"SELECT * FROM {grain}{cond}", params)}
+
+
+def _workbook_kv_dtypes(dtypes: list[dict]) -> list[str]:
+    kv = [d["name"] for d in dtypes if d["kind"] in ("kv", "both")]
+    return [d for d in WORKBOOK_KV_DTYPES if d in kv] or kv[:1]
+
+
+def _workbook_registry(conn) -> dict:
+    """The registry's inputs (tables) and, for the values the workbook's formulas store, its views."""
+    from kvreg.db.read import list_dtypes, list_gpus, list_models, runner
+    from kvreg.figures.declarations import FIGURES
+
+    run = runner(conn)
+    plans = run.rows("SELECT p.name AS plan, m.name AS model, g.name AS gpu, p.* FROM plan p"
+                     " JOIN model m ON m.id = p.model_id JOIN gpu g ON g.id = p.gpu_id ORDER BY p.name")
+    demand = run.rows("SELECT p.name AS plan, d.quarter AS quarter, d.users AS users FROM demand d"
+                      " JOIN plan p ON p.id = d.plan_id ORDER BY d.quarter, p.name")
+    classes = run.rows("SELECT p.name AS plan, wc.name AS workload_class, wc.avg_tokens AS class_tokens,"
+                       " wc.share AS share FROM workload_class wc JOIN plan p ON p.id = wc.plan_id ORDER BY p.name, wc.id")
+    fleet = run.rows("SELECT g.name AS gpu, f.quarter AS quarter, f.gpus_owned AS gpus_owned,"
+                     " f.gpus_reserved AS gpus_reserved, f.reserved_price_per_hour AS reserved_price_per_hour"
+                     " FROM fleet f JOIN gpu g ON g.id = f.gpu_id ORDER BY f.quarter, g.name")
+    capacity = _view_with_inputs(conn, "plan_capacity", lambda r: r["plan"])
+    for p in plans:
+        p.pop("name", None)
+        p.update({k: v for k, v in capacity.get(p["plan"], {}).items() if k not in p or k in FIGURES})
+    by_class = _view_with_inputs(conn, "plan_class", lambda r: (r["plan"], r["workload_class"]))
+    for c in classes:
+        c.update({**capacity.get(c["plan"], {}), **by_class.get((c["plan"], c["workload_class"]), {}), **c})
+    by_quarter = _view_with_inputs(conn, "plan_quarter", lambda r: (r["plan"], r["quarter"]))
+    for d in demand:
+        d.update({**by_quarter.get((d["plan"], d["quarter"]), {}), **d})
+    procurement = {(r["gpu"], r["quarter"]): r for r in run.rows("SELECT * FROM procurement")}
+    dtypes = list_dtypes(conn)
+    blocks = _workbook_kv_dtypes(dtypes)
+    return {"dtypes": dtypes, "gpus": list_gpus(conn), "models": list_models(conn),
+            "plans": plans, "classes": classes, "demand": demand, "fleet": fleet, "procurement": procurement,
+            "kv_blocks": blocks,
+            # Only the KV dtypes the Models sheet shows (a registry of 10,000 models has 14 rows each).
+            "model_kv": _view_with_inputs(conn, "model_kv", lambda r: (r["model"], r["kv_dtype"]),
+                                          "kv_dtype IN (" + ", ".join(f":d{i}" for i in range(len(blocks))) + ")",
+                                          {f"d{i}": d for i, d in enumerate(blocks)}) if blocks else {},
+            "registry_id": registry_id(conn)}
+
+
+def _workbook_quarters(entries: list[dict], quarter: str, ahead: int = 4) -> list[str]:
+    """The quarters the workbook's drop-downs offer: those with demand or fleet entries, the
+    workbook's, and `ahead` more."""
+    have = sorted({d["quarter"] for d in entries} | {quarter})
+    year, q = int(have[-1][:4]), int(have[-1][5])
+    for _ in range(ahead):
+        year, q = (year + 1, 1) if q == 4 else (year, q + 1)
+        have.append(f"{year}Q{q}")
+    return have[-20:]  # a list's text is limited to 255 characters
+
+
+def _workbook_aggregates(conn, data: dict, quarter: str) -> None:
+    """The declared aggregates (the procurement rollup, carry-forward included) for the Summary's
+    quarter and for each quarter of its per-quarter block, read through the same compiled SQL as
+    the `procurement` view: the values the Summary's formulas store. Also each Demand and Fleet
+    entry's in-force flags (the values of their helper columns)."""
+    from kvreg.db.read import dialect, runner
+    from kvreg.figures.aggregates import aggregate_sql, index_of_quarter, quarters_sql
+
+    block = sorted({q for (_g, q) in data["procurement"]} | {quarter})
+    data["block_quarters"] = block
+    rows = runner(conn).rows(aggregate_sql(quarters_sql(block), dialect(conn), every_gpu=True))
+    data["aggregates"] = {(r["gpu"], r["quarter"]): r for r in rows}
+    q = index_of_quarter(quarter)
+    for entries, key in ((data["demand"], "plan"), (data["fleet"], "gpu")):
+        starts: dict = {}
+        for e in entries:
+            e["quarter_index"] = index_of_quarter(e["quarter"])
+            starts.setdefault(e[key], []).append(e["quarter_index"])
+        for e in entries:
+            def held(at: int, e=e) -> int:
+                qi = e["quarter_index"]
+                return int(qi <= at and not any(qi < s <= at for s in starts[e[key]]))
+            # The quarter before is the index before, as the declared aggregates (quarter="previous")
+            # and the previous_quarter_in_force formula (Summary!$B$3-1) take it.
+            e["in_force"], e["previous_quarter_in_force"] = held(q), held(q - 1)
+            for bq in block:
+                e[f"in_force_{bq}"] = held(index_of_quarter(bq))
+
+
+def _workbook_sweep(conn, data: dict, asked: dict | None = None) -> list[dict]:
+    """Model x GPU x context for the models and GPUs the plans use, one TP per model and GPU
+    (kvreg.capacity.sweep: the smallest that holds the weights and a sequence at the shortest
+    context), at most WORKBOOK_SWEEP_PAIRS (model, GPU) pairs: every GPU the plans use (first by
+    name) and as many models as leaves room for, the ones most plans use first (then by name).
+    Without plans: the registry's models on the capacity question's default GPU (the first GPU if
+    that one is gone)."""
+    from kvreg.capacity import Question, sweep
+
+    q = Question(contexts=list(SWEEP_CONTEXTS), kv_dtypes=[SWEEP_KV_DTYPE], tp="auto")
+    if data["plans"]:
+        uses: dict[str, int] = {}
+        for p in data["plans"]:
+            uses[p["model"]] = uses.get(p["model"], 0) + 1
+        q.models = sorted(uses, key=lambda m: (-uses[m], m))
+        q.gpus = sorted({p["gpu"] for p in data["plans"]})
+    else:
+        names = [g["name"] for g in data["gpus"]]
+        q.models = [m["name"] for m in data["models"]]
+        q.gpus = [g for g in q.gpus if g in names] or names[:1]
+    q.gpus = q.gpus[:WORKBOOK_SWEEP_PAIRS]
+    q.models = q.models[:max(1, WORKBOOK_SWEEP_PAIRS // max(1, len(q.gpus)))]
+    if not q.models or not q.gpus:
+        return []
+    asked = {} if asked is None else asked
+    key = "sweep:" + repr(q)
+    if key not in asked:
+        asked[key] = sweep(conn, q)
+    return [dict(r) for r in asked[key]]
+
+
+def workbook_data(conn, quarter: str, *, generated_at: str | None = None, asked: dict | None = None) -> dict:
+    """Everything the workbook for `quarter` (``2026Q4``) shows, read from the registry: its
+    inputs, the views' values its formulas store, the Context sweep's answers and the provenance;
+    kvreg.export.xlsx.write_workbook renders it. `asked`: answers to capacity questions already
+    asked on this connection, by repr(question) (the report passes its context sweep's, often the
+    same question as the workbook's); the workbook adds its own."""
+    from kvreg.db.read import current_revision, dialect
+    from kvreg.figures.views import views_hash
+
+    quarter = parse_quarter(quarter)
+    data = _workbook_registry(conn)
+    data["quarter"] = quarter
+    data["generated_at"] = generated_at or dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    data["quarters"] = _workbook_quarters(data["demand"] + data["fleet"], quarter)
+    _workbook_aggregates(conn, data, quarter)
+    data["sweep"] = _workbook_sweep(conn, data, asked)
+    data["schema_revision"] = current_revision(conn)
+    data["declarations_hash"] = views_hash(dialect(conn))
+    return data
+
+
+def write_workbook(conn, path, quarter: str, *, generated_at: str | None = None, asked: dict | None = None) -> None:
+    """Write the finance workbook for `quarter` (``2026Q4``) to `path`: workbook_data, rendered by
+    kvreg.export.xlsx.write_workbook. `conn` is a connection to an opened registry; the same
+    registry, quarter and `generated_at` give the same bytes."""
+    from kvreg.export.xlsx import write_workbook as render
+
+    render(workbook_data(conn, quarter, generated_at=generated_at, asked=asked), path)
+
+
 # --------------------------------------------------------------------------- quarter over quarter
 
 
@@ -594,8 +769,6 @@ def _write_files(conn, folder: Path, data: dict, formats: tuple[str, ...], asked
         md = render({"data": data, "charts": charts})
         (folder / "capacity.md").write_text(md, encoding="utf-8", newline="\n")
     if "xlsx" in formats:
-        from kvreg.export.xlsx import write_workbook
-
         # The report's own time, so the workbook is as repeatable as the other files.
         write_workbook(conn, folder / "capacity.xlsx", data["quarter"], generated_at=data["provenance"]["generated_at"],
                        asked=asked)

@@ -417,7 +417,7 @@ def registry(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def written(registry, tmp_path_factory) -> Path:
-    from kvreg.export.xlsx import write_workbook
+    from kvreg.report import write_workbook
 
     path = tmp_path_factory.mktemp("book") / "capacity.xlsx"
     with registry.connect() as conn:
@@ -649,7 +649,7 @@ def test_sweep_keeps_one_tp_along_a_model_and_gpu(written):
 
 
 def test_same_registry_same_bytes(registry, written, tmp_path):
-    from kvreg.export.xlsx import write_workbook
+    from kvreg.report import write_workbook
 
     again = tmp_path / "capacity.xlsx"
     with registry.connect() as conn:
@@ -660,7 +660,7 @@ def test_same_registry_same_bytes(registry, written, tmp_path):
 
 def test_bad_quarter_writes_nothing(registry, tmp_path):
     from kvreg.errors import user_error_types
-    from kvreg.export.xlsx import write_workbook
+    from kvreg.report import write_workbook
 
     with registry.connect() as conn, pytest.raises(user_error_types(), match="2026-13"):
         write_workbook(conn, tmp_path / "x.xlsx", "2026-13")
@@ -688,7 +688,7 @@ def test_seeded_workbook_prints_to_at_most_30_pages(engine, tmp_path):
     """The seeded registry's workbook through LibreOffice to PDF (pages counted in the PDF's page tree)."""
     import subprocess
 
-    from kvreg.export.xlsx import write_workbook
+    from kvreg.report import write_workbook
 
     _need_libreoffice()
     path = tmp_path / "capacity.xlsx"
@@ -808,13 +808,13 @@ def test_sweep_sheet_asks_about_at_most_sweep_pairs_model_gpu_pairs(engine, monk
     """With the cap lowered to 2 pairs, the seeded plans' 2 GPUs leave room for 2 // 2 = 1 model:
     the one most plans use (Llama-3-8B: chat, docs and mixed) -> 1 model x 2 GPUs x 4 contexts = 8
     sweep rows. At the default cap (48 pairs) the seeded plans' 4 models x 2 GPUs all fit: 32 rows."""
-    import kvreg.export.xlsx as xlsx
+    import kvreg.report as report
 
     with engine.connect() as conn:
-        data = xlsx._read_registry(conn)
-        full = xlsx._sweep_rows(conn, data)
-        monkeypatch.setattr(xlsx, "SWEEP_PAIRS", 2)
-        rows = xlsx._sweep_rows(conn, data)
+        data = report._workbook_registry(conn)
+        full = report._workbook_sweep(conn, data)
+        monkeypatch.setattr(report, "WORKBOOK_SWEEP_PAIRS", 2)
+        rows = report._workbook_sweep(conn, data)
     plan_gpus = sorted({p["gpu"] for p in data["plans"]})
     assert plan_gpus == ["H100-SXM", "H200"]
     assert [p["model"] for p in data["plans"]].count("Llama-3-8B") == 3

@@ -6,10 +6,11 @@ Dtypes, Context sweep, Assumptions. Inputs (the registry's rows and the plans' s
 plain values in the input style; lookups fetch them across sheets with INDEX/MATCH; every
 figure is the formula compiled from its declaration in `kvreg.figures.declarations`, the same
 declaration the SQL views compile, stored with the value the views computed (so a reader that
-does not recalculate shows the same numbers). Nothing here computes a figure: the stored
-results are read from the views, and edits recompute in Excel or LibreOffice. See
-docs/workbook.md. `kvreg apply` reads the inputs back (kvreg.importers.workbook, driven by
-EDITABLE below).
+does not recalculate shows the same numbers). Nothing here computes a figure or reads the
+registry: kvreg.report.workbook_data reads its inputs from the tables and the stored results from
+the views, and edits recompute in Excel or LibreOffice. See
+docs/workbook.md. `kvreg apply` reads the inputs back (kvreg.importers.workbook, driven by its
+EDITABLE).
 """
 
 from __future__ import annotations
@@ -17,11 +18,9 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
-
-from sqlalchemy import text
 
 from kvreg.export.excel_layout import (
     FIRST_ROW,
@@ -61,12 +60,6 @@ from kvreg.figures.labels import label
 
 SHEETS = ["Read me", "Summary", "Plans", "Plan detail", "Workload", "Demand", "Fleet", "Models", "GPUs", "Dtypes",
           "Context sweep", "Assumptions"]
-SWEEP_CONTEXTS = (8192, 32768, 131072, 1000000)
-# (model, GPU) pairs of the Context sweep: four rows each, about 130 formulas a row. The Markdown
-# report's sweep covers more (kvreg.capacity.SWEEP_MAX_PAIRS); the workbook keeps the pairs a chart
-# can show and a person can page through, so a large registry's workbook is not mostly sweep.
-SWEEP_PAIRS = 48
-KV_BLOCKS = ("bf16", "fp8")  # the Models sheet shows the KV figures in these dtypes (each editable per row)
 DEFAULT_RESERVE_CELL = "Assumptions!$B$3"
 QUARTER_CELL = "Summary!$B$1"
 FUNCTIONS_USED = ("INDEX", "MATCH", "IF", "AND", "OR", "ISBLANK", "MIN", "MAX", "INT", "MOD", "FIXED",
@@ -155,96 +148,18 @@ def _converted_columns(t: Table, name: str, *, validation=None) -> str:
                         formula=formula))
 
 
-# --------------------------------------------------------------------------- what `kvreg apply` reads back
+def write_workbook(data: dict, path) -> None:
+    """Write the finance workbook that `data` describes to `path`.
 
-
-@dataclass(frozen=True)
-class Editable:
-    """A sheet whose input columns `kvreg apply` reads back. `keys` are the columns naming a row
-    and, for each, (SQL naming it in `table`'s rows, SQL matching it in a WHERE clause with the
-    parameter of the same name); `columns` maps a workbook column to the registry field it sets,
-    `convert` turns a cell into the registry's unit, `checks` a field's value into a valid one
-    (kvreg.importers.workbook.CHECKS names). `insert`: SQL adding a row the registry lacks
-    (parameters: the keys and the field), or None when such a row is refused.
-
-    `write`: the registry's own writer for a field (the Fleet sheet's, kvreg.fleet.set_fleet)."""
-
-    sheet: str
-    what: str  # how a diff line names the row: "plan", "gpu", "class"
-    table: str
-    keys: dict[str, tuple[str, str]]
-    columns: dict[str, str]  # workbook column -> registry field
-    checks: dict[str, str]  # registry field -> check name
-    convert: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
-    insert: str | None = None
-    # write(conn, keys, field, value): set one field through the registry's own API (validation
-    # included) instead of the plain UPDATE / insert; adds the row when it is missing.
-    write: Callable[[Any, dict, str, Any], None] | None = None
-
-
-def _write_fleet(conn, keys: dict, fld: str, value) -> None:
-    """One fleet count or price from the workbook, through kvreg.fleet.set_fleet (its checks and
-    its insert-or-update), keeping the entry's other fields."""
-    from kvreg.fleet import set_fleet
-
-    row = conn.execute(text(
-        "SELECT f.gpus_owned, f.gpus_reserved, f.reserved_price_per_hour FROM fleet f JOIN gpu g ON g.id = f.gpu_id"
-        " WHERE g.name = :gpu AND f.quarter = :quarter"), keys).mappings().first()
-    current = dict(row) if row else {"gpus_owned": 0, "gpus_reserved": 0, "reserved_price_per_hour": None}
-    current[fld] = value
-    set_fleet(conn, keys["gpu"], keys["quarter"], current["gpus_owned"], current["gpus_reserved"],
-              current["reserved_price_per_hour"])
-
-
-_PLAN_ID = "(SELECT id FROM plan WHERE name = :plan)"
-EDITABLE = [
-    Editable("Demand", "plan", "demand",
-             {"plan": ("(SELECT name FROM plan WHERE plan.id = demand.plan_id)", f"plan_id = {_PLAN_ID}"),
-              "quarter": ("quarter", "quarter = :quarter")},
-             {"users": "users"}, {"users": "users"},
-             insert=f"INSERT INTO demand (plan_id, quarter, users) VALUES ({_PLAN_ID}, :quarter, :users)"),
-    Editable("Plan detail", "plan", "plan", {"plan": ("name", "name = :plan")},
-             {"reserve": "reserve"}, {"reserve": "reserve"}),
-    Editable("Workload", "class", "workload_class",
-             {"plan": ("(SELECT name FROM plan WHERE plan.id = workload_class.plan_id)", f"plan_id = {_PLAN_ID}"),
-              "workload_class": ("name", "name = :workload_class")},
-             {"share": "share", "class_tokens": "avg_tokens"}, {"share": "share", "avg_tokens": "tokens"}),
-    Editable("GPUs", "gpu", "gpu", {"gpu": ("name", "name = :gpu")},
-             {"price_per_hour": "price_per_hour", "unit_price": "unit_price",
-              "memory_gib_input": "memory_bytes", "memory_bandwidth_gb_per_s_input": "memory_bandwidth_bytes_per_s"},
-             {"price_per_hour": "price", "unit_price": "price", "memory_bytes": "bytes",
-              "memory_bandwidth_bytes_per_s": "bytes_or_none"},
-             {"memory_gib_input": CONVERTED["memory_bytes"].to_registry,
-              "memory_bandwidth_gb_per_s_input": CONVERTED["memory_bandwidth_bytes_per_s"].to_registry}),
-    Editable("Fleet", "fleet", "fleet",
-             {"gpu": ("(SELECT name FROM gpu WHERE gpu.id = fleet.gpu_id)", "gpu_id = (SELECT id FROM gpu WHERE name = :gpu)"),
-              "quarter": ("quarter", "quarter = :quarter")},
-             {"gpus_owned": "gpus_owned", "gpus_reserved": "gpus_reserved",
-              "reserved_price_per_hour": "reserved_price_per_hour"},
-             {"gpus_owned": "count_or_zero", "gpus_reserved": "count_or_zero", "reserved_price_per_hour": "price"},
-             write=_write_fleet),
-]
-
-
-def write_workbook(conn, path, quarter: str, *, generated_at: str | None = None, asked: dict | None = None) -> None:
-    """Write the finance workbook for `quarter` (``2026Q4``) to `path`.
-
-    `conn` is a connection to an opened registry. The file is written to a temporary name and
-    moved into place, so a failure leaves any previous file as it was. The same registry,
-    quarter and `generated_at` give the same bytes. `asked`: answers to capacity questions already
-    asked on this connection, by repr(question) (kvreg.report passes its context sweep's, often
-    the same question as the workbook's); the workbook adds its own.
+    `data` is what kvreg.report.workbook_data gathered from the registry (its inputs, the
+    views' values, the Context sweep, the quarter, generated_at and the provenance); nothing
+    here reads the registry. The file is written to a temporary name and moved into place, so a
+    failure leaves any previous file as it was. The same data gives the same bytes.
 
     The sheets are streamed (XlsxWriter's constant_memory mode): each is written once, whole, in
     the order below (a sheet's lookups need the tables they refer to written first), while the
     file keeps the order of SHEETS."""
-    from kvreg.units import parse_quarter
-
-    quarter = parse_quarter(quarter)
-    generated_at = generated_at or _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
-    data = _read_registry(conn)
-    data["quarters"] = _quarter_choices(data["demand"] + data["fleet"], quarter)
-    _summary_figures(conn, data, quarter)
+    quarter, generated_at = data["quarter"], data["generated_at"]
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".xlsx", dir=path.parent)
@@ -254,18 +169,18 @@ def write_workbook(conn, path, quarter: str, *, generated_at: str | None = None,
         ws = {title: book.sheet(title, tab_color=_TAB.get(title)) for title in SHEETS}
         dtypes = _dtypes_sheet(book, ws["Dtypes"], data["dtypes"])
         gpus = _gpus_sheet(book, ws["GPUs"], data["gpus"])
-        models = _models_sheet(book, ws["Models"], data, dtypes, _kv_blocks(data["dtypes"]))
+        models = _models_sheet(book, ws["Models"], data, dtypes, data["kv_blocks"])
         refs = _References(models, gpus, dtypes, data)
         refs.plans = _deployment_sheet(book, ws["Plan detail"], "plan_capacity", data["plans"], refs, key="plan",
                                        overrides=_mix_overrides(len(data["classes"])))
         _workload_sheet(book, ws["Workload"], data["classes"], refs)
         demand = _demand_sheet(book, ws["Demand"], data["demand"], refs, data["block_quarters"])
         fleet = _fleet_sheet(book, ws["Fleet"], data["fleet"], refs)
-        sweep = _sweep_sheet(book, ws["Context sweep"], _sweep_rows(conn, data, asked), refs)
+        sweep = _sweep_sheet(book, ws["Context sweep"], data["sweep"], refs)
         _plans_sheet(book, ws["Plans"], data, refs.plans, demand, quarter)
         _summary_sheet(book, ws["Summary"], quarter, data, demand, fleet, gpus, sweep)
         _assumptions_sheet(book, ws["Assumptions"])
-        _readme_sheet(book, ws["Read me"], conn, quarter, generated_at, data)
+        _readme_sheet(book, ws["Read me"], quarter, generated_at, data)
         ws["Read me"].activate()
         stamp = _dt.datetime.fromisoformat(generated_at.replace("Z", "+00:00")).replace(tzinfo=None)
         book.wb.set_properties({"title": f"Capacity workbook {quarter}", "author": "kvreg", "created": stamp})
@@ -282,145 +197,6 @@ def write_workbook(conn, path, quarter: str, *, generated_at: str | None = None,
 
 
 _TAB = {"Read me": "#4472C4", "Summary": "#4472C4", "Plans": "#4472C4"}
-
-
-# --------------------------------------------------------------------------- reading the registry
-
-
-def registry_id(conn) -> str:
-    """The registry's identity (kvreg_meta.registry_id, made when it was first opened)."""
-    row = conn.execute(text("SELECT value FROM kvreg_meta WHERE key = 'registry_id'")).first()
-    return row[0] if row else ""
-
-
-def _merged(conn, grain: str, key: Callable[[dict], Any], where: str = "", params: dict | None = None) -> dict:
-    """Each row of a grain's view with its source's columns (the inputs it was computed from);
-    `where`: only the rows this condition on the view's (and its source's) columns keeps."""
-    from kvreg.figures.views import GRAIN
-
-    cond = f" WHERE {where}" if where else ""
-    source = {key(r): dict(r) for r in conn.execute(text(f"SELECT * FROM ({GRAIN[grain].source}) s{cond}"),
-                                                     params or {}).mappings()}
-    return {key(r): {**source.pop(key(r), {}), **dict(r)}
-            for r in conn.execute(text(f"SELECT * FROM {grain}{cond}"), params or {}).mappings()}
-
-
-def _read_registry(conn) -> dict:
-    """The registry's inputs (tables) and, for the values the formulas store, its views."""
-    from kvreg.registry import list_dtypes, list_gpus, list_models
-
-    plans = [dict(r) for r in conn.execute(text(
-        "SELECT p.name AS plan, m.name AS model, g.name AS gpu, p.* FROM plan p"
-        " JOIN model m ON m.id = p.model_id JOIN gpu g ON g.id = p.gpu_id ORDER BY p.name"
-    )).mappings()]
-    demand = [dict(r) for r in conn.execute(text(
-        "SELECT p.name AS plan, d.quarter AS quarter, d.users AS users FROM demand d"
-        " JOIN plan p ON p.id = d.plan_id ORDER BY d.quarter, p.name"
-    )).mappings()]
-    classes = [dict(r) for r in conn.execute(text(
-        "SELECT p.name AS plan, wc.name AS workload_class, wc.avg_tokens AS class_tokens, wc.share AS share"
-        " FROM workload_class wc JOIN plan p ON p.id = wc.plan_id ORDER BY p.name, wc.id"
-    )).mappings()]
-    fleet = [dict(r) for r in conn.execute(text(
-        "SELECT g.name AS gpu, f.quarter AS quarter, f.gpus_owned AS gpus_owned, f.gpus_reserved AS gpus_reserved,"
-        " f.reserved_price_per_hour AS reserved_price_per_hour FROM fleet f JOIN gpu g ON g.id = f.gpu_id"
-        " ORDER BY f.quarter, g.name"
-    )).mappings()]
-    capacity = _merged(conn, "plan_capacity", lambda r: r["plan"])
-    for p in plans:
-        p.pop("name", None)
-        p.update({k: v for k, v in capacity.get(p["plan"], {}).items() if k not in p or k in FIGURES})
-    by_class = _merged(conn, "plan_class", lambda r: (r["plan"], r["workload_class"]))
-    for c in classes:
-        c.update({**capacity.get(c["plan"], {}), **by_class.get((c["plan"], c["workload_class"]), {}), **c})
-    by_quarter = _merged(conn, "plan_quarter", lambda r: (r["plan"], r["quarter"]))
-    for d in demand:
-        d.update({**by_quarter.get((d["plan"], d["quarter"]), {}), **d})
-    procurement = {(r["gpu"], r["quarter"]): dict(r) for r in conn.execute(text("SELECT * FROM procurement")).mappings()}
-    dtypes = list_dtypes(conn)
-    blocks = _kv_blocks(dtypes)
-    return {"dtypes": dtypes, "gpus": list_gpus(conn), "models": list_models(conn),
-            "plans": plans, "classes": classes, "demand": demand, "fleet": fleet, "procurement": procurement,
-            # Only the KV dtypes the Models sheet shows (a registry of 10,000 models has 14 rows each).
-            "model_kv": _merged(conn, "model_kv", lambda r: (r["model"], r["kv_dtype"]),
-                                "kv_dtype IN (" + ", ".join(f":d{i}" for i in range(len(blocks))) + ")",
-                                {f"d{i}": d for i, d in enumerate(blocks)}) if blocks else {},
-            "registry_id": registry_id(conn)}
-
-
-def _summary_figures(conn, data: dict, quarter: str) -> None:
-    """The declared aggregates (the procurement rollup, carry-forward included) for the Summary's
-    quarter and for each quarter of its per-quarter block, read through the same compiled SQL as
-    the `procurement` view: the values the Summary's formulas store. Also each Demand and Fleet
-    entry's in-force flags (the values of their helper columns)."""
-    from kvreg.db.read import dialect, runner
-    from kvreg.figures.aggregates import aggregate_sql, index_of_quarter, quarters_sql
-
-    block = sorted({q for (_g, q) in data["procurement"]} | {quarter})
-    data["block_quarters"] = block
-    rows = runner(conn).rows(aggregate_sql(quarters_sql(block), dialect(conn), every_gpu=True))
-    data["aggregates"] = {(r["gpu"], r["quarter"]): r for r in rows}
-    q = index_of_quarter(quarter)
-    for entries, key in ((data["demand"], "plan"), (data["fleet"], "gpu")):
-        starts: dict = {}
-        for e in entries:
-            e["quarter_index"] = index_of_quarter(e["quarter"])
-            starts.setdefault(e[key], []).append(e["quarter_index"])
-        for e in entries:
-            def held(at: int, e=e) -> int:
-                qi = e["quarter_index"]
-                return int(qi <= at and not any(qi < s <= at for s in starts[e[key]]))
-            # The quarter before is the index before, as the declared aggregates (quarter="previous")
-            # and the previous_quarter_in_force formula (Summary!$B$3-1) take it.
-            e["in_force"], e["previous_quarter_in_force"] = held(q), held(q - 1)
-            for bq in block:
-                e[f"in_force_{bq}"] = held(index_of_quarter(bq))
-
-
-def _quarter_choices(demand: list[dict], quarter: str, ahead: int = 4) -> list[str]:
-    """The quarters the drop-downs offer: those with demand, the workbook's, and `ahead` more."""
-    have = sorted({d["quarter"] for d in demand} | {quarter})
-    year, q = int(have[-1][:4]), int(have[-1][5])
-    for _ in range(ahead):
-        year, q = (year + 1, 1) if q == 4 else (year, q + 1)
-        have.append(f"{year}Q{q}")
-    return have[-20:]  # a list's text is limited to 255 characters
-
-
-def _kv_blocks(dtypes: list[dict]) -> list[str]:
-    kv = [d["name"] for d in dtypes if d["kind"] in ("kv", "both")]
-    return [d for d in KV_BLOCKS if d in kv] or kv[:1]
-
-
-def _sweep_rows(conn, data: dict, asked: dict | None = None) -> list[dict]:
-    """Model x GPU x context for the models and GPUs the plans use, one TP per model and GPU
-    (kvreg.capacity.sweep: the smallest that holds the weights and a sequence at the shortest
-    context), at most SWEEP_PAIRS (model, GPU) pairs: every GPU the plans use (first by name) and
-    as many models as leaves room for, the ones most plans use first (then by name). Without
-    plans: the registry's models on the capacity question's default GPU (the first GPU if that one
-    is gone)."""
-    from kvreg.capacity import Question, sweep
-
-    q = Question(contexts=list(SWEEP_CONTEXTS), kv_dtypes=["bf16"], tp="auto")
-    if data["plans"]:
-        uses: dict[str, int] = {}
-        for p in data["plans"]:
-            uses[p["model"]] = uses.get(p["model"], 0) + 1
-        q.models = sorted(uses, key=lambda m: (-uses[m], m))
-        q.gpus = sorted({p["gpu"] for p in data["plans"]})
-    else:
-        names = [g["name"] for g in data["gpus"]]
-        q.models = [m["name"] for m in data["models"]]
-        q.gpus = [g for g in q.gpus if g in names] or names[:1]
-    q.gpus = q.gpus[:SWEEP_PAIRS]
-    q.models = q.models[:max(1, SWEEP_PAIRS // max(1, len(q.gpus)))]
-    if not q.models or not q.gpus:
-        return []
-    asked = {} if asked is None else asked
-    key = "sweep:" + repr(q)
-    if key not in asked:
-        asked[key] = sweep(conn, q)
-    return [dict(r) for r in asked[key]]
 
 
 # --------------------------------------------------------------------------- input sheets
@@ -1100,10 +876,8 @@ def _assumptions_sheet(book: Book, ws) -> None:
     g.flush()
 
 
-def _readme_sheet(book: Book, ws, conn, quarter: str, generated_at: str, data: dict) -> None:
+def _readme_sheet(book: Book, ws, quarter: str, generated_at: str, data: dict) -> None:
     import kvreg
-    from kvreg.db.engine import current_revision
-    from kvreg.figures.views import views_hash
 
     plans, gpus = len(data["plans"]), len(data["gpus"])
     lines: list[tuple[str, str, Any]] = [
@@ -1148,8 +922,8 @@ def _readme_sheet(book: Book, ws, conn, quarter: str, generated_at: str, data: d
         ("Provenance", "", "bold"),
         ("generated_at", generated_at, None),
         ("kvreg_version", kvreg.__version__, None),
-        ("schema_revision", str(current_revision(conn) or ""), None),
-        ("declarations_hash", views_hash(conn.dialect.name)[:16], None),
+        ("schema_revision", str(data["schema_revision"] or ""), None),
+        ("declarations_hash", data["declarations_hash"][:16], None),
         ("registry_id", data["registry_id"], None),
         ("Functions used", ", ".join(FUNCTIONS_USED), None),
     ]

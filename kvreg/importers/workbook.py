@@ -1,6 +1,6 @@
 """`kvreg apply capacity.xlsx`: read the inputs finance changed in a workbook back into the registry.
 
-What is read is declared by kvreg.export.xlsx.EDITABLE: per input sheet, the columns that name
+What is read is declared by EDITABLE below: per input sheet, the columns that name
 a row and the columns that set a registry field. Columns are found by their names in the
 sheet's hidden second row, so moving or hiding columns does not matter. Figures (formulas) are
 never read; a cell of a formula column that holds a typed value instead is reported and not
@@ -14,11 +14,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from sqlalchemy import text
 
 from kvreg.errors import KvregError
+from kvreg.export.xlsx import CONVERTED
 
 NAMES_ROW = 2
 FIRST_ROW = 3
@@ -39,8 +40,6 @@ class Change:
 
     def line(self) -> str:
         """`~ plan chat 2027Q1 users: 300 -> 900`, in the unit of the workbook's column (memory in GiB)."""
-        from kvreg.export.xlsx import CONVERTED
-
         name = " ".join(str(k) for k in self.key)
         old, new, column = self.old, self.new, self.column
         conv = CONVERTED.get(self.field)
@@ -129,6 +128,79 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
+# --------------------------------------------------------------------------- what is read back
+
+
+@dataclass(frozen=True)
+class Editable:
+    """A sheet whose input columns `kvreg apply` reads back. `keys` are the columns naming a row
+    and, for each, (SQL naming it in `table`'s rows, SQL matching it in a WHERE clause with the
+    parameter of the same name); `columns` maps a workbook column to the registry field it sets,
+    `convert` turns a cell into the registry's unit, `checks` a field's value into a valid one
+    (CHECKS names). `insert`: SQL adding a row the registry lacks
+    (parameters: the keys and the field), or None when such a row is refused.
+
+    `write`: the registry's own writer for a field (the Fleet sheet's, kvreg.fleet.set_fleet)."""
+
+    sheet: str
+    what: str  # how a diff line names the row: "plan", "gpu", "class"
+    table: str
+    keys: dict[str, tuple[str, str]]
+    columns: dict[str, str]  # workbook column -> registry field
+    checks: dict[str, str]  # registry field -> check name
+    convert: dict[str, Callable[[Any], Any]] = field(default_factory=dict)
+    insert: str | None = None
+    # write(conn, keys, field, value): set one field through the registry's own API (validation
+    # included) instead of the plain UPDATE / insert; adds the row when it is missing.
+    write: Callable[[Any, dict, str, Any], None] | None = None
+
+
+def _write_fleet(conn, keys: dict, fld: str, value) -> None:
+    """One fleet count or price from the workbook, through kvreg.fleet.set_fleet (its checks and
+    its insert-or-update), keeping the entry's other fields."""
+    from kvreg.db.read import runner
+    from kvreg.fleet import set_fleet
+
+    rows = runner(conn).rows(
+        "SELECT f.gpus_owned, f.gpus_reserved, f.reserved_price_per_hour FROM fleet f JOIN gpu g ON g.id = f.gpu_id"
+        " WHERE g.name = :gpu AND f.quarter = :quarter", keys)
+    current = rows[0] if rows else {"gpus_owned": 0, "gpus_reserved": 0, "reserved_price_per_hour": None}
+    current[fld] = value
+    set_fleet(conn, keys["gpu"], keys["quarter"], current["gpus_owned"], current["gpus_reserved"],
+              current["reserved_price_per_hour"])
+
+
+_PLAN_ID = "(SELECT id FROM plan WHERE name = :plan)"
+EDITABLE = [
+    Editable("Demand", "plan", "demand",
+             {"plan": ("(SELECT name FROM plan WHERE plan.id = demand.plan_id)", f"plan_id = {_PLAN_ID}"),
+              "quarter": ("quarter", "quarter = :quarter")},
+             {"users": "users"}, {"users": "users"},
+             insert=f"INSERT INTO demand (plan_id, quarter, users) VALUES ({_PLAN_ID}, :quarter, :users)"),
+    Editable("Plan detail", "plan", "plan", {"plan": ("name", "name = :plan")},
+             {"reserve": "reserve"}, {"reserve": "reserve"}),
+    Editable("Workload", "class", "workload_class",
+             {"plan": ("(SELECT name FROM plan WHERE plan.id = workload_class.plan_id)", f"plan_id = {_PLAN_ID}"),
+              "workload_class": ("name", "name = :workload_class")},
+             {"share": "share", "class_tokens": "avg_tokens"}, {"share": "share", "avg_tokens": "tokens"}),
+    Editable("GPUs", "gpu", "gpu", {"gpu": ("name", "name = :gpu")},
+             {"price_per_hour": "price_per_hour", "unit_price": "unit_price",
+              "memory_gib_input": "memory_bytes", "memory_bandwidth_gb_per_s_input": "memory_bandwidth_bytes_per_s"},
+             {"price_per_hour": "price", "unit_price": "price", "memory_bytes": "bytes",
+              "memory_bandwidth_bytes_per_s": "bytes_or_none"},
+             {"memory_gib_input": CONVERTED["memory_bytes"].to_registry,
+              "memory_bandwidth_gb_per_s_input": CONVERTED["memory_bandwidth_bytes_per_s"].to_registry}),
+    Editable("Fleet", "fleet", "fleet",
+             {"gpu": ("(SELECT name FROM gpu WHERE gpu.id = fleet.gpu_id)", "gpu_id = (SELECT id FROM gpu WHERE name = :gpu)"),
+              "quarter": ("quarter", "quarter = :quarter")},
+             {"gpus_owned": "gpus_owned", "gpus_reserved": "gpus_reserved",
+              "reserved_price_per_hour": "reserved_price_per_hour"},
+             {"gpus_owned": "count_or_zero", "gpus_reserved": "count_or_zero", "reserved_price_per_hour": "price"},
+             write=_write_fleet),
+]
+
+
+
 # --------------------------------------------------------------------------- reading
 
 
@@ -191,7 +263,6 @@ def _overwritten(sheet: str, names: dict[int, str], data: list) -> list[str]:
 def read_changes(conn, path: str | Path, quarter: str | None = None) -> Result:
     """Compare a workbook's inputs with the registry; nothing is written."""
     from kvreg.catalog.load import ensure_registry_id
-    from kvreg.export.xlsx import EDITABLE
     from kvreg.units import current_quarter, parse_quarter
 
     path = Path(path)
@@ -269,8 +340,6 @@ def _sheet_changes(conn, ed, names: dict[int, str], data: list) -> list[Change]:
 
 def apply_workbook(engine, path: str | Path, *, quarter: str | None = None, dry_run: bool = False) -> Result:
     """Read the changes and, unless `dry_run`, write them in one transaction."""
-    from kvreg.export.xlsx import EDITABLE
-
     by_sheet = {ed.sheet: ed for ed in EDITABLE}
     with engine.begin() as conn:
         result = read_changes(conn, path, quarter)

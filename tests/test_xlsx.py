@@ -798,7 +798,7 @@ def _exprs():
 
 def test_null_safe_formulas():
     """Excel would give #VALUE! for "" * 2 and TRUE for "" > 0; the workbook follows SQL's NULLs."""
-    from kvreg.export.excel_layout import NullSafeExcelCompiler
+    from kvreg.figures.excel import NullSafeExcelCompiler
 
     for expr, formula in _exprs():
         assert NullSafeExcelCompiler(str.upper, str.upper).compile(expr) == formula

@@ -26,7 +26,6 @@ from kvreg.export.excel_layout import (
     FIRST_ROW,
     HEADER_ROW,
     INPUT_FILL,
-    INPUT_NULLABLE,
     LOOKUP_FILL,
     LOOKUP_LAST_ROW,
     NOT_FIT_FILL,
@@ -43,7 +42,6 @@ from kvreg.export.excel_layout import (
     input_column,
     literal_key,
     match_formula,
-    name_may_be_null,
     number_format,
 )
 from kvreg.figures.declarations import (
@@ -56,6 +54,7 @@ from kvreg.figures.declarations import (
     RULES,
     dependencies,
 )
+from kvreg.figures.excel import INPUT_NULLABLE, name_may_be_null
 from kvreg.figures.labels import label
 
 SHEETS = ["Read me", "Summary", "Plans", "Plan detail", "Workload", "Demand", "Fleet", "Models", "GPUs", "Dtypes",

@@ -142,3 +142,26 @@ def test_declared_positive_is_what_the_checks_keep_above_zero():
         elif decl.positive != kept:
             wrong[name] = f"declared positive={decl.positive}, a CHECK keeps it above zero: {kept}"
     assert wrong == {}
+
+
+# ---- never_null_in_sql: where the SQLite views may use SQLite's own min()/max()
+from kvreg.figures.expr import Const, Input, Ref, if_, isnull  # noqa: E402
+from kvreg.figures.facts import never_null_in_sql  # noqa: E402
+
+
+@pytest.mark.parametrize("expr, never_null", [
+    (Input("tp"), True),                                      # NOT NULL column
+    (Input("sliding_window"), False),                         # nullable column
+    (Input("kv_lora_rank"), False),                           # nullable; the workbook's guards exempt it, SQL does not
+    (Input("layers") * Input("tp"), True),
+    (Input("layers") / Input("pp"), True),                    # pp > 0 (ck_plan_parallel)
+    (Input("layers") / Input("sliding_layers"), False),       # may be 0, and x / 0 is NULL in SQL
+    (Input("layers") / Input("linear_state_heads"), False),   # above zero only with linear state
+    (Input("layers") / Const(16), True),
+    (Input("layers") / Const(0), False),
+    (if_(isnull(Input("sliding_window")), Const(0), Input("sliding_window")), True),  # the else knows it is set
+    (Input("layers") > Input("sliding_window"), True),        # a comparison is 0 or 1
+    (Ref("no_such_figure"), False),                           # a name no figure declares: assume NULL
+])
+def test_never_null_in_sql(expr, never_null):
+    assert never_null_in_sql(expr) is never_null

@@ -54,7 +54,7 @@ from kvreg.figures.declarations import (
     RULES,
     dependencies,
 )
-from kvreg.figures.excel import INPUT_NULLABLE, name_may_be_null
+from kvreg.figures.facts import INPUT_NULLABLE, name_may_be_null
 from kvreg.figures.labels import label
 
 SHEETS = ["Read me", "Summary", "Plans", "Plan detail", "Workload", "Demand", "Fleet", "Models", "GPUs", "Dtypes",

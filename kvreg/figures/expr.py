@@ -222,6 +222,13 @@ class _Compiler:
 class SqlCompiler(_Compiler):
     dialect = "sqlite"
 
+    def __init__(self, inputs: Resolver, refs: Resolver, never_null: Callable[[Expr], bool] | None = None):
+        """`never_null(e)`: whether SQL can never give NULL for `e` (kvreg.figures.facts.never_null_in_sql);
+        min/max of two such expressions is SQLite's own min()/max(). Without it, every min/max is the
+        CASE that skips a NULL."""
+        super().__init__(inputs, refs)
+        self.never_null = never_null
+
     def const(self, v):
         if v is None:
             return "NULL"
@@ -234,7 +241,8 @@ class SqlCompiler(_Compiler):
         return "'" + str(v).replace("'", "''") + "'"
 
     def divide(self, a, b):
-        return f"(({a}) * 1.0 / NULLIF({b}, 0))"
+        # SQLite's x / 0 is NULL already (PostgreSQL's raises: PostgresCompiler adds NULLIF).
+        return f"(({a}) * 1.0 / {b})"
 
     def compare(self, op, a, b):
         return f"(CASE WHEN {a} {op} {b} THEN 1 ELSE 0 END)"
@@ -256,6 +264,12 @@ class SqlCompiler(_Compiler):
         return f"({self.compile(e)}) <> 0"
 
     def compile(self, e: Expr) -> str:
+        if (isinstance(e, Func) and e.name in ("min", "max") and self.never_null is not None
+                and self.never_null(e.args[0]) and self.never_null(e.args[1])):
+            a, b = self.compile(e.args[0]), self.compile(e.args[1])
+            # Of equal values SQLite's min() returns the last and max() the first: both keep `a` on a
+            # tie, as the CASE does (2 and 2.0 are equal but print differently).
+            return f"min({b}, {a})" if e.name == "min" else f"max({a}, {b})"
         if isinstance(e, Func) and e.name == "if":
             c, t, o = e.args
             return f"(CASE WHEN {self.condition(c)} THEN {self.compile(t)} ELSE {self.compile(o)} END)"
@@ -286,7 +300,7 @@ class SqlCompiler(_Compiler):
         return f"(CAST({x} AS INTEGER) + ({x} > CAST({x} AS INTEGER)))"
 
     def f_mod(self, a, b):
-        return f"({a} % NULLIF({b}, 0))"
+        return f"({a} % {b})"  # NULL when b is 0, as SQLite's x / 0
 
     def f_concat(self, *xs):
         return "(" + self.concat_op.join(xs) + ")"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, dependencies
 from .aggregates import ROLLUP_SQL_KEY, aggregate_sql, entered_quarters_sql, one_quarter_sql
 from .expr import PostgresCompiler, SqlCompiler
+from .facts import never_null_in_sql
 from .fingerprint import figures_fingerprint
 from .quarters import quarter_index_sql, until_sql
 
@@ -278,9 +279,10 @@ def _layers(grain: Grain) -> list[list[str]]:
 
 
 def _compiler(dialect: str, prefix: str = "src."):
-    cls = PostgresCompiler if dialect == "postgresql" else SqlCompiler
     resolve = lambda name: f"{prefix}{name}"  # noqa: E731 - every name is a column of the layer below
-    return cls(resolve, resolve)
+    if dialect == "postgresql":
+        return PostgresCompiler(resolve, resolve)
+    return SqlCompiler(resolve, resolve, never_null_in_sql)
 
 
 def figure_sql(name: str, dialect: str = "sqlite") -> str:

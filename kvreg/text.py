@@ -7,7 +7,7 @@
 - `spreadsheet_safe`: text for a CSV cell, which a spreadsheet opening the file would run as a
   formula if it starts with = + - @ or a tab or carriage return (OWASP "CSV injection"); such
   text gets a leading apostrophe, the mark spreadsheets read as "this is text". The workbook
-  stores the same strings as typed text cells (kvreg.export.excel_layout.set_text).
+  stores the same strings as typed text cells (kvreg.export.excel_layout.Grid.text).
 """
 
 from __future__ import annotations

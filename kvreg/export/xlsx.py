@@ -681,7 +681,6 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
     g.put(3, 3, "Demand and fleet entries hold until the next entry of the same plan or GPU type "
                 "(the in_force columns of the Demand and Fleet sheets).")
 
-    rng = demand.range
     head = _SUMMARY_TOP + 1
     first = head + 1
     last = first + len(gpus) - 1
@@ -742,8 +741,10 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
     for i, q in enumerate(quarters, start=1):
         g.text(block + i, 1, q, book.fmt(num_format="@", border=1, border_color="#BFBFBF"))
         for j, gpu in enumerate(gpus, start=2):
-            crit = f'{rng(f"in_force_{q}")},1,{rng("gpu")},"="&{literal_key(f"{get_column_letter(j)}${block}")}'
-            g.put(block + i, j, f"=SUMIFS({rng('gpus_needed')},{crit})", book.cell("figure", "#,##0"),
+            key = literal_key(f"{get_column_letter(j)}${block}")
+            f = aggregate_excel("gpus_needed", demand=demand.range, fleet=fleet.range, in_force=f"in_force_{q}",
+                                gpu_criterion=lambda r_, key=key: f'{r_},"="&{key}', cell_of=None)
+            g.put(block + i, j, f, book.cell("figure", "#,##0"),
                   result=(agg.get((gpu["name"], q)) or {}).get("gpus_needed") or 0)
     block_last = block + len(quarters)
     ws.set_column(0, 0, 18)

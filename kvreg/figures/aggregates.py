@@ -179,13 +179,16 @@ def quarters_sql(quarters: list[str]) -> str:
 
 
 def aggregate_excel(name: str, *, demand: Callable[[str], str], fleet: Callable[[str], str],
-                    gpu_criterion: Callable[[str], str], cell_of: Callable[[str], str]) -> str:
+                    gpu_criterion: Callable[[str], str], cell_of: Callable[[str], str],
+                    in_force: str | None = None) -> str:
     """One aggregate's cell formula (with '=') in a row of one GPU type and quarter.
 
     `demand(col)` / `fleet(col)`: the column's range in the Demand / Fleet sheet; the sheets carry
     helper columns in_force and previous_quarter_in_force (in_force_excel at the quarter asked and
     the one before). `gpu_criterion(range)`: the SUMIFS criterion pair matching this row's GPU type.
-    `cell_of(name)`: this row's cell of another aggregate or GPU input."""
+    `cell_of(name)`: this row's cell of another aggregate or GPU input. `in_force`: the helper
+    column that says which entries hold, for a sum or count over this quarter's entries in another
+    quarter than the one asked (the Summary's per-quarter block: in_force_2027Q1)."""
     a = AGGREGATES[name]
     if a.expr is not None:
         formula = ExcelCompiler(cell_of, cell_of).compile(a.expr)
@@ -197,6 +200,10 @@ def aggregate_excel(name: str, *, demand: Callable[[str], str], fleet: Callable[
         return "=" + formula
     rng = demand if a.over == "demand" else fleet
     flag = "in_force" if a.quarter == "this" else "previous_quarter_in_force"
+    if in_force is not None:
+        if a.quarter != "this":
+            raise ValueError(f"aggregate {name} is over the previous quarter: give no in_force column")
+        flag = in_force
     crit = [gpu_criterion(rng("gpu")), f"{rng(flag)},1"]
     for col, op, value in a.where:
         crit.append(f"{rng(col)},{value}" if op == "=" else f'{rng(col)},"{op}{value}"')

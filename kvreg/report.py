@@ -34,7 +34,8 @@ from sqlalchemy import text
 from kvreg.capacity import SWEEP_MAX_PAIRS
 from kvreg.dbcopy import process_alive
 from kvreg.errors import KvregError
-from kvreg.units import current_quarter, parse_quarter, previous_quarter, quarter_folder
+from kvreg.figures.quarters import previous_quarter
+from kvreg.units import current_quarter, parse_quarter, quarter_folder
 
 FORMATS = ("md", "xlsx")
 DATA_FORMAT = "kvreg-report/1"
@@ -417,6 +418,7 @@ def _workbook_aggregates(conn, data: dict, quarter: str) -> None:
     entry's in-force flags (the values of their helper columns)."""
     from kvreg.db.read import dialect, runner
     from kvreg.figures.aggregates import aggregate_sql, index_of_quarter, quarters_sql
+    from kvreg.figures.quarters import previous_index
 
     block = sorted({q for (_g, q) in data["procurement"]} | {quarter})
     data["block_quarters"] = block
@@ -432,9 +434,9 @@ def _workbook_aggregates(conn, data: dict, quarter: str) -> None:
             def held(at: int, e=e) -> int:
                 qi = e["quarter_index"]
                 return int(qi <= at and not any(qi < s <= at for s in starts[e[key]]))
-            # The quarter before is the index before, as the declared aggregates (quarter="previous")
-            # and the previous_quarter_in_force formula (Summary!$B$3-1) take it.
-            e["in_force"], e["previous_quarter_in_force"] = held(q), held(q - 1)
+            # The quarter before as kvreg.figures.quarters declares it, as the previous_quarter_in_force
+            # formula (previous_index_excel) takes it.
+            e["in_force"], e["previous_quarter_in_force"] = held(q), held(previous_index(q))
             for bq in block:
                 e[f"in_force_{bq}"] = held(index_of_quarter(bq))
 

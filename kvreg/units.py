@@ -153,11 +153,6 @@ def current_quarter(today: _dt.date | None = None) -> str:
     return f"{today.year}Q{(today.month - 1) // 3 + 1}"
 
 
-def previous_quarter(quarter: str) -> str:
-    year, q = int(quarter[:4]), int(quarter[5:])
-    return f"{year - 1}Q4" if q == 1 else f"{year}Q{q - 1}"
-
-
 def quarter_folder(quarter: str) -> str:
     """``2026Q4`` -> ``2026-Q4`` (the report folder name)."""
     return f"{quarter[:4]}-{quarter[4:]}"

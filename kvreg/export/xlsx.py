@@ -570,6 +570,7 @@ def _in_force_columns(t: Table, cells: dict, key: str, n_rows: int, block_quarte
     (the carry-forward rule, compiled by kvreg.figures.aggregates); on Demand also one flag per
     quarter of the Summary's GPUs-per-quarter block (in_force_2026Q3, ...)."""
     from kvreg.figures.aggregates import in_force_excel, index_of_quarter, quarter_index_excel
+    from kvreg.figures.quarters import previous_index_excel
 
     last = max(LOOKUP_LAST_ROW, FIRST_ROW + 2 * n_rows)  # Table.range's rows, known before writing
     cells["quarter_index"] = t.add(Column("quarter_index", "helper", "index", "int",
@@ -578,7 +579,7 @@ def _in_force_columns(t: Table, cells: dict, key: str, n_rows: int, block_quarte
                                           label="Quarter index"))
     key_rng, qi_rng = column_range(t.sheet, cells[key], last), column_range(t.sheet, cells["quarter_index"], last)
     asked = [("in_force", SUMMARY_QUARTER_INDEX, "the Summary's quarter", "In force this quarter (0/1)"),
-             ("previous_quarter_in_force", SUMMARY_QUARTER_INDEX + "-1", "the quarter before it",
+             ("previous_quarter_in_force", previous_index_excel(SUMMARY_QUARTER_INDEX), "the quarter before it",
               "In force the quarter before (0/1)")]
     asked += [(f"in_force_{q}", str(index_of_quarter(q)), q, f"In force in {q} (0/1)") for q in block_quarters]
     for name, q, when, text_label in asked:
@@ -658,13 +659,13 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
     over the Demand and Fleet entries in force), gpus_to_buy and capex_to_buy first; GPUs needed per
     quarter and GPU type; native charts over these cells and the Context sweep. Change B1, or a
     fleet count on the Fleet sheet, and every figure recomputes."""
-    from kvreg.figures.aggregates import (AGGREGATE_COLUMNS, aggregate_excel, index_of_quarter, quarter_index_excel,
-                                          quarter_of_index)
+    from kvreg.figures.aggregates import AGGREGATE_COLUMNS, aggregate_excel, index_of_quarter, quarter_index_excel
     from kvreg.figures.declarations import AGGREGATES
+    from kvreg.figures.quarters import previous_quarter, previous_quarter_excel
 
     agg = data["aggregates"]
     gpus = data["gpus"]
-    previous = quarter_of_index(index_of_quarter(quarter) - 1)  # the declared aggregates' quarter before
+    previous = previous_quarter(quarter)
     g = Grid(book, ws)
     bold = book.fmt(bold=True)
     g.put(1, 1, "Quarter", bold)
@@ -674,7 +675,7 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
                                     "error_message": "Pick a quarter from the list (written like 2026Q4)."})
     g.put(1, 3, "Change the quarter (written like 2026Q4) to see another one; every figure below recomputes.")
     g.put(2, 1, "Previous quarter", bold)
-    g.put(2, 2, '=IF(RIGHT(B1,1)="1",(LEFT(B1,4)-1)&"Q4",LEFT(B1,5)&(RIGHT(B1,1)-1))', book.cell("lookup"),
+    g.put(2, 2, "=" + previous_quarter_excel("B1"), book.cell("lookup"),
           result=previous)
     g.put(3, 1, "Quarter index", bold)
     g.put(3, 2, "=" + quarter_index_excel("B1"), book.cell("lookup"), result=index_of_quarter(quarter))

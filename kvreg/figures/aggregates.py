@@ -20,7 +20,8 @@ from typing import Callable
 from .declarations import AGGREGATE_GPU_INPUTS, AGGREGATES, FIGURES, INPUTS, Aggregate
 from .expr import ExcelCompiler, Input, PostgresCompiler, Ref, SqlCompiler
 from .quarters import (  # noqa: F401  (the carry-forward rule's pieces, re-exported)
-    in_force_excel, in_force_sql, index_of_quarter, quarter_index_excel, quarter_index_sql, quarter_of_index, until_sql,
+    in_force_excel, in_force_sql, index_of_quarter, previous_index_sql, quarter_index_excel, quarter_index_sql,
+    quarter_of_index, until_sql,
 )
 
 # --------------------------------------------------------------------------- order
@@ -81,7 +82,7 @@ def _cond_sql(alias: str, where) -> str:
 
 
 def _sum_sql(a: Aggregate, alias: str, dialect: str) -> str:
-    q = "ax.quarter_index" if a.quarter == "this" else "ax.quarter_index - 1"
+    q = "ax.quarter_index" if a.quarter == "this" else previous_index_sql("ax.quarter_index")
     cond = in_force_sql(alias, q) + _cond_sql(alias, a.where)
     if a.of is None:
         return f"SUM(CASE WHEN {cond} THEN 1 ELSE 0 END)"
@@ -117,7 +118,7 @@ def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool =
         ctes.append(
             f"s_{over} AS (SELECT {alias}.gpu AS gpu, ax.quarter_index AS quarter_index, {cols}"
             f" FROM src_{over} {alias} JOIN ax ON {alias}.quarter_index <= ax.quarter_index"
-            f" AND ({alias}.until_index IS NULL OR {alias}.until_index > ax.quarter_index - 1)"
+            f" AND ({alias}.until_index IS NULL OR {alias}.until_index > {previous_index_sql('ax.quarter_index')})"
             f" GROUP BY {alias}.gpu, ax.quarter_index)"
         )
         parts += [f"COALESCE(s_{over}.{a.name}, 0) AS {a.name}" for a in sums]

@@ -45,3 +45,33 @@ def in_force_excel(key_range: str, key_ref: str, index_range: str, index_ref: st
     index `q`: it starts at or before q and no entry of the same key starts after it and by q."""
     return (f'IF(OR({index_ref}="",{q}=""),0,IF(AND({index_ref}<={q},'
             f'COUNTIFS({key_range},{key_ref},{index_range},">"&{index_ref},{index_range},"<="&{q})=0),1,0))')
+
+
+# The quarter before: one index less. Declared here once; Python (previous_quarter, the report's
+# previous_quarter_in_force flags), the rollup's SQL (previous_index_sql) and the workbook's formulas
+# (the *_excel functions) take it from here.
+
+
+def previous_index(index: int) -> int:
+    """The index of the quarter before the quarter of index `index`: 2026Q1 (8104) -> 2025Q4 (8103)."""
+    return index - 1
+
+
+def previous_index_sql(col: str) -> str:
+    """previous_index in SQL: `col` holds a quarter index."""
+    return f"{col} - 1"
+
+
+def previous_index_excel(ref: str) -> str:
+    """previous_index in a cell formula: `ref` holds a quarter index."""
+    return f"{ref}-1"
+
+
+def previous_quarter(quarter: str) -> str:
+    """The quarter before `quarter` (written YEARQn): 2026Q4 -> 2026Q3, 2026Q1 -> 2025Q4."""
+    return quarter_of_index(previous_index(index_of_quarter(quarter)))
+
+
+def previous_quarter_excel(ref: str) -> str:
+    """previous_quarter in a cell formula: `ref` holds a quarter written YEARQn."""
+    return f'IF(RIGHT({ref},1)="1",(LEFT({ref},4)-1)&"Q4",LEFT({ref},5)&(RIGHT({ref},1)-1))'

@@ -350,6 +350,8 @@ class App:
             kv = self._model_kv(conn, "bf16")
         for m in rows:
             m.update(kv.get(m["name"], {}))
+            # A display conversion, not a figure: no declaration holds parameters in billions (the
+            # CLI's model list prints params_total as stored); the page has always shown billions.
             m["params_b"] = m["params_total"] / 1e9 if m["params_total"] else None
             m["attention"] = _layout(m)
         table = _table(rows, MODEL_COLUMNS, {"name": lambda r: f"/models/{_q(r['name'])}"})
@@ -388,12 +390,14 @@ class App:
                          provenance=provenance, gpus=gpus, gpu=gpu, table=_table(figures, cols))
 
     def gpus(self, request: Request):
+        from kvreg.figures.python import figure_value
         from kvreg.registry import list_gpus
 
         with self.engine.connect() as conn:
             rows = list_gpus(conn)
         for g in rows:
-            g["memory_gib"] = g["memory_bytes"] / 2**30 if g["memory_bytes"] else None
+            g["memory_gib"] = figure_value("memory_gib", g)  # declared once, as `kvreg gpu list` reads it
+            # A display conversion like params_b: no figure declares the bandwidth in TB/s.
             bw = g.get("memory_bandwidth_bytes_per_s")
             g["memory_bandwidth_tb_per_s"] = bw / 1e12 if bw else None
         return self.page("table.html.j2", title="GPUs", nav="gpus", table=_table(rows, GPU_COLUMNS),

@@ -451,19 +451,9 @@ def _workload_range(name: str, rows: int) -> str:
 
 
 def _mix_overrides(rows: int) -> dict[str, str]:
-    """A plan's mix inputs (CLASS_MEANS): sum(weighted) / sum(share) over its rows of the Workload sheet;
-    blank when the plan has no classes. {key} is the plan's name cell.
-
-    Only rows whose weighted figure is computed (> 0, as share and bytes always are) count, in the
-    shares too: a row finance adds without copying the formulas down is left out of the mean
-    rather than diluting it."""
-    out = {}
-    for m in CLASS_MEANS:
-        weighted = _workload_range(m.weighted, rows)
-        crit = f'{_workload_range("plan", rows)},"="&{literal_key("{key}")},{weighted},">0"'
-        share = f"SUMIFS({_workload_range(CLASS_WEIGHT, rows)},{crit})"
-        out[m.name] = f'=IF(COUNTIFS({crit})=0,"",SUMIFS({weighted},{crit})/{share})'
-    return out
+    """A plan's mix inputs (CLASS_MEANS, whose declaration spells the rule) over its rows of the
+    Workload sheet; {key} is the plan's name cell."""
+    return {m.name: m.excel(lambda name: _workload_range(name, rows), literal_key("{key}")) for m in CLASS_MEANS}
 
 
 def _workload_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:

@@ -11,6 +11,7 @@ over: registry fields, dtype sizes, plan settings) or other figures.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from kvreg.rules import RULES
 
@@ -1013,11 +1014,31 @@ _FIGURES: list[Figure] = [
 @dataclass(frozen=True)
 class ClassMean:
     """A share-weighted mean over a plan's workload classes, an input of the plan's figures:
-    SUM(weighted) / SUM(share) over the plan's rows of the plan_class grain (NULL: no classes).
-    The views (GROUP BY plan) and the workbook (SUMIFS over the Workload sheet) compile it."""
+    SUM(weighted) / SUM(share) over the plan's rows of the plan_class grain; NULL (in the workbook
+    blank) when the plan has no classes. Its two spellings are the methods below, side by side:
+    the views' (`sql`, aggregated GROUP BY plan) and the workbook's (`excel`, SUMIFS over the
+    Workload sheet).
+
+    The workbook counts only the rows whose weighted figure is computed (> 0, as share and bytes
+    always are), in the shares too: a row finance adds without copying the formulas down is left
+    out of the mean rather than diluting it. In the registry every class row has its weighted
+    figure, so both spellings take the same rows."""
 
     name: str  # the plan input it provides
     weighted: str  # the class figure summed: share x value
+
+    def sql(self) -> str:
+        """The mean as an SQL aggregate over the plan_class rows of one plan."""
+        return f"SUM({self.weighted}) / SUM({CLASS_WEIGHT})"
+
+    def excel(self, column: Callable[[str], str], key: str) -> str:
+        """The mean as a cell formula (with '='): `column(name)` is the range of a plan_class column
+        (plan, share, the weighted figure) in the workbook; `key` the plan's name as a literal
+        SUMIFS criterion."""
+        weighted = column(self.weighted)
+        crit = f'{column("plan")},"="&{key},{weighted},">0"'
+        share = f"SUMIFS({column(CLASS_WEIGHT)},{crit})"
+        return f'=IF(COUNTIFS({crit})=0,"",SUMIFS({weighted},{crit})/{share})'
 
 
 CLASS_WEIGHT = "share"

@@ -49,7 +49,7 @@ _MIX_COLS = [m.name for m in CLASS_MEANS]
 
 
 def _mix_sql() -> str:
-    means = ", ".join(f"SUM({m.weighted}) / SUM({CLASS_WEIGHT}) AS {m.name}" for m in CLASS_MEANS)
+    means = ", ".join(f"{m.sql()} AS {m.name}" for m in CLASS_MEANS)
     return f"SELECT plan_id, {means} FROM plan_class GROUP BY plan_id"
 
 

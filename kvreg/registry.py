@@ -11,6 +11,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from kvreg.capacity import MAX_GPUS_PER_NODE
+from kvreg.catalog.defaults import TEXT_DEFAULTS, ZERO_COUNTS, model_default
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
     get_gpu, get_model, gpu_names, list_dtypes, list_gpus, list_models, model_names,
 )
@@ -211,15 +212,16 @@ _MODEL_OPTIONAL_INTS = ["sliding_window", "attention_chunk_size", "kv_lora_rank"
 
 
 def validate_model(conn, row: dict) -> dict:
-    """Check a model row and fill what follows from it (full layers, v_head_dim, active params)."""
+    """Check a model row and fill what it leaves out (kvreg.catalog.defaults: full layers, v_head_dim,
+    active params, zero counts, texts), each default once the fields it reads are checked."""
     row = {k: v for k, v in row.items() if k in MODEL_FIELDS}
     check_name(row.get("name"), "model")
     _check_texts(row, ("architecture", "family", "notes", "source"))
-    row.setdefault("v_head_dim", row.get("head_dim"))
+    row.setdefault("v_head_dim", model_default("v_head_dim", row))
     for f in _MODEL_INTS:
         row[f] = check_int(row.get(f), f)
-    for f in ("sliding_layers", "chunked_layers", "linear_layers", "no_cache_layers", "k_eq_v_layers"):
-        row[f] = check_int(row.get(f) or 0, f, minimum=0)
+    for f in ZERO_COUNTS:
+        row[f] = check_int(row.get(f) or model_default(f, row), f, minimum=0)
     for f in _MODEL_OPTIONAL_INTS:
         row[f] = check_int(row.get(f), f, minimum=1 if f != "qk_rope_head_dim" else 0, allow_none=True)
     row["qk_rope_head_dim"] = check_int(row.get("qk_rope_head_dim"), "qk_rope_head_dim", minimum=0, allow_none=True)
@@ -229,7 +231,7 @@ def validate_model(conn, row: dict) -> dict:
             raise KvregError(
                 f"model {row['name']!r}: sliding ({row['sliding_layers']}) + chunked ({row['chunked_layers']}) + "
                 f"linear ({row['linear_layers']}) layers add up to {kinds}, more than layers ({row['layers']})")
-        row["full_layers"] = row["layers"] - kinds
+        row["full_layers"] = model_default("full_layers", row)
     row["full_layers"] = check_int(row["full_layers"], "full_layers", minimum=0)
     if row["full_layers"] + kinds != row["layers"]:
         raise KvregError(
@@ -263,16 +265,14 @@ def validate_model(conn, row: dict) -> dict:
         raise KvregError(f"model {row['name']!r}: k_eq_v_layers ({row['k_eq_v_layers']}) cannot exceed the "
                          f"full layers ({row['full_layers']})")
     row["params_total"] = check_int(row.get("params_total"), "params_total")
-    row["params_active"] = check_int(row.get("params_active") or row["params_total"], "params_active")
+    row["params_active"] = check_int(row.get("params_active") or model_default("params_active", row), "params_active")
     if row["params_active"] > row["params_total"]:
         raise KvregError(f"model {row['name']!r}: active params exceed total params")
     row["weight_dtype"] = check_dtype(conn, row.get("weight_dtype") or "bf16", "weight", "weight dtype")
     if row.get("linear_state_dtype"):
         check_dtype(conn, row["linear_state_dtype"], "weight", "state dtype")
-    row.setdefault("source", "manual")
-    row.setdefault("notes", "")
-    row.setdefault("architecture", "")
-    row.setdefault("family", "")
+    for f in TEXT_DEFAULTS:
+        row.setdefault(f, model_default(f, row))
     return row
 
 

@@ -6,6 +6,8 @@ from sqlalchemy import func, insert, select
 
 from kvreg.db.tables import Demand, Dtype, Gpu, Meta, Model, Plan, WorkloadClass
 
+from .defaults import model_defaults
+
 
 def seed_if_empty(conn) -> bool:
     """Seed a registry once, the first time it is opened. A registry whose user later removed
@@ -22,7 +24,7 @@ def seed_if_empty(conn) -> bool:
     cat = load_catalog()
     conn.execute(insert(Dtype), _fill(Dtype, cat["dtypes"]))
     conn.execute(insert(Gpu), _fill(Gpu, cat["gpus"]))
-    conn.execute(insert(Model), _fill(Model, [_model_defaults(m) for m in cat["models"]]))
+    conn.execute(insert(Model), _fill(Model, [model_defaults(m) for m in cat["models"]]))
     _seed_plans(conn, cat.get("plans", []), cat.get("demand", []))
     conn.execute(insert(Meta).values(key="seeded", value="catalog"))
     return True
@@ -45,17 +47,6 @@ def _fill(table, rows: list[dict]) -> list[dict]:
     optional = {c.name: ("" if c.server_default is not None else None)
                 for c in table.__table__.columns if c.nullable or c.server_default is not None}
     return [{**optional, **r} for r in rows]
-
-
-def _model_defaults(row: dict) -> dict:
-    out = {"sliding_layers": 0, "chunked_layers": 0, "linear_layers": 0, "no_cache_layers": 0, "k_eq_v_layers": 0,
-           "source": "manual", "notes": "",
-           "architecture": "", "family": ""}
-    out.update(row)
-    out.setdefault("v_head_dim", out.get("head_dim"))
-    out.setdefault("params_active", out.get("params_total"))
-    out.setdefault("full_layers", out["layers"] - out["sliding_layers"] - out["chunked_layers"] - out["linear_layers"])
-    return out
 
 
 def _seed_plans(conn, plans: list[dict], demand: list[dict]) -> None:

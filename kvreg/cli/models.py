@@ -74,7 +74,7 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
     row = dict(
         name=name, layers=layers, kv_heads=attention_heads if kv_heads is None else kv_heads,
         attention_heads=kv_heads if attention_heads is None else attention_heads,
-        head_dim=head_dim, v_head_dim=head_dim if v_head_dim is None else v_head_dim,
+        head_dim=head_dim,
         params_total=_billions(params_b, "--params-b"),
         params_active=_billions(active_params_b, "--active-params-b") if active_params_b is not None else None,
         weight_dtype=weight_dtype, max_position_embeddings=parse_tokens(max_context), sliding_layers=sliding_layers,
@@ -85,6 +85,8 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
         qk_rope_head_dim=qk_rope_head_dim, indexer_bytes_per_token_per_layer=indexer_bytes_per_token_per_layer,
         hidden_size=hidden_size, intermediate_size=intermediate_size, vocab_size=vocab_size, architecture=architecture, family=family, notes=notes, source="manual",
     )
+    if v_head_dim is not None:  # left out, it is the registry's default (kvreg.catalog.defaults)
+        row["v_head_dim"] = v_head_dim
     with open_db(ctx).begin() as conn:
         add_model(conn, row)
     click.echo(f"added model {name}")

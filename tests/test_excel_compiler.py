@@ -11,22 +11,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import CheckConstraint
 
-from kvreg.db.tables import Demand, Dtype, Gpu, Model, Plan, WorkloadClass
-from kvreg.figures.declarations import CLASS_MEANS, INPUTS
+from kvreg.db.tables import Demand, Dtype, Gpu, Model, Plan, Scenario, WorkloadClass
+from kvreg.figures.declarations import CLASS_MEANS, INPUT_TABLES, INPUTS
 
-TABLES = {t.__tablename__: t.__table__ for t in (Dtype, Model, Gpu, Plan, WorkloadClass, Demand)}
-# Inputs the views name differently from their table column (kvreg/figures/views.py); every other
-# input is the same-named column of model, gpu or plan.
-RENAMED = {
-    "kv_bytes_per_element": ("dtype", "bytes_per_element"),
-    "kv_mla_bytes_per_token_per_layer": ("dtype", "mla_bytes_per_token_per_layer"),
-    "kv_scale_bytes_per_token_per_head": ("dtype", "scale_bytes_per_token_per_head"),
-    "weight_bytes_per_param": ("dtype", "bytes_per_element"),
-    "state_bytes_per_element": ("dtype", "bytes_per_element"),
-    "class_tokens": ("workload_class", "avg_tokens"),
-    "share": ("workload_class", "share"),
-    "users": ("demand", "users"),
-}
+TABLES = {t.__tablename__: t.__table__ for t in (Dtype, Model, Gpu, Plan, Scenario, WorkloadClass, Demand)}
 CLASS_MEAN_INPUTS = {m.name for m in CLASS_MEANS}  # computed per plan: no column of their own
 # Declared positive although no CHECK keeps them so unconditionally; the formulas divide by them
 # without a zero test. Each says which CHECK comes closest.
@@ -36,12 +24,11 @@ NOT_KEPT_POSITIVE = {
 
 
 def _column(name: str):
-    if name in RENAMED:
-        table, column = RENAMED[name]
-        return TABLES[table], TABLES[table].c[column]
-    found = [(TABLES[t], TABLES[t].c[name]) for t in ("model", "gpu", "plan") if name in TABLES[t].c]
-    assert len(found) == 1, f"input {name}: {len(found)} columns of that name in model, gpu and plan"
-    return found[0]
+    """The column an input is read from, in the first registry table its relation names (a
+    deployment's: plan)."""
+    decl = INPUTS[name]
+    table = TABLES[INPUT_TABLES[decl.table][0]]
+    return table, table.c[decl.column]
 
 
 def _split(text: str, word: str) -> list[str]:
@@ -120,6 +107,22 @@ def test_every_input_has_a_column_or_is_a_class_mean():
     for name in INPUTS:
         if name not in CLASS_MEAN_INPUTS:
             _column(name)
+
+
+def test_every_input_names_its_table_and_column():
+    """Each input's relation is a registry table (or, for a class mean, none), and every table
+    behind it has the column the input names, as nullable as declared."""
+    wrong = {}
+    for name, decl in INPUTS.items():
+        tables = INPUT_TABLES[decl.table]
+        if (name in CLASS_MEAN_INPUTS) != (not tables):
+            wrong[name] = f"relation {decl.table}: tables {tables}"
+        for t in tables:
+            if t not in TABLES or decl.column not in TABLES[t].c:
+                wrong[name] = f"no column {t}.{decl.column}"
+            elif bool(TABLES[t].c[decl.column].nullable) != decl.nullable:
+                wrong[name] = f"{t}.{decl.column}: nullable {TABLES[t].c[decl.column].nullable}"
+    assert wrong == {}
 
 
 def test_declared_nullability_is_the_columns():

@@ -53,6 +53,7 @@ from kvreg.figures.declarations import (
     INPUTS,
     RULES,
     dependencies,
+    inputs_of,
 )
 from kvreg.figures.facts import INPUT_NULLABLE, name_may_be_null
 from kvreg.figures.labels import label
@@ -68,6 +69,7 @@ FUNCTIONS_USED = ("INDEX", "MATCH", "IF", "AND", "OR", "ISBLANK", "MIN", "MAX", 
 PROP_REGISTRY, PROP_QUARTER, PROP_FORMAT = "kvreg_registry_id", "kvreg_quarter", "kvreg_workbook"
 WORKBOOK_FORMAT = "2"
 
+# The model inputs in the Models sheet's order (not their declarations').
 _MODEL_INPUTS = [
     "layers", "full_layers", "sliding_layers", "sliding_window", "chunked_layers", "attention_chunk_size",
     "linear_layers", "linear_state_elements_per_layer", "linear_state_heads", "attention_heads", "kv_heads",
@@ -75,25 +77,27 @@ _MODEL_INPUTS = [
     "max_position_embeddings", "indexer_bytes_per_token_per_layer", "hidden_size", "intermediate_size", "vocab_size",
     "no_cache_layers", "sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads", "chunked_head_dim",
 ]
-_GPU_INPUTS = ["memory_bytes", "reported_memory_bytes", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"]
-# dtype inputs: (Dtypes column, the row helper that finds the dtype, may be blank)
+assert sorted(_MODEL_INPUTS) == sorted(inputs_of("model")), "the Models sheet has every model input"
+_GPU_INPUTS = inputs_of("gpu")
+# dtype inputs: (Dtypes column, the row helper that finds the dtype, may be blank). Each dtype relation's
+# helper is named after it (kv_dtype_row); the KV dtype's name is the key the helper matches, not a lookup.
 _DTYPE_LOOKUPS = {
-    "kv_bytes_per_element": ("bytes_per_element", "kv_dtype_row", False),
-    "kv_mla_bytes_per_token_per_layer": ("mla_bytes_per_token_per_layer", "kv_dtype_row", True),
-    "kv_scale_bytes_per_token_per_head": ("scale_bytes_per_token_per_head", "kv_dtype_row", True),
-    "weight_bytes_per_param": ("bytes_per_element", "weight_dtype_row", False),
-    "state_bytes_per_element": ("bytes_per_element", "state_dtype_row", False),
+    n: (INPUTS[n].column, f"{t}_row", INPUTS[n].nullable)
+    for t in ("kv_dtype", "weight_dtype", "state_dtype") for n in inputs_of(t) if n != "kv_dtype"
 }
-_KV_DTYPE_LOOKUPS = ("kv_bytes_per_element", "kv_mla_bytes_per_token_per_layer", "kv_scale_bytes_per_token_per_head")
-_KV_INPUTS = {*_KV_DTYPE_LOOKUPS, "kv_dtype"}
+_KV_DTYPE_LOOKUPS = tuple(n for n in _DTYPE_LOOKUPS if INPUTS[n].table == "kv_dtype")
+_KV_INPUTS = set(inputs_of("kv_dtype"))
 # A deployment's settings, in sheet order: the plan/scenario columns the figures read.
 _SETTINGS = ["tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype", "weight_dtype", "context_tokens",
              "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", "rule", "gpu_memory_utilization",
              "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes", "cuda_graph_bytes",
              "mem_fraction_static", "engine_version", "engine_release", "non_torch_bytes", "weights_measured_bytes"]
-# What an engine printed for a plan (plans only): compared with the figures by the calibration figures.
+assert sorted(_SETTINGS) == sorted([*inputs_of("deployment"), "kv_dtype", "weight_dtype"]), "every setting"
+# What an engine printed for a plan (plans only), in sheet order: compared with the figures by the
+# calibration figures.
 _MEASURED = ["measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version",
              "measured_kv_cache_bytes", "calibration_source"]
+assert sorted(_MEASURED) == sorted(inputs_of("calibration")), "every calibration input"
 
 
 # --------------------------------------------------------------------------- inputs in people's units

@@ -10,38 +10,33 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, dependencies
+from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, dependencies, inputs_of
 from .aggregates import ROLLUP_SQL_KEY, aggregate_sql, entered_quarters_sql, one_quarter_sql
 from .expr import PostgresCompiler, SqlCompiler
 from .facts import never_null_in_sql
 from .fingerprint import figures_fingerprint
 from .quarters import quarter_index_sql, until_sql
 
-_MODEL_COLS = [
-    "layers", "full_layers", "sliding_layers", "sliding_window", "chunked_layers", "attention_chunk_size",
-    "linear_layers", "linear_state_elements_per_layer", "linear_state_heads", "attention_heads", "kv_heads",
-    "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "params_total", "params_active",
-    "max_position_embeddings", "indexer_bytes_per_token_per_layer", "hidden_size", "intermediate_size", "vocab_size",
-    "no_cache_layers", "sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads", "chunked_head_dim",
-]
-_GPU_COLS = ["memory_bytes", "reported_memory_bytes", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"]
-_DEPLOY_COLS = [
-    "gpus_per_node", "tp", "pp", "dp_attention", "context_tokens", "avg_tokens", "reserve",
-    "kv_cache_memory_bytes", "block_size", "rule", "gpu_memory_utilization", "max_num_batched_tokens",
-    "max_concurrent_batches", "activation_bytes", "cuda_graph_bytes", "mem_fraction_static", "engine_version",
-    "engine_release", "non_torch_bytes", "weights_measured_bytes",
-]
+# Each grain's source reads the inputs from the relation their declaration names (InputDecl.table),
+# under these aliases; the three dtype relations are joins of the dtype table.
+_ALIAS = {"model": "m", "gpu": "g", "deployment": "s", "calibration": "s", "kv_dtype": "kd", "weight_dtype": "wd",
+          "state_dtype": "sd", "class": "wc"}
+
+
+def _select(table: str) -> list[str]:
+    """`alias.column AS input` for every input read from `table`."""
+    return [f"{_ALIAS[table]}.{INPUTS[n].column} AS {n}" for n in inputs_of(table)]
+
+
+_MODEL_COLS = inputs_of("model")
+_GPU_COLS = inputs_of("gpu")
+_DEPLOY_COLS = inputs_of("deployment")
 # What an engine printed for a plan (kvreg plan calibrate): plans only, never scratch scenarios.
-_MEASURED_COLS = ["measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version",
-                  "measured_kv_cache_bytes", "calibration_source"]
-# The KV dtype's sizes, as every grain joins them (alias kd).
-_KV_DTYPE_SELECT = (
-    "kd.bytes_per_element AS kv_bytes_per_element,"
-    " kd.mla_bytes_per_token_per_layer AS kv_mla_bytes_per_token_per_layer,"
-    " kd.scale_bytes_per_token_per_head AS kv_scale_bytes_per_token_per_head"
-)
-_DTYPE_INPUTS = ("kv_bytes_per_element", "kv_mla_bytes_per_token_per_layer", "kv_scale_bytes_per_token_per_head",
-                 "weight_bytes_per_param", "state_bytes_per_element")
+_MEASURED_COLS = inputs_of("calibration")
+# The dtypes' sizes (and the KV dtype's name), as every grain joins them.
+_DTYPE_TABLES = ("kv_dtype", "weight_dtype", "state_dtype")
+_DTYPE_INPUTS = tuple(n for t in _DTYPE_TABLES for n in inputs_of(t))
+_DTYPE_SELECT = [c for t in _DTYPE_TABLES for c in _select(t)]
 
 
 # A plan's workload mix: the share-weighted means of its classes (CLASS_MEANS), one row per plan with classes.
@@ -60,15 +55,10 @@ def _deployment_source(table: str, key_cols: list[str], extra_cols: list[str] = 
     `lead` columns come first; `source` replaces the FROM clause's `{table} s` (it must still name
     the deployment `s`); `joins` are more joins after the dtypes."""
     cols = list(lead) + [f"s.{c} AS {c}" for c in key_cols]
-    cols += ["m.name AS model", "g.name AS gpu", "s.kv_dtype AS kv_dtype", "s.weight_dtype AS weight_dtype"]
-    cols += [f"m.{c} AS {c}" for c in _MODEL_COLS]
-    cols += [f"g.{c} AS {c}" for c in _GPU_COLS]
-    cols += [f"s.{c} AS {c}" for c in [*_DEPLOY_COLS, *extra_cols]]
-    cols += [
-        _KV_DTYPE_SELECT,
-        "wd.bytes_per_element AS weight_bytes_per_param",
-        "sd.bytes_per_element AS state_bytes_per_element",
-    ]
+    cols += ["m.name AS model", "g.name AS gpu", "s.weight_dtype AS weight_dtype"]
+    cols += _select("model") + _select("gpu") + _select("deployment")
+    cols += [f"s.{INPUTS[c].column} AS {c}" for c in extra_cols]
+    cols += _DTYPE_SELECT
     return (
         "SELECT " + ", ".join(cols) + f" FROM {source or table + ' s'}"
         " JOIN model m ON m.id = s.model_id"
@@ -156,10 +146,11 @@ def _computable(name: str, have: set[str], memo: dict[str, bool] | None = None) 
     return memo[name]
 
 
-_DEPLOY_SOURCE_COLS = (
-    ("model", "gpu", "kv_dtype", "weight_dtype") + tuple(_MODEL_COLS) + tuple(_GPU_COLS) + tuple(_DEPLOY_COLS)
-    + _DTYPE_INPUTS
-)
+_DEPLOY_SOURCE_COLS = ("model", "gpu", "weight_dtype", *_MODEL_COLS, *_GPU_COLS, *_DEPLOY_COLS, *_DTYPE_INPUTS)
+# The calibration columns in the order plan_capacity shows them (not their declarations').
+_MEASURED_OUT = ("measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version",
+                 "measured_kv_cache_bytes", "calibration_source")
+assert sorted(_MEASURED_OUT) == sorted(_MEASURED_COLS), "plan_capacity shows every calibration input"
 
 _DEMAND_FIGURES = ("replicas_needed", "gpus_needed", "nodes_needed", "capacity_users", "headroom_users",
                    "headroom_fraction", "cost_per_month", "capex", "cost_per_user_per_month")
@@ -168,14 +159,12 @@ GRAINS: list[Grain] = [
     Grain(
         "model_kv",
         "per model and KV dtype: bytes per token and per 128K sequence",
-        "SELECT m.id AS model_id, m.name AS model, kd.name AS kv_dtype, m.weight_dtype AS weight_dtype, "
-        + ", ".join(f"m.{c} AS {c}" for c in _MODEL_COLS)
-        + ", " + _KV_DTYPE_SELECT
-        + ", wd.bytes_per_element AS weight_bytes_per_param, sd.bytes_per_element AS state_bytes_per_element"
-        " FROM model m JOIN dtype kd ON kd.kind IN ('kv', 'both')"
+        "SELECT m.id AS model_id, m.name AS model, m.weight_dtype AS weight_dtype, "
+        + ", ".join(_select("model") + _DTYPE_SELECT)
+        + " FROM model m JOIN dtype kd ON kd.kind IN ('kv', 'both')"
         " JOIN dtype wd ON wd.name = m.weight_dtype"
         " JOIN dtype sd ON sd.name = COALESCE(m.linear_state_dtype, m.weight_dtype)",
-        ("model_id", "model", "kv_dtype", "weight_dtype") + tuple(_MODEL_COLS) + _DTYPE_INPUTS,
+        ("model_id", "model", "weight_dtype", *_MODEL_COLS, *_DTYPE_INPUTS),
         ("model_id", "model", "kv_dtype", "weight_dtype"),
     ),
     Grain(
@@ -192,11 +181,10 @@ GRAINS: list[Grain] = [
         "per plan and workload class: the class's KV per request and its share-weighted terms",
         _deployment_source(
             "plan", ["name"],
-            lead=["wc.plan_id AS plan_id", "wc.name AS workload_class", "wc.avg_tokens AS class_tokens",
-                  f"wc.share AS {CLASS_WEIGHT}"],
+            lead=["wc.plan_id AS plan_id", "wc.name AS workload_class", *_select("class")],
             source="workload_class wc JOIN plan s ON s.id = wc.plan_id",
         ).replace("s.name AS name", "s.name AS plan"),
-        ("plan_id", "workload_class", "class_tokens", CLASS_WEIGHT, "plan") + _DEPLOY_SOURCE_COLS,
+        ("plan_id", "workload_class", *inputs_of("class"), "plan") + _DEPLOY_SOURCE_COLS,
         ("plan_id", "plan", "workload_class", "class_tokens", CLASS_WEIGHT),
         wanted=("class_kv_bytes_per_request_per_gpu", "class_concurrency", "class_weighted_tokens",
                 "class_weighted_kv_bytes"),
@@ -209,7 +197,7 @@ GRAINS: list[Grain] = [
             joins=f" LEFT JOIN ({_mix_sql()}) mix ON mix.plan_id = s.id",
         ).replace("s.id AS id", "s.id AS plan_id").replace("s.name AS name", "s.name AS plan"),
         ("plan_id", "plan") + _DEPLOY_SOURCE_COLS + tuple(_MEASURED_COLS) + tuple(_MIX_COLS),
-        ("plan_id", "plan") + tuple(_DEPLOY_OUT) + tuple(_MEASURED_COLS),
+        ("plan_id", "plan") + tuple(_DEPLOY_OUT) + _MEASURED_OUT,
         _DEMAND_FIGURES,
     ),
 ]

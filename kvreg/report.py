@@ -15,7 +15,9 @@ leaves the previous report as it was.
 
 from __future__ import annotations
 
+import ctypes
 import datetime as dt
+import gc
 import hashlib
 import json
 import math
@@ -23,7 +25,9 @@ import os
 import re
 import secrets
 import shutil
+import sys
 import tempfile
+import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
@@ -31,10 +35,18 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from kvreg.capacity import SWEEP_MAX_PAIRS
+from kvreg import __version__, limits
+from kvreg.capacity import SWEEP_MAX_PAIRS, Question, sweep
+from kvreg.db.engine import READ_SNAPSHOT, mask_url
+from kvreg.db.read import current_revision, dialect, list_dtypes, list_gpus, list_models, runner
 from kvreg.dbcopy import process_alive
 from kvreg.errors import KvregError
-from kvreg.figures.quarters import previous_quarter
+from kvreg.figures.aggregates import aggregate_sql, index_of_quarter, quarters_sql
+from kvreg.figures.declarations import FIGURES, HOURS_PER_MONTH
+from kvreg.figures.quarters import previous_index, previous_quarter
+from kvreg.figures.views import GRAIN, views_hash
+from kvreg.fleet import rollup as rollup_of
+from kvreg.plans import list_demand
 from kvreg.units import current_quarter, parse_quarter, quarter_folder
 
 FORMATS = ("md", "xlsx")
@@ -84,7 +96,6 @@ _NOT_CONTENT = ("id", "imported_at")
 @dataclass
 class Report:
     """A written report: its folder and the files in it (relative paths, sorted)."""
-
     folder: Path
     files: list[str]
 
@@ -185,9 +196,6 @@ def registry_sha256(conn) -> str:
 
 def provenance(conn, *, generated_at: str, registry_url: str) -> dict:
     """Where the figures came from: kvreg version, schema revision, time, registry hash and (masked) URL."""
-    from kvreg import __version__
-    from kvreg.db.engine import current_revision, mask_url
-
     return {
         "kvreg_version": __version__,
         "schema_revision": current_revision(conn),
@@ -199,7 +207,6 @@ def provenance(conn, *, generated_at: str, registry_url: str) -> dict:
 
 def _plans(conn, quarter: str) -> list[dict]:
     demand: dict[int, list[dict]] = {}
-    from kvreg.plans import list_demand
 
     columns = ", ".join(["plan_id"] + _view_columns(conn, "plan_quarter", DEMAND_COLUMNS))
     for r in _rows(conn, f"SELECT {columns} FROM plan_quarter"):
@@ -274,8 +281,6 @@ def _sweep(conn, models: list[dict], gpus: list[dict], asked: dict | None = None
     """Max concurrency per model, GPU and context, one TP per model and GPU (kvreg.capacity.sweep: the
     minimum TP at the shortest context, kept along the row): questions to the capacity view (the
     answer kept in `asked`, for the workbook's sweep)."""
-    from kvreg.capacity import Question, sweep
-
     model_names, gpu_names, scope = _sweep_scope(conn, models, gpus)
     q = Question(models=model_names, gpus=gpu_names, contexts=list(SWEEP_CONTEXTS),
                  kv_dtypes=[SWEEP_KV_DTYPE], tp="auto")
@@ -296,10 +301,6 @@ def _sweep(conn, models: list[dict], gpus: list[dict], asked: dict | None = None
 def gather(conn, quarter: str, *, generated_at: str, registry_url: str, asked: dict | None = None) -> dict:
     """Everything the report prints, read from the views (the content of data.json). `asked` keeps
     the capacity questions' answers by repr(question), to be reused on the same connection."""
-    from kvreg.figures.declarations import HOURS_PER_MONTH
-
-    from kvreg.fleet import rollup as rollup_of
-
     rollup = sorted(_rows(conn, "SELECT * FROM procurement"), key=lambda r: (r["quarter"], r["gpu"]))
     # One read of the horizon (computing plan_quarter is the costly part); its first quarter is the
     # report's, entries carried into it, with the GPU types that have plans or a fleet then.
@@ -339,8 +340,6 @@ WORKBOOK_KV_DTYPES = ("bf16", "fp8")
 
 def registry_id(conn) -> str:
     """The registry's identity (kvreg_meta.registry_id, made when it was first opened)."""
-    from kvreg.db.read import runner
-
     rows = runner(conn).rows("SELECT value FROM kvreg_meta WHERE key = 'registry_id'")
     return rows[0]["value"] if rows else ""
 
@@ -348,9 +347,6 @@ def registry_id(conn) -> str:
 def _view_with_inputs(conn, grain: str, key, where: str = "", params: dict | None = None) -> dict:
     """Each row of a grain's view with its source's columns (the inputs it was computed from);
     `where`: only the rows this condition on the view's (and its source's) columns keeps."""
-    from kvreg.db.read import runner
-    from kvreg.figures.views import GRAIN
-
     run = runner(conn)
     cond = f" WHERE {where}" if where else ""
     source = {key(r): r for r in run.rows(f"SELECT * FROM ({GRAIN[grain].source}) s{cond}", params)}
@@ -364,9 +360,6 @@ def _workbook_kv_dtypes(dtypes: list[dict]) -> list[str]:
 
 def _workbook_registry(conn) -> dict:
     """The registry's inputs (tables) and, for the values the workbook's formulas store, its views."""
-    from kvreg.db.read import list_dtypes, list_gpus, list_models, runner
-    from kvreg.figures.declarations import FIGURES
-
     run = runner(conn)
     plans = run.rows("SELECT p.name AS plan, m.name AS model, g.name AS gpu, p.* FROM plan p"
                      " JOIN model m ON m.id = p.model_id JOIN gpu g ON g.id = p.gpu_id ORDER BY p.name")
@@ -416,10 +409,6 @@ def _workbook_aggregates(conn, data: dict, quarter: str) -> None:
     quarter and for each quarter of its per-quarter block, read through the same compiled SQL as
     the `procurement` view: the values the Summary's formulas store. Also each Demand and Fleet
     entry's in-force flags (the values of their helper columns)."""
-    from kvreg.db.read import dialect, runner
-    from kvreg.figures.aggregates import aggregate_sql, index_of_quarter, quarters_sql
-    from kvreg.figures.quarters import previous_index
-
     block = sorted({q for (_g, q) in data["procurement"]} | {quarter})
     data["block_quarters"] = block
     rows = runner(conn).rows(aggregate_sql(quarters_sql(block), dialect(conn), every_gpu=True))
@@ -448,8 +437,6 @@ def _workbook_sweep(conn, data: dict, asked: dict | None = None) -> list[dict]:
     name) and as many models as leaves room for, the ones most plans use first (then by name).
     Without plans: the registry's models on the capacity question's default GPU (the first GPU if
     that one is gone)."""
-    from kvreg.capacity import Question, sweep
-
     q = Question(contexts=list(SWEEP_CONTEXTS), kv_dtypes=[SWEEP_KV_DTYPE], tp="auto")
     if data["plans"]:
         uses: dict[str, int] = {}
@@ -478,9 +465,6 @@ def workbook_data(conn, quarter: str, *, generated_at: str | None = None, asked:
     kvreg.export.xlsx.write_workbook renders it. `asked`: answers to capacity questions already
     asked on this connection, by repr(question) (the report passes its context sweep's, often the
     same question as the workbook's); the workbook adds its own."""
-    from kvreg.db.read import current_revision, dialect
-    from kvreg.figures.views import views_hash
-
     quarter = parse_quarter(quarter)
     data = _workbook_registry(conn)
     data["quarter"] = quarter
@@ -497,7 +481,7 @@ def write_workbook(conn, path, quarter: str, *, generated_at: str | None = None,
     """Write the finance workbook for `quarter` (``2026Q4``) to `path`: workbook_data, rendered by
     kvreg.export.xlsx.write_workbook. `conn` is a connection to an opened registry; the same
     registry, quarter and `generated_at` give the same bytes."""
-    from kvreg.export.xlsx import write_workbook as render
+    from kvreg.export.xlsx import write_workbook as render  # lazy: XlsxWriter loads only for an xlsx
 
     render(workbook_data(conn, quarter, generated_at=generated_at, asked=asked), path)
 
@@ -521,9 +505,8 @@ def load_previous(out: Path, quarter: str, compare: str | None) -> tuple[dict | 
                              f"`kvreg report --quarter {q}`, or leave out --compare")
         return None, {**note, "note": f"No earlier report to compare with: {against} is not in the output folder"}
     try:
-        from kvreg.limits import MAX_DATA_JSON_BYTES, parse_json, read_input
-
-        prev = parse_json(read_input(str(path), MAX_DATA_JSON_BYTES, "report data file"), against, "report data file")
+        prev = limits.parse_json(limits.read_input(str(path), limits.MAX_DATA_JSON_BYTES, "report data file"), against,
+                                 "report data file")
         _check_previous(prev)
     except (OSError, ValueError) as exc:
         reason = " ".join(str(exc).split())
@@ -716,9 +699,6 @@ def _temp_folder(out: Path, target: Path) -> Path:
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two folders in one step (Linux renameat2 RENAME_EXCHANGE); False where the system or
     the filesystem cannot, and nothing was changed."""
-    import ctypes
-    import sys
-
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -764,6 +744,7 @@ def _utc(now: dt.datetime | None) -> str:
 
 def _write_files(conn, folder: Path, data: dict, formats: tuple[str, ...], asked: dict | None = None) -> None:
     if "md" in formats:
+        # Lazy: matplotlib and Jinja load only when the Markdown report is asked for.
         from kvreg.export.charts import write_charts
         from kvreg.export.markdown import render
 
@@ -807,8 +788,6 @@ def _snapshot(engine):
     """A connection that reads one consistent snapshot of the registry and blocks no writer:
     on SQLite a WAL read transaction whose scratch rows stay in its TEMP schema, on PostgreSQL
     REPEATABLE READ (its scratch rows are rolled back with it; readers never block writers)."""
-    from kvreg.db.engine import READ_SNAPSHOT
-
     with engine.connect() as conn:
         if conn.dialect.name != "sqlite":
             yield conn.execution_options(isolation_level="REPEATABLE READ")
@@ -825,10 +804,6 @@ def _collect_quietly(exc: BaseException) -> None:
     """Collect what a failed run left half-written. openpyxl's streaming sheets are generators
     whose file is already closed; collected later (the error's traceback keeps them alive), each
     would print an "Exception ignored" traceback under the one-line error."""
-    import gc
-    import sys
-    import traceback
-
     traceback.clear_frames(exc.__traceback__)  # the frames that hold the workbook, not this one
 
     hook = sys.unraisablehook

@@ -64,40 +64,51 @@ def branch_facts(cond: Expr) -> tuple[Facts, Facts]:
     return NO_FACTS, NO_FACTS
 
 
-def may_be_null(e: Expr, facts: Facts = NO_FACTS) -> bool:
+def may_be_null(e: Expr, facts: Facts = NO_FACTS, *, strict: bool = False) -> bool:
     """Whether the SQL views can give NULL for this expression (its inputs as the schema allows).
 
-    A zero divisor also gives NULL in SQL, and the workbook blanks it too, but it is not counted
-    here: only final figures (headroom_fraction, cost_per_user_per_month) divide by something that
-    can be zero in practice, so nothing downstream has to test for it."""
+    The workbook's guards ask without `strict`: a zero divisor also gives NULL in SQL, and the
+    workbook blanks it too, but it is not counted: only final figures (headroom_fraction,
+    cost_per_user_per_month) divide by something that can be zero in practice, so nothing
+    downstream has to test for it; kv_lora_rank and qk_rope_head_dim are not counted either
+    (_GUARD_EXEMPT). `strict` counts both, and a name no declaration knows: what the SQLite views
+    need before they may use SQLite's own min()/max() (never_null_in_sql)."""
     if isinstance(e, Const):
         return e.value is None
     if isinstance(e, (Input, Ref)):
-        return e.name not in facts.not_null and name_may_be_null(e.name)
+        return e.name not in facts.not_null and name_may_be_null(e.name, strict=strict)
     if isinstance(e, Op):
-        return e.op in ARITH and (may_be_null(e.a, facts) or may_be_null(e.b, facts))
+        if e.op not in ARITH:
+            return False  # a comparison is 0 or 1
+        return (may_be_null(e.a, facts, strict=strict) or may_be_null(e.b, facts, strict=strict)
+                or (strict and e.op == "/" and not _surely_positive(e.b, facts)))
     if isinstance(e, Func):
         if e.name == "if":
             then, other = branch_facts(e.args[0])
-            return may_be_null(e.args[1], facts | then) or may_be_null(e.args[2], facts | other)
+            return (may_be_null(e.args[1], facts | then, strict=strict)
+                    or may_be_null(e.args[2], facts | other, strict=strict))
         if e.name in ("coalesce", "min", "max"):  # the SQL targets' MIN/MAX skip a NULL, like Excel's
-            return may_be_null(e.args[0], facts) and may_be_null(e.args[1], facts)
+            return may_be_null(e.args[0], facts, strict=strict) and may_be_null(e.args[1], facts, strict=strict)
+        if strict and e.name == "mod" and not _surely_positive(e.args[1], facts):
+            return True
         if e.name in STRICT_FUNCS:
-            return any(may_be_null(a, facts) for a in e.args)
-        return False
+            return any(may_be_null(a, facts, strict=strict) for a in e.args)
+        return False  # and, or, not, isnull: 0 or 1
     raise TypeError(f"not an expression: {e!r}")
 
 
-_NULLABLE_MEMO: dict[str, bool] = {}
+_NULLABLE_MEMO: dict[tuple[str, bool], bool] = {}
 
 
-def name_may_be_null(name: str) -> bool:
+def name_may_be_null(name: str, *, strict: bool = False) -> bool:
     """An input or a figure that can be NULL in the views (and so blank in the workbook)."""
     if name in INPUTS:
-        return INPUT_NULLABLE[name] and name not in _GUARD_EXEMPT
-    if name not in _NULLABLE_MEMO:
-        _NULLABLE_MEMO[name] = may_be_null(FIGURES[name].expr)
-    return _NULLABLE_MEMO[name]
+        return INPUT_NULLABLE[name] and (strict or name not in _GUARD_EXEMPT)
+    if name not in FIGURES:
+        return strict  # a grain's own column (users, quarter) or an aggregate: not declared here
+    if (name, strict) not in _NULLABLE_MEMO:
+        _NULLABLE_MEMO[(name, strict)] = may_be_null(FIGURES[name].expr, strict=strict)
+    return _NULLABLE_MEMO[(name, strict)]
 
 
 def is_positive(e: Expr, facts: Facts = NO_FACTS) -> bool:
@@ -134,45 +145,11 @@ def never_null_in_sql(e: Expr) -> bool:
     (kv_lora_rank too), and so does a divisor the schema does not keep above zero, since SQL's
     x / 0 is NULL. The SQLite views compile min/max of two such expressions to SQLite's own
     min()/max(), which give NULL when an argument is NULL, in place of the CASE that skips one."""
-    return not _sql_null(e, NO_FACTS)
+    return not may_be_null(e, strict=True)
 
 
-_SQL_NULL_MEMO: dict[str, bool] = {}
-
-
-def _sql_null(e: Expr, facts: Facts) -> bool:
-    if isinstance(e, Const):
-        return e.value is None
-    if isinstance(e, Input):
-        return e.name not in facts.not_null and (e.name not in INPUT_NULLABLE or INPUT_NULLABLE[e.name])
-    if isinstance(e, Ref):
-        if e.name in facts.not_null:
-            return False
-        if e.name not in FIGURES:
-            return True
-        if e.name not in _SQL_NULL_MEMO:
-            _SQL_NULL_MEMO[e.name] = _sql_null(FIGURES[e.name].expr, NO_FACTS)
-        return _SQL_NULL_MEMO[e.name]
-    if isinstance(e, Op):
-        if e.op not in ARITH:
-            return False  # a comparison is 0 or 1
-        return (_sql_null(e.a, facts) or _sql_null(e.b, facts)
-                or (e.op == "/" and not _sql_positive(e.b, facts)))
-    if isinstance(e, Func):
-        if e.name == "if":
-            then, other = branch_facts(e.args[0])
-            return _sql_null(e.args[1], facts | then) or _sql_null(e.args[2], facts | other)
-        if e.name in ("coalesce", "min", "max"):
-            return _sql_null(e.args[0], facts) and _sql_null(e.args[1], facts)
-        if e.name == "mod" and not _sql_positive(e.args[1], facts):
-            return True
-        if e.name in STRICT_FUNCS:
-            return any(_sql_null(a, facts) for a in e.args)
-        return False  # and, or, not, isnull: 0 or 1
-    raise TypeError(f"not an expression: {e!r}")
-
-
-def _sql_positive(e: Expr, facts: Facts) -> bool:
+def _surely_positive(e: Expr, facts: Facts) -> bool:
+    """is_positive, leaving out the inputs that are above zero only while another input is set."""
     return is_positive(e, facts) and not (_names_in(e) & _POSITIVE_WHEN_SET_WITH_OTHERS)
 
 

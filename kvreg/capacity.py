@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 from kvreg.db.read import runner
 from kvreg.errors import KvregError, suggest
-from kvreg.rules import ENGINE_FIELDS, check_engine_settings
+from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, inputs_of
+from kvreg.rules import ENGINE_FIELDS, check_engine_settings, parse_engine_options
+from kvreg.units import format_tokens, parse_fraction, parse_size, parse_token_list
 
 MAX_GPUS_PER_NODE = 1024  # the largest node kvreg accepts (kvreg.registry uses it too)
 # A context sweep (report and workbook) asks about at most this many model x GPU pairs: a
@@ -45,8 +47,8 @@ ENGINE_COLUMNS = {
 
 # Every statement a capacity question runs, on either runner. Named parameters (:name) are
 # understood by SQLAlchemy's text() and by sqlite3 alike.
-SCENARIO_COLUMNS = ("model_id", "gpu_id", "gpus_per_node", "tp", "pp", "dp_attention", "kv_dtype", "weight_dtype",
-                    "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", *ENGINE_FIELDS)
+# A scenario row: the model, GPU and dtypes it joins to, and the deployment inputs.
+SCENARIO_COLUMNS = ("model_id", "gpu_id", "kv_dtype", "weight_dtype", *inputs_of("deployment"))
 SQL = {
     "model": "SELECT * FROM model WHERE name = :name",
     "model_names": "SELECT name FROM model ORDER BY name",
@@ -62,21 +64,28 @@ SQL = {
 }
 
 
+_D = DEPLOYMENT_DEFAULTS
+
+
 @dataclass
 class Question:
+    """A capacity question: every model x GPU x context x KV dtype (x TP under --tp auto) is one scenario.
+    The deployment settings default to the inputs' declared defaults (kvreg.figures.inputs);
+    tests/test_input_lists.py holds these fields to the deployment inputs."""
+
     models: list[str] = field(default_factory=list)  # empty: every model
     gpus: list[str] = field(default_factory=lambda: ["H100-SXM"])
-    contexts: list[int] = field(default_factory=lambda: [131072])
-    kv_dtypes: list[str] = field(default_factory=lambda: ["bf16"])
+    contexts: list[int] = field(default_factory=lambda: [_D["context_tokens"]])
+    kv_dtypes: list[str] = field(default_factory=lambda: [INPUTS["kv_dtype"].default])
     weight_dtype: str | None = None  # None: the model's native weight dtype
-    tp: int | str = 1  # or "auto": SPEC's minimum TP
-    pp: int = 1
-    dp_attention: int = 1
-    gpus_per_node: int = 8
-    reserve: float = 0.12
+    tp: int | str = _D["tp"]  # or "auto": SPEC's minimum TP
+    pp: int = _D["pp"]
+    dp_attention: int = _D["dp_attention"]
+    gpus_per_node: int = _D["gpus_per_node"]
+    reserve: float = _D["reserve"]
     kv_cache_memory_bytes: int | None = None
-    block_size: int = 16
-    rule: str = "theoretical"  # or vllm, sglang (kvreg.rules); the engine settings below: None for its default
+    block_size: int = _D["block_size"]
+    rule: str = _D["rule"]  # or vllm, sglang (kvreg.rules); the engine settings below: None for its default
     gpu_memory_utilization: float | None = None
     max_num_batched_tokens: int | None = None
     max_concurrent_batches: int | None = None
@@ -118,14 +127,12 @@ def parse_tp(tp: str | int) -> int | str:
     return value
 
 
-def question_from_options(*, models=(), gpus=(), context="128K", kv_dtype="bf16", weight_dtype="native", tp="1",
-                          pp=1, dp_attention=1, gpus_per_node=8, reserve="0.12", kv_cache_memory=None,
-                          block_size=16, **engine) -> Question:
+def question_from_options(*, models=(), gpus=(), context=format_tokens(_D["context_tokens"]),
+                          kv_dtype=INPUTS["kv_dtype"].default, weight_dtype="native", tp=str(_D["tp"]), pp=_D["pp"],
+                          dp_attention=_D["dp_attention"], gpus_per_node=_D["gpus_per_node"], reserve=str(_D["reserve"]),
+                          kv_cache_memory=None, block_size=_D["block_size"], **engine) -> Question:
     """A Question from `kvreg capacity`'s options as given (text, as typed): the command and the web
     page's /api/capacity both build their question here. `engine`: --rule and the engine settings."""
-    from kvreg.rules import parse_engine_options
-    from kvreg.units import parse_fraction, parse_size, parse_token_list
-
     return Question(
         models=_split(models), gpus=_split(gpus) or ["H100-SXM"], contexts=parse_token_list(context),
         kv_dtypes=_split((kv_dtype,)), weight_dtype=None if weight_dtype == "native" else weight_dtype, tp=parse_tp(tp),
@@ -300,9 +307,9 @@ def valid_tps(conn, model: str, gpus_per_node: int = 8, pp: int = 1) -> list[int
     m = _model(db, model)
     first = db.rows(SQL["first_gpu"])
     g = first[0]["id"] if first else None
-    rows = [dict(model_id=m["id"], gpu_id=g, gpus_per_node=gpus_per_node, tp=tp, pp=pp, dp_attention=1,
-                 kv_dtype="bf16", weight_dtype=m["weight_dtype"], context_tokens=1, avg_tokens=None, reserve=0.12,
-                 kv_cache_memory_bytes=None, block_size=0, rule="theoretical", **dict.fromkeys(ENGINE_FIELDS[1:]))
+    rows = [{**DEPLOYMENT_DEFAULTS, "model_id": m["id"], "gpu_id": g, "gpus_per_node": gpus_per_node, "tp": tp,
+             "pp": pp, "kv_dtype": INPUTS["kv_dtype"].default, "weight_dtype": m["weight_dtype"], "context_tokens": 1,
+             "block_size": 0}
             for tp in range(1, gpus_per_node // pp + 1)]
     return [r["tp"] for r in _through_view(db, rows, SQL["valid_tps"])]
 

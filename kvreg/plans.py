@@ -25,19 +25,17 @@ from kvreg.db.read import (  # noqa: F401  (the read queries live in the db laye
 from kvreg.capacity import parse_tp
 from kvreg.db.tables import Demand, Gpu, Model, Plan, WorkloadClass
 from kvreg.errors import AlreadyExists, KvregError
+from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, inputs_of
 from kvreg.registry import check_dtype, check_int, check_name, check_text, get_gpu, get_model
-from kvreg.rules import ENGINE_FIELDS, ENGINE_SETTINGS, check_engine_settings
+from kvreg.rules import ENGINE_SETTINGS, check_engine_settings
 from kvreg.units import format_tokens, parse_fraction, parse_quarter, parse_tokens
 
-# A spec names its model and GPU; a row (what the plan table stores) carries their ids.
-SPEC_DEFAULTS = dict(
-    gpus_per_node=8, tp=1, pp=1, dp_attention=1, kv_dtype="bf16", weight_dtype=None, context_tokens=131072,
-    avg_tokens=None, reserve=0.12, kv_cache_memory_bytes=None, block_size=16, notes="",
-    rule="theoretical", **dict.fromkeys(ENGINE_FIELDS[1:]),
-)
-# What an engine printed for a plan (kvreg plan calibrate); it belongs to the settings it was measured with.
-CALIBRATION_FIELDS = ("measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version",
-                      "measured_kv_cache_bytes")
+# A spec names its model and GPU; a row (what the plan table stores) carries their ids. Its settings default to
+# the deployment inputs' declared defaults; the weight dtype to the model's own (None).
+SPEC_DEFAULTS = {**DEPLOYMENT_DEFAULTS, "kv_dtype": INPUTS["kv_dtype"].default, "weight_dtype": None, "notes": ""}
+# What an engine printed for a plan (kvreg plan calibrate); it belongs to the settings it was measured with. The
+# log it came from (calibration_source) is kept with the measured terms instead.
+CALIBRATION_FIELDS = tuple(n for n in inputs_of("calibration") if n != "calibration_source")
 # The memory terms a startup log measured (kvreg plan calibrate --log), kept as the plan's inputs while the
 # plan stays on the same model, GPU, layout, weights, batch and release; other contexts, utilizations and
 # KV dtypes reuse them. MEASURED_BY lists the settings they depend on.

@@ -1,20 +1,28 @@
-"""The lists of input columns kept outside kvreg/figures name the declared inputs.
+"""The deployment's columns outside kvreg/figures are read from the input declarations.
 
 kvreg.capacity answers `kvreg capacity` on the fast path and kvreg.plans sits under every plan
-command; neither imports kvreg.figures.declarations (tens of milliseconds at start-up), so their lists of
-a deployment's columns are written out. These tests hold them to the declarations (InputDecl.table),
-so an input added to a deployment without its scenario column or plan default shows up here.
+command; both read their lists of a deployment's columns and defaults from kvreg.figures.inputs (stdlib
+only), not from kvreg.figures.declarations (tens of milliseconds at start-up). The dataclass of a capacity
+question and the tables' classes spell their fields out; these tests hold them to the declarations
+(InputDecl.table, InputDecl.default), so an input added to a deployment shows up here if one is missed.
 """
 
 from __future__ import annotations
 
-from kvreg.capacity import SCENARIO_COLUMNS
+import dataclasses
+
+from kvreg.capacity import SCENARIO_COLUMNS, Question
+from kvreg.db.tables import Deployment, Plan, Scenario
 from kvreg.figures.declarations import inputs_of
+from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS
 from kvreg.plans import CALIBRATION_FIELDS, MEASURED_BY, MEASURED_TERMS, SPEC_DEFAULTS
 
 DEPLOYMENT = set(inputs_of("deployment"))
 # What a deployment row holds besides its inputs: the model, GPU and dtypes it joins to.
 REFERENCES = {"model_id", "gpu_id", "kv_dtype", "weight_dtype"}
+# A capacity question's fields that are not one deployment's inputs: lists of what it asks about (every
+# model x GPU x context x KV dtype is one scenario) and the weight dtype it names.
+QUESTION_LISTS = {"models", "gpus", "contexts", "kv_dtypes", "weight_dtype"}
 
 
 def test_a_scenario_row_is_the_deployment_inputs_and_references():
@@ -33,3 +41,32 @@ def test_calibration_fields_are_the_calibration_inputs_but_their_source():
 def test_measured_terms_and_what_they_depend_on_are_deployment_columns():
     assert set(MEASURED_TERMS) <= DEPLOYMENT
     assert set(MEASURED_BY) <= DEPLOYMENT | {"weight_dtype"}
+
+
+def test_the_tables_share_the_deployment_columns_with_the_declared_defaults():
+    assert set(Deployment.model_fields) == DEPLOYMENT
+    for table in (Plan, Scenario):
+        columns = {c.name: c for c in table.__table__.columns}
+        assert DEPLOYMENT | REFERENCES <= set(columns), table
+        for name in DEPLOYMENT:
+            assert columns[name].nullable == INPUTS[name].nullable, (table, name)
+    assert {n: Deployment.model_fields[n].default for n in DEPLOYMENT} == DEPLOYMENT_DEFAULTS
+
+
+def test_a_capacity_question_has_every_deployment_setting_with_its_declared_default():
+    fields = {f.name: f for f in dataclasses.fields(Question)}
+    # avg_tokens and context_tokens are what the question lists (contexts) or leaves to the context.
+    assert set(fields) == (DEPLOYMENT - {"avg_tokens", "context_tokens"}) | QUESTION_LISTS
+    for name in set(fields) & DEPLOYMENT:
+        assert fields[name].default == DEPLOYMENT_DEFAULTS[name], name
+    q = Question()
+    assert q.contexts == [DEPLOYMENT_DEFAULTS["context_tokens"]] == [131072]
+    assert q.kv_dtypes == [INPUTS["kv_dtype"].default] == ["bf16"]
+
+
+def test_the_declared_defaults_are_the_documented_ones():
+    """docs/plans.md and `kvreg plan add --help` name these: 8 GPUs a node, TP 1, 128K context, 12% reserve,
+    16-token blocks, the theoretical rule; every engine setting NULL (the engine's own default)."""
+    assert {k: v for k, v in DEPLOYMENT_DEFAULTS.items() if v is not None} == {
+        "tp": 1, "pp": 1, "dp_attention": 1, "gpus_per_node": 8, "context_tokens": 131072, "reserve": 0.12,
+        "block_size": 16, "rule": "theoretical"}

@@ -7,6 +7,8 @@ import functools
 import click
 
 from kvreg.export.text import FORMATS, cell as _cell, normalise, render  # noqa: F401  (re-exported)
+from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS as _D, INPUTS
+from kvreg.units import format_tokens
 
 
 def format_option(default: str = "table"):
@@ -26,8 +28,9 @@ def engine_options(defaults: bool) -> list:
     left out keeps the stored value."""
     clears = "" if defaults else "; none clears it"
     return [
-        click.option("--rule", default="theoretical" if defaults else None, show_default=defaults,
-                     help="Allocation rule: theoretical (a share of memory held back, --reserve, 12% by default; see docs/methodology.md), vllm or sglang (what the engine allocates)."),
+        click.option("--rule", default=_D["rule"] if defaults else None, show_default=defaults,
+                     help=f"Allocation rule: theoretical (a share of memory held back, --reserve, {_D['reserve']:.0%} by"
+                     " default; see docs/methodology.md), vllm or sglang (what the engine allocates)."),
         click.option("--engine-version", help="vLLM/SGLang: the release to follow (0.10.1); its defaults and memory "
                      f"accounting differ by release (default: the latest kvreg knows){clears}."),
         click.option("--gpu-memory-utilization", help="vLLM: share of GPU memory it may use, in (0, 1] (default "
@@ -50,7 +53,7 @@ def engine_options(defaults: bool) -> list:
 
 
 def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True, context: bool = True,
-                       workload: bool = True, tp: str = "1",
+                       workload: bool = True, tp: str = str(_D["tp"]),
                        tp_auto: str = "the TP that serves the plan's peak demand, one user without demand, with the "
                                       "fewest GPUs: what `plan solve gpus` answers"):
     """The options of one deployment, declared once for `kvreg capacity` and the plan commands (the web
@@ -67,7 +70,7 @@ def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True
         gpu = click.option("--gpu", "gpus", multiple=True, help="GPU name; repeat or comma-separate. Default: H100-SXM.")
         context_help = "Context tokens, comma-separated; 128K = 131,072, 128k = 128,000, 1m = 1,000,000."
         kv_dtype_help = "KV cache dtypes, comma-separated: bf16,fp8."
-        reserve = click.option("--reserve", default="0.12", show_default=True,
+        reserve = click.option("--reserve", default=str(_D["reserve"]), show_default=True,
                                help="Share of GPU memory held back, in [0, 1).")
         kv_cache_memory_help = "KV pool per GPU given directly (53GB, 40GiB); overrides --reserve."
     else:
@@ -75,25 +78,25 @@ def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True
         gpu = click.option("--gpu", help="GPU name (see `kvreg gpu list`).")
         context_help = "Max context per sequence (max_model_len): 128K = 131,072, 128k = 128,000."
         kv_dtype_help = "KV cache dtype: bf16, fp8, ..."
-        reserve = click.option("--reserve", help="Share of GPU memory held back, in [0, 1) (default 0.12)"
+        reserve = click.option("--reserve", help=f"Share of GPU memory held back, in [0, 1) (default {_D['reserve']})"
                                + ("." if defaults else "; switches the plan from --kv-cache-memory back to the reserve."))
         kv_cache_memory_help = ("KV pool per GPU given directly (53GB, 40GiB), as vLLM's kv_cache_memory_bytes; not "
                                 "with --reserve" + ("." if defaults else "; none clears it."))
     opts = [
         model,
         gpu,
-        click.option("--gpus-per-node", type=int, default=d(8), show_default=defaults),
+        click.option("--gpus-per-node", type=int, default=d(_D["gpus_per_node"]), show_default=defaults),
         click.option("--tp", default=d(tp), show_default=defaults,
                      help=f"Tensor-parallel size, or auto ({tp_auto})."),
-        click.option("--pp", type=int, default=d(1), show_default=defaults, help="Pipeline-parallel size."),
-        click.option("--dp-attention", type=int, default=d(1), show_default=defaults,
+        click.option("--pp", type=int, default=d(_D["pp"]), show_default=defaults, help="Pipeline-parallel size."),
+        click.option("--dp-attention", type=int, default=d(_D["dp_attention"]), show_default=defaults,
                      help="Attention data-parallel size in a TP group; must divide TP."),
-        click.option("--kv-dtype", default=d("bf16"), show_default=defaults, help=kv_dtype_help),
+        click.option("--kv-dtype", default=d(INPUTS["kv_dtype"].default), show_default=defaults, help=kv_dtype_help),
         click.option("--weight-dtype", default=d("native"), show_default=defaults,
                      help="Weight dtype, or native (the model's own)."),
     ]
     if context:
-        opts.append(click.option("--context", default=d("128K"), show_default=defaults, help=context_help))
+        opts.append(click.option("--context", default=d(format_tokens(_D["context_tokens"])), show_default=defaults, help=context_help))
     if workload:
         opts += [
             click.option("--avg-tokens", help="Average tokens a request holds (prompt + output); default: the context"
@@ -106,7 +109,7 @@ def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True
     opts += [
         reserve,
         click.option("--kv-cache-memory", help=kv_cache_memory_help),
-        click.option("--block-size", type=int, default=d(16), show_default=defaults,
+        click.option("--block-size", type=int, default=d(_D["block_size"]), show_default=defaults,
                      help="Paged-KV block in tokens (SGLang: its page size); 0: no rounding."),
         *engine_options(defaults),
     ]

@@ -11,6 +11,7 @@ from typing import Optional
 from sqlalchemy import BigInteger, CheckConstraint, Column, Float, ForeignKey, Integer, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS as _D
 from kvreg.rules import RULES
 
 
@@ -200,7 +201,36 @@ class Gpu(SQLModel, table=True):
     reported_memory_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
 
 
-class Plan(SQLModel, table=True):
+class Deployment(SQLModel):
+    """The deployment inputs (kvreg.figures.inputs, table "deployment"), the columns a saved plan and a
+    scratch scenario share, with the inputs' declared defaults. tests/test_input_lists.py holds them to
+    the declarations. Which allocation rule the figures follow, and the engines' own knobs (NULL: the
+    engine's default, see kvreg.figures.declarations and docs/engine-rules.md)."""
+
+    gpus_per_node: int = _D["gpus_per_node"]
+    tp: int = _D["tp"]
+    pp: int = _D["pp"]
+    dp_attention: int = _D["dp_attention"]
+    context_tokens: int = Field(default=_D["context_tokens"], sa_type=BigInteger)
+    avg_tokens: Optional[int] = Field(default=None, sa_type=BigInteger)
+    reserve: float = Field(default=_D["reserve"], sa_type=Float, nullable=False)
+    kv_cache_memory_bytes: Optional[int] = Field(default=None, sa_type=BigInteger, nullable=True)
+    block_size: int = _D["block_size"]
+    rule: str = Field(default=_D["rule"], sa_type=String, nullable=False,
+                      sa_column_kwargs={"server_default": _D["rule"]})
+    gpu_memory_utilization: Optional[float] = Field(default=None, sa_type=Float, nullable=True)
+    max_num_batched_tokens: Optional[int] = Field(default=None, sa_type=BigInteger, nullable=True)
+    max_concurrent_batches: Optional[int] = Field(default=None, sa_type=Integer, nullable=True)
+    activation_bytes: Optional[int] = Field(default=None, sa_type=BigInteger, nullable=True)
+    cuda_graph_bytes: Optional[int] = Field(default=None, sa_type=BigInteger, nullable=True)
+    mem_fraction_static: Optional[float] = Field(default=None, sa_type=Float, nullable=True)
+    engine_version: Optional[str] = Field(default=None, sa_type=String, nullable=True)
+    engine_release: Optional[int] = Field(default=None, sa_type=Integer, nullable=True)
+    non_torch_bytes: Optional[int] = Field(default=None, sa_type=BigInteger, nullable=True)
+    weights_measured_bytes: Optional[int] = Field(default=None, sa_type=BigInteger, nullable=True)
+
+
+class Plan(Deployment, table=True):
     """A named deployment: one model served on one GPU type with one parallelism layout."""
 
     __tablename__ = "plan"
@@ -228,31 +258,9 @@ class Plan(SQLModel, table=True):
     name: str = Field(sa_column=Column(String, nullable=False, unique=True))
     model_id: int = Field(sa_column=Column(Integer, ForeignKey("model.id", ondelete="RESTRICT"), nullable=False))
     gpu_id: int = Field(sa_column=Column(Integer, ForeignKey("gpu.id", ondelete="RESTRICT"), nullable=False))
-    gpus_per_node: int = 8
-    tp: int = 1
-    pp: int = 1
-    dp_attention: int = 1
     kv_dtype: str = Field(sa_column=Column(String, ForeignKey("dtype.name", onupdate="CASCADE"), nullable=False))
     weight_dtype: str = Field(sa_column=Column(String, ForeignKey("dtype.name", onupdate="CASCADE"), nullable=False))
-    context_tokens: int = Field(default=131072, sa_type=BigInteger)
-    avg_tokens: Optional[int] = Field(default=None, sa_type=BigInteger)
-    reserve: float = Field(default=0.12, sa_column=Column(Float, nullable=False))
-    kv_cache_memory_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
-    block_size: int = 16
     notes: str = Field(default="", sa_column=Column(String, nullable=False, server_default=""))
-    # Which allocation rule the plan's figures follow, and the engine's own knobs (NULL: the
-    # engine's default, see kvreg.figures.declarations and docs/engine-rules.md).
-    rule: str = Field(default="theoretical", sa_column=Column(String, nullable=False, server_default="theoretical"))
-    gpu_memory_utilization: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
-    max_num_batched_tokens: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
-    max_concurrent_batches: Optional[int] = Field(default=None, sa_column=Column(Integer, nullable=True))
-    activation_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
-    cuda_graph_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
-    mem_fraction_static: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
-    engine_version: Optional[str] = Field(default=None, sa_column=Column(String, nullable=True))
-    engine_release: Optional[int] = Field(default=None, sa_column=Column(Integer, nullable=True))
-    non_torch_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
-    weights_measured_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     # What the engine printed at startup for this plan (kvreg plan calibrate), to set against the figures.
     measured_kv_cache_tokens: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     measured_max_concurrency: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
@@ -325,7 +333,7 @@ class WorkloadClass(SQLModel, table=True):
     share: float = Field(sa_column=Column(Float, nullable=False))
 
 
-class Scenario(SQLModel, table=True):
+class Scenario(Deployment, table=True):
     """Scratch rows for ad-hoc questions (`kvreg capacity`): written and rolled back in one
     transaction, so the capacity view answers them without saving anything."""
 
@@ -335,28 +343,8 @@ class Scenario(SQLModel, table=True):
     id: Optional[int] = Field(default=None, primary_key=True)
     model_id: int = Field(sa_column=Column(Integer, ForeignKey("model.id", ondelete="CASCADE"), nullable=False))
     gpu_id: int = Field(sa_column=Column(Integer, ForeignKey("gpu.id", ondelete="CASCADE"), nullable=False))
-    gpus_per_node: int = 8
-    tp: int = 1
-    pp: int = 1
-    dp_attention: int = 1
     kv_dtype: str = Field(sa_column=Column(String, ForeignKey("dtype.name"), nullable=False))
     weight_dtype: str = Field(sa_column=Column(String, ForeignKey("dtype.name"), nullable=False))
-    context_tokens: int = Field(default=131072, sa_type=BigInteger)
-    avg_tokens: Optional[int] = Field(default=None, sa_type=BigInteger)
-    reserve: float = Field(default=0.12, sa_column=Column(Float, nullable=False))
-    kv_cache_memory_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
-    block_size: int = 16
-    rule: str = Field(default="theoretical", sa_column=Column(String, nullable=False, server_default="theoretical"))
-    gpu_memory_utilization: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
-    max_num_batched_tokens: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
-    max_concurrent_batches: Optional[int] = Field(default=None, sa_column=Column(Integer, nullable=True))
-    activation_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
-    cuda_graph_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
-    mem_fraction_static: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
-    engine_version: Optional[str] = Field(default=None, sa_column=Column(String, nullable=True))
-    engine_release: Optional[int] = Field(default=None, sa_column=Column(Integer, nullable=True))
-    non_torch_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
-    weights_measured_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
 
 
 MODEL_FIELDS = [c.name for c in Model.__table__.columns if c.name != "id"]

@@ -69,15 +69,8 @@ FUNCTIONS_USED = ("INDEX", "MATCH", "IF", "AND", "OR", "ISBLANK", "MIN", "MAX", 
 PROP_REGISTRY, PROP_QUARTER, PROP_FORMAT = "kvreg_registry_id", "kvreg_quarter", "kvreg_workbook"
 WORKBOOK_FORMAT = "2"
 
-# The model inputs in the Models sheet's order (not their declarations').
-_MODEL_INPUTS = [
-    "layers", "full_layers", "sliding_layers", "sliding_window", "chunked_layers", "attention_chunk_size",
-    "linear_layers", "linear_state_elements_per_layer", "linear_state_heads", "attention_heads", "kv_heads",
-    "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "params_total", "params_active",
-    "max_position_embeddings", "indexer_bytes_per_token_per_layer", "hidden_size", "intermediate_size", "vocab_size",
-    "no_cache_layers", "sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads", "chunked_head_dim",
-]
-assert sorted(_MODEL_INPUTS) == sorted(inputs_of("model")), "the Models sheet has every model input"
+# The model inputs in the Models sheet's order: their declarations'.
+_MODEL_INPUTS = inputs_of("model")
 _GPU_INPUTS = inputs_of("gpu")
 # dtype inputs: (Dtypes column, the row helper that finds the dtype, may be blank). Each dtype relation's
 # helper is named after it (kv_dtype_row); the KV dtype's name is the key the helper matches, not a lookup.
@@ -87,17 +80,14 @@ _DTYPE_LOOKUPS = {
 }
 _KV_DTYPE_LOOKUPS = tuple(n for n in _DTYPE_LOOKUPS if INPUTS[n].table == "kv_dtype")
 _KV_INPUTS = set(inputs_of("kv_dtype"))
-# A deployment's settings, in sheet order: the plan/scenario columns the figures read.
-_SETTINGS = ["tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype", "weight_dtype", "context_tokens",
-             "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", "rule", "gpu_memory_utilization",
-             "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes", "cuda_graph_bytes",
-             "mem_fraction_static", "engine_version", "engine_release", "non_torch_bytes", "weights_measured_bytes"]
-assert sorted(_SETTINGS) == sorted([*inputs_of("deployment"), "kv_dtype", "weight_dtype"]), "every setting"
+# A deployment's settings, in sheet order: the deployment inputs in their declarations' order, with the
+# dtypes a deployment names after its layout (TP, PP, DP-attention, GPUs per node).
+_DEPLOYMENT = inputs_of("deployment")
+_AFTER_LAYOUT = _DEPLOYMENT.index("gpus_per_node") + 1
+_SETTINGS = [*_DEPLOYMENT[:_AFTER_LAYOUT], "kv_dtype", "weight_dtype", *_DEPLOYMENT[_AFTER_LAYOUT:]]
 # What an engine printed for a plan (plans only), in sheet order: compared with the figures by the
 # calibration figures.
-_MEASURED = ["measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version",
-             "measured_kv_cache_bytes", "calibration_source"]
-assert sorted(_MEASURED) == sorted(inputs_of("calibration")), "every calibration input"
+_MEASURED = inputs_of("calibration")
 
 
 # --------------------------------------------------------------------------- inputs in people's units

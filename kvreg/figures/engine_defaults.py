@@ -1,0 +1,107 @@
+"""The engines' defaults and the constants of their memory arithmetic, each named once with its source.
+
+A deployment input left NULL stands for its engine's default; the figure declarations
+(kvreg.figures.declarations) resolve it from these, and the inputs' meanings (kvreg.figures.inputs) quote
+them. docs/engine-rules.md says where each comes from. Standard library only.
+"""
+
+GIB = 2**30
+MIB = 2**20
+
+# ---- engine defaults (docs/engine-rules.md says where each comes from)
+# Engine releases as kvreg.rules.release_number encodes them: major x 1,000,000 + minor x 1,000 + patch
+# (0.10.1 -> 10,001). A deployment without --engine-version follows the latest release kvreg knows.
+VLLM_LATEST_RELEASE = 20000
+# --gpu-memory-utilization default: 0.9 up to v0.19, 0.92 from v0.20 (vllm/config/cache.py CacheConfig and
+# vllm/entrypoints/llm.py LLM.__init__; SPEC "The vLLM rule").
+VLLM_GPU_MEMORY_UTILIZATION = 0.92
+VLLM_GPU_MEMORY_UTILIZATION_BEFORE = 0.9
+VLLM_GMU_092_RELEASE = 20000
+VLLM_MAX_NUM_BATCHED_TOKENS = 8192  # vLLM's default for the OpenAI server on GPUs of 70 GiB and more
+# vLLM's max_concurrent_batches: 2 with async scheduling (on by default) at PP 1, else the PP size.
+VLLM_ASYNC_CONCURRENT_BATCHES = 2
+# Attention kernels take blocks in multiples of 16 tokens (MLA kernels: 64); the alignment vLLM raises a
+# hybrid model's attention block by until one attention page holds a layer's state.
+VLLM_BLOCK_ALIGNMENT = 16
+VLLM_MLA_BLOCK_ALIGNMENT = 64
+# Peak activation estimate: this many 16-bit vectors of width attention_heads x head_dim live per batched
+# token at the peak of vLLM's profile run (residual, norm, QKV, attention output and the MLP's wider
+# intermediates). 1.125 GiB for Llama-3-8B at 8,192 tokens where vLLM v0.6.5 logged 1.26 GiB
+# (tests/data/logs/vllm-pr10511-llama3-8b-tp1.log); measure it and give --activation-memory for anything
+# that matters.
+ACTIVATION_VECTORS_PER_TOKEN = 18
+ACTIVATION_BYTES_PER_ELEMENT = 2
+# With the model's widths (vllm/model_executor/models/llama.py LlamaMLP: gate_up_proj's 2 x intermediate
+# outputs, SiluAndMul's intermediate output, the residual and hidden stream at hidden_size, all in the model
+# dtype; not divided by TP: vLLM v0.6.5 logged 1.26 GiB for Llama-3-8B at TP 1 and at TP 2) plus the sampler
+# warm-up of the profile run: max_num_seqs (256, vLLM's default) rows of fp32 logits
+# and their probabilities over the vocabulary (vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run).
+VLLM_SAMPLER_SEQS = 256
+SAMPLER_BYTES_PER_LOGIT = 8  # V0: fp32 logits + fp32 probabilities (fits the v0.6.4 and v0.6.5 logs)
+# The V1 engine (the default from v0.8.0) warms its sampler up with max_num_seqs rows of logits
+# (vllm/v1/worker/gpu_model_runner.py profile_run -> _dummy_sampler_run: logits = compute_logits(hidden_states)
+# over max_num_reqs rows, then self.sampler with top_k = vocab - 1 and top_p = 0.9), and the server's
+# max_num_seqs default depends on the GPU (vllm/engine/arg_utils.py, _set_default_args_v1 / get_batch_defaults:
+# 1,024 for the OpenAI server when the device's total memory is 70 GiB or more and it is not an A100, else 256).
+VLLM_V1_FIRST_RELEASE = 8000  # v0.8.0, the first release that runs the V1 engine by default
+VLLM_LARGE_GPU_BYTES = 70 * GIB  # arg_utils: device_memory >= 70 * GiB_bytes
+VLLM_LARGE_GPU_MAX_NUM_SEQS = 1024  # arg_utils default_max_num_seqs on such GPUs (OPENAI_API_SERVER)
+# ... and on smaller GPUs the same function's default_max_num_batched_tokens for the OpenAI server is 2,048
+# (8,192 from 70 GiB): the V1 profile run's batch there.
+VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS = 2048
+# Bytes live per logit at the V1 sampler's peak, counted from its top-k/top-p sort path
+# (vllm/v1/sample/sampler.py Sampler.forward: logits.to(torch.float32); vllm/v1/sample/ops/topk_topp_sampler.py
+# apply_top_k_top_p: logits.sort -> values and int64 indices, softmax + cumsum, two bool masks, scatter):
+# 2 (the model-dtype logits compute_logits returned) + 4 (the fp32 copy) + 4 (sorted values) + 8 (sort
+# indices) + 4 (sorted probabilities) + 1 + 1 (top-k and top-p masks) + 4 (the scattered result) = 28.
+VLLM_V1_SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 8 + 4 + 1 + 1 + 4
+# Non-torch memory (vllm/utils memory_profiling: non_torch_increase), the CUDA context, cuBLAS workspace
+# and NCCL buffers the profile run sees outside PyTorch's allocator. vLLM v0.6.5 and v0.6.6 measured it
+# from before CUDA was initialised (PR 10511): 1.79 GiB on one H100, 3.58 GiB at TP 2, the second 1.79 GiB
+# being NCCL's buffers. Every other release measures from a snapshot taken after CUDA (and, from the V1
+# worker that initialises the distributed environment first, NCCL) is set up: the median of the vendored
+# logs is 0.25 GiB (0.04 to 0.43 GiB over TP 1 to 8).
+VLLM_NON_TORCH_BYTES = round(0.25 * GIB)
+VLLM_V065_CONTEXT_BYTES = round(1.79 * GIB)
+VLLM_V065_NCCL_BYTES_PER_GPU = round(1.79 * GIB)
+VLLM_V065_FIRST, VLLM_V065_LAST = 6005, 6006  # v0.6.5 .. v0.6.6
+# The V1 worker before v0.11 took its memory snapshot (vllm/v1/worker/gpu_worker.py Worker.init_device:
+# init_snapshot = MemorySnapshot()) before init_worker_distributed_environment, so at TP x PP > 1 NCCL's
+# buffers were allocated after the baseline and counted in the profile's non_torch_increase, off the KV cache;
+# v0.11 moved the distributed set-up before the snapshot ("Initialize the distributed environment BEFORE taking
+# memory snapshot. This ensures NCCL buffers are allocated before we measure available memory"). The buffers
+# are VLLM_V065_NCCL_BYTES_PER_GPU, the 1.79 GiB per GPU vLLM v0.6.5 logged for them at TP 2.
+VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE = 11000  # v0.11.0
+# SGLang's --mem-fraction-static when none is given: its server derives one from the GPU's memory in MiB
+# and the parallel size (python/sglang/srt/server_args.py, ServerArgs._handle_gpu_memory_settings):
+#   reserved_mem = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp x pp / 8 x 1024
+#   (at least 10 x 1024 on GPUs of more than 60 x 1024 MiB), mem_fraction_static = round((gpu_mem - reserved_mem)
+#   / gpu_mem, 3), where chunked_prefill_size and cuda_graph_max_bs are themselves defaults by GPU memory (the
+#   tiers below). SGLang reads gpu_mem from nvidia-smi (memory.total); kvreg takes the GPU's reported memory,
+#   which differs by under 1% (an H100: 81,090 MiB reported, 81,559 in nvidia-smi: 0.834 instead of 0.835).
+SGLANG_RESERVED_BASE_MIB = 512  # "Constant meta data (e.g., from attention backend)"
+SGLANG_RESERVED_MIB_PER_PREFILL_TOKEN = 1.5  # "For activation during large prefill"
+SGLANG_RESERVED_MIN_PREFILL_TOKENS = 2048  # max(chunked_prefill_size, 2048)
+SGLANG_RESERVED_MIB_PER_CUDA_GRAPH_BS = 2  # "For cuda graphs": cuda_graph_max_bs x 2
+SGLANG_RESERVED_MIB_PER_8_RANKS = 1024  # "Some adjustments for large parallel size": tp x pp / 8 x 1024
+SGLANG_LARGE_GPU_MIB = 60 * 1024  # gpu_mem > 60 x 1024: reserve at least ...
+SGLANG_LARGE_GPU_MIN_RESERVED_MIB = 10 * 1024  # ... 10 x 1024 MiB
+SGLANG_MEM_FRACTION_DECIMALS = 3  # round(..., 3)
+# GPU memory tiers (upper bound in MiB, exclusive): default chunked_prefill_size, and cuda_graph_max_bs below
+# and from TP 4 (SGLANG_CUDA_GRAPH_TP); the last tier has no upper bound.
+SGLANG_MEMORY_TIERS = (
+    (20 * 1024, 2048, 8, 8),  # T4, 4080
+    (35 * 1024, 2048, 24, 80),  # A10, 4090, 5090
+    (60 * 1024, 4096, 32, 160),  # A100 40GB, L40
+    (90 * 1024, 8192, 256, 512),  # H100, A100 80GB
+    (160 * 1024, 8192, 256, 512),  # H20, H200
+    (None, 16384, 512, 512),  # B200, MI300
+)
+SGLANG_CUDA_GRAPH_TP = 4  # "cuda_graph_max_bs 24 if tp < 4 else 80"
+# The fraction SGLang uses when it cannot read the GPU's memory (gpu_mem None): kvreg always knows it, so this
+# only names the classic default the docs compare against.
+SGLANG_MEM_FRACTION_STATIC = 0.88
+# Memory in use on a GPU before SGLang loads weights (CUDA context, NCCL and custom all-reduce buffers):
+# not modelled (0) unless measured; its log's "Load weight begin. avail mem" is the memory after it.
+SGLANG_STARTUP_BYTES = 0
+SGLANG_SWA_FULL_TOKENS_RATIO = 0.8  # SGLang --swa-full-tokens-ratio default: sliding pool / full pool

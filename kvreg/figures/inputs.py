@@ -1,0 +1,215 @@
+"""The inputs of the figures, declared once: name, unit, meaning, the relation and column each is read
+from, what the schema keeps true of it, and what a new deployment takes when it is not given.
+
+Standard library only: the capacity question, the plan commands and the tables read their lists of
+columns and their defaults here without importing the figure declarations (kvreg.figures.declarations
+builds every expression tree, tens of milliseconds at start-up).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .engine_defaults import (
+    VLLM_ASYNC_CONCURRENT_BATCHES,
+    VLLM_GPU_MEMORY_UTILIZATION,
+    VLLM_GPU_MEMORY_UTILIZATION_BEFORE,
+    VLLM_MAX_NUM_BATCHED_TOKENS,
+    VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS,
+)
+
+
+@dataclass(frozen=True)
+class InputDecl:
+    """An input of the figures. What the schema (kvreg/db/tables.py) says about its column, for the
+    compilers that cannot read the schema: `nullable`, it may be NULL; `positive`, a CHECK keeps it
+    above zero when set, so it divides without a zero test. tests/test_excel_compiler.py holds the
+    two against the tables. `table` is the relation it is read from (a key of INPUT_TABLES) and
+    `column` its column there, when not named like the input. `default`: what a new deployment takes
+    when the input is not given (a plan, a `kvreg capacity` question, the tables' column defaults);
+    None, NULL, for a nullable input (an engine setting's NULL is the engine's own default)."""
+
+    name: str
+    unit: str
+    meaning: str
+    kind: str = "int"
+    nullable: bool = False
+    positive: bool = False
+    table: str = ""
+    column: str = ""
+    default: int | float | str | None = None
+
+    def __post_init__(self):
+        assert self.table in INPUT_TABLES, (self.name, self.table)
+        if not self.column:
+            object.__setattr__(self, "column", self.name)
+
+
+# The relations an input is read from (InputDecl.table), each with the registry tables behind it
+# (kvreg/db/tables.py). A deployment is a saved plan or a scratch scenario; what an engine printed for
+# a plan (kvreg plan calibrate) is kept on the plan; the three dtypes are rows of dtype, found by the
+# deployment's kv_dtype and weight_dtype and the model's linear-state dtype; a plan's mix is computed
+# over its workload classes (CLASS_MEANS) and has no table.
+INPUT_TABLES = {
+    "model": ("model",),
+    "gpu": ("gpu",),
+    "deployment": ("plan", "scenario"),
+    "calibration": ("plan",),
+    "kv_dtype": ("dtype",),
+    "weight_dtype": ("dtype",),
+    "state_dtype": ("dtype",),
+    "class": ("workload_class",),
+    "mix": (),
+    "demand": ("demand",),
+}
+
+
+def inputs_of(table: str) -> list[str]:
+    """The inputs read from one relation of INPUT_TABLES, in declaration order."""
+    assert table in INPUT_TABLES, table
+    return [i.name for i in _INPUTS if i.table == table]
+
+
+# --------------------------------------------------------------------------- inputs
+
+_INPUTS = [
+    # model
+    InputDecl("layers", "layers", "transformer layers", positive=True, table="model"),
+    InputDecl("full_layers", "layers", "layers with full (global) attention", table="model"),
+    InputDecl("sliding_layers", "layers", "layers with sliding-window attention", table="model"),
+    InputDecl("sliding_window", "tokens", "sliding window length", nullable=True, table="model"),
+    InputDecl("chunked_layers", "layers", "layers with chunked local attention", table="model"),
+    InputDecl("attention_chunk_size", "tokens", "attention chunk length", nullable=True, table="model"),
+    InputDecl("linear_layers", "layers", "linear-attention / state-space layers", table="model"),
+    InputDecl("linear_state_elements_per_layer", "elements", "fixed state per sequence per linear layer at TP1",
+              nullable=True, table="model"),
+    # positive: ck_model_linear_heads keeps it above zero only while linear_state_elements_per_layer is set.
+    InputDecl("linear_state_heads", "heads", "heads the linear state shards by under TP", nullable=True, positive=True,
+              table="model"),
+    InputDecl("no_cache_layers", "layers", "decoder layers holding no KV cache and no state (not in layers)",
+              table="model"),
+    InputDecl("attention_heads", "heads", "query heads", positive=True, table="model"),
+    InputDecl("kv_heads", "heads", "key/value heads of the full-attention layers (of every layer unless a kind has its own)",
+              positive=True, table="model"),
+    InputDecl("head_dim", "elements", "key head dimension of the full-attention layers", positive=True, table="model"),
+    InputDecl("v_head_dim", "elements", "value head dimension of the full-attention layers", positive=True,
+              table="model"),
+    InputDecl("sliding_kv_heads", "heads", "key/value heads of the sliding layers (NULL: kv_heads)",
+              nullable=True, positive=True, table="model"),
+    InputDecl("sliding_head_dim", "elements", "key and value head dimension of the sliding layers (NULL: head_dim, v_head_dim)",
+              nullable=True, positive=True, table="model"),
+    InputDecl("chunked_kv_heads", "heads", "key/value heads of the chunked layers (NULL: kv_heads)",
+              nullable=True, positive=True, table="model"),
+    InputDecl("chunked_head_dim", "elements", "key and value head dimension of the chunked layers (NULL: head_dim, v_head_dim)",
+              nullable=True, positive=True, table="model"),
+    InputDecl("kv_lora_rank", "elements", "MLA latent rank (NULL when not MLA)", nullable=True, positive=True,
+              table="model"),
+    InputDecl("qk_rope_head_dim", "elements", "MLA decoupled RoPE key dimension", nullable=True, table="model"),
+    InputDecl("hidden_size", "elements", "residual stream width (NULL: unknown)", nullable=True, positive=True,
+              table="model"),
+    InputDecl("intermediate_size", "elements", "MLP width a token passes through; MoE: an expert's width x experts"
+              " per token (NULL: unknown)", nullable=True, positive=True, table="model"),
+    InputDecl("vocab_size", "tokens", "vocabulary size (NULL: unknown)", nullable=True, positive=True, table="model"),
+    InputDecl("params_total", "params", "all parameters (all experts)", positive=True, table="model"),
+    InputDecl("params_active", "params", "parameters read per token", positive=True, table="model"),
+    InputDecl("max_position_embeddings", "tokens", "claimed context length", positive=True, table="model"),
+    InputDecl("indexer_bytes_per_token_per_layer", "bytes",
+              "DeepSeek-V3.2 indexer cache per token per layer, whatever the KV dtype (NULL: no indexer)",
+              nullable=True, positive=True, table="model"),
+    # dtypes
+    InputDecl("kv_dtype", "name", "KV cache dtype", "text", table="kv_dtype", column="name", default="bf16"),
+    InputDecl("kv_bytes_per_element", "bytes", "bytes per KV element", "real", positive=True,
+              table="kv_dtype", column="bytes_per_element"),
+    InputDecl("kv_mla_bytes_per_token_per_layer", "bytes", "a format's own MLA bytes per token per layer",
+              nullable=True, positive=True, table="kv_dtype", column="mla_bytes_per_token_per_layer"),
+    InputDecl("kv_scale_bytes_per_token_per_head", "bytes",
+              "a per-token-head format's scale bytes per token per KV head per layer, K and V together", nullable=True,
+              table="kv_dtype", column="scale_bytes_per_token_per_head"),
+    InputDecl("weight_bytes_per_param", "bytes", "bytes per weight", "real", positive=True,
+              table="weight_dtype", column="bytes_per_element"),
+    InputDecl("state_bytes_per_element", "bytes", "bytes per linear-state element (model dtype)", "real",
+              positive=True, table="state_dtype", column="bytes_per_element"),
+    # gpu
+    InputDecl("memory_bytes", "bytes", "GPU memory (nominal)", positive=True, table="gpu"),
+    InputDecl("reported_memory_bytes", "bytes",
+              "GPU memory as CUDA reports it (an H100 80GB: 79.19 GiB); NULL: not known, memory_bytes is used",
+              nullable=True, positive=True, table="gpu"),
+    InputDecl("memory_bandwidth_bytes_per_s", "bytes/s", "GPU memory bandwidth", nullable=True, positive=True,
+              table="gpu"),
+    InputDecl("price_per_hour", "USD/h", "price per GPU-hour", "real", nullable=True, table="gpu"),
+    InputDecl("unit_price", "USD", "price to buy one GPU", "real", nullable=True, table="gpu"),
+    # deployment
+    InputDecl("tp", "GPUs", "tensor-parallel size", positive=True, table="deployment", default=1),
+    InputDecl("pp", "GPUs", "pipeline-parallel size", positive=True, table="deployment", default=1),
+    InputDecl("dp_attention", "ranks", "attention data-parallel size inside a TP group", positive=True,
+              table="deployment", default=1),
+    InputDecl("gpus_per_node", "GPUs", "GPUs in a node", positive=True, table="deployment", default=8),
+    InputDecl("context_tokens", "tokens", "context length a sequence may reach (max_model_len)", positive=True,
+              table="deployment", default=131072),
+    InputDecl("avg_tokens", "tokens", "average tokens a request holds (prompt + output)", nullable=True, positive=True,
+              table="deployment"),
+    # workload classes (a plan's mix of request classes, table workload_class)
+    InputDecl("class_tokens", "tokens", "average tokens a request of this class holds (prompt + output)",
+              positive=True, table="class", column="avg_tokens"),
+    InputDecl("share", "weight", "the class's share of requests, a relative weight (shares are divided by"
+              " their sum: 0.8 and 0.2, or 4 and 1)", "real", positive=True, table="class"),
+    InputDecl("mix_avg_tokens", "tokens", "share-weighted mean of the plan's class tokens (NULL: no classes)",
+              "real", nullable=True, table="mix"),
+    InputDecl("mix_kv_bytes_per_request_per_gpu", "bytes",
+              "share-weighted mean of the plan's class_kv_bytes_per_request_per_gpu (NULL: no classes)", "real",
+              nullable=True, table="mix"),
+    InputDecl("reserve", "fraction", "share of GPU memory held back for activations and overheads", "real",
+              table="deployment", default=0.12),
+    InputDecl("kv_cache_memory_bytes", "bytes", "KV pool per GPU given directly (overrides the reserve)",
+              nullable=True, positive=True, table="deployment"),
+    InputDecl("block_size", "tokens", "paged-KV block size (0: no rounding); SGLang's page size", table="deployment",
+              default=16),
+    InputDecl("rule", "name", "allocation rule the figures follow: theoretical, vllm or sglang", "text",
+              table="deployment", default="theoretical"),
+    InputDecl("gpu_memory_utilization", "fraction",
+              f"vLLM --gpu-memory-utilization (NULL: the release's default, {VLLM_GPU_MEMORY_UTILIZATION} from v0.20,"
+              f" {VLLM_GPU_MEMORY_UTILIZATION_BEFORE} before)", "real", nullable=True, positive=True,
+              table="deployment"),
+    InputDecl("max_num_batched_tokens", "tokens", f"vLLM --max-num-batched-tokens (NULL: {VLLM_MAX_NUM_BATCHED_TOKENS:,},"
+              f" {VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS:,} from v0.8 on GPUs under 70 GiB)",
+              nullable=True, positive=True, table="deployment"),
+    InputDecl("max_concurrent_batches", "batches",
+              f"batches vLLM keeps in flight (NULL: {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1, else PP)",
+              nullable=True, positive=True, table="deployment"),
+    InputDecl("activation_bytes", "bytes", "measured peak activation memory per GPU (vLLM's profile run)",
+              nullable=True, table="deployment"),
+    InputDecl("cuda_graph_bytes", "bytes", "CUDA graph memory per GPU to take from the KV pool (NULL: 0)",
+              nullable=True, table="deployment"),
+    InputDecl("mem_fraction_static", "fraction", "SGLang --mem-fraction-static (NULL: derived from the GPU's memory and"
+              " TP x PP as SGLang's server does)",
+              "real", nullable=True, positive=True, table="deployment"),
+    InputDecl("engine_version", "name", "the engine release the engine rule follows, as given (NULL: the latest"
+              " kvreg knows)", "text", nullable=True, table="deployment"),
+    InputDecl("engine_release", "release",
+              "engine_version as a number: major x 1,000,000 + minor x 1,000 + patch (0.10.1 -> 10,001)",
+              nullable=True, table="deployment"),
+    InputDecl("non_torch_bytes", "bytes", "measured non-torch memory per GPU (vLLM's non_torch_memory)", nullable=True,
+              table="deployment"),
+    InputDecl("weights_measured_bytes", "bytes", "measured weight memory per GPU (vLLM 'Model loading took',"
+              " SGLang 'mem usage')", nullable=True, table="deployment"),
+    # calibration: what the engine printed at startup
+    InputDecl("measured_kv_cache_tokens", "tokens",
+              "KV cache tokens the engine printed (vLLM 'GPU KV cache size', SGLang max_total_num_tokens)",
+              nullable=True, table="calibration"),
+    InputDecl("measured_max_concurrency", "sequences",
+              "vLLM's printed 'Maximum concurrency for N tokens per request' (per engine)", "real", nullable=True,
+              table="calibration"),
+    InputDecl("measured_engine_version", "name", "the engine and version that printed them", "text", nullable=True,
+              table="calibration"),
+    InputDecl("measured_kv_cache_bytes", "bytes", "KV memory per GPU the engine logged (vLLM 'Available KV cache"
+              " memory', SGLang K size + V size)", nullable=True, table="calibration"),
+    InputDecl("calibration_source", "name", "the startup log a plan's measured terms came from (NULL: none)", "text",
+              nullable=True, table="calibration"),
+    # demand
+    InputDecl("users", "users", "target concurrent users in a quarter", table="demand"),
+]
+INPUTS = {i.name: i for i in _INPUTS}
+# A new deployment's inputs, each its declared default; it also names a KV dtype (kv_dtype's default) and
+# a weight dtype (None: the model's own).
+DEPLOYMENT_DEFAULTS = {n: INPUTS[n].default for n in inputs_of("deployment")}
+assert all(INPUTS[n].nullable or v is not None for n, v in DEPLOYMENT_DEFAULTS.items()), "a NOT NULL input has a default"

@@ -12,7 +12,7 @@ imports nothing heavy at load time for that reason.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvreg.db.read import runner
 from kvreg.errors import KvregError, suggest
@@ -190,6 +190,36 @@ def candidate_tps(gpus_per_node: int, pp: int) -> list[int]:
     return out
 
 
+def check_layout(tp: int | str, pp: int, dp_attention: int, gpus_per_node: int) -> list[int]:
+    """The one check of a deployment's layout, for a capacity question, a plan and a solver alike: the
+    sizes are at least 1, the node holds TP x PP GPUs, DP-attention divides TP. Returns the TPs to try:
+    tp itself, or under "auto" the candidate TPs of the node that DP-attention divides. Whether a TP
+    suits the model's heads is the `tp_valid` figure's to say (invalid_tp words the error)."""
+    if pp < 1 or dp_attention < 1 or gpus_per_node < 1:
+        raise KvregError("--pp, --dp-attention and --gpus-per-node must be at least 1")
+    if gpus_per_node > MAX_GPUS_PER_NODE:
+        raise KvregError(f"--gpus-per-node {gpus_per_node} is more than a node holds (at most {MAX_GPUS_PER_NODE})")
+    auto = tp == "auto"
+    if not auto and tp * pp > gpus_per_node:
+        raise KvregError(f"TP {tp} x PP {pp} needs {tp * pp} GPUs but a node has {gpus_per_node} (--gpus-per-node): "
+                         "lower --tp or --pp, or raise --gpus-per-node")
+    tps = candidate_tps(gpus_per_node, pp) if auto else [tp]
+    if not tps:
+        raise KvregError(f"PP {pp} does not fit in a node of {gpus_per_node} GPUs (--gpus-per-node)")
+    check_dp_attention(dp_attention, tp, tps)
+    # DP-attention splits a TP group into dp_attention ranks: a TP it does not divide cannot exist.
+    return [t for t in tps if t % dp_attention == 0]
+
+
+def invalid_tp(db, model: str, tp: int, pp: int, gpus_per_node: int, *, name_pp: bool = False) -> KvregError:
+    """The error for a TP the `tp_valid` figure refuses for this model, naming the TPs it accepts; it names
+    the PP when it is not 1, or always (name_pp: a plan's layout is stated whole)."""
+    valid = valid_tps(db, model, gpus_per_node, pp)
+    node = f"a {gpus_per_node}-GPU node" + (f" with PP {pp}" if pp > 1 or name_pp else "")
+    return KvregError(f"TP {tp} is not valid for {model} (attention heads must divide by TP, and KV heads by TP or TP "
+                      f"by KV heads): valid TPs in {node} are {', '.join(map(str, valid))}")
+
+
 def check_dp_attention(dp_attention: int, tp, tps: list[int]) -> None:
     """DP-attention must divide TP (it splits one TP group's GPUs into ranks holding different
     sequences): refuse a layout that cannot exist instead of printing blank figures."""
@@ -212,22 +242,9 @@ def _check_question(db, q: Question) -> tuple[list[dict], list[dict], list[int],
         _check_dtype(db, d, "kv", "KV dtype")
     if q.weight_dtype:
         _check_dtype(db, q.weight_dtype, "weight", "weight dtype")
-    if q.pp < 1 or q.dp_attention < 1 or q.gpus_per_node < 1:
-        raise KvregError("--pp, --dp-attention and --gpus-per-node must be at least 1")
-    if q.gpus_per_node > MAX_GPUS_PER_NODE:
-        raise KvregError(f"--gpus-per-node {q.gpus_per_node} is more than a node holds (at most {MAX_GPUS_PER_NODE})")
     if q.block_size < 0:
         raise KvregError("--block-size must be 0 (no rounding) or a positive number of tokens")
-    auto = q.tp == "auto"
-    tps = candidate_tps(q.gpus_per_node, q.pp) if auto else [int(q.tp)]
-    if not auto and int(q.tp) * q.pp > q.gpus_per_node:
-        raise KvregError(f"TP {q.tp} x PP {q.pp} needs {int(q.tp) * q.pp} GPUs but a node has {q.gpus_per_node} "
-                         "(--gpus-per-node)")
-    if not tps:
-        raise KvregError(f"PP {q.pp} does not fit in a node of {q.gpus_per_node} GPUs")
-    check_dp_attention(q.dp_attention, "auto" if auto else int(q.tp), tps)
-    # DP-attention splits a TP group into dp_attention ranks: a TP it does not divide cannot exist.
-    tps = [t for t in tps if t % q.dp_attention == 0]
+    tps = check_layout("auto" if q.tp == "auto" else int(q.tp), q.pp, q.dp_attention, q.gpus_per_node)
     engine = check_engine_settings({f: getattr(q, f) for f in ENGINE_FIELDS}, q.block_size)
     return models, gpus, tps, engine
 
@@ -251,11 +268,7 @@ def ask(conn, q: Question) -> list[dict]:
     if q.tp != "auto":
         for r in result:
             if not r["tp_valid"]:
-                valid = valid_tps(db, r["model"], q.gpus_per_node, q.pp)
-                raise KvregError(
-                    f"TP {q.tp} is not valid for {r['model']} (attention heads must divide by TP, and KV heads by TP "
-                    f"or TP by KV heads): valid TPs in a {q.gpus_per_node}-GPU node are {', '.join(map(str, valid))}"
-                )
+                raise invalid_tp(db, r["model"], int(q.tp), q.pp, q.gpus_per_node)
         return result
     return _pick_auto_tp(result, len(tps))
 
@@ -268,7 +281,6 @@ def sweep(conn, q: Question) -> list[dict]:
     `q.tp` is asked as it is. Rows in question order (model, GPU, context, KV dtype)."""
     if q.tp != "auto":
         return ask(conn, q)
-    from dataclasses import replace
 
     db = runner(conn)
     models, gpus, _tps, engine = _check_question(db, q)

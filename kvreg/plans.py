@@ -22,13 +22,15 @@ from kvreg.db.read import (  # noqa: F401  (the read queries live in the db laye
     format_workload, get_plan, list_demand, list_plans, plan_capacity, plan_classes, plan_names, rollup, show_plan,
     workload_texts,
 )
-from kvreg.capacity import parse_tp
+from kvreg.calibrate import FORMAT_RELEASE, _sglang_in_use, resolve_model
+from kvreg.capacity import check_dp_attention, check_layout, invalid_tp, parse_tp, valid_tps
 from kvreg.db.tables import Demand, Gpu, Model, Plan, WorkloadClass
+from kvreg.enginelog import GIB
 from kvreg.errors import AlreadyExists, KvregError
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, inputs_of
 from kvreg.registry import check_dtype, check_int, check_name, check_text, get_gpu, get_model
-from kvreg.rules import ENGINE_SETTINGS, check_engine_settings
-from kvreg.units import format_tokens, parse_fraction, parse_quarter, parse_tokens
+from kvreg.rules import ENGINE_SETTINGS, check_engine_settings, parse_engine_options
+from kvreg.units import format_tokens, parse_fraction, parse_quarter, parse_size, parse_tokens
 
 # A spec names its model and GPU; a row (what the plan table stores) carries their ids. Its settings default to
 # the deployment inputs' declared defaults; the weight dtype to the model's own (None).
@@ -63,9 +65,6 @@ MAX_SHARE = 1e6
 def spec_from_options(opts: dict, *, partial: bool) -> dict:
     """A plan spec from the deployment options as given (`kvreg plan add/set/solve`, the web page's
     plan form): text as typed, keyed like the command's parameters; with `partial`, only those given."""
-    from kvreg.rules import parse_engine_options
-    from kvreg.units import parse_size
-
     if opts.get("reserve") is not None and opts.get("kv_cache_memory") is not None:
         raise KvregError("give --reserve or --kv-cache-memory, not both: --kv-cache-memory sets the KV pool directly")
     spec: dict = {}
@@ -129,7 +128,9 @@ def validate_plan(conn, spec: dict, *, named: bool = True, users: int | None = N
     auto = s["tp"] == "auto"
     if not auto:
         s["tp"] = check_int(s["tp"], "tp")
-        _check_parallelism(conn, m["name"], s["tp"], s["pp"], s["dp_attention"], s["gpus_per_node"])
+    check_layout(s["tp"], s["pp"], s["dp_attention"], s["gpus_per_node"])
+    if not auto and s["tp"] not in valid_tps(conn, m["name"], s["gpus_per_node"], s["pp"]):
+        raise invalid_tp(conn, m["name"], s["tp"], s["pp"], s["gpus_per_node"], name_pp=True)
     if s["avg_tokens"] is not None and s["avg_tokens"] > s["context_tokens"]:
         raise KvregError(f"--avg-tokens {s['avg_tokens']:,} is longer than the context ({s['context_tokens']:,} "
                          "tokens, --context): a request cannot hold more than max_model_len; lower one or raise --context")
@@ -207,23 +208,6 @@ def _write_workload(conn, plan_id: int, classes: list[dict]) -> None:
     conn.execute(delete(WorkloadClass).where(WorkloadClass.plan_id == plan_id))
     if classes:
         conn.execute(insert(WorkloadClass), [{**c, "plan_id": plan_id} for c in classes])
-
-
-def _check_parallelism(conn, model: str, tp: int, pp: int, dp_attention: int, gpus_per_node: int) -> None:
-    from kvreg.capacity import valid_tps
-
-    if tp * pp > gpus_per_node:
-        raise KvregError(f"TP {tp} x PP {pp} needs {tp * pp} GPUs but a node has {gpus_per_node} (--gpus-per-node): "
-                         "lower --tp or --pp, or raise --gpus-per-node")
-    valid = valid_tps(conn, model, gpus_per_node, pp)
-    if tp not in valid:
-        raise KvregError(
-            f"TP {tp} is not valid for {model} (attention heads must divide by TP, and KV heads by TP or TP by "
-            f"KV heads): valid TPs in a {gpus_per_node}-GPU node with PP {pp} are {', '.join(map(str, valid))}"
-        )
-    from kvreg.capacity import check_dp_attention
-
-    check_dp_attention(dp_attention, tp, valid)
 
 
 def _auto_tp(conn, row: dict, model: str, workload: list[dict], users: int) -> int:
@@ -380,9 +364,6 @@ def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, li
     non-torch memory become the plan's inputs (later predictions for other contexts, utilizations and KV
     dtypes use them), and its KV-cache lines its measured figures where they belong to the plan's settings.
     Returns the plan_capacity row and notes on what was not stored."""
-    from kvreg.calibrate import FORMAT_RELEASE, _sglang_in_use, resolve_model
-    from kvreg.enginelog import GIB
-
     spec = plan_spec(conn, name)
     notes: list[str] = []
     if spec["rule"] != log.engine:
@@ -596,14 +577,9 @@ def search_largest(lanes: list, lo: int, hi: int, probe, width: int = 16) -> dic
 
 def _candidate_tps(conn, row: dict, model: str, tp, max_gpus: int | None = None) -> list[int]:
     """The TPs a solver tries: the one given, or (auto) every valid TP of the node the DP size divides."""
-    from kvreg.capacity import valid_tps
-
-    from kvreg.capacity import check_dp_attention
-
     if tp != "auto":
         return [row["tp"]]
-    if row["pp"] > row["gpus_per_node"]:
-        raise KvregError(f"PP {row['pp']} does not fit in a node of {row['gpus_per_node']} GPUs (--gpus-per-node)")
+    check_layout("auto", row["pp"], row["dp_attention"], row["gpus_per_node"])
     valid = valid_tps(conn, model, row["gpus_per_node"], row["pp"])
     if not valid:
         raise KvregError(f"no TP is valid for {model} in a {row['gpus_per_node']}-GPU node with PP {row['pp']}")

@@ -7,7 +7,7 @@ import functools
 import math
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import BigInteger, Integer, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from kvreg.capacity import MAX_GPUS_PER_NODE
@@ -15,9 +15,10 @@ from kvreg.catalog.defaults import TEXT_DEFAULTS, ZERO_COUNTS, model_default
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
     get_gpu, get_model, gpu_names, list_dtypes, list_gpus, list_models, model_names,
 )
-from kvreg.db.tables import GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, Model, Plan
+from kvreg.db.tables import GPU_FIELDS, MODEL_FIELDS, Dtype, Fleet, Gpu, Model, Plan, SQLModel
 from kvreg.errors import AlreadyExists, KvregError, suggest
 from kvreg.text import invisible_characters
+from kvreg.units import parse_size
 
 MAX_NAME = 200
 _INT_LIMIT = 2**62
@@ -132,10 +133,6 @@ def _limit(field: str) -> int:
 @functools.cache
 def _column_limits() -> dict[str, int]:
     """Column name -> INT32_MAX for every INTEGER (not BIGINT) column of the registry tables."""
-    from sqlalchemy import BigInteger, Integer
-
-    from kvreg.db.tables import SQLModel
-
     out = {}
     for table in SQLModel.metadata.tables.values():
         for column in table.columns:
@@ -368,8 +365,6 @@ def remove_model(conn, name: str) -> None:
 
 
 def validate_gpu(row: dict) -> dict:
-    from kvreg.units import parse_size
-
     row = {k: v for k, v in row.items() if k in GPU_FIELDS}
     check_name(row.get("name"), "gpu")
     _check_texts(row, ("vendor", "interconnect", "notes"))
@@ -417,8 +412,6 @@ def remove_gpu(conn, name: str) -> None:
     plans = list(conn.execute(select(Plan.name).where(Plan.gpu_id == g["id"])).scalars())
     if plans:
         raise KvregError(f"gpu {name!r} is used by plan(s) {', '.join(plans)}: remove those plans first")
-    from kvreg.db.tables import Fleet
-
     fleet = list(conn.execute(select(Fleet.quarter).where(Fleet.gpu_id == g["id"]).order_by(Fleet.quarter)).scalars())
     if fleet:
         raise KvregError(f"gpu {name!r} has fleet entries ({', '.join(fleet)}): remove them first with "

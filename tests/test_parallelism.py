@@ -74,3 +74,26 @@ def test_plan_tp_auto_is_the_fewest_gpus_for_the_demand(kv):
     assert hundred["tp"] == 8 and hundred["gpus"] < at4["gpus"]
     shown = kv.json("plan", "show", "big")[0]
     assert (shown["tp"], shown["gpus_needed"]) == (8, hundred["gpus"])
+
+
+# A layout no node can hold, and the line kvreg.capacity.check_layout refuses it with: the same for a
+# capacity question, a plan and a solver (one validator, so the three cannot drift apart).
+IMPOSSIBLE_LAYOUTS = [
+    (("--tp", "4", "--pp", "4"),
+     "Error: TP 4 x PP 4 needs 16 GPUs but a node has 8 (--gpus-per-node): lower --tp or --pp, or raise --gpus-per-node"),
+    (("--tp", "auto", "--pp", "16"), "Error: PP 16 does not fit in a node of 8 GPUs (--gpus-per-node)"),
+    (("--tp", "2", "--dp-attention", "4"),
+     "Error: --dp-attention 4 does not divide --tp 2: DP-attention splits a TP group into equal ranks, so give a TP "
+     "that is a multiple of 4 (or --tp auto)"),
+]
+
+
+def test_one_layout_check_for_questions_plans_and_solvers(kv, state):
+    for layout, expected in IMPOSSIBLE_LAYOUTS:
+        where = ("--model", "Llama-3.1-8B", "--gpu", "H100-SXM", *layout)
+        lines = {
+            "capacity": fails_cleanly(kv, state, "capacity", *where),
+            "plan add": fails_cleanly(kv, state, "plan", "add", "p", *where),
+            "plan solve gpus": fails_cleanly(kv, state, "plan", "solve", "gpus", *where, "--users", "10"),
+        }
+        assert lines == dict.fromkeys(lines, expected), layout

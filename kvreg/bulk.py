@@ -10,10 +10,13 @@ from __future__ import annotations
 import csv
 import io
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, insert, select, update
 
 from kvreg.db.tables import Demand, Fleet, Gpu, Plan
 from kvreg.errors import KvregError
+from kvreg.fleet import validate_fleet, write_fleet
+from kvreg.registry import check_int
+from kvreg.units import parse_quarter
 
 DEMAND_HEADER = ["plan", "quarter", "users"]
 FLEET_HEADER = ["gpu", "quarter", "gpus_owned", "gpus_reserved", "reserved_price_per_hour"]
@@ -60,9 +63,6 @@ def _at(source: str, line: int, exc: Exception) -> KvregError:
 def import_demand(conn, data: str, source: str = "demand.csv", *, dry_run: bool = False) -> list[dict]:
     """Set every row's demand in one go; returns the diff (action added/changed/unchanged with the old
     and new users). A bad row raises naming its line, before anything is written; dry_run writes nothing."""
-    from kvreg.registry import check_int
-    from kvreg.units import parse_quarter
-
     rows = read_rows(data, "demand", source)
     plans = dict(conn.execute(select(Plan.name, Plan.id)).all())
     current = {(p, q): u for p, q, u in conn.execute(select(Plan.name, Demand.quarter, Demand.users)
@@ -90,8 +90,6 @@ def import_demand(conn, data: str, source: str = "demand.csv", *, dry_run: bool 
 
 
 def _write_demand(conn, plans: dict, diff: list[dict]) -> None:
-    from sqlalchemy import bindparam, insert, update
-
     adds = [dict(plan_id=plans[d["plan"]], quarter=d["quarter"], users=d["users"]) for d in diff
             if d["action"] == "added"]
     changes = [dict(p=plans[d["plan"]], q=d["quarter"], u=d["users"]) for d in diff if d["action"] == "changed"]
@@ -104,8 +102,6 @@ def _write_demand(conn, plans: dict, diff: list[dict]) -> None:
 
 def import_fleet(conn, data: str, source: str = "fleet.csv", *, dry_run: bool = False) -> list[dict]:
     """Set every row's fleet entry in one go; returns the diff. All rows or none, as import_demand."""
-    from kvreg.fleet import validate_fleet, write_fleet
-
     rows = read_rows(data, "fleet", source)
     current = {(g, q): (o, r, p) for g, q, o, r, p in conn.execute(
         select(Gpu.name, Fleet.quarter, Fleet.gpus_owned, Fleet.gpus_reserved, Fleet.reserved_price_per_hour)

@@ -15,7 +15,7 @@ import re
 
 from kvreg.capacity import Question, ask, runner
 from kvreg.enginelog import GIB, EngineLog
-from kvreg.errors import KvregError
+from kvreg.errors import KvregError, suggest
 
 # The release a log's format implies when it names none (kvreg.enginelog's formats).
 FORMAT_RELEASE = {"vllm-v0.6.4": "0.6.4", "vllm-v0.6.5": "0.6.5", "vllm-v0": "0.7.0"}
@@ -53,8 +53,6 @@ def resolve_model(conn, log: EngineLog, model: str | None) -> str:
     names = _names(db, "SELECT name FROM model ORDER BY name")
     if model:
         if model not in names:
-            from kvreg.errors import suggest
-
             raise suggest(model, names, "model")
         return model
     if not log.model:
@@ -77,8 +75,6 @@ def resolve_gpu(conn, log: EngineLog, gpu: str | None) -> str:
     rows = db.rows("SELECT name, memory_bytes, reported_memory_bytes FROM gpu ORDER BY id")
     if gpu:
         if gpu not in [r["name"] for r in rows]:
-            from kvreg.errors import suggest
-
             raise suggest(gpu, [r["name"] for r in rows], "gpu")
         return gpu
     if log.total_gpu_memory_gib is None:

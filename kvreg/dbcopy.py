@@ -19,8 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import Float, Integer, String, delete, func, insert, select
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from kvreg.db.engine import (
+    UnstorableValue,
+    _masked,
+    current_revision,
+    head_revision,
+    known_revisions,
+    make_engine,
+    mask_url,
+    prepare_registry,
+)
+from kvreg.db.tables import Meta, Scenario, SQLModel
 from kvreg.errors import KvregError
 
 # Scratch rows live only inside a rolled-back transaction; kvreg_meta is bookkeeping (copied,
@@ -31,8 +43,6 @@ _DERIVED_META = ("views_hash", "views_source")
 
 def content_tables():
     """The tables holding what users entered, parents before children."""
-    from kvreg.db.tables import SQLModel
-
     return [t for t in SQLModel.metadata.sorted_tables if t.name not in _NOT_CONTENT]
 
 
@@ -102,8 +112,6 @@ def copy_registry(source_url: str, target_url: str, *, force: bool = False) -> C
     The target is migrated to head first (in the same transaction). A target that already holds
     rows is refused unless force, which replaces them. Raises KvregError if the copy does not
     verify (row counts and content hash equal on both sides); nothing is written then."""
-    from kvreg.db.engine import _masked, make_engine, mask_url
-
     _check_distinct(source_url, target_url)
     revision, snap, meta = _read_source(source_url)
     source_rows = {name: len(rows) for name, rows in snap.items()}
@@ -180,8 +188,6 @@ def _move_into_place(engine, tmp: Path, target: Path, url: str) -> None:
     """Give the finished copy its name: back to a single file first (journal_mode DELETE folds the
     write-ahead log in and removes it; kvreg turns WAL on again at the next open), then a link
     under the target's name, which fails rather than replace a file that appeared meanwhile."""
-    from kvreg.db.engine import mask_url
-
     raw = engine.raw_connection()  # outside any transaction, where the journal mode can change
     try:
         raw.driver_connection.execute("PRAGMA journal_mode = DELETE")
@@ -202,8 +208,6 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _sqlite_path(url: str) -> Path | None:
-    from sqlalchemy.engine import make_url
-
     u = make_url(url)
     if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
         return None
@@ -212,8 +216,6 @@ def _sqlite_path(url: str) -> Path | None:
 
 def _where(url: str):
     """What identifies a database: the resolved file for SQLite, host/port/name for a server."""
-    from sqlalchemy.engine import make_url
-
     u = make_url(url)
     if u.get_backend_name() == "sqlite":
         return ("sqlite", str(_sqlite_path(url) or ":memory:"))
@@ -221,8 +223,6 @@ def _where(url: str):
 
 
 def _check_distinct(source_url: str, target_url: str) -> None:
-    from kvreg.db.engine import make_engine, mask_url
-
     make_engine(source_url).dispose()  # a bad URL is reported as such, masked
     make_engine(target_url).dispose()
     if _where(source_url) == _where(target_url):
@@ -231,11 +231,6 @@ def _check_distinct(source_url: str, target_url: str) -> None:
 
 def _read_source(url: str) -> tuple[str, dict, list[dict]]:
     """(revision, snapshot, kvreg_meta rows) of the source, read in one transaction, never written."""
-    from sqlalchemy.engine import make_url
-
-    from kvreg.db.engine import current_revision, head_revision, known_revisions, make_engine, mask_url
-    from kvreg.db.tables import Meta
-
     path = _sqlite_path(url)
     if make_url(url).get_backend_name() == "sqlite" and not (path and path.is_file()):
         raise KvregError(f"no registry at {mask_url(url)}: --from must name an existing registry")
@@ -268,9 +263,6 @@ def _read_source(url: str) -> tuple[str, dict, list[dict]]:
 def _fill_target(conn, url: str, snap: dict, meta: list[dict], force: bool) -> int:
     """Migrate the target, empty it if allowed, insert the rows, reset id sequences.
     Returns the number of rows replaced."""
-    from kvreg.db.engine import UnstorableValue, mask_url, prepare_registry
-    from kvreg.db.tables import Meta, Scenario
-
     prepare_registry(conn, url, seed=False)
     held = row_counts(conn)
     total = sum(held.values())

@@ -26,6 +26,8 @@ what was logged against the figure declarations' views. Stdlib only.
 
 from __future__ import annotations
 
+import hashlib
+import pathlib
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -198,9 +200,6 @@ def parse_log(text: str) -> EngineLog:
 
 def read_log(path) -> tuple[EngineLog, str]:
     """Parse a log file; returns the log and a short source label (file name and sha256 prefix)."""
-    import hashlib
-    import pathlib
-
     p = pathlib.Path(path)
     try:
         size = p.stat().st_size

@@ -28,6 +28,7 @@ def user_error_types() -> tuple[type[BaseException], ...]:
 
 def suggest(name: str, choices: list[str], what: str) -> NotFound:
     """`unknown model 'Lama-3.1-8B': did you mean Llama-3.1-8B?`"""
+    # lazy: difflib loads only to suggest a name (this module is on every command's start-up path)
     import difflib
 
     close = difflib.get_close_matches(name, choices, n=3, cutoff=0.5)

@@ -129,6 +129,7 @@ def display_url(url: str | None) -> str:
     url = url or os.environ.get("KVREG_DB") or DEFAULT_URL
     if sqlite_file(url) is not None and _PLAIN_PATH.fullmatch(url[len("sqlite:///"):]):
         return url
+    # lazy: SQLAlchemy (kvreg.db.engine) loads only for a URL that needs masking
     from kvreg.db.engine import mask_url
 
     return mask_url(url)

@@ -16,6 +16,7 @@ import os
 import re
 import stat
 import sys
+import tomllib
 
 from kvreg.errors import KvregError
 
@@ -94,8 +95,6 @@ _LONG_KEY = re.compile(rf"{_PART}(?:[ \t]*\.[ \t]*{_PART}){{{MAX_KEY_PARTS},}}")
 
 def parse_toml(text: str, where: str, what: str = "kvreg declaration file") -> dict:
     """tomllib.loads with limits on dotted keys and nesting; TOMLDecodeError passes through."""
-    import tomllib
-
     if _LONG_KEY.search(text):
         raise InputError(f"{where}: a dotted key has more than {MAX_KEY_PARTS} parts, not a {what}")
     try:

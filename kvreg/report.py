@@ -43,6 +43,7 @@ from kvreg.dbcopy import process_alive
 from kvreg.errors import KvregError
 from kvreg.figures.aggregates import aggregate_sql, index_of_quarter, quarters_sql
 from kvreg.figures.declarations import FIGURES, HOURS_PER_MONTH
+from kvreg.figures.inputs import INPUTS
 from kvreg.figures.quarters import previous_index, previous_quarter
 from kvreg.figures.views import GRAIN, views_hash
 from kvreg.fleet import rollup as rollup_of
@@ -52,7 +53,7 @@ from kvreg.units import current_quarter, parse_quarter, quarter_folder
 FORMATS = ("md", "xlsx")
 DATA_FORMAT = "kvreg-report/1"
 SWEEP_CONTEXTS = (8192, 32768, 131072, 1_000_000)  # 8K, 32K, 128K (binary) and 1m (decimal)
-SWEEP_KV_DTYPE = "bf16"
+SWEEP_KV_DTYPE = INPUTS["kv_dtype"].default  # the sweep's rows take a new deployment's KV dtype
 CATALOG_KV_DTYPES = ("bf16", "fp8")
 REGISTRY_TABLES = ("dtype", "model", "gpu", "plan", "workload_class", "demand", "fleet")
 

@@ -12,8 +12,10 @@ Stdlib only: `kvreg capacity` imports this on its fast path.
 from __future__ import annotations
 
 import math
+import re
 
 from kvreg.errors import KvregError
+from kvreg.units import UnitError, parse_size, parse_tokens
 
 RULES = ("theoretical", "vllm", "sglang")
 # Each engine setting, the rule that reads it ("engine": vllm or sglang), and its CLI option.
@@ -72,8 +74,6 @@ _ENGINE = {"vllm": "vLLM", "sglang": "SGLang"}
 def release_number(version: str) -> int:
     """An engine version as the number the figures compare: major x 1,000,000 + minor x 1,000 + patch.
     '0.10.1' -> 10,001; 'v0.6.5' -> 6,005; '1.2rc1' -> 1,002,000; 'vllm 0.11.0' -> 11,000."""
-    import re
-
     found = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
     if not found or int(found.group(2)) > 999 or int(found.group(3) or 0) > 999 or int(found.group(1)) > 999:
         raise KvregError(f"--engine-version {version!r} is not a version: give the engine's release, such as 0.10.1")
@@ -144,8 +144,6 @@ def parse_engine_options(opts: dict) -> dict:
     """The rule and engine options as typed on the command line -> settings, for the options given
     (None: not given). 'none' clears a setting (`plan set`); sizes read like --kv-cache-memory
     (2GiB, 1.5e9B: a unit is required) and may be 0; token counts like --context (8k, 8K)."""
-    from kvreg.units import UnitError, parse_size, parse_tokens
-
     out = {}
     for option, (setting, kind) in _OPTIONS.items():
         value = opts.get(option)

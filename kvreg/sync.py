@@ -25,10 +25,14 @@ from typing import Any
 from sqlalchemy import String, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from kvreg import sync_plans as sp
 from kvreg.db.read import SIZE_FIELDS
 from kvreg.db.tables import DTYPE_FIELDS, GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, Model, Plan
 from kvreg.errors import KvregError
-from kvreg.sync_plans import _same
+from kvreg.limits import MAX_TOML_BYTES, parse_toml, read_input, show_path
+from kvreg.registry import check_bytes_per_element, check_int, check_name, validate_gpu, validate_model
+from kvreg.sync_plans import _key, _same, used_by
+from kvreg.units import parse_tokens
 
 # Apply order matters: models refer to dtypes, plans to models and GPUs, demand to plans, fleet to GPUs.
 BASE_KINDS = ("dtype", "gpu", "model")
@@ -77,8 +81,6 @@ def read_file(path: str) -> dict[str, list[dict]]:
     Only the kinds the file declares are present as keys, so --prune leaves other tables alone.
     """
 
-    from kvreg.limits import MAX_TOML_BYTES, read_input, show_path
-
     where = "stdin" if path == "-" else show_path(path)
     raw = read_input(path, MAX_TOML_BYTES, "TOML declaration")
     try:
@@ -92,8 +94,6 @@ def read_file(path: str) -> dict[str, list[dict]]:
 
 def parse_text(text: str, where: str = "<text>") -> dict[str, list[dict]]:
     """Parse TOML text into declared rows per kind; rejects unknown tables and duplicate names."""
-    from kvreg.limits import parse_toml
-
     try:
         data = parse_toml(text, where)
     except tomllib.TOMLDecodeError as exc:
@@ -113,8 +113,6 @@ def parse_text(text: str, where: str = "<text>") -> dict[str, list[dict]]:
 
 
 def _check_unique(rows: list[dict], kind: str, where: str) -> None:
-    from kvreg.sync_plans import _key
-
     seen: dict[Any, int] = {}
     for i, row in enumerate(rows, 1):
         name = row.get("name") if kind in BASE_KINDS else _key(kind, row)
@@ -127,8 +125,6 @@ def _check_unique(rows: list[dict], kind: str, where: str) -> None:
 
 
 def _label(kind: str, i: int, row: dict, where: str) -> str:
-    from kvreg.sync_plans import _key
-
     name = row.get("name") if kind in BASE_KINDS else _key(kind, row)
     return f"{where}: [[{kind}]] #{i}" + (f" {name!r}" if isinstance(name, str) else "")
 
@@ -139,17 +135,11 @@ def normalise_row(conn, kind: str, row: dict) -> dict:
     _check_keys(kind, row)
     _check_types(kind, row)
     if kind == "model":
-        from kvreg.registry import validate_model
-
         for f in _TOKEN_FIELDS:
             if isinstance(row.get(f), str):
-                from kvreg.units import parse_tokens
-
                 row[f] = parse_tokens(row[f])
         row = validate_model(conn, row)
     elif kind == "gpu":
-        from kvreg.registry import validate_gpu
-
         for f in SIZE_FIELDS:
             value = row.get(f)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -210,8 +200,6 @@ def _describe(value: Any) -> str:
 
 def validate_dtype(row: dict) -> dict:
     """Check a dtype row: bytes per element in [0.125, 8], kind kv|weight|both."""
-    from kvreg.registry import check_bytes_per_element, check_int, check_name
-
     row = dict(row)
     check_name(row.get("name"), "dtype")
     row["bytes_per_element"] = check_bytes_per_element(row.get("bytes_per_element"))
@@ -276,8 +264,6 @@ def _apply_kind(conn, kind: str, rows: list[dict], prune: bool, where: str) -> K
 
 def _apply_other(conn, kind: str, rows: list[dict], prune: bool, where: str) -> KindDiff:
     """Plans, demand and fleet: matched by their key, written through the same functions as the CLI."""
-    from kvreg import sync_plans as sp
-
     current = sp.CURRENT[kind](conn)
     diff = KindDiff(kind)
     declared = set()
@@ -335,8 +321,6 @@ def _prune(conn, kind: str, names: set[str], diff: KindDiff) -> None:
         plans = list(conn.execute(select(Plan.name).where(column == row_id).order_by(Plan.name)).scalars())
         users = [f"plan(s) {', '.join(plans)}"] if plans else []
         if kind == "gpu":
-            from kvreg.sync_plans import used_by
-
             fleet = used_by(conn, kind, name)
             users += [f"fleet entries {', '.join(fleet)}"] if fleet else []
         if users:

@@ -17,6 +17,19 @@ from sqlalchemy import select, update
 from kvreg.db.read import DECLARED_ENTRIES, DEMAND_KEYS, FLEET_KEYS, PLAN_KEYS
 from kvreg.db.tables import Fleet, Gpu, Plan
 from kvreg.errors import KvregError
+from kvreg.fleet import remove_fleet, set_fleet, validate_fleet
+from kvreg.plans import (
+    _write_workload,
+    add_plan,
+    get_plan,
+    remove_demand,
+    remove_plan,
+    set_demand,
+    validate_plan,
+    validate_workload,
+)
+from kvreg.registry import check_int
+from kvreg.units import parse_quarter
 
 KINDS = ("plan", "demand", "fleet")
 _KEYS = {"plan": PLAN_KEYS, "demand": DEMAND_KEYS, "fleet": FLEET_KEYS}
@@ -49,8 +62,6 @@ def normalise(conn, kind: str, row: dict) -> dict:
     """A declared row -> the row as the registry would hold it (validated; absent keys: defaults)."""
     check_keys(kind, row)
     if kind == "plan":
-        from kvreg.plans import validate_plan, validate_workload
-
         spec = {k: v for k, v in row.items() if k != "workload"}
         classes = row.get("workload") or []
         if not isinstance(classes, list) or not all(isinstance(c, dict) for c in classes):
@@ -62,14 +73,9 @@ def normalise(conn, kind: str, row: dict) -> dict:
         out.update(model=row["model"], gpu=row["gpu"], workload=wl)
         return out
     if kind == "demand":
-        from kvreg.plans import get_plan
-        from kvreg.registry import check_int
-        from kvreg.units import parse_quarter
-
         get_plan(conn, row.get("plan"))
         return {"plan": row["plan"], "quarter": parse_quarter(row.get("quarter")),
                 "users": check_int(row.get("users"), "users", minimum=0)}
-    from kvreg.fleet import validate_fleet
 
     v = validate_fleet(conn, row.get("gpu"), row.get("quarter"), row.get("gpus_owned"), row.get("gpus_reserved"),
                        row.get("reserved_price_per_hour"))
@@ -96,8 +102,6 @@ def changes(old: dict, new: dict) -> list[tuple[str, Any, Any]]:
 
 def write(conn, kind: str, row: dict, exists: bool) -> None:
     if kind == "plan":
-        from kvreg.plans import add_plan, get_plan, validate_plan, _write_workload
-
         spec = {k: v for k, v in row.items() if k != "workload"}
         if not exists:
             add_plan(conn, {**spec, "workload": [{"class": c["name"], "avg_tokens": c["avg_tokens"],
@@ -108,28 +112,18 @@ def write(conn, kind: str, row: dict, exists: bool) -> None:
         conn.execute(update(Plan).where(Plan.id == plan_id).values(**stored))
         _write_workload(conn, plan_id, row["workload"])
     elif kind == "demand":
-        from kvreg.plans import set_demand
-
         set_demand(conn, row["plan"], row["quarter"], row["users"])
     else:
-        from kvreg.fleet import set_fleet
-
         set_fleet(conn, row["gpu"], row["quarter"], row["gpus_owned"], row["gpus_reserved"],
                   row["reserved_price_per_hour"])
 
 
 def remove(conn, kind: str, old: dict) -> None:
     if kind == "plan":
-        from kvreg.plans import remove_plan
-
         remove_plan(conn, old["name"])
     elif kind == "demand":
-        from kvreg.plans import remove_demand
-
         remove_demand(conn, old["plan"], old["quarter"])
     else:
-        from kvreg.fleet import remove_fleet
-
         remove_fleet(conn, old["gpu"], old["quarter"])
 
 

@@ -106,3 +106,57 @@ def test_leaves_load_only_the_standard_library():
             "print(sorted({m for m in new if m not in sys.stdlib_module_names and m != 'kvreg'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert out.splitlines() == ["['kvreg', 'kvreg.errors', 'kvreg.text', 'kvreg.units']", "[]"]
+
+
+# Commands import what they run inside the command function (start-up stays fast), so the CLI and
+# the web page's handlers are the one place a function-local import needs no comment of its own.
+COMMAND_PACKAGES = ("kvreg/cli/", "kvreg/web/")
+
+
+def local_imports_without_a_reason(root: Path = ROOT) -> list[str]:
+    """Every import inside a function, outside the command packages, that no comment explains: a comment on
+    its line, or on a line of the run of imports, blank lines and comments just above it ("# lazy: ...")."""
+    import ast
+
+    found = []
+    for path in sorted((root / "kvreg").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(COMMAND_PACKAGES):
+            continue
+        lines = path.read_text(encoding="utf-8").split("\n")
+        for fn in ast.walk(ast.parse("\n".join(lines))):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and not _explained(lines, node.lineno):
+                    found.append(f"{rel}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    return sorted(set(found))
+
+
+def _explained(lines: list[str], lineno: int) -> bool:
+    i = lineno - 1
+    if "#" in lines[i]:
+        return True
+    while i > 0:
+        i -= 1
+        text = lines[i].strip()
+        if text.startswith("#"):
+            return True
+        if text and not text.startswith(("import ", "from ")):
+            return False
+    return False
+
+
+def test_function_local_imports_say_why():
+    """No import hides inside a function to dodge a cycle: a module imports what it uses at its top, and
+    an import left in a function (a heavy library that only some calls need) says why."""
+    assert local_imports_without_a_reason() == []
+
+
+def test_an_unexplained_local_import_is_found(tmp_path):
+    (tmp_path / "kvreg").mkdir()
+    (tmp_path / "kvreg" / "m.py").write_text(
+        "def f():\n    import json\n    return json\n\n\n"
+        "def g():\n    # lazy: csv only for g\n    import csv\n    from io import StringIO\n    return csv, StringIO\n",
+        encoding="utf-8")
+    assert local_imports_without_a_reason(tmp_path) == ["kvreg/m.py:2: import json"]

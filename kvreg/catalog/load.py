@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
+
 from sqlalchemy import func, insert, select
 
+from kvreg.catalog import load_catalog
 from kvreg.db.tables import Demand, Dtype, Gpu, Meta, Model, Plan, WorkloadClass
 
 from .defaults import model_defaults
@@ -19,7 +22,6 @@ def seed_if_empty(conn) -> bool:
     if conn.execute(select(func.count()).select_from(Dtype)).scalar_one():
         conn.execute(insert(Meta).values(key="seeded", value="existing"))
         return False
-    from kvreg.catalog import load_catalog
 
     cat = load_catalog()
     conn.execute(insert(Dtype), _fill(Dtype, cat["dtypes"]))
@@ -32,8 +34,6 @@ def seed_if_empty(conn) -> bool:
 
 def ensure_registry_id(conn) -> str:
     """The registry's identity: a random id made the first time it is opened."""
-    import uuid
-
     row = conn.execute(select(Meta.value).where(Meta.key == "registry_id")).first()
     if row is not None:
         return row[0]

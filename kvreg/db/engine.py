@@ -7,16 +7,24 @@ a missing SQLite file is created, migrated to head, seeded and given its views.
 from __future__ import annotations
 
 import os
+import re
+import sqlite3
+import sys
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DataError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
+import kvreg.migrations
+from kvreg.catalog.load import seed_if_empty
 from kvreg.db.revision import head_revision as scanned_head
 from kvreg.errors import UserError
+from kvreg.figures.views import sync_views
 
 DEFAULT_URL = "sqlite:///registry.db"
 
@@ -56,8 +64,6 @@ def mask_url(url: str) -> str:
 
 def _secrets(url: str) -> list[str]:
     """Every spelling of the URL's password(s) that could turn up in a driver's message."""
-    from urllib.parse import quote
-
     try:
         u = make_url(url)
     except Exception:  # an unparsable URL: nothing to look for
@@ -135,15 +141,12 @@ def make_engine(url: str) -> Engine:
                 raise RegistryError(f"database URL option timeout={timeout!r} is not a number of seconds") from None
         read_only, immutable = _read_only_file(u.database)
         if read_only:  # reads must still work: open it read-only (writes then fail in one line)
-            from urllib.parse import quote
 
             query = {"mode": "ro", "uri": "true", **({"immutable": "1"} if immutable else {})}
             u = u.set(database=f"file:{quote(str(Path(u.database).resolve()))}").update_query_dict(query)
         engine = _create(url, u, connect_args={"timeout": 30})
         _sqlite_transactions(engine, url)
     elif backend == "postgresql":
-        from sqlalchemy.pool import NullPool
-
         # NullPool: a kvreg command is short, so a pooled connection would only linger idle on a
         # shared server after the command is done with it.
         engine = _create(url, u, connect_args={"connect_timeout": 10}, poolclass=NullPool)
@@ -156,8 +159,6 @@ def make_engine(url: str) -> Engine:
 
 
 def _create(url: str, u, **kwargs) -> Engine:
-    from sqlalchemy.exc import NoSuchModuleError
-
     try:
         return create_engine(u, **kwargs)
     except (ArgumentError, NoSuchModuleError, ImportError, TypeError) as exc:
@@ -174,8 +175,6 @@ def _mask_connect_errors(engine: Engine, url: str) -> None:
 
     Other statement errors (a constraint, SQLite's "database is locked") are left alone so
     callers can still catch and retry them."""
-    from sqlalchemy.exc import DataError
-
     @event.listens_for(engine, "handle_error")
     def _handle(ctx):
         if ctx.connection is None:
@@ -240,8 +239,6 @@ def _sqlite_transactions(engine: Engine, url: str) -> None:
     A writer takes the write lock at BEGIN (IMMEDIATE); one that has to wait says so on stderr,
     and one that waited KVREG_LOCK_TIMEOUT seconds in vain stops with one line. A connection
     marked READ_SNAPSHOT begins a plain read transaction instead."""
-    import sqlite3
-
     timeout_ms = int(lock_timeout() * 1000)
 
     @event.listens_for(engine, "connect")
@@ -276,7 +273,6 @@ def _sqlite_transactions(engine: Engine, url: str) -> None:
                 if "locked" not in str(exc) and "busy" not in str(exc):
                     raise
             if url not in _SAID_WAITING:  # once per registry and process, not per transaction
-                import sys
 
                 _SAID_WAITING.add(url)
                 sys.stderr.write(f"kvreg: waiting for another command writing to registry {mask_url(url)} "
@@ -298,12 +294,11 @@ def _sqlite_transactions(engine: Engine, url: str) -> None:
 
 
 def migrations_dir() -> Path:
-    import kvreg.migrations
-
     return Path(kvreg.migrations.__file__).resolve().parent
 
 
 def alembic_config(url: str, connection=None):
+    # lazy: Alembic (about 0.3 s to import) loads only to migrate a registry or read its history
     from alembic.config import Config
 
     cfg = Config()
@@ -315,20 +310,20 @@ def alembic_config(url: str, connection=None):
 
 
 def head_revision() -> str:
+    # lazy: Alembic (about 0.3 s to import) loads only to migrate a registry or read its history
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory(str(migrations_dir())).get_current_head()
 
 
 def known_revisions() -> set[str]:
+    # lazy: Alembic (about 0.3 s to import) loads only to migrate a registry or read its history
     from alembic.script import ScriptDirectory
 
     return {s.revision for s in ScriptDirectory(str(migrations_dir())).walk_revisions()}
 
 
 def current_revision(conn) -> str | None:
-    from sqlalchemy import inspect
-
     if not inspect(conn).has_table("alembic_version"):
         return None
     row = conn.execute(text("SELECT version_num FROM alembic_version")).first()
@@ -360,8 +355,6 @@ _HINTS = (  # (pattern in the driver's message, what to do about it)
 
 def _connect_error(url: str, exc: BaseException) -> RegistryError:
     """A one-line RegistryError for a database that cannot be reached, password masked."""
-    import re
-
     detail = " ".join(_masked(url, _first_line(exc)).split()).removeprefix("connection failed: ")
     hint = next((h for pattern, h in _HINTS if re.search(pattern, detail)), None)
     return RegistryError(f"cannot open registry {mask_url(url)}: {detail}" + (f"; {hint}" if hint else ""))
@@ -411,17 +404,12 @@ def prepare_registry(conn, url: str, *, upgrade: bool = True, seed: bool = True)
         check_openable(conn, url, rev)
         if upgrade and rev != head_revision():
             if rev is not None:
-                import sys
-
                 sys.stderr.write(f"kvreg: upgrading registry {mask_url(url)} from schema revision {rev} "
                                  f"to {head_revision()}\n")
             _upgrade(conn, url)
     seeded = False
     if seed:
-        from kvreg.catalog.load import seed_if_empty
-
         seeded = seed_if_empty(conn)
-    from kvreg.figures.views import sync_views
 
     sync_views(conn)
     return seeded
@@ -434,8 +422,6 @@ def check_openable(conn, url: str, rev: str | None) -> None:
     """Refuse, changing nothing, what kvreg must not adopt or upgrade by itself: a registry from a
     newer kvreg, a non-empty database that is not a kvreg registry (someone else's tables), and a
     registry deliberately downgraded with `kvreg db downgrade` (upgrade it with `kvreg db upgrade`)."""
-    from sqlalchemy import inspect
-
     if rev is None:
         insp = inspect(conn)
         tables = set(insp.get_table_names())
@@ -448,8 +434,6 @@ def check_openable(conn, url: str, rev: str | None) -> None:
                 "revision; it was left untouched: give an empty database or a new file"
             )
         if "alembic_version" in tables:
-            import sys
-
             sys.stderr.write(f"kvreg: registry {mask_url(url)} was emptied (db downgrade base): creating it afresh\n")
         return
     if rev not in known_revisions():
@@ -468,6 +452,7 @@ def check_openable(conn, url: str, rev: str | None) -> None:
 
 
 def _upgrade(conn, url: str, target: str = "head") -> None:
+    # lazy: Alembic (about 0.3 s to import) loads only to migrate a registry or read its history
     from alembic import command
 
     command.upgrade(alembic_config(url, conn), target)

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 
 from kvreg import fastpath
 from kvreg.errors import KvregError, suggest
+from kvreg.figures.quarters import in_force_sql, index_of_quarter, quarter_of_index
 from kvreg.units import parse_quarter
 
 # Registry columns in the order the table definitions give them (kvreg.db.tables; a test keeps them
@@ -95,16 +96,19 @@ class _SqlaRunner:
         self.conn = conn
 
     def rows(self, sql: str, params: dict | None = None) -> list[dict]:
+        # lazy: SQLAlchemy loads only on the full path; this runner also serves stdlib sqlite3
         from sqlalchemy import text
 
         return [dict(r) for r in self.conn.execute(text(sql), params or {}).mappings()]
 
     def columns(self, sql: str, params: dict | None = None) -> list[str]:
+        # lazy: SQLAlchemy loads only on the full path; this runner also serves stdlib sqlite3
         from sqlalchemy import text
 
         return list(self.conn.execute(text(sql), params or {}).keys())
 
     def execute(self, sql: str, params: dict | list[dict] | None = None) -> None:
+        # lazy: SQLAlchemy loads only on the full path; this runner also serves stdlib sqlite3
         from sqlalchemy import text
 
         self.conn.execute(text(sql), params or {})
@@ -392,8 +396,6 @@ def in_force(conn, view: str, quarter: str | None, where: list[str], params: dic
     one: the entries in force in it (carry-forward), each shown in that quarter with `carried_from`
     naming the quarter it was set in when that is an earlier one. `live`: a condition a carried
     entry must meet (demand: users > 0, since 0 ends a plan's demand)."""
-    from kvreg.figures.quarters import in_force_sql, index_of_quarter
-
     where = list(where)
     q = None
     if quarter is not None:
@@ -436,8 +438,6 @@ def list_fleet(conn, gpu: str | None = None, quarter: str | None = None) -> list
 
 
 def horizon_quarters(start: str, count) -> list[str]:
-    from kvreg.figures.quarters import index_of_quarter, quarter_of_index
-
     first = index_of_quarter(parse_quarter(start))
     if isinstance(count, str) and count.strip().isdigit():  # the CLI passes --quarters as typed
         count = int(count.strip())
@@ -454,9 +454,8 @@ def rollup(conn, quarter: str | None = None, start: str | None = None, quarters=
     No arguments: the `procurement` view, every quarter with an entry. `quarter`: that one quarter
     (entries carried forward into it). `start` and `quarters`: a horizon of consecutive quarters,
     every GPU type with demand or fleet in each, zeros included."""
-    from kvreg.figures.quarters import index_of_quarter
-
     if start is not None or quarters is not None:
+        # lazy: the figure declarations (about 30 ms) load only when the stdlib path cannot answer
         from kvreg.figures.aggregates import aggregate_sql, quarters_sql
 
         if quarter is not None:
@@ -486,6 +485,7 @@ def _one_quarter_sql(conn) -> str:
         found = runner(conn).rows("SELECT value FROM kvreg_meta WHERE key = :k", {"k": ROLLUP_SQL_KEY})
         if found:
             return found[0]["value"]
+    # lazy: the figure declarations (about 30 ms) load only when the stdlib path cannot answer
     from kvreg.figures.aggregates import one_quarter_sql
 
     return one_quarter_sql(dialect(conn))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from kvreg.units import format_tokens
+
 CONCURRENCY = "charts/concurrency.png"
 GPUS_NEEDED = "charts/gpus-needed.png"
 
@@ -36,8 +38,6 @@ def _label(name: object, limit: int = 40) -> str:
 
 
 def _context_label(tokens: int) -> str:
-    from kvreg.units import format_tokens
-
     return format_tokens(int(tokens))
 
 
@@ -69,6 +69,7 @@ def concurrency_lines(sweep: list[dict], plan_models: set[str] | None = None) ->
 def concurrency_chart(sweep: list[dict], contexts: list[int], path: Path, plan_models: set[str] | None = None) -> None:
     """Max concurrency against context, one panel per GPU with at most MAX_LINES models (the plans'
     first), each line named in the panel's legend with its TP; both axes log."""
+    # lazy: matplotlib (about 0.3 s) loads only when a chart is drawn
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
@@ -119,6 +120,7 @@ def concurrency_chart(sweep: list[dict], contexts: list[int], path: Path, plan_m
 
 
 def _tab20(i: int):
+    # lazy: matplotlib (about 0.3 s) loads only when a chart is drawn
     from matplotlib import colormaps
 
     return colormaps["tab20"](i % 20)
@@ -126,6 +128,7 @@ def _tab20(i: int):
 
 def gpus_needed_chart(by_quarter: list[dict], quarter: str, path: Path) -> None:
     """GPUs needed per quarter, one bar per GPU type, the report's quarter shaded."""
+    # lazy: matplotlib (about 0.3 s) loads only when a chart is drawn
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -161,6 +164,7 @@ def write_charts(data: dict, folder: Path) -> dict[str, str | None]:
     by_quarter = [r for r in data["procurement_by_quarter"] if r["gpus_needed"]]
     if not sweep and not by_quarter:
         return charts
+    # lazy: matplotlib (about 0.3 s) loads only when a chart is drawn
     import matplotlib
     import matplotlib.style
 

@@ -216,6 +216,7 @@ class Book:
     """An XlsxWriter workbook with kvreg's cell formats and page setup."""
 
     def __init__(self, path: str, quarter: str):
+        # lazy: XlsxWriter loads only when a workbook is written (kvreg apply reads this module's layout without it)
         import xlsxwriter
 
         self.wb = xlsxwriter.Workbook(path, {

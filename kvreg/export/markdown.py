@@ -14,7 +14,11 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from kvreg.figures.declarations import FIGURES, INPUTS
+import jinja2
+
+import kvreg.templates
+from kvreg.figures.declarations import AGGREGATES, FIGURES, INPUTS
+from kvreg.figures.labels import LABELS, label
 from kvreg.figures.python import figure_value
 from kvreg.units import format_tokens
 
@@ -52,8 +56,6 @@ def trusted(name: str) -> Md:
 def _unit(name: str) -> tuple[str, str]:
     """(unit, kind) of a view column, from its declaration (`last_report_x`, `x_since_last_report`,
     `previous_x` and `x_change` are x's)."""
-    from kvreg.figures.declarations import AGGREGATES
-
     if name in AGGREGATES:
         return AGGREGATES[name].unit, AGGREGATES[name].kind
     name = name.removeprefix("last_report_").removesuffix("_since_last_report")
@@ -111,8 +113,6 @@ def cells(values: list) -> Md:
 def header(name: str) -> str:
     """A column's header in words with its unit ("KV per token per GPU (bytes)"); the comparison's
     previous_x and x_change read "Previous ..." and "Change in ..."."""
-    from kvreg.figures.labels import LABELS, label
-
     if name not in LABELS and name not in FIGURES and name not in INPUTS:
         if name.startswith("previous_"):
             return "Previous report: " + _lower_first(header(name.removeprefix("previous_")))
@@ -177,7 +177,6 @@ def horizon_table(rows: list[dict]) -> Md:
     gpus = sorted({r["gpu"] for r in rows})
     by = {(r["gpu"], r["quarter"]): r for r in rows}
     names = ["gpus_needed", "gpus_installed", "gpus_to_buy", "capex_to_buy", "gpus_spare"]
-    from kvreg.figures.labels import label
 
     lines = [cells([trusted(label("gpu")), trusted("Figure")] + [display(q) for q in quarters]),
              cells([Md("---")] * (len(quarters) + 2))]
@@ -236,10 +235,6 @@ def _finalize(value: object) -> object:
 @functools.lru_cache(maxsize=1)
 def environment():
     """The Jinja environment: templates from the kvreg.templates package, Markdown escaping."""
-    import jinja2
-
-    import kvreg.templates
-
     folder = Path(kvreg.templates.__file__).resolve().parent
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(folder)),

@@ -6,6 +6,7 @@ so the two cannot drift. Stdlib only: this is loaded on every command.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 
@@ -72,7 +73,6 @@ def render(rows: list[dict], fmt: str, columns: list[str] | None = None) -> str:
     rows = normalise(rows)
     if fmt == "csv":
         import csv  # here, not at the top: only csv output needs it (start-up time)
-        import io
 
         from kvreg.text import spreadsheet_safe  # text a spreadsheet would run as a formula: 'quoted
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import kvreg
 from kvreg.export.excel_layout import (
     FIRST_ROW,
     HEADER_ROW,
@@ -44,7 +45,15 @@ from kvreg.export.excel_layout import (
     match_formula,
     number_format,
 )
+from kvreg.figures.aggregates import (
+    AGGREGATE_COLUMNS,
+    aggregate_excel,
+    in_force_excel,
+    index_of_quarter,
+    quarter_index_excel,
+)
 from kvreg.figures.declarations import (
+    AGGREGATES,
     CLASS_MEANS,
     CLASS_WEIGHT,
     FIGURES,
@@ -56,7 +65,10 @@ from kvreg.figures.declarations import (
     inputs_of,
 )
 from kvreg.figures.facts import INPUT_NULLABLE, name_may_be_null
+from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS
 from kvreg.figures.labels import label
+from kvreg.figures.quarters import previous_index_excel, previous_quarter, previous_quarter_excel
+from kvreg.figures.views import GRAIN, _layers
 
 SHEETS = ["Read me", "Summary", "Plans", "Plan detail", "Workload", "Demand", "Fleet", "Models", "GPUs", "Dtypes",
           "Context sweep", "Assumptions"]
@@ -230,8 +242,6 @@ def _gpus_sheet(book: Book, ws, rows: list[dict]) -> Table:
 def _models_sheet(book: Book, ws, data: dict, dtypes: Table, blocks: list[str]) -> Table:
     """Model inputs, their dtype lookups, then the model_kv figures: the ones that do not depend on
     the KV dtype once, the rest once per KV dtype block (bf16, fp8; each block's dtype is an input)."""
-    from kvreg.figures.views import GRAIN, _layers
-
     rows = data["models"]
     kv = data["model_kv"]
     dtype_pos = _positions(data["dtypes"], "name")
@@ -354,8 +364,6 @@ def _deployment_sheet(book: Book, ws, grain_name: str, rows: list[dict], refs: _
     GPU and dtype inputs its figures need, then one column per figure of the grain.
 
     `overrides` turns a setting into a lookup: {name: formula template}."""
-    from kvreg.figures.views import GRAIN, _layers
-
     overrides = overrides or {}
     grain = GRAIN[grain_name]
     t = Table(ws.name)
@@ -454,8 +462,6 @@ def _workload_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Tabl
     """One row per plan and workload class: its tokens and share (inputs), the plan's figures its
     figures read (looked up from Plan detail), and the plan_class figures. Plan detail sums the
     weighted columns."""
-    from kvreg.figures.views import GRAIN
-
     plans = refs.plans
     figures = GRAIN["plan_class"].outputs()
     lead = [c for c in _WORKLOAD_LEAD if c not in figures]
@@ -503,8 +509,6 @@ def _not_fit_format(book: Book, ws, t: Table, last: int) -> None:
 
 def _demand_sheet(book: Book, ws, rows: list[dict], refs: _References, block_quarters: list[str]) -> Table:
     """A plan's users in a quarter, and the plan_quarter figures over the plan's figures."""
-    from kvreg.figures.views import GRAIN, _layers
-
     grain = GRAIN["plan_quarter"]
     plans, g = refs.plans, refs.gpus
     plan_list = (plans.list_range("plan"), "plan")
@@ -553,9 +557,6 @@ def _in_force_columns(t: Table, cells: dict, key: str, n_rows: int, block_quarte
     """quarter_index, and whether each entry holds in the Summary's quarter and the one before
     (the carry-forward rule, compiled by kvreg.figures.aggregates); on Demand also one flag per
     quarter of the Summary's GPUs-per-quarter block (in_force_2026Q3, ...)."""
-    from kvreg.figures.aggregates import in_force_excel, index_of_quarter, quarter_index_excel
-    from kvreg.figures.quarters import previous_index_excel
-
     last = max(LOOKUP_LAST_ROW, FIRST_ROW + 2 * n_rows)  # Table.range's rows, known before writing
     cells["quarter_index"] = t.add(Column("quarter_index", "helper", "index", "int",
                                           "the quarter as a number (year x 4 + quarter - 1)",
@@ -575,8 +576,6 @@ def _in_force_columns(t: Table, cells: dict, key: str, n_rows: int, block_quarte
 def _fleet_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
     """GPUs installed per GPU type from a quarter on (owned, reserved and its price): finance edits
     these; an entry holds until the GPU type's next one."""
-    from kvreg.figures.declarations import AGGREGATES
-
     t = Table("Fleet", [
         input_column("gpu", meaning="GPU type (from the GPUs sheet)", validation=refs.gpu_list, width=18,
                      label="GPU type"),
@@ -643,10 +642,6 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
     over the Demand and Fleet entries in force), gpus_to_buy and capex_to_buy first; GPUs needed per
     quarter and GPU type; native charts over these cells and the Context sweep. Change B1, or a
     fleet count on the Fleet sheet, and every figure recomputes."""
-    from kvreg.figures.aggregates import AGGREGATE_COLUMNS, aggregate_excel, index_of_quarter, quarter_index_excel
-    from kvreg.figures.declarations import AGGREGATES
-    from kvreg.figures.quarters import previous_quarter, previous_quarter_excel
-
     agg = data["aggregates"]
     gpus = data["gpus"]
     previous = previous_quarter(quarter)
@@ -821,9 +816,7 @@ def _col0(letter: str) -> int:
 
 
 def _assumptions_sheet(book: Book, ws) -> None:
-    from kvreg.capacity import Question
-
-    q = Question()
+    d = DEPLOYMENT_DEFAULTS  # the Context sweep's rows take a new deployment's defaults
     g = Grid(book, ws)
     g.put(1, 1, "Assumptions", book.fmt(bold=True, font_size=14))
     header = book.header(None)
@@ -831,16 +824,16 @@ def _assumptions_sheet(book: Book, ws) -> None:
         g.put(HEADER_ROW, col, name, header)
     wrap = book.fmt(text_wrap=True, valign="top")
     rows = [
-        ("default_reserve", q.reserve, "fraction", "input",
+        ("default_reserve", d["reserve"], "fraction", "input",
          "Share of GPU memory held back for activations and overheads in the Context sweep. Plans carry "
          "their own reserve (Plan detail sheet). Edit it: the sweep recomputes."),
         ("hours_per_month", HOURS_PER_MONTH, "hours", None,
          "Hours in a month for the cost per month (8,760 / 12). Fixed: the formulas carry 730 "
          "themselves, so editing this cell changes nothing."),
         ("gib_bytes", GIB, "bytes", None, "1 GiB = 2^30 bytes; every GiB figure divides bytes by it (GB = 10^9)."),
-        ("sweep_kv_dtype", q.kv_dtypes[0], "text", None, "KV dtype of the Context sweep rows (editable per row there)."),
-        ("sweep_block_size", q.block_size, "tokens", None, "paged-KV block of the Context sweep rows (editable there)."),
-        ("sweep_gpus_per_node", q.gpus_per_node, "GPUs", None,
+        ("sweep_kv_dtype", INPUTS["kv_dtype"].default, "text", None, "KV dtype of the Context sweep rows (editable per row there)."),
+        ("sweep_block_size", d["block_size"], "tokens", None, "paged-KV block of the Context sweep rows (editable there)."),
+        ("sweep_gpus_per_node", d["gpus_per_node"], "GPUs", None,
          "node size of the Context sweep; its TP is one per model and GPU, the smallest that holds the weights "
          "and a sequence at the shortest context (an input: change it per row)."),
     ]
@@ -862,8 +855,6 @@ def _assumptions_sheet(book: Book, ws) -> None:
 
 
 def _readme_sheet(book: Book, ws, quarter: str, generated_at: str, data: dict) -> None:
-    import kvreg
-
     plans, gpus = len(data["plans"]), len(data["gpus"])
     lines: list[tuple[str, str, Any]] = [
         (f"Capacity workbook, quarter {quarter}", "", "title"),

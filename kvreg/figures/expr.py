@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Callable, Iterable
 
 
@@ -465,8 +466,6 @@ def _fixed(x, decimals: int) -> str:
     """`x` with `decimals` decimals, halves rounded away from zero on the shortest decimal form of x:
     what SQLite's printf, PostgreSQL's TO_CHAR and Excel's FIXED print (2.675 -> 2.68, 0.25 -> 0.3),
     where Python's own format rounds the exact binary value (2.675 -> 2.67, 0.25 -> 0.2)."""
-    from decimal import ROUND_HALF_UP, Decimal
-
     q = Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-int(decimals)), rounding=ROUND_HALF_UP)
     return f"{q:f}"
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, dependencies, inputs_of
 from .aggregates import ROLLUP_SQL_KEY, aggregate_sql, entered_quarters_sql, one_quarter_sql
-from .expr import PostgresCompiler, SqlCompiler
+from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, dependencies, inputs_of
+from .expr import Input, PostgresCompiler, Ref, SqlCompiler
 from .facts import never_null_in_sql
 from .fingerprint import figures_fingerprint
 from .quarters import quarter_index_sql, until_sql
@@ -110,8 +110,6 @@ class Grain:
 
 def _figure_closure(name: str) -> set[str]:
     """The figures a figure refers to, through other figures."""
-    from .expr import Ref
-
     out: set[str] = set()
     stack = [FIGURES[name].expr]
     while stack:
@@ -133,8 +131,6 @@ def _computable(name: str, have: set[str], memo: dict[str, bool] | None = None) 
         return False
     memo = {} if memo is None else memo
     if name not in memo:
-        from .expr import Input, Ref
-
         ok, stack = True, [FIGURES[name].expr]
         while stack and ok:
             e = stack.pop()
@@ -242,8 +238,6 @@ FLEET_QUARTER_SQL = (
 
 def _layers(grain: Grain) -> list[list[str]]:
     """The grain's figures grouped so each group refers only to columns and earlier groups."""
-    from .expr import Input, Ref
-
     have = set(grain.columns)
     todo = grain.figures()
     layers: list[list[str]] = []
@@ -280,8 +274,6 @@ def figure_sql(name: str, dialect: str = "sqlite") -> str:
 
 def _names_read(name: str) -> set[str]:
     """The columns a figure's own expression reads from the layer below (inputs and other figures)."""
-    from .expr import Input, Ref
-
     out, stack = set(), [FIGURES[name].expr]
     while stack:
         e = stack.pop()

@@ -18,8 +18,12 @@ from typing import Any, Callable
 
 from sqlalchemy import text
 
+from kvreg.catalog.load import ensure_registry_id
+from kvreg.db.read import runner
 from kvreg.errors import KvregError
-from kvreg.export.xlsx import CONVERTED
+from kvreg.export.xlsx import CONVERTED, PROP_QUARTER, PROP_REGISTRY
+from kvreg.fleet import set_fleet
+from kvreg.units import current_quarter, parse_quarter
 
 NAMES_ROW = 2
 FIRST_ROW = 3
@@ -158,9 +162,6 @@ class Editable:
 def _write_fleet(conn, keys: dict, fld: str, value) -> None:
     """One fleet count or price from the workbook, through kvreg.fleet.set_fleet (its checks and
     its insert-or-update), keeping the entry's other fields."""
-    from kvreg.db.read import runner
-    from kvreg.fleet import set_fleet
-
     rows = runner(conn).rows(
         "SELECT f.gpus_owned, f.gpus_reserved, f.reserved_price_per_hour FROM fleet f JOIN gpu g ON g.id = f.gpu_id"
         " WHERE g.name = :gpu AND f.quarter = :quarter", keys)
@@ -205,6 +206,7 @@ EDITABLE = [
 
 
 def _load(path: Path):
+    # lazy: openpyxl loads only to read a workbook back (kvreg apply)
     from openpyxl import load_workbook
 
     if not path.exists():
@@ -217,8 +219,6 @@ def _load(path: Path):
 
 
 def _identity(wb, path: Path) -> dict:
-    from kvreg.export.xlsx import PROP_QUARTER, PROP_REGISTRY
-
     props = {p.name: p.value for p in wb.custom_doc_props.props}
     if PROP_REGISTRY not in props or PROP_QUARTER not in props:
         raise KvregError(f"{path} was not written by kvreg report (it has no {PROP_REGISTRY} property): "
@@ -239,6 +239,7 @@ def _rows(ws):
 
 
 def _letter(i: int) -> str:
+    # lazy: openpyxl loads only to read a workbook back (kvreg apply)
     from openpyxl.utils import get_column_letter
 
     return get_column_letter(i + 1)
@@ -262,9 +263,6 @@ def _overwritten(sheet: str, names: dict[int, str], data: list) -> list[str]:
 
 def read_changes(conn, path: str | Path, quarter: str | None = None) -> Result:
     """Compare a workbook's inputs with the registry; nothing is written."""
-    from kvreg.catalog.load import ensure_registry_id
-    from kvreg.units import current_quarter, parse_quarter
-
     path = Path(path)
     wb = _load(path)
     try:

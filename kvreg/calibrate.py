@@ -123,7 +123,7 @@ def question(log: EngineLog, model: str, gpu: str, *, context: int | None = None
     return q
 
 
-def _sglang_in_use(conn, gpu: str, log: EngineLog) -> int | None:
+def sglang_in_use(conn, gpu: str, log: EngineLog) -> int | None:
     """SGLang: memory in use before the weights load, from the log: reported - (avail after + weights)."""
     if log.avail_before_load_gib is None and (log.avail_after_weights_gib is None or log.weights_gib is None):
         return None
@@ -148,7 +148,7 @@ def compare(conn, log: EngineLog, *, model: str | None = None, gpu: str | None =
     alone = ask(conn, question(log, model, gpu, **common))[0]
     q = question(log, model, gpu, measured=True, **common)
     if log.engine == "sglang":
-        q.non_torch_bytes = _sglang_in_use(conn, gpu, log)
+        q.non_torch_bytes = sglang_in_use(conn, gpu, log)
     measured = ask(conn, q)[0]
     terms = []
     for name, label, logged_field, figure in TERMS:

@@ -24,12 +24,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from kvreg.db.engine import (
     UnstorableValue,
-    _masked,
     current_revision,
     head_revision,
     known_revisions,
     make_engine,
     mask_url,
+    masked_detail,
     prepare_registry,
 )
 from kvreg.db.tables import Meta, Scenario, SQLModel
@@ -141,7 +141,7 @@ def copy_registry(source_url: str, target_url: str, *, force: bool = False) -> C
         if tmp_file:  # the failed copy created it: leave no empty registry behind
             _unlink_sqlite(tmp_file)
         if isinstance(exc, SQLAlchemyError):
-            raise KvregError(f"cannot copy into {mask_url(target_url)}: {_masked(target_url, _one_line(exc))}; "
+            raise KvregError(f"cannot copy into {mask_url(target_url)}: {masked_detail(target_url, _one_line(exc))}; "
                              "nothing was written") from None
         raise
     engine.dispose()

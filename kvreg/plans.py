@@ -18,12 +18,20 @@ import math
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
+from kvreg.calibrate import FORMAT_RELEASE, resolve_model, sglang_in_use
+from kvreg.capacity import check_dp_attention, check_layout, invalid_tp, parse_tp, valid_tps
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
-    format_workload, get_plan, list_demand, list_plans, plan_capacity, plan_classes, plan_names, rollup, show_plan,
+    format_workload,
+    get_plan,
+    list_demand,
+    list_plans,
+    plan_capacity,
+    plan_classes,
+    plan_names,
+    rollup,
+    show_plan,
     workload_texts,
 )
-from kvreg.calibrate import FORMAT_RELEASE, _sglang_in_use, resolve_model
-from kvreg.capacity import check_dp_attention, check_layout, invalid_tp, parse_tp, valid_tps
 from kvreg.db.tables import Demand, Gpu, Model, Plan, WorkloadClass
 from kvreg.enginelog import GIB
 from kvreg.errors import AlreadyExists, KvregError
@@ -204,7 +212,7 @@ def get_workload(conn, plan_id: int) -> list[dict]:
     return [{"class": n, "avg_tokens": t, "share": sh} for n, t, sh in rows]
 
 
-def _write_workload(conn, plan_id: int, classes: list[dict]) -> None:
+def write_workload(conn, plan_id: int, classes: list[dict]) -> None:
     conn.execute(delete(WorkloadClass).where(WorkloadClass.plan_id == plan_id))
     if classes:
         conn.execute(insert(WorkloadClass), [{**c, "plan_id": plan_id} for c in classes])
@@ -279,7 +287,7 @@ def add_plan(conn, spec: dict) -> dict:
         plan_id = conn.execute(insert(Plan).values(**row)).inserted_primary_key[0]
     except IntegrityError as exc:
         raise _integrity(exc, row["name"]) from None
-    _write_workload(conn, plan_id, classes)
+    write_workload(conn, plan_id, classes)
     return plan_capacity(conn, row["name"])
 
 
@@ -329,7 +337,7 @@ def set_plan(conn, name: str, changes: dict) -> dict:
     except IntegrityError as exc:
         raise _integrity(exc, new_name) from None
     if "workload" in changes:
-        _write_workload(conn, get_plan(conn, new_name)["id"], classes)
+        write_workload(conn, get_plan(conn, new_name)["id"], classes)
     return plan_capacity(conn, new_name)
 
 
@@ -394,7 +402,7 @@ def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, li
         if log.max_num_batched_tokens is not None:
             changes["max_num_batched_tokens"] = log.max_num_batched_tokens
     else:
-        in_use = _sglang_in_use(conn, spec["gpu"], log)
+        in_use = sglang_in_use(conn, spec["gpu"], log)
         if in_use is not None:
             changes["non_torch_bytes"] = in_use
     if version is not None:

@@ -31,7 +31,7 @@ from kvreg.db.tables import DTYPE_FIELDS, GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, 
 from kvreg.errors import KvregError
 from kvreg.limits import MAX_TOML_BYTES, parse_toml, read_input, show_path
 from kvreg.registry import check_bytes_per_element, check_int, check_name, validate_gpu, validate_model
-from kvreg.sync_plans import _key, _same, used_by
+from kvreg.sync_plans import row_key, same_value, used_by
 from kvreg.units import parse_tokens
 
 # Apply order matters: models refer to dtypes, plans to models and GPUs, demand to plans, fleet to GPUs.
@@ -115,7 +115,7 @@ def parse_text(text: str, where: str = "<text>") -> dict[str, list[dict]]:
 def _check_unique(rows: list[dict], kind: str, where: str) -> None:
     seen: dict[Any, int] = {}
     for i, row in enumerate(rows, 1):
-        name = row.get("name") if kind in BASE_KINDS else _key(kind, row)
+        name = row.get("name") if kind in BASE_KINDS else row_key(kind, row)
         if isinstance(name, str) and name in seen:
             raise KvregError(f"{where}: [[{kind}]] #{i} {name!r} is declared twice (also #{seen[name]}): keep one")
         seen[name] = i
@@ -125,7 +125,7 @@ def _check_unique(rows: list[dict], kind: str, where: str) -> None:
 
 
 def _label(kind: str, i: int, row: dict, where: str) -> str:
-    name = row.get("name") if kind in BASE_KINDS else _key(kind, row)
+    name = row.get("name") if kind in BASE_KINDS else row_key(kind, row)
     return f"{where}: [[{kind}]] #{i}" + (f" {name!r}" if isinstance(name, str) else "")
 
 
@@ -251,7 +251,7 @@ def _apply_kind(conn, kind: str, rows: list[dict], prune: bool, where: str) -> K
             _write(conn, insert(table).values(**row), label)
             diff.added.append(row["name"])
             continue
-        changes = [(f, old[f], row[f]) for f in _FIELDS[kind] if not _same(old[f], row[f])]
+        changes = [(f, old[f], row[f]) for f in _FIELDS[kind] if not same_value(old[f], row[f])]
         if changes:
             _write(conn, update(table).where(table.name == row["name"]).values(**row), label)
             diff.changed[row["name"]] = changes
@@ -269,10 +269,10 @@ def _apply_other(conn, kind: str, rows: list[dict], prune: bool, where: str) -> 
     declared = set()
     for i, row in enumerate(rows, 1):
         label = _label(kind, i, row, where)
-        key = sp._key(kind, row)
+        key = sp.row_key(kind, row)
         try:
             new = sp.normalise(conn, kind, row)
-            key = sp._key(kind, new)
+            key = sp.row_key(kind, new)
             declared.add(key)
             old = current.get(key)
             if old is None:

@@ -19,7 +19,6 @@ from kvreg.db.tables import Fleet, Gpu, Plan
 from kvreg.errors import KvregError
 from kvreg.fleet import remove_fleet, set_fleet, validate_fleet
 from kvreg.plans import (
-    _write_workload,
     add_plan,
     get_plan,
     remove_demand,
@@ -27,6 +26,7 @@ from kvreg.plans import (
     set_demand,
     validate_plan,
     validate_workload,
+    write_workload,
 )
 from kvreg.registry import check_int
 from kvreg.units import parse_quarter
@@ -43,7 +43,7 @@ def check_keys(kind: str, row: dict) -> None:
                                                          f"{kind} keys are {', '.join(_KEYS[kind])}"))
 
 
-def _key(kind: str, row: dict) -> str:
+def row_key(kind: str, row: dict) -> str:
     if kind == "plan":
         return str(row.get("name"))
     return f"{row.get('plan' if kind == 'demand' else 'gpu')} {row.get('quarter')}"
@@ -82,7 +82,7 @@ def normalise(conn, kind: str, row: dict) -> dict:
     return {k: v[k] for k in FLEET_KEYS}
 
 
-def _same(old: Any, new: Any) -> bool:
+def same_value(old: Any, new: Any) -> bool:
     if isinstance(old, (int, float)) and isinstance(new, (int, float)):
         return float(old) == float(new)
     return old == new
@@ -95,7 +95,7 @@ def changes(old: dict, new: dict) -> list[tuple[str, Any, Any]]:
         if k == "workload":
             if [tuple(c.values()) for c in o or []] != [(c["name"], c["avg_tokens"], c["share"]) for c in v]:
                 out.append((k, o, v))
-        elif not _same(o, v):
+        elif not same_value(o, v):
             out.append((k, o, v))
     return out
 
@@ -110,7 +110,7 @@ def write(conn, kind: str, row: dict, exists: bool) -> None:
         plan_id = get_plan(conn, row["name"])["id"]
         stored = validate_plan(conn, spec)
         conn.execute(update(Plan).where(Plan.id == plan_id).values(**stored))
-        _write_workload(conn, plan_id, row["workload"])
+        write_workload(conn, plan_id, row["workload"])
     elif kind == "demand":
         set_demand(conn, row["plan"], row["quarter"], row["users"])
     else:

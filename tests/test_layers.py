@@ -160,3 +160,29 @@ def test_an_unexplained_local_import_is_found(tmp_path):
         "def g():\n    # lazy: csv only for g\n    import csv\n    from io import StringIO\n    return csv, StringIO\n",
         encoding="utf-8")
     assert local_imports_without_a_reason(tmp_path) == ["kvreg/m.py:2: import json"]
+
+
+def private_names_imported(root: Path = ROOT) -> list[str]:
+    """Every `from kvreg.x import _name` (or relative) in kvreg/: a name another module needs is part of its
+    module's interface and is named without the underscore."""
+    import ast
+
+    found = []
+    for path in sorted((root / "kvreg").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("kvreg")):
+                found += [f"{rel}:{node.lineno}: {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_another_modules_private_names():
+    assert private_names_imported() == []
+
+
+def test_a_private_import_is_found(tmp_path):
+    (tmp_path / "kvreg").mkdir()
+    (tmp_path / "kvreg" / "m.py").write_text(
+        "from kvreg.figures.views import GRAIN, _layers\nfrom .n import __version__, ok\n", encoding="utf-8")
+    assert private_names_imported(tmp_path) == ["kvreg/m.py:1: _layers"]

@@ -201,8 +201,15 @@ def _alembic(ctx, action: str, revision: str, yes: bool = False) -> list[str]:
     from alembic.util import CommandError
     from sqlalchemy.exc import SQLAlchemyError
 
-    from kvreg.db.engine import (_connect_error, alembic_config, check_openable, current_revision, known_revisions,
-                                  make_engine, mask_url)
+    from kvreg.db.engine import (
+        alembic_config,
+        check_openable,
+        connect_error,
+        current_revision,
+        known_revisions,
+        make_engine,
+        mask_url,
+    )
     from kvreg.errors import KvregError
 
     url = _url(ctx)
@@ -227,6 +234,6 @@ def _alembic(ctx, action: str, revision: str, yes: bool = False) -> list[str]:
             _mark_downgraded(conn, action == "downgrade")
             return lost
     except SQLAlchemyError as exc:
-        raise _connect_error(url, exc) from None
+        raise connect_error(url, exc) from None
     finally:
         engine.dispose()

@@ -163,7 +163,7 @@ def _create(url: str, u, **kwargs) -> Engine:
         return create_engine(u, **kwargs)
     except (ArgumentError, NoSuchModuleError, ImportError, TypeError) as exc:
         raise RegistryError(
-            f"cannot use database URL {mask_url(url)}: {_masked(url, _first_line(exc))}: "
+            f"cannot use database URL {mask_url(url)}: {masked_detail(url, _first_line(exc))}: "
             "use sqlite:///path/registry.db or postgresql+psycopg://user@host/dbname"
         ) from None
 
@@ -178,13 +178,13 @@ def _mask_connect_errors(engine: Engine, url: str) -> None:
     @event.listens_for(engine, "handle_error")
     def _handle(ctx):
         if ctx.connection is None:
-            raise _connect_error(url, ctx.original_exception)
+            raise connect_error(url, ctx.original_exception)
         if ctx.is_disconnect:  # it was open: the server went away partway through the command
-            detail = " ".join(_masked(url, _first_line(ctx.original_exception)).split())
+            detail = " ".join(masked_detail(url, _first_line(ctx.original_exception)).split())
             raise RegistryError(f"lost the connection to registry {mask_url(url)} partway: {detail}; "
                                 "nothing was written: run the command again when the server is back")
         if isinstance(ctx.sqlalchemy_exception, DataError):
-            raise UnstorableValue(" ".join(_masked(url, _first_line(ctx.original_exception)).split()))
+            raise UnstorableValue(" ".join(masked_detail(url, _first_line(ctx.original_exception)).split()))
         detail = str(ctx.original_exception)
         if "readonly database" in detail or "read-only transaction" in detail:
             raise RegistryError(f"registry {mask_url(url)} is read-only: nothing was written; make the file and "
@@ -335,7 +335,7 @@ def _first_line(exc: BaseException) -> str:
     return text_.splitlines()[0].strip() if text_ else type(exc).__name__
 
 
-def _masked(url: str, detail: str) -> str:
+def masked_detail(url: str, detail: str) -> str:
     """detail with the URL's password (plain and percent-encoded) replaced by ***."""
     for secret in _secrets(url):
         detail = detail.replace(secret, "***")
@@ -353,9 +353,9 @@ _HINTS = (  # (pattern in the driver's message, what to do about it)
 )
 
 
-def _connect_error(url: str, exc: BaseException) -> RegistryError:
+def connect_error(url: str, exc: BaseException) -> RegistryError:
     """A one-line RegistryError for a database that cannot be reached, password masked."""
-    detail = " ".join(_masked(url, _first_line(exc)).split()).removeprefix("connection failed: ")
+    detail = " ".join(masked_detail(url, _first_line(exc)).split()).removeprefix("connection failed: ")
     hint = next((h for pattern, h in _HINTS if re.search(pattern, detail)), None)
     return RegistryError(f"cannot open registry {mask_url(url)}: {detail}" + (f"; {hint}" if hint else ""))
 
@@ -383,7 +383,7 @@ def open_registry(url: str | None = None, *, upgrade: bool = True, seed: bool = 
         raise
     except SQLAlchemyError as exc:
         engine.dispose()
-        raise _connect_error(url, exc) from None
+        raise connect_error(url, exc) from None
     if seeded and on_seeded is not None:
         on_seeded(url)
     return engine

@@ -71,7 +71,7 @@ def _full_read(url: str | None, fn, prepare: bool, on_seeded=None):
     # eligible registry never pays (start-up time).
     from sqlalchemy.exc import SQLAlchemyError
 
-    from kvreg.db.engine import _connect_error, make_engine, open_registry, resolve_url
+    from kvreg.db.engine import connect_error, make_engine, open_registry, resolve_url
 
     url = resolve_url(url)
     engine = open_registry(url, on_seeded=on_seeded) if prepare else make_engine(url)
@@ -79,7 +79,7 @@ def _full_read(url: str | None, fn, prepare: bool, on_seeded=None):
         with engine.connect() as conn:
             return fn(conn)
     except SQLAlchemyError as exc:  # reported as one line, password masked
-        raise _connect_error(url, exc) from None
+        raise connect_error(url, exc) from None
     finally:
         engine.dispose()
 

@@ -68,7 +68,7 @@ from kvreg.figures.facts import INPUT_NULLABLE, name_may_be_null
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS
 from kvreg.figures.labels import label
 from kvreg.figures.quarters import previous_index_excel, previous_quarter, previous_quarter_excel
-from kvreg.figures.views import GRAIN, _layers
+from kvreg.figures.views import GRAIN, figure_order
 
 SHEETS = ["Read me", "Summary", "Plans", "Plan detail", "Workload", "Demand", "Fleet", "Models", "GPUs", "Dtypes",
           "Context sweep", "Assumptions"]
@@ -268,7 +268,7 @@ def _models_sheet(book: Book, ws, data: dict, dtypes: Table, blocks: list[str]) 
     for name in ("weight_bytes_per_param", "state_bytes_per_element"):
         _dtype_lookup(t, cells, name, dtypes, lambda row, n=name: kv.get((row["name"], first), {}).get(n))
 
-    order = [n for layer in _layers(GRAIN["model_kv"]) for n in layer]
+    order = figure_order(GRAIN["model_kv"])
     per_model = [n for n in order if not dependencies(n) & _KV_INPUTS]
     per_kv = [n for n in order if n not in per_model]
     for name in per_model:
@@ -387,7 +387,7 @@ def _deployment_sheet(book: Book, ws, grain_name: str, rows: list[dict], refs: _
         t.add(input_column(name, validation=validation))
     cells.update({c.name: c.letter for c in t.columns if c.name not in cells})
 
-    figures = [n for layer in _layers(grain) for n in layer]
+    figures = figure_order(grain)
     needed = set(figure_references(figures)) | set(overrides)
     r = ROW
     m, g, d = refs.models, refs.gpus, refs.dtypes
@@ -520,7 +520,7 @@ def _demand_sheet(book: Book, ws, rows: list[dict], refs: _References, block_qua
     ])
     cells = {c.name: c.letter for c in t.columns}
     r = ROW
-    figures = [n for layer in _layers(grain) for n in layer]
+    figures = figure_order(grain)
     _helper(t, cells, "plan_row", "=" + match_formula(f"{cells['plan']}{r}", plans, "plan"),
             lambda row: refs.plan_pos.get(row["plan"]))
     plan_row = f"{cells['plan_row']}{r}"

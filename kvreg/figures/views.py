@@ -260,6 +260,12 @@ def _layers(grain: Grain) -> list[list[str]]:
     return layers
 
 
+def figure_order(grain: Grain) -> list[str]:
+    """The grain's figures in an order where each refers only to columns and figures before it
+    (the view's nested SELECTs, and the workbook's columns left to right)."""
+    return [name for layer in _layers(grain) for name in layer]
+
+
 def _compiler(dialect: str, prefix: str = "src."):
     resolve = lambda name: f"{prefix}{name}"  # noqa: E731 - every name is a column of the layer below
     if dialect == "postgresql":

@@ -16,8 +16,9 @@ The formats, each seen in public logs vendored under tests/data/logs (MANIFEST.t
   X GiB``, ``Available KV cache memory: X GiB``, ``GPU KV cache size: N tokens``, ``Maximum concurrency for
   N tokens per request: Xx``;
 - SGLang: ``Load weight begin. avail mem=X GB``, ``Load weight end. ... avail mem=X GB, mem usage=X GB``,
-  ``KV Cache is allocated. #tokens: N, K size: X GB, V size: X GB``, ``max_total_num_tokens=N``. SGLang's
-  "GB" are GiB: it divides bytes by 1 << 30.
+  ``KV Cache is allocated. #tokens: N, K size: X GB, V size: X GB`` (or, for an MLA model's one latent pool,
+  ``#tokens: N, KV size: X GB``), ``max_total_num_tokens=N``. SGLang's "GB" are GiB: it divides bytes by
+  1 << 30.
 
 Where several workers print the same line, the first is kept (they print the same figures for the same
 shard, and vLLM sizes every worker to the smallest). Nothing here computes a figure: kvreg.calibrate sets
@@ -155,6 +156,9 @@ _rule("weights_gib", r"Load weight end\..*?mem usage=" + _NUM + r"\s*GB", _f, "s
 _rule("_sglang_kv", r"KV Cache is allocated\..*?#tokens:\s*" + _NUM + r",\s*K size:\s*" + _NUM
       + r"\s*GB,\s*V size:\s*" + _NUM + r"\s*GB",
       lambda n, k, v: {"kv_cache_tokens": _i(n), "kv_cache_gib": round(_f(k) + _f(v), 2)}, "sglang")
+# MLA (DeepSeek lineage): one latent pool, so SGLang prints one size (MLATokenToKVPool)
+_rule("_sglang_kv", r"KV Cache is allocated\..*?#tokens:\s*" + _NUM + r",\s*KV size:\s*" + _NUM + r"\s*GB",
+      lambda n, kv: {"kv_cache_tokens": _i(n), "kv_cache_gib": _f(kv)}, "sglang")
 _rule("kv_cache_tokens", r"max_total_num_tokens=" + _NUM, _i, "sglang")
 
 

@@ -35,7 +35,8 @@ TERMS = [  # (name, what the log calls it, logged field, predicted figure: bytes
     ("weights", "model weights / Model loading took / mem usage", "weights_gib", "weights_bytes_per_gpu"),
     ("activation_peak", "PyTorch activation peak memory", "activation_gib", "activation_peak_bytes_per_gpu"),
     ("non_torch", "non_torch_memory", "non_torch_gib", "non_torch_bytes_per_gpu"),
-    ("kv_cache_memory", "Available KV cache memory / K size + V size", "kv_cache_gib", "kv_pool_bytes_per_gpu"),
+    ("kv_cache_memory", "Available KV cache memory / K size + V size / KV size", "kv_cache_gib",
+     "kv_pool_bytes_per_gpu"),
     ("kv_cache_tokens", "GPU KV cache size / #tokens / max_total_num_tokens", "kv_cache_tokens", "kv_cache_tokens"),
     ("max_concurrency", "Maximum concurrency for N tokens per request", "max_concurrency", "sequences_per_rank"),
 ]

@@ -38,11 +38,13 @@ TABLE_COLUMNS = ["model", "gpu", "tp", "context_tokens", "kv_dtype", "kv_bytes_p
                  "kv_gib_per_sequence_per_gpu", "weights_gib_per_gpu", "kv_pool_gib_per_gpu", "max_concurrency",
                  "node_concurrency", "reason"]
 # Under an engine rule, rows also carry what the engine allocates and prints (docs/engine-rules.md),
-# next to max_concurrency: vLLM's num_blocks and "GPU KV cache size", SGLang's cell and max_total_num_tokens.
+# next to max_concurrency: vLLM's num_blocks and "GPU KV cache size", SGLang's cell and max_total_num_tokens, the
+# sequences the pool holds (vLLM's "Maximum concurrency" line) and the engine's cap on running requests.
 ENGINE_COLUMNS = {
     "vllm": ["allocatable_gib_per_gpu", "kv_block_tokens", "page_bytes_per_gpu", "num_blocks", "blocks_per_request",
-             "kv_cache_tokens"],
-    "sglang": ["allocatable_gib_per_gpu", "cell_bytes_per_token_per_gpu", "kv_cache_tokens"],
+             "kv_cache_tokens", "sequences_per_rank", "max_running_requests"],
+    "sglang": ["allocatable_gib_per_gpu", "cell_bytes_per_token_per_gpu", "kv_cache_tokens", "sequences_per_rank",
+               "max_running_requests"],
 }
 
 # Every statement a capacity question runs, on either runner. Named parameters (:name) are

@@ -274,6 +274,54 @@ def test_qwen3_235b_at_tp8_replicates_heads_under_sglang(cap):
     assert used["kv_cache_tokens"] == math.floor(((reported - 2 * GiB) * 0.817 - 235e9 * BF16 / 8) / cell)
 
 
+def test_the_engines_cap_on_running_requests(cap):
+    """A pool can hold more short requests than the engine runs at once. SGLang's max_running_requests
+    (kv_cache_configurator.py resolve_max_num_reqs): min(max(min(int(tokens / context x 512), 4,096), 2,048),
+    tokens // 2); vLLM's max_num_seqs: 1,024 on an H100 (arg_utils: 70 GiB or more, V1)."""
+    common = ("--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--gpus-per-node", "1", "--kv-cache-memory", "53GiB")
+    # SGLang: a cell is 32 layers x 8 heads x (128 + 128) x 2 B = 131,072 B, so 53 GiB holds 434,176 tokens
+    short = cap(*common, "--context", "64", "--rule", "sglang")
+    assert short["cell_bytes_per_token_per_gpu"] == 32 * 8 * 256 * BF16 == 131_072
+    assert short["kv_cache_tokens"] == 53 * GiB // 131_072 == 434_176
+    # the pool holds 434,176 / 64 = 6,784 requests; int(6,784 x 512) is over 4,096, so SGLang runs 4,096
+    assert short["sequences_per_rank"] == 434_176 / 64 == 6_784
+    assert short["max_running_requests"] == min(max(min(int(434_176 / 64 * 512), 4096), 2048), 434_176 // 2) == 4096
+    assert short["max_concurrency"] == short["whole_sequences"] == 4096
+    # at 128K the estimate int(434,176 / 131,072 x 512) = 1,696 is raised to 2,048, far above the 3.31 the pool holds
+    long = cap(*common, "--context", "128K", "--rule", "sglang")
+    assert int(434_176 / 131_072 * 512) == 1_696
+    assert long["max_running_requests"] == 2048
+    assert long["max_concurrency"] == long["sequences_per_rank"] == 434_176 / 131_072
+    # vLLM: 27,136 blocks of 16 tokens; a 64-token request takes 4 blocks, so its "Maximum concurrency" line says
+    # 6,784x (sequences_per_rank), but the scheduler runs at most max_num_seqs = 1,024
+    vllm = cap(*common, "--context", "64", "--rule", "vllm", "--block-size", "16")
+    assert vllm["num_blocks"] == 27_136 and vllm["blocks_per_request"] == 4
+    assert vllm["sequences_per_rank"] == 27_136 / 4 == 6_784
+    assert vllm["max_running_requests"] == 1024
+    assert vllm["max_concurrency"] == vllm["whole_sequences"] == 1024
+    # the theoretical rule has no scheduler: no cap
+    theory = cap(*common, "--context", "64")
+    assert "max_running_requests" not in theory
+    assert theory["max_concurrency"] == pytest.approx(theory["kv_pool_gib_per_gpu"] * GiB / (64 * 131_072))
+    assert theory["max_concurrency"] > 4096
+
+
+def test_the_running_request_cap_reaches_the_gpus_to_buy(kv):
+    """Workload sizing under SGLang: 8,000 users of 100 tokens on a 53 GiB pool (4,341.76 of them fit) need two
+    replicas, not one, because SGLang runs at most 4,096 at once (context 256: int(434,176 / 256 x 512) > 4,096)."""
+    kv("plan", "add", "short", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--tp", "1", "--gpus-per-node", "1",
+       "--context", "256", "--rule", "sglang", "--kv-cache-memory", "53GiB", "--avg-tokens", "100")
+    r = plan_row(kv, "short")
+    # 100 tokens fill 7 pages of 16 (112 tokens) x 131,072 B: 53 GiB / 14,680,064 B = 3,876.6 requests fit
+    assert r["kv_bytes_per_request_per_gpu"] == cdiv(100, 16) * 16 * 131_072 == 14_680_064
+    assert r["max_running_requests"] == 4096
+    assert r["workload_concurrency"] == pytest.approx(53 * GiB / 14_680_064)  # 3,876.6: under the cap
+    kv("plan", "set", "short", "--avg-tokens", "50")  # 4 pages: 53 GiB / 8,388,608 B = 6,784 fit, 4,096 run
+    r = plan_row(kv, "short")
+    assert 53 * GiB / (4 * 16 * 131_072) == 6_784
+    assert r["workload_concurrency"] == 4096
+
+
 @pytest.mark.parametrize("gpu, tp, chunk, graph_bs, reserved, fraction", [
     # H100 (81,090.56 MiB reported), TP 1: 512 + 8,192 x 1.5 + 256 x 2 + 1 / 8 x 1,024 = 13,440 MiB
     ("H100-SXM", 1, 8192, 256, 13_440, 0.834),  # (81,090.56 - 13,440) / 81,090.56 = 0.83426

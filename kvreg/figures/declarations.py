@@ -75,6 +75,12 @@ def _or_all(kind: str) -> Expr:
     return if_(F(kind) > 0, F(kind), ceil(I("layers") / I("pp")))
 
 
+def _running(per_rank: Expr) -> Expr:
+    """Requests one attention rank runs: what its pool holds, at most the engine's max_running_requests (none under
+    the theoretical rule)."""
+    return least(per_rank, coalesce(F("max_running_requests"), per_rank))
+
+
 def _sglang_tier(column: int) -> Expr:
     """The SGLANG_MEMORY_TIERS column (1 chunked_prefill_size, 2 cuda_graph_max_bs below TP 4, 3 from TP 4) of
     the tier the GPU's memory falls in."""
@@ -620,6 +626,26 @@ _FIGURES: list[Figure] = [
         "int",
     ),
     Figure(
+        "max_running_requests",
+        "sequences",
+        "requests the engine runs at once on one attention rank, whatever its pool holds: vLLM max_num_seqs"
+        " (vllm_max_num_seqs_used); SGLang max_running_requests = min(max(min(int(kv_cache_tokens / context x"
+        f" {SGLANG_RUNNING_REQUESTS_PER_CONTEXT}), {SGLANG_RUNNING_REQUESTS_CEILING:,}), {SGLANG_RUNNING_REQUESTS_FLOOR:,}),"
+        f" kv_cache_tokens // {SGLANG_TOKENS_PER_RUNNING_REQUEST}); NULL (no limit) under the theoretical rule",
+        if_(
+            _rule("vllm"),
+            F("vllm_max_num_seqs_used"),
+            if_(
+                _rule("sglang"),
+                least(greatest(least(floor(F("kv_cache_tokens") / I("context_tokens") * SGLANG_RUNNING_REQUESTS_PER_CONTEXT),
+                                     SGLANG_RUNNING_REQUESTS_CEILING), SGLANG_RUNNING_REQUESTS_FLOOR),
+                      floor(F("kv_cache_tokens") / SGLANG_TOKENS_PER_RUNNING_REQUEST)),
+                Const(None),
+            ),
+        ),
+        "int",
+    ),
+    Figure(
         "sequences_per_rank",
         "sequences",
         "context-length sequences one attention rank's pool holds (a real number): theoretical pool / bytes"
@@ -639,12 +665,13 @@ _FIGURES: list[Figure] = [
     Figure(
         "max_concurrency",
         "sequences",
-        "context-length sequences one replica (a TP x PP group) holds at once: pool / bytes per sequence,"
-        " times the DP-attention size (3.46 = three whole sequences and part of a fourth)",
-        F("sequences_per_rank") * I("dp_attention"),
+        "context-length sequences one replica (a TP x PP group) holds at once: pool / bytes per sequence, at most"
+        " the engine's max_running_requests, times the DP-attention size (3.46 = three whole sequences and part of"
+        " a fourth)",
+        _running(F("sequences_per_rank")) * I("dp_attention"),
     ),
     Figure("whole_sequences", "sequences", "whole context-length sequences a replica holds",
-           floor(F("sequences_per_rank")) * I("dp_attention"), "int"),
+           floor(_running(F("sequences_per_rank"))) * I("dp_attention"), "int"),
     Figure(
         "fits",
         "flag",
@@ -732,8 +759,10 @@ _FIGURES: list[Figure] = [
            "KV bytes a request of one workload class holds on one GPU (whole blocks when paged)",
            _sequence_bytes_per_gpu(I("class_tokens"))),
     Figure("class_concurrency", "users",
-           "requests of this class alone one replica holds at once (pool / class bytes x DP-attention)",
-           if_(F("fits"), F("kv_pool_bytes_per_gpu") / F("class_kv_bytes_per_request_per_gpu") * I("dp_attention"), 0)),
+           "requests of this class alone one replica holds at once: pool / class bytes, at most the engine's"
+           " max_running_requests, x DP-attention",
+           if_(F("fits"), _running(F("kv_pool_bytes_per_gpu") / F("class_kv_bytes_per_request_per_gpu"))
+               * I("dp_attention"), 0)),
     Figure("class_weighted_tokens", "tokens", "share x class tokens (summed over a plan's classes for mix_avg_tokens)",
            I("share") * I("class_tokens")),
     Figure("class_weighted_kv_bytes", "bytes",
@@ -749,8 +778,9 @@ _FIGURES: list[Figure] = [
     Figure(
         "workload_concurrency",
         "users",
-        "average requests one replica holds at once (pool / bytes per average request x DP-attention)",
-        if_(F("fits"), F("kv_pool_bytes_per_gpu") / F("kv_bytes_per_request_per_gpu") * I("dp_attention"), 0),
+        "average requests one replica holds at once: pool / bytes per average request, at most the engine's"
+        " max_running_requests, x DP-attention",
+        if_(F("fits"), _running(F("kv_pool_bytes_per_gpu") / F("kv_bytes_per_request_per_gpu")) * I("dp_attention"), 0),
     ),
     Figure("gpus_per_replica", "GPUs", "TP x PP", I("tp") * I("pp"), "int"),
     # ---- demand (plan x quarter)

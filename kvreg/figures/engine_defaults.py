@@ -105,3 +105,14 @@ SGLANG_MEM_FRACTION_STATIC = 0.88
 # not modelled (0) unless measured; its log's "Load weight begin. avail mem" is the memory after it.
 SGLANG_STARTUP_BYTES = 0
 SGLANG_SWA_FULL_TOKENS_RATIO = 0.8  # SGLang --swa-full-tokens-ratio default: sliding pool / full pool
+# SGLang's max_running_requests when none is given (python/sglang/srt/mem_cache/kv_cache_configurator.py,
+# KVCacheConfigurator.resolve_max_num_reqs, per attention-DP worker):
+#   estimated = int(max_total_num_tokens / context_len x 512); estimated = max(min(estimated, 4096), 2048)
+#   max_num_reqs = min(estimated, max_total_num_tokens // 2)
+# Real summary lines agree: 104,273 tokens at context_len 40,960 give int(1,303.4) -> 2,048; 1,707,904 tokens at
+# 40,960 give int(21,348.8) -> 4,096. Hybrid state models also cap it at max_mamba_cache_size // ratio (not
+# modelled: kvreg does not size SGLang's state pool).
+SGLANG_RUNNING_REQUESTS_PER_CONTEXT = 512
+SGLANG_RUNNING_REQUESTS_FLOOR = 2048
+SGLANG_RUNNING_REQUESTS_CEILING = 4096
+SGLANG_TOKENS_PER_RUNNING_REQUEST = 2  # max_total_num_tokens // 2

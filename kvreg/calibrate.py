@@ -39,6 +39,8 @@ TERMS = [  # (name, what the log calls it, logged field, predicted figure: bytes
      "kv_pool_bytes_per_gpu"),
     ("kv_cache_tokens", "GPU KV cache size / #tokens / max_total_num_tokens", "kv_cache_tokens", "kv_cache_tokens"),
     ("max_concurrency", "Maximum concurrency for N tokens per request", "max_concurrency", "sequences_per_rank"),
+    ("max_running_requests", "max_running_requests (SGLang's summary line)", "max_running_requests",
+     "max_running_requests"),
 ]
 _GIB_TERMS = {"total_gpu_memory", "requested_memory", "weights", "activation_peak", "non_torch", "kv_cache_memory"}
 
@@ -99,7 +101,8 @@ def question(log: EngineLog, model: str, gpu: str, *, context: int | None = None
     q = Question(models=[model], gpus=[gpu], contexts=[ctx] if ctx else [], kv_dtypes=[kv_dtype or "bf16"],
                  weight_dtype=weight_dtype, tp=log.tp or 1, pp=log.pp or 1, gpus_per_node=max(8, (log.tp or 1) *
                                                                                                 (log.pp or 1)),
-                 block_size=log.block_size or (16 if rule == "vllm" else 1), rule=rule, engine_version=version)
+                 block_size=log.block_size or (16 if rule == "vllm" else 1), rule=rule, engine_version=version,
+                 max_num_seqs=log.max_num_seqs)
     if rule == "vllm":
         q.gpu_memory_utilization = log.gpu_memory_utilization
         batched = log.max_num_batched_tokens

@@ -91,6 +91,7 @@ class Question:
     gpu_memory_utilization: float | None = None
     max_num_batched_tokens: int | None = None
     max_concurrent_batches: int | None = None
+    max_num_seqs: int | None = None
     activation_bytes: int | None = None
     cuda_graph_bytes: int | None = None
     mem_fraction_static: float | None = None

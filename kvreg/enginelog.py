@@ -17,8 +17,8 @@ The formats, each seen in public logs vendored under tests/data/logs (MANIFEST.t
   N tokens per request: Xx``;
 - SGLang: ``Load weight begin. avail mem=X GB``, ``Load weight end. ... avail mem=X GB, mem usage=X GB``,
   ``KV Cache is allocated. #tokens: N, K size: X GB, V size: X GB`` (or, for an MLA model's one latent pool,
-  ``#tokens: N, KV size: X GB``), ``max_total_num_tokens=N``. SGLang's "GB" are GiB: it divides bytes by
-  1 << 30.
+  ``#tokens: N, KV size: X GB``), ``max_total_num_tokens=N, ..., max_running_requests=N`` (the limit it
+  resolved). SGLang's "GB" are GiB: it divides bytes by 1 << 30.
 
 Where several workers print the same line, the first is kept (they print the same figures for the same
 shard, and vLLM sizes every worker to the smallest). Nothing here computes a figure: kvreg.calibrate sets
@@ -53,6 +53,7 @@ class EngineLog:
     pp: int | None = None
     max_model_len: int | None = None
     max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None  # the setting: vLLM --max-num-seqs, SGLang --max-running-requests
     kv_cache_dtype: str | None = None
     block_size: int | None = None
     gpu_memory_utilization: float | None = None
@@ -70,6 +71,7 @@ class EngineLog:
     num_blocks: int | None = None
     max_concurrency: float | None = None
     concurrency_tokens: int | None = None
+    max_running_requests: int | None = None  # what SGLang resolved it to (its summary line)
     lines: list[str] = field(default_factory=list)  # the lines each field came from
 
     def as_dict(self) -> dict:
@@ -122,6 +124,10 @@ _rule("max_model_len", r"--max-model-len[ =]+(\d+)", _i)
 _rule("max_model_len", r"\bcontext_len=(\d+)", _i)
 _rule("max_num_batched_tokens", r"max_num_batched_tokens['\"]?[=:]\s*(\d+)", _i)
 _rule("max_num_batched_tokens", r"--max-num-batched-tokens[ =]+(\d+)", _i)
+_rule("max_num_seqs", r"max_num_seqs['\"]?[=:]\s*(\d+)", _i)
+_rule("max_num_seqs", r"--max-num-seqs[ =]+(\d+)", _i)
+_rule("max_num_seqs", r"--max-running-requests[ =]+(\d+)", _i)
+_rule("max_num_seqs", r"ServerArgs\(.*?\bmax_running_requests=(\d+)", _i)  # not the summary line's resolved value
 _rule("kv_cache_dtype", r"kv_cache_dtype['\"]?[=:]\s*'?([\w]+)", str)
 _rule("kv_cache_dtype", r"KV Cache is allocated\. dtype: torch\.(\w+)", str)
 _rule("block_size", r"\bblock_size['\"]?[=:]\s*(\d+)", _i)
@@ -160,6 +166,7 @@ _rule("_sglang_kv", r"KV Cache is allocated\..*?#tokens:\s*" + _NUM + r",\s*K si
 _rule("_sglang_kv", r"KV Cache is allocated\..*?#tokens:\s*" + _NUM + r",\s*KV size:\s*" + _NUM + r"\s*GB",
       lambda n, kv: {"kv_cache_tokens": _i(n), "kv_cache_gib": _f(kv)}, "sglang")
 _rule("kv_cache_tokens", r"max_total_num_tokens=" + _NUM, _i, "sglang")
+_rule("max_running_requests", r"max_total_num_tokens=.*?\bmax_running_requests=(\d+)", _i, "sglang")
 
 
 def parse_log(text: str) -> EngineLog:

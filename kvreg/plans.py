@@ -50,7 +50,8 @@ CALIBRATION_FIELDS = tuple(n for n in inputs_of("calibration") if n != "calibrat
 # plan stays on the same model, GPU, layout, weights, batch and release; other contexts, utilizations and
 # KV dtypes reuse them. MEASURED_BY lists the settings they depend on.
 MEASURED_TERMS = ("weights_measured_bytes", "activation_bytes", "non_torch_bytes")
-MEASURED_BY = ("tp", "pp", "dp_attention", "weight_dtype", "max_num_batched_tokens", "engine_version", "rule")
+MEASURED_BY = ("tp", "pp", "dp_attention", "weight_dtype", "max_num_batched_tokens", "max_num_seqs", "engine_version",
+               "rule")
 SPEC_FIELDS = ["name", "model", "gpu", *SPEC_DEFAULTS]
 
 # Scratch rows for the solvers: a name no user can type (check_name refuses control characters)
@@ -401,6 +402,8 @@ def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, li
             changes["non_torch_bytes"] = round(max(log.non_torch_gib, 0) * GIB)
         if log.max_num_batched_tokens is not None:
             changes["max_num_batched_tokens"] = log.max_num_batched_tokens
+    if log.max_num_seqs is not None:  # vLLM warms its sampler up with this many rows; SGLang runs at most this many
+        changes["max_num_seqs"] = log.max_num_seqs
     else:
         in_use = sglang_in_use(conn, spec["gpu"], log)
         if in_use is not None:
@@ -412,7 +415,8 @@ def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, li
                          "calibrate with; give a log with its start-up lines")
     row = validate_plan(conn, {**spec, **changes})
     conn.execute(update(Plan).where(Plan.name == name).values(
-        **{k: row[k] for k in (*MEASURED_TERMS, "max_num_batched_tokens", "engine_version", "engine_release")},
+        **{k: row[k] for k in (*MEASURED_TERMS, "max_num_batched_tokens", "max_num_seqs", "engine_version",
+                               "engine_release")},
         calibration_source=source, **dict.fromkeys(CALIBRATION_FIELDS)))
     current = plan_capacity(conn, name)
     line: dict = {"measured_engine_version": f"{log.engine} {version or '(release not logged)'}"}

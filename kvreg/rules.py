@@ -26,6 +26,7 @@ ENGINE_SETTINGS = {
     "gpu_memory_utilization": ("vllm", "--gpu-memory-utilization"),
     "max_num_batched_tokens": ("vllm", "--max-num-batched-tokens"),
     "max_concurrent_batches": ("vllm", "--max-concurrent-batches"),
+    "max_num_seqs": ("engine", "--max-num-seqs"),
     "activation_bytes": ("vllm", "--activation-memory"),
     "cuda_graph_bytes": ("vllm", "--cuda-graph-memory"),
     "mem_fraction_static": ("sglang", "--mem-fraction-static"),
@@ -52,7 +53,7 @@ def check_engine_settings(settings: dict, block_size: int | None = None) -> dict
         out[name] = settings.get(name)
     for name in ("gpu_memory_utilization", "mem_fraction_static"):
         out[name] = _fraction(out[name], ENGINE_SETTINGS[name][1])
-    for name in ("max_num_batched_tokens", "max_concurrent_batches"):
+    for name in ("max_num_batched_tokens", "max_concurrent_batches", "max_num_seqs"):
         out[name] = _whole(out[name], ENGINE_SETTINGS[name][1], minimum=1, limit=_COUNT_LIMIT)
     for name in ("activation_bytes", "cuda_graph_bytes", "non_torch_bytes", "weights_measured_bytes"):
         out[name] = _whole(out[name], ENGINE_SETTINGS[name][1], minimum=0)
@@ -131,6 +132,7 @@ _OPTIONS = {
     "gpu_memory_utilization": ("gpu_memory_utilization", "text"),
     "max_num_batched_tokens": ("max_num_batched_tokens", "tokens"),
     "max_concurrent_batches": ("max_concurrent_batches", "text"),
+    "max_num_seqs": ("max_num_seqs", "text"),
     "activation_memory": ("activation_bytes", "size"),
     "cuda_graph_memory": ("cuda_graph_bytes", "size"),
     "non_torch_memory": ("non_torch_bytes", "size"),

@@ -121,3 +121,31 @@ def test_plan_calibrate_refuses_another_engine_or_model(kv, state):
     r = kv("plan", "calibrate", "v", "--log", TP1, "--kv-cache-tokens", "5", ok=False)
     assert "give --log or the numbers" in r.stderr
     assert state() == before
+
+
+def test_max_num_seqs_sizes_the_sampler_warm_up_and_the_running_request_term(kv):
+    """vllm#10511's log shows no max_num_seqs: --max-num-seqs 128 says what the run had. v0.6.5 warms its sampler up
+    with max_num_seqs rows x 128,256 vocabulary x 8 B, so 128 rows leave 128 x 128,256 x 8 B more for the KV cache
+    than the default 256, and the engine runs at most 128 requests."""
+    r = calibrate(kv, TP1, "--max-num-seqs", "128")
+    terms = {t["term"]: t for t in r["terms"]}
+    activations = 8192 * (3 * 14_336 + 2 * 4_096) * 2 + 128 * 128_256 * 8
+    assert terms["activation_peak"]["predicted"] == pytest.approx(activations / GIB, rel=1e-12)
+    predicted = H100_REPORTED * 0.9 - 8.03e9 * 2 - activations - round(1.79 * GIB)
+    assert terms["kv_cache_memory"]["predicted"] == pytest.approx(predicted / GIB, rel=1e-12)  # 53.62 GiB
+    assert (terms["max_running_requests"]["predicted"], terms["max_running_requests"]["logged"]) == (128, None)
+    assert calibrate(kv, TP1)["terms"][-1] == {  # the default: 256 rows (before v0.8)
+        "term": "max_running_requests", "logged_as": "max_running_requests (SGLang's summary line)", "logged": None,
+        "predicted": 256, "with_logged_terms": 256, "error_fraction": None}
+
+
+def test_plan_calibrate_keeps_the_logs_max_running_requests(kv):
+    """ktransformers#1804 launched SGLang with --max-running-requests 10: the plan takes it, and runs at most 10
+    requests per rank though its pool (sized with the log's 13.06 GiB of weights) holds more."""
+    kv("plan", "add", "ds", "--model", "DeepSeek-V3", "--gpu", "H200", "--tp", "2", "--gpus-per-node", "8",
+       "--rule", "sglang", "--context", "8192")
+    kv("plan", "calibrate", "ds", "--log", str(LOGS / "sglang-kt1804-deepseek-v3-mla-tp2.log"))
+    [row] = kv.json("plan", "show", "ds")
+    assert (row["max_num_seqs"], row["weights_measured_bytes"]) == (10, round(13.06 * GIB))
+    assert row["sequences_per_rank"] > 10
+    assert row["max_running_requests"] == row["max_concurrency"] == 10

@@ -322,6 +322,45 @@ def test_the_running_request_cap_reaches_the_gpus_to_buy(kv):
     assert r["workload_concurrency"] == 4096
 
 
+def test_a_given_max_num_seqs_caps_the_engines_and_sizes_vllms_sampler_warm_up(cap):
+    """--max-num-seqs (vLLM) and --max-running-requests (SGLang), one setting: the most requests the engine runs.
+    vLLM also warms its sampler up with that many rows, so a smaller max_num_seqs leaves more memory for the KV
+    cache; SGLang (resolve_max_num_reqs) takes min(given // DP-attention size, tokens // 2)."""
+    common = ("--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--gpus-per-node", "1", "--context", "64")
+    pool = ("--kv-cache-memory", "53GiB")  # 434,176 tokens, 6,784 requests of 64 tokens (the test above)
+    sglang = cap(*common, *pool, "--rule", "sglang", "--max-running-requests", "512")
+    assert sglang["sequences_per_rank"] == 6_784
+    assert sglang["max_running_requests"] == min(512, 434_176 // 2) == 512
+    assert sglang["max_concurrency"] == 512
+    # more than the pool's tokens // 2: SGLang takes 217,088
+    assert cap(*common, *pool, "--rule", "sglang", "--max-running-requests", "300000")["max_running_requests"] == 217_088
+    vllm = cap(*common, *pool, "--rule", "vllm", "--max-num-seqs", "512")
+    assert vllm["max_running_requests"] == 512
+    assert vllm["max_concurrency"] == 512
+    # from the GPU alone: the sampler warm-up is max_num_seqs x 128,256 vocabulary x 28 B, so 256 rows instead of the
+    # H100's default 1,024 free (1,024 - 256) x 128,256 x 28 B = 2,758,017,024 B (2.57 GiB) for the KV cache
+    default = cap(*common, "--rule", "vllm")
+    small = cap(*common, "--rule", "vllm", "--max-num-seqs", "256")
+    freed = (1024 - 256) * 128_256 * 28
+    assert freed == 2_758_017_024
+    assert (default["max_running_requests"], small["max_running_requests"]) == (1024, 256)
+    assert (small["allocatable_gib_per_gpu"] - default["allocatable_gib_per_gpu"]) * GiB == pytest.approx(freed, abs=1)
+    assert (small["kv_pool_gib_per_gpu"] - default["kv_pool_gib_per_gpu"]) * GiB == pytest.approx(freed, abs=1)
+
+
+def test_sglangs_given_max_running_requests_is_shared_by_its_dp_attention_ranks(cap):
+    """SGLang divides --max-running-requests among the DP-attention ranks (max_running_requests // attn_dp_size);
+    vLLM gives every DP rank its own scheduler and max_num_seqs."""
+    common = ("--model", "Qwen3-235B-A22B", "--gpu", "H100-SXM", "--tp", "8", "--dp-attention", "4",
+              "--gpus-per-node", "8", "--context", "64", "--kv-cache-memory", "20GiB")
+    sglang = cap(*common, "--rule", "sglang", "--max-running-requests", "1000")
+    assert sglang["max_running_requests"] == 1000 // 4 == 250
+    assert sglang["max_concurrency"] == 250 * 4  # four ranks of 250
+    vllm = cap(*common, "--rule", "vllm", "--max-num-seqs", "1000")
+    assert vllm["max_running_requests"] == 1000
+    assert vllm["max_concurrency"] == 1000 * 4
+
+
 @pytest.mark.parametrize("gpu, tp, chunk, graph_bs, reserved, fraction", [
     # H100 (81,090.56 MiB reported), TP 1: 512 + 8,192 x 1.5 + 256 x 2 + 1 / 8 x 1,024 = 13,440 MiB
     ("H100-SXM", 1, 8192, 256, 13_440, 0.834),  # (81,090.56 - 13,440) / 81,090.56 = 0.83426

@@ -80,6 +80,7 @@ def test_vllm_v1_lines():
     c = log("vllm-club3090-612-qwen36-35b-5090.log")
     assert (c.kv_cache_gib, c.kv_cache_tokens, c.max_concurrency, c.concurrency_tokens) == (5.98, 567_978, 4.33, 131072)
     assert (c.max_model_len, c.max_num_batched_tokens, c.kv_cache_dtype) == (131072, 8192, "fp8")
+    assert c.max_num_seqs == 1  # its non-default args: 'max_num_seqs': 1
     g = log("vllm-issue23278-gpt-oss-120b-h100.log")
     assert (g.weights_gib, g.kv_cache_gib) == (65.9651, -2.14)
 
@@ -95,6 +96,8 @@ def test_sglang_lines():
     assert (s.kv_cache_tokens, s.kv_cache_gib) == (367_404, 16.46)
     t = log("sglang-issue29575-max-total-num-tokens.log")
     assert (t.kv_cache_tokens, t.max_model_len) == (2_086_558, 256000)
+    # the summary line's max_running_requests=33 is what SGLang resolved, not a setting it was given
+    assert (t.max_running_requests, t.max_num_seqs) == (33, None)
 
 
 def test_sglang_mla_one_latent_pool():
@@ -104,6 +107,7 @@ def test_sglang_mla_one_latent_pool():
     assert r.model == "/home/models/DeepSeekV3"
     assert (r.mem_fraction_static, r.avail_after_weights_gib, r.weights_gib) == (0.9, 33.80, 13.06)
     assert (r.kv_cache_tokens, r.kv_cache_gib) == (10000, 0.65)
+    assert (r.max_num_seqs, r.max_running_requests) == (10, None)  # launched with --max-running-requests 10
     # KV size = tokens x 61 layers x (kv_lora_rank 512 + qk_rope_head_dim 64) x 2 B, in SGLang's GiB "GB"
     assert 10000 * 61 * (512 + 64) * 2 / 2**30 == pytest.approx(0.65, abs=0.005)
 
@@ -113,3 +117,17 @@ def test_not_a_startup_log_is_one_error(tmp_path):
         parse_log("hello\nworld\n")
     with pytest.raises(KvregError, match="cannot read log"):
         read_log(tmp_path / "missing.log")
+
+
+def test_the_running_request_settings_and_sglangs_resolved_value():
+    """vLLM's --max-num-seqs (flag or config dict), SGLang's --max-running-requests (flag or its ServerArgs dump,
+    where None is no setting), and the value SGLang resolved on its summary line, kept apart."""
+    assert parse_log("vllm serve m --max-num-seqs 64\nModel loading took 14.99 GiB").max_num_seqs == 64
+    args = ("server_args=ServerArgs(model_path='m', tp_size=1, max_running_requests=None, max_total_tokens=None)\n"
+            "max_total_num_tokens=434176, chunked_prefill_size=8192, max_prefill_tokens=16384,"
+            " max_running_requests=4096, context_len=131072")
+    r = parse_log(args)
+    assert (r.engine, r.max_num_seqs, r.max_running_requests, r.kv_cache_tokens) == ("sglang", None, 4096, 434_176)
+    given = parse_log(args.replace("max_running_requests=None", "max_running_requests=256")
+                      .replace("max_running_requests=4096", "max_running_requests=256"))
+    assert (given.max_num_seqs, given.max_running_requests) == (256, 256)

@@ -43,7 +43,7 @@ def figures(**inputs) -> dict:
         # engine rules (tests/test_engine_rules.py): the theoretical rule, engine knobs unset
         rule="theoretical", indexer_bytes_per_token_per_layer=None, kv_scale_bytes_per_token_per_head=None,
         gpu_memory_utilization=None, max_num_batched_tokens=None, max_concurrent_batches=None, activation_bytes=None,
-        cuda_graph_bytes=None, mem_fraction_static=None,
+        cuda_graph_bytes=None, mem_fraction_static=None, max_num_seqs=None,
         # engine memory (0006): nothing measured, no reported memory, the latest release
         reported_memory_bytes=None, engine_version=None, engine_release=None, non_torch_bytes=None,
         weights_measured_bytes=None, hidden_size=None, intermediate_size=None, vocab_size=None,

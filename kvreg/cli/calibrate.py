@@ -30,6 +30,8 @@ def log_options(fn):
         click.option("--gpu-memory-utilization", type=float, help="vLLM: when the log does not show it."),
         click.option("--max-num-batched-tokens", type=int, help="vLLM: when the log does not show it."),
         click.option("--mem-fraction-static", type=float, help="SGLang: when the log does not show it."),
+        click.option("--max-num-seqs", "--max-running-requests", "max_num_seqs", type=int,
+                     help="vLLM --max-num-seqs, SGLang --max-running-requests: when the log does not show it."),
     ]):
         fn = option(fn)
     return fn

@@ -39,6 +39,10 @@ def engine_options(defaults: bool) -> list:
                      f"{clears}."),
         click.option("--max-concurrent-batches", help="vLLM: batches in flight (default 2 at PP 1, else PP)"
                      f"{clears}."),
+        click.option("--max-num-seqs", "--max-running-requests", "max_num_seqs",
+                     help="vLLM --max-num-seqs, SGLang --max-running-requests: the most requests the engine runs at "
+                     "once (default: vLLM 1024 from v0.8 on GPUs of 70 GiB or more, else 256; SGLang from its pool and "
+                     f"context, 2048 to 4096){clears}."),
         click.option("--activation-memory", help="vLLM: measured peak activation memory per GPU (1.2GiB), instead "
                      f"of kvreg's estimate{clears}."),
         click.option("--cuda-graph-memory", help="vLLM: CUDA graph memory per GPU to take from the KV pool (0.5GiB); "

@@ -31,6 +31,8 @@ def engine_check_sql(table: str) -> list[tuple[str, str]]:
         (f"ck_{table}_non_torch", "non_torch_bytes IS NULL OR non_torch_bytes >= 0"),
         (f"ck_{table}_weights_measured", "weights_measured_bytes IS NULL OR weights_measured_bytes >= 0"),
         (f"ck_{table}_engine_release", "engine_release IS NULL OR engine_release >= 0"),
+        # 0007: the engines' limit on running requests
+        (f"ck_{table}_max_num_seqs", "max_num_seqs IS NULL OR max_num_seqs > 0"),
         # vLLM pages every cache: a block of 0 tokens (kvreg's "no rounding") means nothing to it.
         (f"ck_{table}_vllm_block", "rule <> 'vllm' OR block_size > 0"),
     ]
@@ -228,6 +230,7 @@ class Deployment(SQLModel):
     engine_release: Optional[int] = Field(default=None, sa_type=Integer, nullable=True)
     non_torch_bytes: Optional[int] = Field(default=None, sa_type=BigInteger, nullable=True)
     weights_measured_bytes: Optional[int] = Field(default=None, sa_type=BigInteger, nullable=True)
+    max_num_seqs: Optional[int] = Field(default=None, sa_type=Integer, nullable=True)
 
 
 class Plan(Deployment, table=True):

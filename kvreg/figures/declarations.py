@@ -404,11 +404,13 @@ _FIGURES: list[Figure] = [
            "vLLM: tokens scheduled but not yet settled: max concurrent batches x max_num_batched_tokens",
            F("max_concurrent_batches_used") * F("max_num_batched_tokens_used"), "int"),
     Figure("vllm_max_num_seqs_used", "sequences",
-           f"vLLM: max_num_seqs, the rows its profile run warms the sampler up with: {VLLM_LARGE_GPU_MAX_NUM_SEQS:,}"
-           f" from v0.8 (V1) on GPUs reporting {VLLM_LARGE_GPU_BYTES // GIB} GiB or more, else {VLLM_SAMPLER_SEQS}",
-           if_(_rule("vllm"), if_(and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
-                                       F("engine_memory_bytes") >= VLLM_LARGE_GPU_BYTES),
-                                  VLLM_LARGE_GPU_MAX_NUM_SEQS, VLLM_SAMPLER_SEQS), Const(None)), "int"),
+           "vLLM: max_num_seqs, the most requests it runs at once and the rows its profile run warms the sampler up"
+           f" with: max_num_seqs when given, else {VLLM_LARGE_GPU_MAX_NUM_SEQS:,} from v0.8 (V1) on GPUs reporting"
+           f" {VLLM_LARGE_GPU_BYTES // GIB} GiB or more, else {VLLM_SAMPLER_SEQS}",
+           if_(_rule("vllm"), coalesce(I("max_num_seqs"),
+                                       if_(and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
+                                                F("engine_memory_bytes") >= VLLM_LARGE_GPU_BYTES),
+                                           VLLM_LARGE_GPU_MAX_NUM_SEQS, VLLM_SAMPLER_SEQS)), Const(None)), "int"),
     Figure("sampler_bytes_per_logit", "bytes",
            f"vLLM: bytes live per logit at the sampler warm-up's peak: {VLLM_V1_SAMPLER_BYTES_PER_LOGIT} from v0.8"
            f" (V1's sort-based top-k/top-p), {SAMPLER_BYTES_PER_LOGIT} before (V0: fp32 logits and probabilities)",
@@ -629,7 +631,8 @@ _FIGURES: list[Figure] = [
         "max_running_requests",
         "sequences",
         "requests the engine runs at once on one attention rank, whatever its pool holds: vLLM max_num_seqs"
-        " (vllm_max_num_seqs_used); SGLang max_running_requests = min(max(min(int(kv_cache_tokens / context x"
+        " (vllm_max_num_seqs_used, each DP rank its own); SGLang max_running_requests = min(max_num_seqs //"
+        " dp_attention when given, else max(min(int(kv_cache_tokens / context x"
         f" {SGLANG_RUNNING_REQUESTS_PER_CONTEXT}), {SGLANG_RUNNING_REQUESTS_CEILING:,}), {SGLANG_RUNNING_REQUESTS_FLOOR:,}),"
         f" kv_cache_tokens // {SGLANG_TOKENS_PER_RUNNING_REQUEST}); NULL (no limit) under the theoretical rule",
         if_(
@@ -637,8 +640,10 @@ _FIGURES: list[Figure] = [
             F("vllm_max_num_seqs_used"),
             if_(
                 _rule("sglang"),
-                least(greatest(least(floor(F("kv_cache_tokens") / I("context_tokens") * SGLANG_RUNNING_REQUESTS_PER_CONTEXT),
-                                     SGLANG_RUNNING_REQUESTS_CEILING), SGLANG_RUNNING_REQUESTS_FLOOR),
+                least(coalesce(floor(I("max_num_seqs") / I("dp_attention")),
+                               greatest(least(floor(F("kv_cache_tokens") / I("context_tokens")
+                                                    * SGLANG_RUNNING_REQUESTS_PER_CONTEXT),
+                                              SGLANG_RUNNING_REQUESTS_CEILING), SGLANG_RUNNING_REQUESTS_FLOOR)),
                       floor(F("kv_cache_tokens") / SGLANG_TOKENS_PER_RUNNING_REQUEST)),
                 Const(None),
             ),

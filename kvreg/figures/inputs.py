@@ -176,6 +176,9 @@ _INPUTS = [
     InputDecl("max_concurrent_batches", "batches",
               f"batches vLLM keeps in flight (NULL: {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1, else PP)",
               nullable=True, positive=True, table="deployment"),
+    InputDecl("max_num_seqs", "sequences", "requests the engine runs at once: vLLM --max-num-seqs (per engine),"
+              " SGLang --max-running-requests (shared by its DP-attention ranks) (NULL: the engine's default)",
+              nullable=True, positive=True, table="deployment"),
     InputDecl("activation_bytes", "bytes", "measured peak activation memory per GPU (vLLM's profile run)",
               nullable=True, table="deployment"),
     InputDecl("cuda_graph_bytes", "bytes", "CUDA graph memory per GPU to take from the KV pool (NULL: 0)",

@@ -102,7 +102,7 @@
   function showRuleFields() {
     var rule = form.elements.rule.value;
     form.querySelectorAll("[data-rule]").forEach(function (el) {
-      el.hidden = el.getAttribute("data-rule") !== rule;
+      el.hidden = el.getAttribute("data-rule").split(" ").indexOf(rule) < 0;  // "vllm sglang": either engine
     });
   }
 

@@ -205,7 +205,7 @@ _MODEL_INTS = ["layers", "attention_heads", "kv_heads", "head_dim", "v_head_dim"
 _MODEL_OPTIONAL_INTS = ["sliding_window", "attention_chunk_size", "kv_lora_rank", "linear_state_elements_per_layer",
                         "linear_state_heads", "indexer_bytes_per_token_per_layer", "hidden_size",
                         "intermediate_size", "vocab_size", "sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads",
-                        "chunked_head_dim"]
+                        "chunked_head_dim", "linear_recurrent_elements_per_layer"]
 
 
 def validate_model(conn, row: dict) -> dict:
@@ -258,6 +258,11 @@ def validate_model(conn, row: dict) -> dict:
         if not row[f"{kind}_layers"] and (row.get(f"{kind}_kv_heads") or row.get(f"{kind}_head_dim")):
             raise KvregError(f"model {row['name']!r}: {kind}_kv_heads / {kind}_head_dim describe {kind} layers, "
                              f"but the model has none; drop them or give --{kind}-layers")
+    recurrent = row.get("linear_recurrent_elements_per_layer")
+    if recurrent is not None and recurrent > (row.get("linear_state_elements_per_layer") or 0):
+        raise KvregError(f"model {row['name']!r}: linear_recurrent_elements_per_layer ({recurrent:,}) is part of the "
+                         f"state, so at most linear_state_elements_per_layer "
+                         f"({row.get('linear_state_elements_per_layer') or 0:,}); give --linear-state-elements too")
     if row["k_eq_v_layers"] > row["full_layers"]:
         raise KvregError(f"model {row['name']!r}: k_eq_v_layers ({row['k_eq_v_layers']}) cannot exceed the "
                          f"full layers ({row['full_layers']})")

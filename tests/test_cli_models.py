@@ -92,11 +92,11 @@ def test_model_add_mla(kv):
 def test_model_add_sliding_and_linear_layers(kv):
     kv("model", "add", "My-Hybrid", "--layers", "48", "--attention-heads", "16", "--kv-heads", "2",
        "--head-dim", "256", "--linear-layers", "36", "--linear-state-elements", "548864",
-       "--linear-state-heads", "16", "--params-b", "80")
+       "--linear-recurrent-elements", "524288", "--linear-state-heads", "16", "--params-b", "80")
     kv("model", "add", "My-SWA", "--layers", "42", "--attention-heads", "16", "--kv-heads", "8",
        "--head-dim", "256", "--sliding-layers", "21", "--sliding-window", "4096", "--params-b", "9")
     hybrid, swa = model(kv, "My-Hybrid"), model(kv, "My-SWA")
-    assert hybrid["linear_state_elements_per_layer"] == 548_864
+    assert (hybrid["linear_state_elements_per_layer"], hybrid["linear_recurrent_elements_per_layer"]) == (548_864, 524_288)
     assert (hybrid["full_layers"], hybrid["linear_layers"]) == (12, 36)  # 48 layers - 36 linear = 12 full
     assert (swa["full_layers"], swa["sliding_layers"], swa["sliding_window"]) == (21, 21, 4096)
 
@@ -128,6 +128,9 @@ BAD_MODEL_ADD = [
     (["--max-context", "lots"], "token count 'lots' is not understood"),
     (["--sliding-layers", "8"], "has sliding layers but no --sliding-window"),
     (["--kv-lora-rank", "512"], "MLA needs both --kv-lora-rank and --qk-rope-head-dim"),
+    (["--linear-recurrent-elements", "64"], "linear_recurrent_elements_per_layer (64) is part of the state, so at most "
+                                            "linear_state_elements_per_layer (0)"),
+    (["--linear-recurrent-elements", "0"], "linear_recurrent_elements_per_layer must be at least 1, not 0"),
 ]
 
 

@@ -391,6 +391,7 @@ def test_layer_types_with_chunked_and_linear_kinds():
     assert [row[k] for k in ("full_layers", "sliding_layers", "chunked_layers", "linear_layers")] == [1, 1, 1, 1]
     # (2*2*8 + 4*16) * (4-1) conv + 4*8*16 recurrent
     assert row["linear_state_elements_per_layer"] == (2 * 2 * 8 + 4 * 16) * 3 + 4 * 8 * 16 == 800
+    assert row["linear_recurrent_elements_per_layer"] == 4 * 8 * 16 == 512
 
 
 def test_nemotron_h_mamba2_state_and_pattern():
@@ -404,6 +405,7 @@ def test_nemotron_h_mamba2_state_and_pattern():
     # 15,360 fp32 elements beside 128*64*128 = 1,048,576 SSM elements in fp32 (vLLM's mamba2 state dtypes).
     assert row["linear_state_elements_per_layer"] == 3 * (128 * 64 + 2 * 8 * 128) // 2 + 128 * 64 * 128 == 1_063_936
     assert (row["linear_state_heads"], row["linear_state_dtype"]) == (128, "fp32")
+    assert row["linear_recurrent_elements_per_layer"] == 128 * 64 * 128 == 1_048_576
     assert "hold no cache" in row["notes"]
 
 

@@ -435,6 +435,7 @@ def test_qwen35_state_dtype_follows_mamba_ssm_dtype():
     recurrent = 48 * 128 * 128  # 786,432 elements in fp32 (mamba_ssm_dtype)
     assert r["linear_state_dtype"] == "fp32"
     assert r["linear_state_elements_per_layer"] * 4 == conv * 2 + recurrent * 4 == 3_207_168
+    assert r["linear_recurrent_elements_per_layer"] == recurrent == 786_432
 
 
 def test_qwen35_per_gpu_bytes(registry):
@@ -454,6 +455,7 @@ def test_qwen35_moe_state_and_heads():
     recurrent = 32 * 128 * 128  # 524,288 elements in fp32 (mamba_ssm_dtype)
     assert r["linear_state_dtype"] == "fp32"
     assert r["linear_state_elements_per_layer"] * 4 == conv * 2 + recurrent * 4 == 2_146_304
+    assert r["linear_recurrent_elements_per_layer"] == recurrent == 524_288
 
 
 def test_qwen35_moe_per_gpu_bytes(registry):
@@ -473,6 +475,7 @@ def test_nemotron3_layers_block_type():
     conv = (4 - 1) * (256 * 64 + 2 * 8 * 128)  # 55,296 elements in bf16
     ssm = 256 * 64 * 128  # 2,097,152 elements in fp32 (mamba_ssm_cache_dtype)
     assert r["linear_state_elements_per_layer"] * 4 == conv * 2 + ssm * 4 == 8_499_200
+    assert r["linear_recurrent_elements_per_layer"] == ssm == 2_097_152
     # squared-ReLU MLPs (2 matrices) and experts in the 2,048-wide latent: 550B total, about 55B active
     assert (round(r["params_total"] / 1e9), round(r["params_active"] / 1e9)) == (550, 57)
 

@@ -34,8 +34,16 @@ def _reported_memory(gpu: dict) -> int | None:
     return reported if gpu["memory_bytes"] == nominal else None
 
 
+def _recurrent_elements(model: dict) -> int | None:
+    """0008 fills the recurrent part of the catalog Qwen3-Next row's state, 32 x 128 x 128 of its 548,864
+    elements, where the row still has that state size; nothing else."""
+    catalog = model["name"] == "Qwen3-Next-80B-A3B" and model["linear_state_elements_per_layer"] == 548_864
+    return 32 * 128 * 128 if catalog else None
+
+
 # New columns a revision fills from the rows' data rather than leaving NULL: (table, column) -> expected.
-FILLED = {("gpu", "reported_memory_bytes"): _reported_memory}
+FILLED = {("gpu", "reported_memory_bytes"): _reported_memory,
+          ("model", "linear_recurrent_elements_per_layer"): _recurrent_elements}
 
 
 def revisions() -> list[str]:

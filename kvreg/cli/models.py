@@ -40,6 +40,9 @@ def model_group():
               help="Decoder layers with no KV cache and no state (no-op attention, KV-shared), beside --layers.")
 @click.option("--linear-layers", type=int, default=0, help="Linear-attention / state-space layers.")
 @click.option("--linear-state-elements", type=int, help="State elements per sequence per linear layer at TP1.")
+@click.option("--linear-recurrent-elements", type=int,
+              help="Of --linear-state-elements, the recurrent (SSM) state's; the rest is the conv state. SGLang keeps "
+              "the recurrent state in float32.")
 @click.option("--linear-state-heads", type=int, help="Heads the linear state shards by under TP.")
 @click.option("--linear-state-dtype", help="Dtype of the linear state (default: the weight dtype).")
 @click.option("--kv-lora-rank", type=int, help="MLA latent rank (DeepSeek: 512).")
@@ -58,7 +61,7 @@ def model_group():
 def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim, params_b, active_params_b,
               weight_dtype, max_context, sliding_layers, sliding_window, chunked_layers, attention_chunk_size,
               sliding_kv_heads, sliding_head_dim, chunked_kv_heads, chunked_head_dim, no_cache_layers,
-              linear_layers, linear_state_elements, linear_state_heads, linear_state_dtype, kv_lora_rank,
+              linear_layers, linear_state_elements, linear_recurrent_elements, linear_state_heads, linear_state_dtype, kv_lora_rank,
               qk_rope_head_dim, indexer_bytes_per_token_per_layer, hidden_size, intermediate_size, vocab_size,
               architecture, family, notes):
     """Add a model by hand.
@@ -81,6 +84,7 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
         sliding_window=sliding_window, chunked_layers=chunked_layers, attention_chunk_size=attention_chunk_size,
         sliding_kv_heads=sliding_kv_heads, sliding_head_dim=sliding_head_dim, chunked_kv_heads=chunked_kv_heads,
         chunked_head_dim=chunked_head_dim, no_cache_layers=no_cache_layers, linear_layers=linear_layers, linear_state_elements_per_layer=linear_state_elements,
+        linear_recurrent_elements_per_layer=linear_recurrent_elements,
         linear_state_heads=linear_state_heads, linear_state_dtype=linear_state_dtype, kv_lora_rank=kv_lora_rank,
         qk_rope_head_dim=qk_rope_head_dim, indexer_bytes_per_token_per_layer=indexer_bytes_per_token_per_layer,
         hidden_size=hidden_size, intermediate_size=intermediate_size, vocab_size=vocab_size, architecture=architecture, family=family, notes=notes, source="manual",

@@ -41,7 +41,7 @@ MODEL_COLUMNS = (
     "kv_lora_rank", "qk_rope_head_dim", "indexer_bytes_per_token_per_layer", "hidden_size", "intermediate_size",
     "vocab_size", "params_total", "params_active", "weight_dtype", "max_position_embeddings", "source",
     "source_sha256", "imported_at", "notes", "no_cache_layers", "sliding_kv_heads", "sliding_head_dim",
-    "chunked_kv_heads", "chunked_head_dim", "k_eq_v_layers",
+    "chunked_kv_heads", "chunked_head_dim", "k_eq_v_layers", "linear_recurrent_elements_per_layer",
 )
 COLUMNS = {"dtype": DTYPE_COLUMNS, "gpu": GPU_COLUMNS, "model": MODEL_COLUMNS}
 # Columns a declaration file holds as text with a unit ("80GiB", "3350GB"): `kvreg export` writes

@@ -118,6 +118,9 @@ class Model(SQLModel, table=True):
         CheckConstraint("chunked_kv_heads IS NULL OR chunked_kv_heads > 0", name="ck_model_chunked_kv_heads"),
         CheckConstraint("chunked_head_dim IS NULL OR chunked_head_dim > 0", name="ck_model_chunked_head_dim"),
         CheckConstraint("k_eq_v_layers >= 0", name="ck_model_k_eq_v_layers"),
+        CheckConstraint("linear_recurrent_elements_per_layer IS NULL OR (linear_recurrent_elements_per_layer > 0 AND"
+                        " linear_recurrent_elements_per_layer <= linear_state_elements_per_layer)",
+                        name="ck_model_linear_recurrent"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -174,6 +177,9 @@ class Model(SQLModel, table=True):
     chunked_head_dim: Optional[int] = None
     # Full layers whose K and V are one tensor (Gemma 4 attention_k_eq_v). Engines still cache both.
     k_eq_v_layers: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+    # Of linear_state_elements_per_layer, the recurrent (SSM) state's elements, the rest being the conv
+    # state (0008): SGLang keeps the recurrent state in float32 (docs/engine-rules.md); NULL: not split.
+    linear_recurrent_elements_per_layer: Optional[int] = Field(default=None, sa_type=BigInteger)
 
 class Gpu(SQLModel, table=True):
     """An accelerator SKU."""

@@ -608,18 +608,48 @@ _FIGURES: list[Figure] = [
         ),
     ),
     Figure(
+        "sglang_state_bytes_per_request_per_gpu",
+        "bytes",
+        "SGLang: one request's state slot on one GPU (mamba_cache_per_req): linear layers x (conv elements x"
+        f" state_bytes_per_element + recurrent elements x {SGLANG_MAMBA_SSM_BYTES} B, float32), sharded as"
+        " state_bytes_per_sequence_per_gpu; the whole state at state_bytes_per_element when the model does not"
+        " split it (linear_recurrent_elements_per_layer NULL); NULL under the other rules",
+        if_(_rule("sglang"),
+            F("linear_layers_per_gpu")
+            * ((coalesce(I("linear_state_elements_per_layer"), 0) - coalesce(I("linear_recurrent_elements_per_layer"), 0))
+               * I("state_bytes_per_element")
+               + coalesce(I("linear_recurrent_elements_per_layer"), 0) * SGLANG_MAMBA_SSM_BYTES)
+            / least(F("attention_tp"), coalesce(I("linear_state_heads"), 1)),
+            Const(None)),
+    ),
+    Figure(
+        "sglang_state_slots",
+        "requests",
+        "SGLang: state slots of a model with linear layers (max_mamba_cache_size): int(kv_pool_bytes_per_gpu x"
+        f" {SGLANG_MAMBA_FULL_MEMORY_RATIO} / (1 + {SGLANG_MAMBA_FULL_MEMORY_RATIO}) / sglang_state_bytes_per_request_per_gpu),"
+        " at least 0, taken from the pool before its KV cells; NULL without linear layers",
+        if_(and_(_rule("sglang"), F("sglang_state_bytes_per_request_per_gpu") > 0),
+            greatest(0, floor(F("kv_pool_bytes_per_gpu") * SGLANG_MAMBA_FULL_MEMORY_RATIO
+                              / (1 + SGLANG_MAMBA_FULL_MEMORY_RATIO) / F("sglang_state_bytes_per_request_per_gpu"))),
+            Const(None)),
+        "int",
+    ),
+    Figure(
         "kv_cache_tokens",
         "tokens",
         "the KV cache size the engine prints for one GPU: vLLM 'GPU KV cache size' = num_blocks // kv_groups x"
-        " kv_block_tokens; SGLang max_total_num_tokens = pool // cell_bytes, rounded down to the page"
-        " (block_size); NULL under the theoretical rule (see kv_pool_tokens)",
+        " kv_block_tokens; SGLang max_total_num_tokens = (pool - sglang_state_slots x"
+        " sglang_state_bytes_per_request_per_gpu) // cell_bytes, rounded down to the page (block_size); NULL under"
+        " the theoretical rule (see kv_pool_tokens)",
         if_(
             _rule("vllm"),
             floor(F("num_blocks") / F("kv_groups")) * F("kv_block_tokens"),
             if_(
                 _rule("sglang"),
                 if_(F("weights_fit"),
-                    floor(floor(F("kv_pool_bytes_per_gpu") / F("cell_bytes_per_token_per_gpu"))
+                    floor(floor((F("kv_pool_bytes_per_gpu")
+                                 - coalesce(F("sglang_state_slots") * F("sglang_state_bytes_per_request_per_gpu"), 0))
+                                / F("cell_bytes_per_token_per_gpu"))
                           / greatest(I("block_size"), 1)) * greatest(I("block_size"), 1),
                     0),
                 Const(None),
@@ -634,17 +664,20 @@ _FIGURES: list[Figure] = [
         " (vllm_max_num_seqs_used, each DP rank its own); SGLang max_running_requests = min(max_num_seqs //"
         " dp_attention when given, else max(min(int(kv_cache_tokens / context x"
         f" {SGLANG_RUNNING_REQUESTS_PER_CONTEXT}), {SGLANG_RUNNING_REQUESTS_CEILING:,}), {SGLANG_RUNNING_REQUESTS_FLOOR:,}),"
-        f" kv_cache_tokens // {SGLANG_TOKENS_PER_RUNNING_REQUEST}); NULL (no limit) under the theoretical rule",
+        f" kv_cache_tokens // {SGLANG_TOKENS_PER_RUNNING_REQUEST}), and for a model with linear layers at most"
+        f" sglang_state_slots // {SGLANG_MAMBA_SLOTS_PER_REQUEST}; NULL (no limit) under the theoretical rule",
         if_(
             _rule("vllm"),
             F("vllm_max_num_seqs_used"),
             if_(
                 _rule("sglang"),
-                least(coalesce(floor(I("max_num_seqs") / I("dp_attention")),
-                               greatest(least(floor(F("kv_cache_tokens") / I("context_tokens")
-                                                    * SGLANG_RUNNING_REQUESTS_PER_CONTEXT),
-                                              SGLANG_RUNNING_REQUESTS_CEILING), SGLANG_RUNNING_REQUESTS_FLOOR)),
-                      floor(F("kv_cache_tokens") / SGLANG_TOKENS_PER_RUNNING_REQUEST)),
+                least(least(coalesce(floor(I("max_num_seqs") / I("dp_attention")),
+                                     greatest(least(floor(F("kv_cache_tokens") / I("context_tokens")
+                                                          * SGLANG_RUNNING_REQUESTS_PER_CONTEXT),
+                                                    SGLANG_RUNNING_REQUESTS_CEILING), SGLANG_RUNNING_REQUESTS_FLOOR)),
+                            floor(F("kv_cache_tokens") / SGLANG_TOKENS_PER_RUNNING_REQUEST)),
+                      coalesce(floor(F("sglang_state_slots") / SGLANG_MAMBA_SLOTS_PER_REQUEST),
+                               floor(F("kv_cache_tokens") / SGLANG_TOKENS_PER_RUNNING_REQUEST))),
                 Const(None),
             ),
         ),

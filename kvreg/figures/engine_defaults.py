@@ -110,9 +110,22 @@ SGLANG_SWA_FULL_TOKENS_RATIO = 0.8  # SGLang --swa-full-tokens-ratio default: sl
 #   estimated = int(max_total_num_tokens / context_len x 512); estimated = max(min(estimated, 4096), 2048)
 #   max_num_reqs = min(estimated, max_total_num_tokens // 2)
 # Real summary lines agree: 104,273 tokens at context_len 40,960 give int(1,303.4) -> 2,048; 1,707,904 tokens at
-# 40,960 give int(21,348.8) -> 4,096. Hybrid state models also cap it at max_mamba_cache_size // ratio (not
-# modelled: kvreg does not size SGLang's state pool).
+# 40,960 give int(21,348.8) -> 4,096. Hybrid state models also cap it at max_mamba_cache_size // ratio (below).
 SGLANG_RUNNING_REQUESTS_PER_CONTEXT = 512
 SGLANG_RUNNING_REQUESTS_FLOOR = 2048
 SGLANG_RUNNING_REQUESTS_CEILING = 4096
 SGLANG_TOKENS_PER_RUNNING_REQUEST = 2  # max_total_num_tokens // 2
+# SGLang's hybrid models (Gated DeltaNet, Mamba2) keep each request's state in a slot of its own, sized
+# before the KV cells (python/sglang/srt/mem_cache/kv_cache_configurator.py _handle_max_mamba_cache, no
+# speculative decoding, no --max-mamba-cache-size):
+#   mamba_budget = rest_memory x mamba_full_memory_ratio / (1 + mamba_full_memory_ratio)
+#   max_mamba_cache_size = int(mamba_budget // mamba_cache_per_req); the cells get rest_memory - slots x per_req
+# mamba_cache_per_req (configs/mamba_utils.py Mamba2CacheParams) = (conv elements x conv itemsize + temporal
+# elements x temporal itemsize) x layers, per TP rank; the conv state is bfloat16 and the temporal (SSM)
+# state float32 unless the config names mamba_ssm_dtype (mamba2_state_dtype).
+SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9  # ServerArgs.mamba_full_memory_ratio
+SGLANG_MAMBA_SSM_BYTES = 4  # float32
+# resolve_max_num_reqs: max_num_reqs = min(max_num_reqs, max_mamba_cache_size // _calculate_mamba_ratio()), the
+# ratio MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3 with the radix cache on and the default no_buffer
+# mamba_scheduler_strategy (1 with --disable-radix-cache).
+SGLANG_MAMBA_SLOTS_PER_REQUEST = 3

@@ -83,6 +83,9 @@ _INPUTS = [
     InputDecl("linear_layers", "layers", "linear-attention / state-space layers", table="model"),
     InputDecl("linear_state_elements_per_layer", "elements", "fixed state per sequence per linear layer at TP1",
               nullable=True, table="model"),
+    InputDecl("linear_recurrent_elements_per_layer", "elements", "of linear_state_elements_per_layer, the recurrent"
+              " (SSM) state's, the rest being the conv state (NULL: not split)", nullable=True, positive=True,
+              table="model"),
     # positive: ck_model_linear_heads keeps it above zero only while linear_state_elements_per_layer is set.
     InputDecl("linear_state_heads", "heads", "heads the linear state shards by under TP", nullable=True, positive=True,
               table="model"),

@@ -66,6 +66,7 @@ def explain(row: dict, warnings: list[str], details: dict) -> dict:
         "k_eq_v_layers": row.get("k_eq_v_layers", 0),
         "mla_latent": row["kv_lora_rank"] + row["qk_rope_head_dim"] if mla else None,
         "linear_state_elements_per_layer": row.get("linear_state_elements_per_layer"),
+        "linear_recurrent_elements_per_layer": row.get("linear_recurrent_elements_per_layer"),
         "linear_state_heads": row.get("linear_state_heads"),
         "linear_state_dtype": row.get("linear_state_dtype") or (row["weight_dtype"] if row["linear_layers"] else None),
         "params_total": row["params_total"],

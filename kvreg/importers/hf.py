@@ -757,7 +757,8 @@ def _layout(cfg: _Config, kinds: list[str], blocks: list[_Block] | None = None) 
 
 
 def _linear_state(cfg: _Config) -> tuple[int, int, int]:
-    """(state elements per sequence per linear layer, of which conv state, head count it shards by under TP)."""
+    """(state elements per sequence per linear layer, of which conv state, head count it shards by under TP);
+    the rest is the recurrent state."""
     if cfg.raw("linear_num_key_heads")[0] is not None:
         # Gated DeltaNet (Qwen3-Next): conv state over q, k, v channels + one k x v matrix per value head.
         k_heads = cfg.count(("linear_num_key_heads",), "linear key heads")
@@ -787,9 +788,10 @@ def _linear_fields(cfg: _Config, linear_layers: int, findings: _Findings) -> dic
     (Nemotron-H) or mamba_ssm_dtype (Qwen3.5) and the conv state in the model dtype. The row holds one
     state dtype, so when the two differ the conv elements are counted in units of the state dtype's
     bytes (conv x its bytes / state bytes): the bytes per sequence come out exact."""
-    elements = heads = dtype = None
+    elements = recurrent = heads = dtype = None
     if linear_layers:
         elements, conv, heads = _linear_state(cfg)
+        recurrent = elements - conv
         key, value = cfg.raw("mamba_ssm_cache_dtype", "mamba_ssm_dtype")
         if key is not None and value != "auto":
             dtype = _TORCH_DTYPES.get(value) if isinstance(value, str) else None  # lists are unhashable
@@ -808,7 +810,8 @@ def _linear_fields(cfg: _Config, linear_layers: int, findings: _Findings) -> dic
                         f"{conv:,} conv elements per layer count as {int(scaled):,} {dtype} elements "
                         f"(linear_state_elements_per_layer {elements:,})"
                     )
-    return {"linear_state_elements_per_layer": elements, "linear_state_heads": heads, "linear_state_dtype": dtype}
+    return {"linear_state_elements_per_layer": elements, "linear_recurrent_elements_per_layer": recurrent,
+            "linear_state_heads": heads, "linear_state_dtype": dtype}
 
 
 def _model_dtype(cfg: _Config) -> str:

@@ -41,6 +41,7 @@ TERMS = [  # (name, what the log calls it, logged field, predicted figure: bytes
     ("max_concurrency", "Maximum concurrency for N tokens per request", "max_concurrency", "sequences_per_rank"),
     ("max_running_requests", "max_running_requests (SGLang's summary line)", "max_running_requests",
      "max_running_requests"),
+    ("state_slots", "max_mamba_cache_size (SGLang, hybrid models)", "state_slots", "sglang_state_slots"),
 ]
 _GIB_TERMS = {"total_gpu_memory", "requested_memory", "weights", "activation_peak", "non_torch", "kv_cache_memory"}
 

@@ -18,7 +18,8 @@ The formats, each seen in public logs vendored under tests/data/logs (MANIFEST.t
 - SGLang: ``Load weight begin. avail mem=X GB``, ``Load weight end. ... avail mem=X GB, mem usage=X GB``,
   ``KV Cache is allocated. #tokens: N, K size: X GB, V size: X GB`` (or, for an MLA model's one latent pool,
   ``#tokens: N, KV size: X GB``), ``max_total_num_tokens=N, ..., max_running_requests=N`` (the limit it
-  resolved). SGLang's "GB" are GiB: it divides bytes by 1 << 30.
+  resolved), and for hybrid models ``Mamba Cache is allocated. max_mamba_cache_size: N``. SGLang's "GB"
+  are GiB: it divides bytes by 1 << 30.
 
 Where several workers print the same line, the first is kept (they print the same figures for the same
 shard, and vLLM sizes every worker to the smallest). Nothing here computes a figure: kvreg.calibrate sets
@@ -72,6 +73,7 @@ class EngineLog:
     max_concurrency: float | None = None
     concurrency_tokens: int | None = None
     max_running_requests: int | None = None  # what SGLang resolved it to (its summary line)
+    state_slots: int | None = None  # SGLang's max_mamba_cache_size, hybrid models
     lines: list[str] = field(default_factory=list)  # the lines each field came from
 
     def as_dict(self) -> dict:
@@ -167,6 +169,7 @@ _rule("_sglang_kv", r"KV Cache is allocated\..*?#tokens:\s*" + _NUM + r",\s*KV s
       lambda n, kv: {"kv_cache_tokens": _i(n), "kv_cache_gib": _f(kv)}, "sglang")
 _rule("kv_cache_tokens", r"max_total_num_tokens=" + _NUM, _i, "sglang")
 _rule("max_running_requests", r"max_total_num_tokens=.*?\bmax_running_requests=(\d+)", _i, "sglang")
+_rule("state_slots", r"Mamba Cache is allocated\. max_mamba_cache_size:\s*" + _NUM, _i, "sglang")
 
 
 def parse_log(text: str) -> EngineLog:

@@ -248,7 +248,7 @@ def _check_question(db, q: Question) -> tuple[list[dict], list[dict], list[int],
     if q.block_size < 0:
         raise KvregError("--block-size must be 0 (no rounding) or a positive number of tokens")
     tps = check_layout("auto" if q.tp == "auto" else int(q.tp), q.pp, q.dp_attention, q.gpus_per_node)
-    engine = check_engine_settings({f: getattr(q, f) for f in ENGINE_FIELDS}, q.block_size)
+    engine = check_engine_settings({f: getattr(q, f) for f in ENGINE_FIELDS}, q.block_size, q.dp_attention)
     return models, gpus, tps, engine
 
 

@@ -131,7 +131,7 @@ def validate_plan(conn, spec: dict, *, named: bool = True, users: int | None = N
     s["avg_tokens"] = check_int(s["avg_tokens"], "avg_tokens", allow_none=True)
     s["kv_cache_memory_bytes"] = check_int(s["kv_cache_memory_bytes"], "kv_cache_memory_bytes", allow_none=True)
     s["reserve"] = parse_fraction(s["reserve"])
-    s.update(check_engine_settings(s, s["block_size"]))
+    s.update(check_engine_settings(s, s["block_size"], s["dp_attention"]))
     check_dtype(conn, s["kv_dtype"], "kv", "KV dtype")
     s["weight_dtype"] = check_dtype(conn, s["weight_dtype"] or m["weight_dtype"], "weight", "weight dtype")
     auto = s["tp"] == "auto"

@@ -45,7 +45,7 @@ def check_rule(rule) -> str:
     return rule
 
 
-def check_engine_settings(settings: dict, block_size: int | None = None) -> dict:
+def check_engine_settings(settings: dict, block_size: int | None = None, dp_attention: int = 1) -> dict:
     """The rule and engine settings of a deployment, checked and normalised (a new dict with every
     ENGINE_FIELDS key). A setting that another rule reads is an error: it would silently do nothing."""
     out = {"rule": check_rule(settings.get("rule") or "theoretical")}
@@ -63,6 +63,9 @@ def check_engine_settings(settings: dict, block_size: int | None = None) -> dict
             wanted = "vllm or --rule sglang" if rule == "engine" else rule
             raise KvregError(f"{flag} is a {_ENGINE.get(rule, 'serving engine')} setting but the rule is "
                              f"{out['rule']}: add --rule {wanted}, or leave {flag} out")
+    if out["rule"] == "sglang" and out["max_num_seqs"] is not None and out["max_num_seqs"] < dp_attention:
+        raise KvregError(f"--max-running-requests {out['max_num_seqs']} is shared by {dp_attention} DP-attention ranks, "
+                         f"none each: give at least {dp_attention} (SGLang divides it among the ranks)")
     if out["rule"] == "vllm" and block_size is not None and block_size < 1:
         raise KvregError("--block-size 0 (no rounding) means nothing to vLLM, which pages every cache: "
                          "give its block size (16 by default)")

@@ -361,6 +361,19 @@ def test_sglangs_given_max_running_requests_is_shared_by_its_dp_attention_ranks(
     assert vllm["max_concurrency"] == 1000 * 4
 
 
+def test_too_few_running_requests_for_the_dp_attention_ranks_is_one_line(kv, state):
+    kv("plan", "add", "q", "--model", "Qwen3-235B-A22B", "--gpu", "H100-SXM", "--tp", "8", "--dp-attention", "4",
+       "--gpus-per-node", "8", "--rule", "sglang")
+    before = state()
+    for args in (("capacity", "--model", "Qwen3-235B-A22B", "--tp", "8", "--dp-attention", "4", "--rule", "sglang",
+                  "--max-running-requests", "3"), ("plan", "set", "q", "--max-running-requests", "3")):
+        r = kv(*args, ok=False)
+        assert r.exit_code == 1
+        assert r.stderr.strip() == ("Error: --max-running-requests 3 is shared by 4 DP-attention ranks, none each: give "
+                                    "at least 4 (SGLang divides it among the ranks)")
+    assert state() == before
+
+
 def test_sglang_gives_a_hybrid_models_state_slots_of_their_own(cap):
     """SGLang sizes a hybrid model's state slots before its KV cells (kv_cache_configurator.py
     _handle_max_mamba_cache): the slots take rest x 0.9 / 1.9, each request's slot holds the conv state in bf16 and

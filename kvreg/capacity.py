@@ -43,8 +43,8 @@ TABLE_COLUMNS = ["model", "gpu", "tp", "context_tokens", "kv_dtype", "kv_bytes_p
 ENGINE_COLUMNS = {
     "vllm": ["allocatable_gib_per_gpu", "kv_block_tokens", "page_bytes_per_gpu", "num_blocks", "blocks_per_request",
              "kv_cache_tokens", "sequences_per_rank", "max_running_requests"],
-    "sglang": ["allocatable_gib_per_gpu", "cell_bytes_per_token_per_gpu", "kv_cache_tokens", "sequences_per_rank",
-               "max_running_requests"],
+    "sglang": ["allocatable_gib_per_gpu", "cell_bytes_per_token_per_gpu", "sglang_state_slots", "kv_cache_tokens",
+               "sequences_per_rank", "max_running_requests"],
 }
 
 # Every statement a capacity question runs, on either runner. Named parameters (:name) are

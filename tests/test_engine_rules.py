@@ -385,7 +385,7 @@ def test_sglang_gives_a_hybrid_models_state_slots_of_their_own(cap):
     per_request = 36 * (24_576 * 2 + 524_288 * 4) // 4
     assert per_request == 19_316_736  # 18.4 MiB per request per GPU
     slots = math.floor(30 * GiB * 0.9 / 1.9 / per_request)
-    assert slots == 789
+    assert slots == 789 == r["sglang_state_slots"]
     # the cells: 12 full layers x 1 KV head per GPU (2 over TP 4, replicated) x (256 + 256) x 2 B = 12,288 B
     assert r["cell_bytes_per_token_per_gpu"] == 12 * 1 * 512 * 2 == 12_288
     assert r["kv_cache_tokens"] == (30 * GiB - slots * per_request) // 12_288 == 1_381_132

@@ -635,21 +635,29 @@ _FIGURES: list[Figure] = [
         "int",
     ),
     Figure(
+        "kv_cells_bytes_per_gpu",
+        "bytes",
+        "the KV cache memory the engine prints for one GPU: vLLM 'Available KV cache memory' (kv_pool_bytes_per_gpu);"
+        " SGLang K size + V size, the pool less a hybrid model's state slots (sglang_state_slots x"
+        " sglang_state_bytes_per_request_per_gpu)",
+        if_(_rule("sglang"),
+            F("kv_pool_bytes_per_gpu")
+            - coalesce(F("sglang_state_slots") * F("sglang_state_bytes_per_request_per_gpu"), 0),
+            F("kv_pool_bytes_per_gpu")),
+    ),
+    Figure(
         "kv_cache_tokens",
         "tokens",
         "the KV cache size the engine prints for one GPU: vLLM 'GPU KV cache size' = num_blocks // kv_groups x"
-        " kv_block_tokens; SGLang max_total_num_tokens = (pool - sglang_state_slots x"
-        " sglang_state_bytes_per_request_per_gpu) // cell_bytes, rounded down to the page (block_size); NULL under"
-        " the theoretical rule (see kv_pool_tokens)",
+        " kv_block_tokens; SGLang max_total_num_tokens = kv_cells_bytes_per_gpu // cell_bytes, rounded down to"
+        " the page (block_size); NULL under the theoretical rule (see kv_pool_tokens)",
         if_(
             _rule("vllm"),
             floor(F("num_blocks") / F("kv_groups")) * F("kv_block_tokens"),
             if_(
                 _rule("sglang"),
                 if_(F("weights_fit"),
-                    floor(floor((F("kv_pool_bytes_per_gpu")
-                                 - coalesce(F("sglang_state_slots") * F("sglang_state_bytes_per_request_per_gpu"), 0))
-                                / F("cell_bytes_per_token_per_gpu"))
+                    floor(floor(F("kv_cells_bytes_per_gpu") / F("cell_bytes_per_token_per_gpu"))
                           / greatest(I("block_size"), 1)) * greatest(I("block_size"), 1),
                     0),
                 Const(None),

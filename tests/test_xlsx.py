@@ -40,7 +40,7 @@ PLANS = [
 ]
 # Engine rules (tests/test_engine_rules.py) on some plans, so their formulas are proven too: plan, settings.
 ENGINE = [
-    ("qwen235-h100-tp8", "rule = 'sglang', mem_fraction_static = 0.85"),
+    ("qwen235-h100-tp8", "rule = 'sglang', mem_fraction_static = 0.85, max_num_seqs = 100"),
     ("qwen235-h100-tp?", "rule = 'vllm', kv_dtype = 'fp8_per_token_head', max_num_batched_tokens = 4096"),
     ("qwen-next-h200-tp4", "rule = 'sglang'"),  # block_size 0: SGLang's page of one token
     (EVIL[2], "rule = 'vllm', gpu_memory_utilization = 0.9, activation_bytes = 6442450944,"

@@ -376,28 +376,29 @@ def test_too_few_running_requests_for_the_dp_attention_ranks_is_one_line(kv, sta
 
 def test_sglang_gives_a_hybrid_models_state_slots_of_their_own(cap):
     """SGLang sizes a hybrid model's state slots before its KV cells (kv_cache_configurator.py
-    _handle_max_mamba_cache): the slots take rest x 0.9 / 1.9, each request's slot holds the conv state in bf16 and
-    the recurrent state in float32, and at most slots // 3 requests run (radix cache on)."""
+    _handle_max_mamba_cache, with PR 32184's padding slot): the slots and one padding slot take rest x 0.9 / 1.9,
+    each slot holds the conv state in bf16 and the recurrent state in float32, and at most slots // 3 requests
+    run (radix cache on)."""
     r = cap("--model", "Qwen3-Next-80B-A3B", "--gpu", "H100-SXM", "--tp", "4", "--gpus-per-node", "8", "--rule",
             "sglang", "--block-size", "1", "--kv-cache-memory", "30GiB", "--context", "32K")
     # Gated DeltaNet, 36 linear layers: conv (2 x 16 x 128 + 32 x 128) x 3 = 24,576 elements at 2 B, recurrent
     # 32 x 128 x 128 = 524,288 at 4 B, sharded over TP 4 (of its 16 linear key heads)
     per_request = 36 * (24_576 * 2 + 524_288 * 4) // 4
     assert per_request == 19_316_736  # 18.4 MiB per request per GPU
-    slots = math.floor(30 * GiB * 0.9 / 1.9 / per_request)
-    assert slots == 789 == r["sglang_state_slots"]
+    slots = math.floor((30 * GiB * 0.9 / 1.9 - per_request) / per_request)
+    assert slots == 788 == r["sglang_state_slots"]
     # the cells: 12 full layers x 1 KV head per GPU (2 over TP 4, replicated) x (256 + 256) x 2 B = 12,288 B
     assert r["cell_bytes_per_token_per_gpu"] == 12 * 1 * 512 * 2 == 12_288
-    assert r["kv_cache_tokens"] == (30 * GiB - slots * per_request) // 12_288 == 1_381_132
+    assert r["kv_cache_tokens"] == (30 * GiB - (slots + 1) * per_request) // 12_288 == 1_381_132
     # before, every byte of the pool went to cells: 30 GiB / 12,288 B = 2,621,440 tokens, 1.9x too many
     assert 30 * GiB // 12_288 == 2_621_440
     assert r["sequences_per_rank"] == pytest.approx(1_381_132 / 32_768)  # 42.1 requests of 32K
-    # the running-request cap: min(max(min(int(1,381,132 / 32,768 x 512), 4,096), 2,048), 690,566, 789 // 3)
-    assert r["max_running_requests"] == 789 // 3 == 263
+    # the running-request cap: min(max(min(int(1,381,132 / 32,768 x 512), 4,096), 2,048), 690,566, 788 // 3)
+    assert r["max_running_requests"] == 788 // 3 == 262
     short = cap("--model", "Qwen3-Next-80B-A3B", "--gpu", "H100-SXM", "--tp", "4", "--gpus-per-node", "8", "--rule",
                 "sglang", "--block-size", "1", "--kv-cache-memory", "30GiB", "--context", "1K")
-    assert short["sequences_per_rank"] == pytest.approx(1_381_132 / 1024)  # 1,348.8 fit, 263 run
-    assert short["max_concurrency"] == 263
+    assert short["sequences_per_rank"] == pytest.approx(1_381_132 / 1024)  # 1,348.8 fit, 262 run
+    assert short["max_concurrency"] == 262
 
 
 @pytest.mark.parametrize("gpu, tp, chunk, graph_bs, reserved, fraction", [

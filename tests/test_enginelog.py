@@ -132,6 +132,6 @@ def test_the_running_request_settings_and_sglangs_resolved_value():
                       .replace("max_running_requests=4096", "max_running_requests=256"))
     assert (given.max_num_seqs, given.max_running_requests) == (256, 256)
     # a hybrid model's state slots, as SGLang's kv_cache_configurator prints them
-    mamba = parse_log("Mamba Cache is allocated. max_mamba_cache_size: 789, conv_state size: 0.05GB, ssm_state size:"
+    mamba = parse_log("Mamba Cache is allocated. max_mamba_cache_size: 788, conv_state size: 0.05GB, ssm_state size:"
                       " 14.14GB\nKV Cache is allocated. #tokens: 1381132, K size: 7.90 GB, V size: 7.90 GB")
-    assert (mamba.engine, mamba.state_slots, mamba.kv_cache_tokens) == ("sglang", 789, 1_381_132)
+    assert (mamba.engine, mamba.state_slots, mamba.kv_cache_tokens) == ("sglang", 788, 1_381_132)

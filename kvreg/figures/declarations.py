@@ -625,12 +625,14 @@ _FIGURES: list[Figure] = [
     Figure(
         "sglang_state_slots",
         "requests",
-        "SGLang: state slots of a model with linear layers (max_mamba_cache_size): int(kv_pool_bytes_per_gpu x"
-        f" {SGLANG_MAMBA_FULL_MEMORY_RATIO} / (1 + {SGLANG_MAMBA_FULL_MEMORY_RATIO}) / sglang_state_bytes_per_request_per_gpu),"
-        " at least 0, taken from the pool before its KV cells; NULL without linear layers",
+        "SGLang: state slots of a model with linear layers (max_mamba_cache_size): int((kv_pool_bytes_per_gpu x"
+        f" {SGLANG_MAMBA_FULL_MEMORY_RATIO} / (1 + {SGLANG_MAMBA_FULL_MEMORY_RATIO}) - one slot of padding)"
+        " / sglang_state_bytes_per_request_per_gpu), at least 0, taken with the padding slot from the pool before"
+        " its KV cells; NULL without linear layers",
         if_(and_(_rule("sglang"), F("sglang_state_bytes_per_request_per_gpu") > 0),
-            greatest(0, floor(F("kv_pool_bytes_per_gpu") * SGLANG_MAMBA_FULL_MEMORY_RATIO
-                              / (1 + SGLANG_MAMBA_FULL_MEMORY_RATIO) / F("sglang_state_bytes_per_request_per_gpu"))),
+            greatest(0, floor((F("kv_pool_bytes_per_gpu") * SGLANG_MAMBA_FULL_MEMORY_RATIO
+                               / (1 + SGLANG_MAMBA_FULL_MEMORY_RATIO) - F("sglang_state_bytes_per_request_per_gpu"))
+                              / F("sglang_state_bytes_per_request_per_gpu"))),
             Const(None)),
         "int",
     ),
@@ -638,11 +640,11 @@ _FIGURES: list[Figure] = [
         "kv_cells_bytes_per_gpu",
         "bytes",
         "the KV cache memory the engine prints for one GPU: vLLM 'Available KV cache memory' (kv_pool_bytes_per_gpu);"
-        " SGLang K size + V size, the pool less a hybrid model's state slots (sglang_state_slots x"
-        " sglang_state_bytes_per_request_per_gpu)",
+        " SGLang K size + V size, the pool less a hybrid model's state slots and their padding slot"
+        " ((sglang_state_slots + 1) x sglang_state_bytes_per_request_per_gpu)",
         if_(_rule("sglang"),
             F("kv_pool_bytes_per_gpu")
-            - coalesce(F("sglang_state_slots") * F("sglang_state_bytes_per_request_per_gpu"), 0),
+            - coalesce((F("sglang_state_slots") + 1) * F("sglang_state_bytes_per_request_per_gpu"), 0),
             F("kv_pool_bytes_per_gpu")),
     ),
     Figure(

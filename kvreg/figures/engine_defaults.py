@@ -119,7 +119,9 @@ SGLANG_TOKENS_PER_RUNNING_REQUEST = 2  # max_total_num_tokens // 2
 # before the KV cells (python/sglang/srt/mem_cache/kv_cache_configurator.py _handle_max_mamba_cache, no
 # speculative decoding, no --max-mamba-cache-size):
 #   mamba_budget = rest_memory x mamba_full_memory_ratio / (1 + mamba_full_memory_ratio)
-#   max_mamba_cache_size = int(mamba_budget // mamba_cache_per_req); the cells get rest_memory - slots x per_req
+#   max_mamba_cache_size = int((mamba_budget - per_req) // per_req); the cells get rest_memory - (slots + 1) x per_req
+# (the pool allocates one padding slot beyond max_mamba_cache_size, index 0; its reservation is SGLang PR 32184,
+# July 2026; before it the budget reserved slots x per_req and the padding came out of the slack)
 # mamba_cache_per_req (configs/mamba_utils.py Mamba2CacheParams) = (conv elements x conv itemsize + temporal
 # elements x temporal itemsize) x layers, per TP rank; the conv state is bfloat16 and the temporal (SSM)
 # state float32 unless the config names mamba_ssm_dtype (mamba2_state_dtype).

@@ -76,7 +76,8 @@ PLAN_COLUMNS = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_no
                 "gpu_memory_utilization_used", "max_num_batched_tokens_used", "in_flight_tokens",
                 "activation_peak_bytes_per_gpu", "cuda_graph_bytes_per_gpu", "mem_fraction_static_used",
                 "allocatable_gib_per_gpu", "kv_block_tokens", "page_bytes_per_gpu", "num_blocks", "blocks_per_request",
-                "cell_bytes_per_token_per_gpu", "kv_cache_tokens", "sequences_per_rank",
+                "cell_bytes_per_token_per_gpu", "sglang_state_slots", "kv_cache_tokens", "sequences_per_rank",
+                "max_num_seqs", "max_running_requests",
                 # calibration: what the engine printed, and kvreg's error against it
                 "measured_engine_version", "measured_kv_cache_tokens", "kv_cache_tokens_error_fraction",
                 "measured_max_concurrency", "max_concurrency_error_fraction",

@@ -680,3 +680,20 @@ def test_vllm_profile_run_defaults_by_gpu_and_release(kv, gpu, release, batched,
     assert (r["max_num_batched_tokens_used"], r["vllm_max_num_seqs_used"], r["sampler_bytes_per_logit"]) == (
         batched, seqs, per_logit)
     assert r["activation_peak_bytes_per_gpu"] == batched * (3 * 14_336 + 2 * 4_096) * 2 + seqs * 128_256 * per_logit
+
+
+def test_the_report_shows_the_state_slots_and_the_running_request_cap(kv, tmp_path):
+    """An SGLang plan of a hybrid model lists its state slots beside the KV cache tokens, and every engine plan its
+    cap on running requests (here the 200 it was given), in its engine figures and in data.json."""
+    kv("plan", "add", "nx", "--model", "Qwen3-Next-80B-A3B", "--gpu", "H100-SXM", "--tp", "4", "--gpus-per-node", "8",
+       "--rule", "sglang", "--block-size", "1", "--kv-cache-memory", "30GiB", "--context", "1K",
+       "--max-running-requests", "200")
+    kv("report", "--quarter", "2026Q4", "--format", "md", "--out", str(tmp_path))
+    md = (tmp_path / "2026-Q4" / "capacity.md").read_text(encoding="utf-8")
+    # 788 slots and 1,381,132 tokens (test_sglang_gives_a_hybrid_models_state_slots_of_their_own); 200 run, of the
+    # 1,348.8 1K requests the cells hold and the 788 // 3 = 262 the slots allow
+    assert "| SGLang state slots (requests) | 788 |\n| KV cache tokens (tokens) | 1,381,132 |\n" in md
+    assert "| Max running requests (sequences) | 200 |" in md
+    data = json.loads((tmp_path / "2026-Q4" / "data.json").read_text(encoding="utf-8"))
+    plan = next(p for p in data["plans"] if p["plan"] == "nx")
+    assert (plan["max_num_seqs"], plan["max_running_requests"], plan["max_concurrency"]) == (200, 200, 200)

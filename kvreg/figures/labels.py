@@ -61,6 +61,9 @@ LABELS = {
     "decode_tokens_per_s_per_sequence": "Decode speed ceiling per sequence (tokens per second)",
     "mem_fraction_static": "SGLang mem fraction static (share)",
     "mem_fraction_static_used": "SGLang mem fraction static used (share)",
+    "sglang_state_slots": "SGLang state slots (requests)",
+    "sglang_state_bytes_per_request_per_gpu": "SGLang state slot per request per GPU (bytes)",
+    "max_num_seqs": "Max running requests given (sequences)",
     "memory_gib": "Memory (GiB)",
     "weight_bytes_per_param": "Weight per parameter (bytes)",
 }

@@ -647,6 +647,7 @@ _FIGURES: list[Figure] = [
             - coalesce((F("sglang_state_slots") + 1) * F("sglang_state_bytes_per_request_per_gpu"), 0),
             F("kv_pool_bytes_per_gpu")),
     ),
+    Figure("kv_cells_gib_per_gpu", "GiB", "the same in GiB", F("kv_cells_bytes_per_gpu") / GIB),
     Figure(
         "kv_cache_tokens",
         "tokens",

@@ -402,12 +402,12 @@ def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, li
             changes["non_torch_bytes"] = round(max(log.non_torch_gib, 0) * GIB)
         if log.max_num_batched_tokens is not None:
             changes["max_num_batched_tokens"] = log.max_num_batched_tokens
-    if log.max_num_seqs is not None:  # vLLM warms its sampler up with this many rows; SGLang runs at most this many
-        changes["max_num_seqs"] = log.max_num_seqs
     else:
         in_use = sglang_in_use(conn, spec["gpu"], log)
         if in_use is not None:
             changes["non_torch_bytes"] = in_use
+    if log.max_num_seqs is not None:  # vLLM warms its sampler up with this many rows; SGLang runs at most this many
+        changes["max_num_seqs"] = log.max_num_seqs
     if version is not None:
         changes["engine_version"] = version
     if not changes:

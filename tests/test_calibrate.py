@@ -147,5 +147,8 @@ def test_plan_calibrate_keeps_the_logs_max_running_requests(kv):
     kv("plan", "calibrate", "ds", "--log", str(LOGS / "sglang-kt1804-deepseek-v3-mla-tp2.log"))
     [row] = kv.json("plan", "show", "ds")
     assert (row["max_num_seqs"], row["weights_measured_bytes"]) == (10, round(13.06 * GIB))
+    # and, as for any SGLang log, the memory in use before the load: the H200's 141 GiB - (33.80 GiB available
+    # after the weights + their 13.06 GiB)
+    assert row["non_torch_bytes"] == round(141 * GIB - (33.80 + 13.06) * GIB)
     assert row["sequences_per_rank"] > 10
     assert row["max_running_requests"] == row["max_concurrency"] == 10

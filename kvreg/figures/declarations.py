@@ -75,10 +75,19 @@ def _or_all(kind: str) -> Expr:
     return if_(F(kind) > 0, F(kind), ceil(I("layers") / I("pp")))
 
 
+def _state_shards() -> Expr:
+    """The GPUs a linear layer's state is split over: TP, up to the heads it shards by (replicated past them)."""
+    return least(F("attention_tp"), coalesce(I("linear_state_heads"), 1))
+
+
 def _running(per_rank: Expr) -> Expr:
     """Requests one attention rank runs: what its pool holds, at most the engine's max_running_requests (none under
     the theoretical rule)."""
     return least(per_rank, coalesce(F("max_running_requests"), per_rank))
+
+
+# SGLang runs at most half its token pool's size in requests (resolve_max_num_reqs: max_total_num_tokens // 2).
+_SGLANG_TOKEN_CAP = floor(F("kv_cache_tokens") / SGLANG_TOKENS_PER_RUNNING_REQUEST)
 
 
 def _sglang_tier(column: int) -> Expr:
@@ -321,14 +330,14 @@ _FIGURES: list[Figure] = [
         F("linear_layers_per_gpu")
         * coalesce(I("linear_state_elements_per_layer"), 0)
         * I("state_bytes_per_element")
-        / least(F("attention_tp"), coalesce(I("linear_state_heads"), 1)),
+        / _state_shards(),
     ),
     Figure(
         "state_bytes_per_layer_per_gpu",
         "bytes",
         "linear-attention state per sequence of one linear layer on one GPU (a vLLM state page before padding)",
         coalesce(I("linear_state_elements_per_layer"), 0) * I("state_bytes_per_element")
-        / least(F("attention_tp"), coalesce(I("linear_state_heads"), 1)),
+        / _state_shards(),
     ),
     Figure("kv_bytes_per_sequence", "bytes", "KV bytes of one context-length sequence at TP1, no blocks",
            _sequence_bytes(I("context_tokens"))),
@@ -619,7 +628,7 @@ _FIGURES: list[Figure] = [
             * ((coalesce(I("linear_state_elements_per_layer"), 0) - coalesce(I("linear_recurrent_elements_per_layer"), 0))
                * I("state_bytes_per_element")
                + coalesce(I("linear_recurrent_elements_per_layer"), 0) * SGLANG_MAMBA_SSM_BYTES)
-            / least(F("attention_tp"), coalesce(I("linear_state_heads"), 1)),
+            / _state_shards(),
             Const(None)),
     ),
     Figure(
@@ -686,9 +695,8 @@ _FIGURES: list[Figure] = [
                                      greatest(least(floor(F("kv_cache_tokens") / I("context_tokens")
                                                           * SGLANG_RUNNING_REQUESTS_PER_CONTEXT),
                                                     SGLANG_RUNNING_REQUESTS_CEILING), SGLANG_RUNNING_REQUESTS_FLOOR)),
-                            floor(F("kv_cache_tokens") / SGLANG_TOKENS_PER_RUNNING_REQUEST)),
-                      coalesce(floor(F("sglang_state_slots") / SGLANG_MAMBA_SLOTS_PER_REQUEST),
-                               floor(F("kv_cache_tokens") / SGLANG_TOKENS_PER_RUNNING_REQUEST))),
+                            _SGLANG_TOKEN_CAP),
+                      coalesce(floor(F("sglang_state_slots") / SGLANG_MAMBA_SLOTS_PER_REQUEST), _SGLANG_TOKEN_CAP)),
                 Const(None),
             ),
         ),

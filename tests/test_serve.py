@@ -119,6 +119,16 @@ def test_the_what_if_page_answers_without_script(server):
     assert shown.group(2) == f"{value:,.2f}" == "27.27"
     assert "kvreg capacity --model Llama-3.1-8B --gpu H200 --context 32K --format json" in html
     assert 'href="/api/capacity?model=Llama-3.1-8B&amp;gpu=H200&amp;context=32K"' in html
+    # each field's placeholder is the CLI option's default, blank where it has none (click's UNSET never shows)
+    assert '<input name="context" id="context" value="32K" placeholder="128K"' in html
+    assert '<input name="max-num-seqs" value="" placeholder=""' in html
+    assert "UNSET" not in html
+    # an engine rule's answer says what caps it: Llama-3.1-8B's 53 GiB pool holds 6,784 64-token requests, vLLM
+    # runs 1,024 (tests/test_engine_rules.py test_the_engines_cap_on_running_requests)
+    html = server.get("/?model=Llama-3.1-8B&gpu=H100-SXM&gpus-per-node=1&context=64&rule=vllm"
+                      "&kv-cache-memory=53GiB")[2].decode()
+    assert '<dd data-figure="sequences_per_rank" data-value="6784.0">6,784</dd>' in html
+    assert '<dd data-figure="max_running_requests" data-value="1024">1,024 <small>requests</small></dd>' in html
 
 
 def test_report_and_workbook_download(server):

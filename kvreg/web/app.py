@@ -68,7 +68,10 @@ ANSWER_FIGURES = [
     ("usable_gib_per_gpu", "usable per GPU", "GiB"),
     ("kv_pool_gib_per_gpu", "KV pool per GPU", "GiB"),
     ("kv_pool_tokens", "KV pool", "tokens"),
+    ("sglang_state_slots", "state slots", "requests"),
     ("kv_cache_tokens", "engine KV cache", "tokens"),
+    ("sequences_per_rank", "sequences the pool holds", ""),
+    ("max_running_requests", "engine runs at most", "requests"),
     ("whole_sequences", "whole sequences", ""),
     ("replicas_per_node", "replicas per node", ""),
 ]
@@ -312,7 +315,8 @@ class App:
         values: dict[str, list[str]] = {}
         for k, v in items:
             values.setdefault(k, []).append(v)
-        defaults = {name: ("" if opt.default is None or opt.multiple else str(opt.default))
+        # An option without a default holds None, or click's UNSET sentinel from click 8.3: a blank placeholder.
+        defaults = {name: (str(opt.default) if isinstance(opt.default, (str, int, float)) and not opt.multiple else "")
                     for name, opt in options.option_names(capacity_cmd).items()}
         chosen_gpus = [g.strip() for v in values.get("gpu", []) for g in v.split(",") if g.strip()] or ["H100-SXM"]
         return self.page(

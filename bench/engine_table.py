@@ -39,6 +39,11 @@ KNOWN_MISSES = {
 LOGGED_TERMS = " (logged terms)"  # a family's rows predicted from the log's own memory terms
 
 
+# A MANIFEST model's layer mix, for a hybrid model (the registry's names; a plain transformer leaves them out)
+_HYBRID_FIELDS = ("full_layers", "linear_layers", "linear_state_elements_per_layer",
+                  "linear_recurrent_elements_per_layer", "linear_state_heads")
+
+
 def load_manifest() -> dict:
     return tomllib.loads((LOGS / "MANIFEST.toml").read_text())
 
@@ -61,7 +66,8 @@ def _registry(manifest: dict) -> str:
                 "params_total": round(m["params_b"] * 1e9), "params_active": round(m["active_params_b"] * 1e9),
                 "weight_dtype": "bf16", "max_position_embeddings": int(m["max_context"]),
                 "hidden_size": m["hidden_size"], "intermediate_size": m["intermediate_size"],
-                "vocab_size": m["vocab_size"], "source": "manual", "notes": m["source"]})
+                "vocab_size": m["vocab_size"], "source": "manual", "notes": m["source"],
+                **{k: m[k] for k in _HYBRID_FIELDS if k in m}})
     engine.dispose()
     return url
 
@@ -89,19 +95,24 @@ def rows(manifest: dict | None = None) -> list[dict]:
             if not entry.get("table"):
                 continue
             log, _source = read_log(LOGS / entry["file"])
-            for field in ("tp", "pp", "gpu_memory_utilization", "mem_fraction_static", "max_num_batched_tokens"):
+            for field in ("tp", "pp", "gpu_memory_utilization", "mem_fraction_static", "max_num_batched_tokens",
+                          "max_num_seqs"):
                 if entry.get(field) is not None and getattr(log, field) is None:
                     setattr(log, field, entry[field])
             result = compare(conn, log, model=entry["model"], gpu=entry["gpu"], context=entry.get("context"),
                              weight_dtype=entry.get("weight_dtype"), engine_version=entry.get("release"))
             logged_kv, logged_tokens = log.kv_cache_gib, log.kv_cache_tokens
-            if entry["inputs"] == "logged":
+            if entry["inputs"] == "logged" and "budget_bytes" in entry:
                 kv = result["kv_cache_gib"]
                 logged_kv = entry["rest_memory_bytes"] / GIB  # SGLang's rest_memory, as its build printed it
                 # the pool was sized from the budget the build printed: kvreg's cells over that budget
                 q = replace(result["question"], kv_cache_memory_bytes=entry["budget_bytes"])
                 sized = ask(conn, q)[0]
                 tokens, concurrency = sized["kv_cache_tokens"], sized["sequences_per_rank"]
+            elif entry["inputs"] == "logged":
+                # the memory before and after the load as logged: kvreg's rest_memory, state slots and cells from them
+                kv, tokens = result["kv_cache_gib"], result["kv_cache_tokens"]
+                concurrency = result["max_concurrency"]
             else:
                 kv = result["predicted_kv_cache_gib"]
                 tokens, concurrency = result["predicted_kv_cache_tokens"], result["predicted_max_concurrency"]

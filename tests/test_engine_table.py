@@ -37,12 +37,43 @@ def test_dense_vllm_is_within_two_percent(bench, table):
 
 
 def test_sglang_with_its_logged_inputs_gives_its_tokens(table):
-    [row] = [r for r in table if r["inputs"] == "logged"]
+    [row] = [r for r in table if r["file"] == "sglang-pr18263-qwen3-30b-a3b-mi.log"]
     # SGLang sized the pool from 164,149,629,787 B; cells of 48 layers x 4 KV heads x 256 x 2 B, page 1
     assert row["tokens_predicted"] == 164_149_629_787 // (48 * 4 * 256 * 2) == row["tokens_logged"] == 1_669_816
     # rest_memory = (288 GiB - (288 - 230.20 - 56.98) GiB in use) x 0.911 - 56.98 GiB
     assert row["kv_gib_predicted"] == pytest.approx((230.20 + 56.98) * 0.911 - 56.98, abs=1e-6)
     assert row["kv_error"] == pytest.approx(0.0, abs=0.0001)
+
+
+def test_sglangs_mla_cells_are_not_divided_by_tp(table):
+    """Kimi-K2.5 on 8 x MI355X: memory before the load 283.56 GiB, weights 73.58 GiB, mem_fraction_static from its
+    ServerArgs dump. An MLA cell is the whole latent on every rank: 61 layers x (512 + 64) x 2 B = 70,272 B."""
+    [row] = [r for r in table if r["file"] == "sglang-amd-kimi-k25-mla-mi355x-tp8.log"]
+    rest_gib = 283.56 * 0.8260405859375 - 73.58  # = 160.652 GiB; SGLang printed "KV size: 160.63 GB"
+    assert row["kv_gib_predicted"] == pytest.approx(rest_gib, abs=1e-6)
+    assert row["tokens_predicted"] == int(rest_gib * 2**30 // (61 * 576 * 2)) == 2_454_730
+    assert row["tokens_logged"] == 2_454_421  # +0.013%: the logged GB have two decimals
+    assert row["family"] == "mla" and row["tokens_error"] == pytest.approx(309 / 2_454_421)
+
+
+def test_sglangs_hybrid_state_slots_come_out_of_the_pool_first(bench, table):
+    """Qwen3.5-397B-A17B at TP 2 on RTX 4090s (ktransformers#1870, sglang 0.5.9): the state slots are sized first,
+    the KV cells get what is left."""
+    [row] = [r for r in table if r["file"] == "sglang-kt1870-qwen35-397b-hybrid-4090-tp2.log"]
+    rest = ((19.08 + 3.76) * 0.85 - 3.76) * 2**30  # before the load x 0.85 - weights = 15.654 GiB
+    # a slot on one GPU: 45 DeltaNet layers x (conv 36,864 elements x 2 B + recurrent 1,048,576 x 4 B) / TP 2
+    per_req = 45 * (36_864 * 2 + 1_048_576 * 4) // 2
+    assert per_req == 96_030_720
+    slots = int((rest * 0.9 / 1.9 - per_req) / per_req)
+    assert slots == 81  # sglang 0.5.9 logged 82: before PR 32184 its budget left the padding slot out,
+    assert int(rest * 0.9 / 1.9 / per_req) == 82  # the same 82 slots' memory either way:
+    cells = rest - (slots + 1) * per_req  # so the cells, and the tokens, agree with both releases
+    cell = 15 * 1 * 256 * 2 * 2  # 15 attention layers x 1 KV head a GPU x 256 x K and V x 2 B
+    assert row["tokens_predicted"] == int(cells // cell) == 581_629
+    assert row["tokens_logged"] == 580_364 and row["tokens_error"] == pytest.approx(1_265 / 580_364)
+    assert row["kv_gib_predicted"] == pytest.approx(cells / 2**30, abs=1e-6)  # 8.32; logged K + V = 4.15 + 4.15
+    means = bench.mean_errors(table)
+    assert means["sglang", "hybrid state (logged terms)", "kv_cache_tokens"] == (pytest.approx(1_265 / 580_364), 1)
 
 
 def test_a_known_miss_is_reported_not_hidden(bench, table):

@@ -112,6 +112,23 @@ def test_sglang_mla_one_latent_pool():
     assert 10000 * 61 * (512 + 64) * 2 / 2**30 == pytest.approx(0.65, abs=0.005)
 
 
+def test_sglang_mla_and_hybrid_state_logs():
+    """An MLA model's one KV size at TP 8, and a hybrid model's state slots beside its cells."""
+    k = log("sglang-amd-kimi-k25-mla-mi355x-tp8.log")
+    assert (k.engine, k.architecture) == ("sglang", "KimiK25ForConditionalGeneration")
+    assert (k.avail_before_load_gib, k.avail_after_weights_gib, k.weights_gib) == (283.56, 209.98, 73.58)
+    assert (k.kv_cache_tokens, k.kv_cache_gib) == (2_454_421, 160.63)
+    # KV size = tokens x 61 layers x (512 + 64) x 2 B, in SGLang's GiB "GB"
+    assert 2_454_421 * 61 * 576 * 2 / 2**30 == pytest.approx(160.63, abs=0.005)
+    q = log("sglang-kt1870-qwen35-397b-hybrid-4090-tp2.log")
+    assert (q.engine, q.architecture) == ("sglang", "Qwen3_5MoeForConditionalGeneration")
+    assert (q.avail_before_load_gib, q.avail_after_weights_gib, q.weights_gib) == (None, 19.08, 3.76)
+    assert (q.state_slots, q.kv_cache_tokens, q.kv_cache_gib) == (82, 580_364, 4.15 + 4.15)
+    assert (q.max_running_requests, q.max_model_len) == (1, 8192)
+    # ssm_state 7.29 GB = (82 + 1 padding) slots x 45 layers x 64 value heads x 128 x 128 x 4 B / TP 2
+    assert 83 * 45 * 64 * 128 * 128 * 4 / 2 / 2**30 == pytest.approx(7.29, abs=0.01)
+
+
 def test_not_a_startup_log_is_one_error(tmp_path):
     with pytest.raises(KvregError, match="does not look like a vLLM or SGLang startup log"):
         parse_log("hello\nworld\n")

@@ -16,6 +16,8 @@ import re
 from kvreg.capacity import Question, ask, runner
 from kvreg.enginelog import GIB, EngineLog
 from kvreg.errors import KvregError, suggest
+from kvreg.figures.engine_defaults import VLLM_CUDA_GRAPH_IN_BUDGET_RELEASE
+from kvreg.rules import release_number
 
 # The release a log's format implies when it names none (kvreg.enginelog's formats).
 FORMAT_RELEASE = {"vllm-v0.6.4": "0.6.4", "vllm-v0.6.5": "0.6.5", "vllm-v0": "0.7.0"}
@@ -35,6 +37,7 @@ TERMS = [  # (name, what the log calls it, logged field, predicted figure: bytes
     ("weights", "model weights / Model loading took / mem usage", "weights_gib", "weights_bytes_per_gpu"),
     ("activation_peak", "PyTorch activation peak memory", "activation_gib", "activation_peak_bytes_per_gpu"),
     ("non_torch", "non_torch_memory", "non_torch_gib", "non_torch_bytes_per_gpu"),
+    ("cuda_graph", "CUDA graph memory", "cuda_graph_gib", "cuda_graph_bytes_per_gpu"),
     ("kv_cache_memory", "Available KV cache memory / K size + V size / KV size", "kv_cache_gib",
      "kv_cells_bytes_per_gpu"),
     ("kv_cache_tokens", "GPU KV cache size / #tokens / max_total_num_tokens", "kv_cache_tokens", "kv_cache_tokens"),
@@ -43,7 +46,8 @@ TERMS = [  # (name, what the log calls it, logged field, predicted figure: bytes
      "max_running_requests"),
     ("state_slots", "max_mamba_cache_size (SGLang, hybrid models)", "state_slots", "sglang_state_slots"),
 ]
-_GIB_TERMS = {"total_gpu_memory", "requested_memory", "weights", "activation_peak", "non_torch", "kv_cache_memory"}
+_GIB_TERMS = {"total_gpu_memory", "requested_memory", "weights", "activation_peak", "non_torch", "cuda_graph",
+              "kv_cache_memory"}
 
 
 def _names(db, sql: str) -> list[str]:
@@ -113,19 +117,50 @@ def question(log: EngineLog, model: str, gpu: str, *, context: int | None = None
     else:
         q.mem_fraction_static = log.mem_fraction_static
     if measured:
-        if log.weights_gib is not None:
-            q.weights_measured_bytes = round(log.weights_gib * GIB)
-        if rule == "vllm":
-            if log.activation_gib is not None:
-                q.activation_bytes = round(max(log.activation_gib, 0) * GIB)
-            if log.non_torch_gib is not None:
-                q.non_torch_bytes = round(max(log.non_torch_gib, 0) * GIB)
-        elif log.avail_after_weights_gib is not None and log.weights_gib is not None:
-            # SGLang: memory in use before the load = what CUDA reports - available before the load
-            q.non_torch_bytes = None  # set by the caller, which knows the GPU's reported memory
+        for k, v in measured_terms(log, version).items():
+            setattr(q, k, v)
+        # SGLang's memory in use before the load (what CUDA reports - available before the load) is set by the
+        # caller, which knows the GPU's reported memory
     for k, v in (overrides or {}).items():
         setattr(q, k, v)
     return q
+
+
+def cuda_graph_in_budget(log: EngineLog, version: str | None) -> bool:
+    """Whether the run took its CUDA graphs out of the KV budget: vLLM from v0.21 profiles them first (unless
+    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0), before it captured them after sizing the KV cache. The log's own
+    arithmetic decides where it has every term (its KV memory is the budget less the terms, graphs or not), then
+    its profiling line, then its release."""
+    spent = log.consumed_gib if log.consumed_gib is not None else (
+        None if log.weights_gib is None or log.non_torch_gib is None else log.weights_gib + log.non_torch_gib)
+    terms = (log.requested_gib, spent, log.activation_gib, log.cuda_graph_gib, log.kv_cache_gib)
+    if all(t is not None for t in terms):
+        without = log.requested_gib - spent - log.activation_gib - log.kv_cache_gib
+        return abs(without - log.cuda_graph_gib) < abs(without)
+    if log.cuda_graph_in_budget:
+        return True
+    return version is not None and release_number(version) >= VLLM_CUDA_GRAPH_IN_BUDGET_RELEASE
+
+
+def measured_terms(log: EngineLog, version: str | None) -> dict:
+    """The memory terms a log measured, as the deployment inputs they stand for (bytes): the weights, and for
+    vLLM the activation peak, the non-torch memory and, in releases that take them from the KV budget, the CUDA
+    graphs. A release that prints weights and non-torch memory as one "consumed memory" without a "Model loading
+    took" line gives that sum as the weights (the budget takes both off alike)."""
+    out: dict = {}
+    weights, non_torch = log.weights_gib, log.non_torch_gib
+    if log.engine == "vllm" and log.consumed_gib is not None and non_torch is None:
+        weights, non_torch = (log.consumed_gib, 0.0) if weights is None else (weights, log.consumed_gib - weights)
+    if weights is not None:
+        out["weights_measured_bytes"] = round(weights * GIB)
+    if log.engine == "vllm":
+        if log.activation_gib is not None:
+            out["activation_bytes"] = round(max(log.activation_gib, 0) * GIB)
+        if non_torch is not None:
+            out["non_torch_bytes"] = round(max(non_torch, 0) * GIB)
+        if log.cuda_graph_gib is not None and cuda_graph_in_budget(log, version):
+            out["cuda_graph_bytes"] = round(max(log.cuda_graph_gib, 0) * GIB)
+    return out
 
 
 def sglang_in_use(conn, gpu: str, log: EngineLog) -> int | None:
@@ -194,4 +229,4 @@ def _error(predicted, logged):
     return (predicted - logged) / logged
 
 
-__all__ = ["compare", "question", "resolve_model", "resolve_gpu", "TERMS"]
+__all__ = ["compare", "question", "resolve_model", "resolve_gpu", "measured_terms", "TERMS"]

@@ -14,7 +14,11 @@ The formats, each seen in public logs vendored under tests/data/logs (MANIFEST.t
   ``# cuda blocks: N`` and ``Maximum concurrency for N tokens per request: Xx``;
 - vLLM V1 (v0.8 on, vllm/v1/worker/gpu_worker.py and vllm/v1/core/kv_cache_utils.py): ``Model loading took
   X GiB``, ``Available KV cache memory: X GiB``, ``GPU KV cache size: N tokens``, ``Maximum concurrency for
-  N tokens per request: Xx``;
+  N tokens per request: Xx``; from v0.11 also ``Free memory on device (F/T GiB) on startup. Desired GPU memory
+  utilization is (U, R GiB). Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch
+  memory, and C GiB for CUDAGraph memory. ... Current kv cache memory in use is K GiB.`` (some releases print
+  ``W GiB for consumed memory (weights + non-torch)`` instead), and from v0.21 ``CUDA graph memory profiling is
+  enabled``: those releases take the CUDA graphs out of the KV budget;
 - SGLang: ``Load weight begin. avail mem=X GB``, ``Load weight end. ... avail mem=X GB, mem usage=X GB``,
   ``KV Cache is allocated. #tokens: N, K size: X GB, V size: X GB`` (or, for an MLA model's one latent pool,
   ``#tokens: N, KV size: X GB``), ``max_total_num_tokens=N, ..., max_running_requests=N`` (the limit it
@@ -65,6 +69,8 @@ class EngineLog:
     activation_gib: float | None = None
     non_torch_gib: float | None = None
     cuda_graph_gib: float | None = None
+    consumed_gib: float | None = None  # vLLM's "consumed memory (weights + non-torch)", where it prints them together
+    cuda_graph_in_budget: bool | None = None  # the log says vLLM profiled its CUDA graphs into the KV budget (v0.21 on)
     avail_before_load_gib: float | None = None
     avail_after_weights_gib: float | None = None
     kv_cache_gib: float | None = None
@@ -153,6 +159,23 @@ _rule("kv_cache_gib", r"available_kv_cache_memory\s+" + _NUM + r"\s*GiB", _f)
 _rule("kv_cache_gib", r"kv_cache_size=" + _NUM + r"GiB", _f)
 _rule("kv_cache_gib", r"Available KV cache memory:\s*" + _NUM + r"\s*GiB", _f, "vllm-v1")
 _rule("cuda_graph_gib", r"Graph capturing finished in .*?took\s+" + _NUM + r"\s*GiB", _f)
+# V1 from v0.11 sums its profile up in one line (vllm/v1/worker/gpu_worker.py): "Free memory on device (F/T GiB) on
+# startup. Desired GPU memory utilization is (U, R GiB). Actual usage is W GiB for weight, A GiB for peak activation,
+# N GiB for non-torch memory, and C GiB for CUDAGraph memory. ... Current kv cache memory in use is K GiB."
+# Some releases print W + N together as "consumed memory (weights + non-torch)".
+_rule("_free_on_startup", r"Free memory on device \(" + _NUM + r"/" + _NUM + r" GiB\) on startup",
+      lambda free, total: {"total_gpu_memory_gib": _f(total)}, "vllm-v1")
+_rule("_desired", r"Desired GPU memory utilization is \(" + _NUM + r",\s*" + _NUM + r"\s*GiB\)",
+      lambda share, requested: {"gpu_memory_utilization": _f(share), "requested_gib": _f(requested)}, "vllm-v1")
+_rule("_actual", r"Actual usage is\s+" + _NUM + r"\s*GiB for weight,\s*" + _NUM + r"\s*GiB for peak activation,\s*"
+      + _NUM + r"\s*GiB for non-torch memory,\s*and\s+" + _NUM + r"\s*GiB for CUDAGraph memory",
+      lambda w, a, n, c: {"weights_gib": _f(w), "activation_gib": _f(a), "non_torch_gib": _f(n),
+                          "cuda_graph_gib": _f(c)}, "vllm-v1")
+_rule("_actual", r"Actual usage is\s+" + _NUM + r"\s*GiB for consumed memory \(weights \+ non-torch\),\s*" + _NUM
+      + r"\s*GiB for peak activation,\s*and\s+" + _NUM + r"\s*GiB for CUDAGraph memory",
+      lambda w_n, a, c: {"consumed_gib": _f(w_n), "activation_gib": _f(a), "cuda_graph_gib": _f(c)}, "vllm-v1")
+_rule("kv_cache_gib", r"Current kv cache memory in use is\s+" + _NUM + r"\s*GiB", _f, "vllm-v1")
+_rule("cuda_graph_in_budget", r"(CUDA graph memory profiling is enabled)", lambda _: True, "vllm-v1")
 _rule("kv_cache_tokens", r"GPU KV cache size:\s*" + _NUM + r"\s*tokens", _i)
 _rule("num_blocks", r"#?\s*(?:GPU|cuda) blocks:\s*" + _NUM, _i)
 _rule("_concurrency", r"Maximum concurrency for\s+" + _NUM + r"\s+tokens per request:\s*" + _NUM + r"x",
@@ -191,8 +214,8 @@ def parse_log(text: str) -> EngineLog:
             log.lines.append(line.strip())
             if fmt:
                 fmt_seen.append(fmt)
-    for key in ("_concurrency", "_sglang_kv"):
-        for k, v in (found.pop(key, None) or {}).items():
+    for key in [k for k in found if k.startswith("_") and isinstance(found[k], dict)]:  # the combined rules
+        for k, v in found.pop(key).items():
             found.setdefault(k, v)
     peak = found.pop("_peak_torch_gib", None)
     if peak is not None and found.get("weights_gib") is not None and "activation_gib" not in found:

@@ -18,7 +18,7 @@ import math
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
-from kvreg.calibrate import FORMAT_RELEASE, resolve_model, sglang_in_use
+from kvreg.calibrate import FORMAT_RELEASE, measured_terms, resolve_model, sglang_in_use
 from kvreg.capacity import check_dp_attention, check_layout, invalid_tp, parse_tp, valid_tps
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
     format_workload,
@@ -49,7 +49,7 @@ CALIBRATION_FIELDS = tuple(n for n in inputs_of("calibration") if n != "calibrat
 # The memory terms a startup log measured (kvreg plan calibrate --log), kept as the plan's inputs while the
 # plan stays on the same model, GPU, layout, weights, batch and release; other contexts, utilizations and
 # KV dtypes reuse them. MEASURED_BY lists the settings they depend on.
-MEASURED_TERMS = ("weights_measured_bytes", "activation_bytes", "non_torch_bytes")
+MEASURED_TERMS = ("weights_measured_bytes", "activation_bytes", "non_torch_bytes", "cuda_graph_bytes")
 MEASURED_BY = ("tp", "pp", "dp_attention", "weight_dtype", "max_num_batched_tokens", "max_num_seqs", "engine_version",
                "rule")
 SPEC_FIELDS = ["name", "model", "gpu", *SPEC_DEFAULTS]
@@ -392,14 +392,8 @@ def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, li
             raise KvregError(f"the log served {logged_model} but plan {name!r} is for {spec['model']}: calibrate "
                              "a plan of the same model")
     version = log.engine_version or FORMAT_RELEASE.get(log.format or "")
-    changes: dict = {}
-    if log.weights_gib is not None:
-        changes["weights_measured_bytes"] = round(log.weights_gib * GIB)
+    changes: dict = measured_terms(log, version)
     if log.engine == "vllm":
-        if log.activation_gib is not None:
-            changes["activation_bytes"] = round(max(log.activation_gib, 0) * GIB)
-        if log.non_torch_gib is not None:
-            changes["non_torch_bytes"] = round(max(log.non_torch_gib, 0) * GIB)
         if log.max_num_batched_tokens is not None:
             changes["max_num_batched_tokens"] = log.max_num_batched_tokens
     else:

@@ -97,21 +97,21 @@ def test_vllm_pool_from_gpu_memory_utilization_and_the_estimates(cap):
     graphs are captured after the KV cache is sized: nothing is taken for them."""
     r = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--context", "128K", "--rule", "vllm")
     reported = 85_029_615_043  # 79.19 GiB, the H100-SXM row's reported_memory_bytes
-    # 8,192 batched tokens x (3 x 14,336 MLP + 2 x 4,096 hidden) x 2 B, plus the V1 sampler warm-up: 1,024
-    # rows (max_num_seqs on a GPU reporting 70 GiB or more) x 128,256 vocabulary x 28 B (2 model-dtype logits
-    # + 4 fp32 + 4 sorted + 8 int64 indices + 4 probabilities + 2 masks + 4 scattered)
+    # the larger of the forward pass, 8,192 batched tokens x (3 x 14,336 MLP + 2 x 4,096 hidden) x 2 B, and the
+    # V1 sampler warm-up after it: 1,024 rows (max_num_seqs on a GPU reporting 70 GiB or more) x 128,256
+    # vocabulary x 38 B, beside the forward's 8,192 x 4,096 x 2 B output hidden states
     mlp = 8192 * (3 * 14_336 + 2 * 4_096) * 2
-    sampler = 1024 * 128_256 * 28
-    activations = mlp + sampler
-    assert (mlp, sampler, activations) == (838_860_800, 3_677_356_032, 4_516_216_832)  # 4.21 GiB
+    sampler = 8192 * 4_096 * 2 + 1024 * 128_256 * 38
+    activations = max(mlp, sampler)
+    assert (mlp, sampler, activations) == (838_860_800, 5_057_806_336, 5_057_806_336)  # 4.71 GiB
     non_torch = 268_435_456  # 0.25 GiB: every release but v0.6.5/v0.6.6
     allocatable = reported * 0.92 - activations - non_torch
     pool = allocatable - LLAMA_8B_WEIGHTS
-    assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)  # 68.40 GiB
-    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 53.40 GiB
-    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 27_343
-    assert r["kv_cache_tokens"] == 27_343 * 16 == 437_488
-    assert r["max_concurrency"] == pytest.approx(27_343 / 8_192)  # 3.34x
+    assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)  # 67.89 GiB
+    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 52.90 GiB
+    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 27_084
+    assert r["kv_cache_tokens"] == 27_084 * 16 == 433_344
+    assert r["max_concurrency"] == pytest.approx(27_084 / 8_192)  # 3.31x
 
 
 @pytest.mark.parametrize("release, gmu, non_torch", [
@@ -130,10 +130,11 @@ def test_each_budget_term_of_qwen3_8b_at_tp2_by_release(cap, release, gmu, non_t
     r = cap("--model", "Qwen3-8B", "--tp", "2", "--gpus-per-node", "2", "--context", "32K", "--rule", "vllm",
             "--engine-version", release)
     requested = 85_029_615_043 * gmu
-    # not divided by TP; the sampler warm-up: V0 (v0.6.5) 256 rows x 8 B, V1 (v0.8 on) 1,024 rows x 28 B
-    sampler = 256 * 151_936 * 8 if release == "0.6.5" else 1024 * 151_936 * 28
-    activations = 8192 * (3 * 12_288 + 2 * 4_096) * 2 + sampler
-    assert activations == 738_197_504 + (311_164_928 if release == "0.6.5" else 4_356_308_992)
+    # not divided by TP; V0 (v0.6.5) adds its sampler warm-up, 256 rows x 8 B; V1 (v0.8 on) takes the larger of the
+    # forward pass and its warm-up, 1,024 rows x 38 B beside 8,192 x 4,096 x 2 B of hidden states
+    mlp = 8192 * (3 * 12_288 + 2 * 4_096) * 2
+    activations = mlp + 256 * 151_936 * 8 if release == "0.6.5" else max(mlp, 8192 * 4_096 * 2 + 1024 * 151_936 * 38)
+    assert activations == (738_197_504 + 311_164_928 if release == "0.6.5" else 67_108_864 + 5_912_133_632)
     weights = 8.2e9 * 2 / 2
     assert r["allocatable_gib_per_gpu"] == pytest.approx((requested - activations - non_torch) / GiB, rel=1e-12)
     pool = requested - activations - non_torch - weights
@@ -337,12 +338,12 @@ def test_a_given_max_num_seqs_caps_the_engines_and_sizes_vllms_sampler_warm_up(c
     vllm = cap(*common, *pool, "--rule", "vllm", "--max-num-seqs", "512")
     assert vllm["max_running_requests"] == 512
     assert vllm["max_concurrency"] == 512
-    # from the GPU alone: the sampler warm-up is max_num_seqs x 128,256 vocabulary x 28 B, so 256 rows instead of the
-    # H100's default 1,024 free (1,024 - 256) x 128,256 x 28 B = 2,758,017,024 B (2.57 GiB) for the KV cache
+    # from the GPU alone: the sampler warm-up is max_num_seqs x 128,256 vocabulary x 38 B (the peak either way), so
+    # 256 rows instead of the H100's default 1,024 free (1,024 - 256) x 128,256 x 38 B = 3,743,023,104 B (3.49 GiB)
     default = cap(*common, "--rule", "vllm")
     small = cap(*common, "--rule", "vllm", "--max-num-seqs", "256")
-    freed = (1024 - 256) * 128_256 * 28
-    assert freed == 2_758_017_024
+    freed = (1024 - 256) * 128_256 * 38
+    assert freed == 2_758_017_024 * 38 // 28 == 3_743_023_104
     assert (default["max_running_requests"], small["max_running_requests"]) == (1024, 256)
     assert (small["allocatable_gib_per_gpu"] - default["allocatable_gib_per_gpu"]) * GiB == pytest.approx(freed, abs=1)
     assert (small["kv_pool_gib_per_gpu"] - default["kv_pool_gib_per_gpu"]) * GiB == pytest.approx(freed, abs=1)
@@ -663,23 +664,26 @@ def test_solving_for_the_reserve_needs_the_theoretical_rule(kv, state):
 
 
 @pytest.mark.parametrize("gpu, release, batched, seqs, per_logit", [
-    # H100 (79.19 GiB reported, over 70 GiB), V1: 8,192 batched tokens and 1,024 sampler rows of 28 B
-    ("H100-SXM", "0.10.1", 8192, 1024, 28),
+    # H100 (79.19 GiB reported, over 70 GiB), V1: 8,192 batched tokens and 1,024 sampler rows of 38 B
+    ("H100-SXM", "0.10.1", 8192, 1024, 38),
     # A100 40GB (39.38 GiB), V1: the small-GPU defaults, 2,048 batched tokens and 256 rows
-    ("A100-40GB", "0.10.1", 2048, 256, 28),
+    ("A100-40GB", "0.10.1", 2048, 256, 38),
     # the same GPU in V0 (v0.6.5): 8,192 unless given, 256 rows of 8 B (fp32 logits and probabilities)
     ("A100-40GB", "0.6.5", 8192, 256, 8),
 ])
 def test_vllm_profile_run_defaults_by_gpu_and_release(kv, gpu, release, batched, seqs, per_logit):
     """vllm/engine/arg_utils.py get_batch_defaults: GPUs reporting 70 GiB or more get max_num_batched_tokens 8,192
-    and max_num_seqs 1,024 for the OpenAI server, smaller ones 2,048 and 256; the V1 sampler warm-up holds 28 B
-    per logit (Llama-3.1-8B: MLP 14,336, hidden 4,096, vocabulary 128,256)."""
+    and max_num_seqs 1,024 for the OpenAI server, smaller ones 2,048 and 256; the V1 sampler warm-up holds 38 B
+    per logit after the forward pass, V0's 8 B beside it (Llama-3.1-8B: MLP 14,336, hidden 4,096, vocabulary
+    128,256)."""
     kv("plan", "add", "v", "--model", "Llama-3.1-8B", "--gpu", gpu, "--gpus-per-node", "1", "--context", "8K",
        "--rule", "vllm", "--engine-version", release)
     r = plan_row(kv, "v")
     assert (r["max_num_batched_tokens_used"], r["vllm_max_num_seqs_used"], r["sampler_bytes_per_logit"]) == (
         batched, seqs, per_logit)
-    assert r["activation_peak_bytes_per_gpu"] == batched * (3 * 14_336 + 2 * 4_096) * 2 + seqs * 128_256 * per_logit
+    forward, warm_up = batched * (3 * 14_336 + 2 * 4_096) * 2, seqs * 128_256 * per_logit
+    expected = forward + warm_up if release == "0.6.5" else max(forward, batched * 4_096 * 2 + warm_up)
+    assert r["activation_peak_bytes_per_gpu"] == expected
 
 
 def test_the_report_shows_the_state_slots_and_the_running_request_cap(kv, tmp_path):

@@ -129,6 +129,24 @@ def test_sglang_mla_and_hybrid_state_logs():
     assert 83 * 45 * 64 * 128 * 128 * 4 / 2 / 2**30 == pytest.approx(7.29, abs=0.01)
 
 
+def test_vllm_v1s_summary_line_with_and_without_cuda_graphs_in_the_budget():
+    """From v0.11 vLLM sums its profile up in one line ("Free memory on device ... Actual usage is ..."); some
+    releases print weights and non-torch memory as one "consumed memory"."""
+    a = log("vllm-issue50722-qwen35-35b-v021-tp4.log")
+    assert (a.engine, a.format, a.total_gpu_memory_gib, a.gpu_memory_utilization, a.requested_gib) == (
+        "vllm", "vllm-v1", 79.33, 0.85, 67.43)
+    assert (a.weights_gib, a.activation_gib, a.non_torch_gib, a.cuda_graph_gib, a.consumed_gib) == (
+        16.92, 5.66, 0.13, 1.34, None)
+    assert a.kv_cache_gib == 43.4  # "Current kv cache memory in use is 43.4 GiB"
+    c = log("vllm-club3090-1087-qwen38-27b-fp8-5090-tp2.log")
+    assert (c.total_gpu_memory_gib, c.gpu_memory_utilization, c.requested_gib) == (31.4, 0.92, 28.88)
+    assert (c.consumed_gib, c.weights_gib, c.non_torch_gib, c.activation_gib, c.cuda_graph_gib) == (
+        15.03, None, None, 1.59, 0.09)
+    assert c.kv_cache_gib == 12.26
+    assert parse_log("CUDA graph memory profiling is enabled (default since v0.21.0).\n"
+                     "Model loading took 16.92 GiB").cuda_graph_in_budget is True
+
+
 def test_not_a_startup_log_is_one_error(tmp_path):
     with pytest.raises(KvregError, match="does not look like a vLLM or SGLang startup log"):
         parse_log("hello\nworld\n")

@@ -46,7 +46,8 @@ def engine_options(defaults: bool) -> list:
         click.option("--activation-memory", help="vLLM: measured peak activation memory per GPU (1.2GiB), instead "
                      f"of kvreg's estimate{clears}."),
         click.option("--cuda-graph-memory", help="vLLM: CUDA graph memory per GPU to take from the KV pool (0.5GiB); "
-                     f"vLLM itself takes none (default 0){clears}."),
+                     "releases before v0.21 take none, from v0.21 vLLM takes what it profiled (its log's 'CUDAGraph "
+                     f"memory'), which kvreg does not estimate (default 0){clears}."),
         click.option("--non-torch-memory", help="vLLM: measured non-torch memory per GPU (0.2GiB), instead of kvreg's "
                      "estimate; SGLang: memory in use before the weights load (default 0)" f"{clears}."),
         click.option("--weights-memory", help="vLLM/SGLang: measured weight memory per GPU (14.99GiB), instead of "

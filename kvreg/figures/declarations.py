@@ -75,6 +75,18 @@ def _or_all(kind: str) -> Expr:
     return if_(F(kind) > 0, F(kind), ceil(I("layers") / I("pp")))
 
 
+def _forward_activation():
+    """vLLM's profile run, forward pass: the MLP's gate-up and activated outputs beside the residual stream, for
+    every batched token (not divided by TP: vLLM v0.6.5 logged 1.26 GiB for Llama-3-8B at TP 1 and at TP 2)."""
+    return (F("max_num_batched_tokens_used") * (3 * I("intermediate_size") + 2 * I("hidden_size"))
+            * ACTIVATION_BYTES_PER_ELEMENT)
+
+
+def _sampler_warm_up():
+    """vLLM's profile run, sampler warm-up: max_num_seqs rows of logits over the vocabulary."""
+    return F("vllm_max_num_seqs_used") * coalesce(I("vocab_size"), 0) * F("sampler_bytes_per_logit")
+
+
 def _state_shards() -> Expr:
     """The GPUs a linear layer's state is split over: TP, up to the heads it shards by (replicated past them)."""
     return least(F("attention_tp"), coalesce(I("linear_state_heads"), 1))
@@ -422,33 +434,40 @@ _FIGURES: list[Figure] = [
                                            VLLM_LARGE_GPU_MAX_NUM_SEQS, VLLM_SAMPLER_SEQS)), Const(None)), "int"),
     Figure("sampler_bytes_per_logit", "bytes",
            f"vLLM: bytes live per logit at the sampler warm-up's peak: {VLLM_V1_SAMPLER_BYTES_PER_LOGIT} from v0.8"
-           f" (V1's sort-based top-k/top-p), {SAMPLER_BYTES_PER_LOGIT} before (V0: fp32 logits and probabilities)",
+           f" (V1's sampler, as measured on llm-d's v0.11 H100 runs), {SAMPLER_BYTES_PER_LOGIT} before (V0: fp32"
+           " logits and probabilities)",
            if_(_rule("vllm"), if_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, VLLM_V1_SAMPLER_BYTES_PER_LOGIT,
                                   SAMPLER_BYTES_PER_LOGIT), Const(None)), "int"),
     Figure(
         "activation_peak_bytes_per_gpu",
         "bytes",
         "vLLM: peak activation memory of the profile run on one GPU (its 'PyTorch activation peak memory'):"
-        " activation_bytes when measured; else max_num_batched_tokens x (3 x intermediate_size + 2 x"
-        f" hidden_size) x {ACTIVATION_BYTES_PER_ELEMENT} B (the MLP's gate-up and activated outputs beside the"
-        " residual stream) plus the sampler warm-up's vllm_max_num_seqs_used rows x vocab_size x"
-        " sampler_bytes_per_logit; for a model without those widths max_num_batched_tokens x attention_heads"
-        f" x head_dim x {ACTIVATION_BYTES_PER_ELEMENT} B x {ACTIVATION_VECTORS_PER_TOKEN} live vectors",
+        " activation_bytes when measured; else the forward pass, max_num_batched_tokens x (3 x intermediate_size"
+        f" + 2 x hidden_size) x {ACTIVATION_BYTES_PER_ELEMENT} B (the MLP's gate-up and activated outputs beside"
+        " the residual stream), and the sampler warm-up, vllm_max_num_seqs_used rows x vocab_size x"
+        " sampler_bytes_per_logit: V0 holds both at once (their sum); V1 (v0.8 on) runs the warm-up after the"
+        f" forward pass has freed its activations, so the larger of the forward pass and the warm-up beside the"
+        f" forward's output (max_num_batched_tokens x hidden_size x {ACTIVATION_BYTES_PER_ELEMENT} B); for a"
+        " model without those widths max_num_batched_tokens x attention_heads x head_dim x"
+        f" {ACTIVATION_BYTES_PER_ELEMENT} B x {ACTIVATION_VECTORS_PER_TOKEN} live vectors",
         if_(_rule("vllm"), coalesce(
             I("activation_bytes"),
             if_(or_(isnull(I("hidden_size")), isnull(I("intermediate_size"))),
                 F("max_num_batched_tokens_used") * I("attention_heads") * I("head_dim") * ACTIVATION_BYTES_PER_ELEMENT
                 * ACTIVATION_VECTORS_PER_TOKEN,
-                F("max_num_batched_tokens_used")
-                * (3 * I("intermediate_size") + 2 * I("hidden_size")) * ACTIVATION_BYTES_PER_ELEMENT
-                + F("vllm_max_num_seqs_used") * coalesce(I("vocab_size"), 0) * F("sampler_bytes_per_logit"))),
+                if_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
+                    greatest(_forward_activation(),
+                             F("max_num_batched_tokens_used") * I("hidden_size") * ACTIVATION_BYTES_PER_ELEMENT
+                             + _sampler_warm_up()),
+                    _forward_activation() + _sampler_warm_up()))),
             Const(None)),
     ),
     Figure(
         "cuda_graph_bytes_per_gpu",
         "bytes",
-        "vLLM: CUDA graph memory taken from the KV pool on one GPU: cuda_graph_bytes when given, else 0 (vLLM"
-        " captures its graphs after sizing the KV cache, out of the memory gpu_memory_utilization leaves)",
+        "vLLM: CUDA graph memory taken from the KV pool on one GPU: cuda_graph_bytes when given, else 0 (before"
+        " v0.21 vLLM captures its graphs after sizing the KV cache, out of the memory gpu_memory_utilization leaves;"
+        " from v0.21 it profiles them into the budget, and kvreg takes them from a log or the setting)",
         if_(_rule("vllm"), coalesce(I("cuda_graph_bytes"), 0), Const(None)),
     ),
     # ---- SGLang's default mem_fraction_static (server_args.py _handle_gpu_memory_settings)

@@ -49,12 +49,15 @@ VLLM_LARGE_GPU_MAX_NUM_SEQS = 1024  # arg_utils default_max_num_seqs on such GPU
 # ... and on smaller GPUs the same function's default_max_num_batched_tokens for the OpenAI server is 2,048
 # (8,192 from 70 GiB): the V1 profile run's batch there.
 VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS = 2048
-# Bytes live per logit at the V1 sampler's peak, counted from its top-k/top-p sort path
-# (vllm/v1/sample/sampler.py Sampler.forward: logits.to(torch.float32); vllm/v1/sample/ops/topk_topp_sampler.py
-# apply_top_k_top_p: logits.sort -> values and int64 indices, softmax + cumsum, two bool masks, scatter):
-# 2 (the model-dtype logits compute_logits returned) + 4 (the fp32 copy) + 4 (sorted values) + 8 (sort
-# indices) + 4 (sorted probabilities) + 1 + 1 (top-k and top-p masks) + 4 (the scattered result) = 28.
-VLLM_V1_SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 8 + 4 + 1 + 1 + 4
+# Bytes live per logit at the V1 sampler warm-up's peak (vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run,
+# after the forward pass of the profile run has freed its activations), measured: llm-d's five vLLM v0.11.0 H100
+# runs (tests/data/logs/llm-d-empirical-vllm-memory-results.md) logged activation peaks of 4.76 GiB (Llama-3.1-8B),
+# 5.56 (Qwen3-0.6B), 5.64 (Qwen3-32B), 7.38 (gpt-oss-20b) and 4.84 (Llama-3.3-70B at TP 2): less the forward's
+# 8,192 output hidden states, 38.3 to 38.6 B for each of the 1,024 x vocabulary logits. The top-k/top-p sort path
+# alone (vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p) holds 28 of them: 2 (the model-dtype logits)
+# + 4 (the fp32 copy) + 4 (sorted values) + 8 (sort indices) + 4 (sorted probabilities) + 1 + 1 (masks) + 4 (the
+# scattered result); the rest is the random sampling after it (probabilities and exponential noise in fp32).
+VLLM_V1_SAMPLER_BYTES_PER_LOGIT = 38
 # Non-torch memory (vllm/utils memory_profiling: non_torch_increase), the CUDA context, cuBLAS workspace
 # and NCCL buffers the profile run sees outside PyTorch's allocator. vLLM v0.6.5 and v0.6.6 measured it
 # from before CUDA was initialised (PR 10511): 1.79 GiB on one H100, 3.58 GiB at TP 2, the second 1.79 GiB
@@ -72,6 +75,12 @@ VLLM_V065_FIRST, VLLM_V065_LAST = 6005, 6006  # v0.6.5 .. v0.6.6
 # memory snapshot. This ensures NCCL buffers are allocated before we measure available memory"). The buffers
 # are VLLM_V065_NCCL_BYTES_PER_GPU, the 1.79 GiB per GPU vLLM v0.6.5 logged for them at TP 2.
 VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE = 11000  # v0.11.0
+# CUDA graphs: before v0.21 vLLM captured them after sizing the KV cache, out of what gpu_memory_utilization
+# leaves (from v0.11 its "Actual usage is ..." line reports them beside the budget). From v0.21 it profiles them
+# first and takes them out of the KV budget ("CUDA graph memory profiling is enabled (default since v0.21.0)",
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; https://github.com/vllm-project/vllm/issues/50722 quotes both lines).
+# kvreg does not estimate them: a plan gives --cuda-graph-memory, or calibrates from a log of such a release.
+VLLM_CUDA_GRAPH_IN_BUDGET_RELEASE = 21000  # v0.21.0
 # SGLang's --mem-fraction-static when none is given: its server derives one from the GPU's memory in MiB
 # and the parallel size (python/sglang/srt/server_args.py, ServerArgs._handle_gpu_memory_settings):
 #   reserved_mem = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp x pp / 8 x 1024

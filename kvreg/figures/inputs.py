@@ -184,7 +184,8 @@ _INPUTS = [
               nullable=True, positive=True, table="deployment"),
     InputDecl("activation_bytes", "bytes", "measured peak activation memory per GPU (vLLM's profile run)",
               nullable=True, table="deployment"),
-    InputDecl("cuda_graph_bytes", "bytes", "CUDA graph memory per GPU to take from the KV pool (NULL: 0)",
+    InputDecl("cuda_graph_bytes", "bytes", "CUDA graph memory per GPU to take from the KV pool: vLLM takes its profiled graphs"
+              " from v0.21, none before (NULL: 0)",
               nullable=True, table="deployment"),
     InputDecl("mem_fraction_static", "fraction", "SGLang --mem-fraction-static (NULL: derived from the GPU's memory and"
               " TP x PP as SGLang's server does)",

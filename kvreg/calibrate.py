@@ -27,6 +27,8 @@ V0_MIN_BATCHED_TOKENS = 2048
 # A log's total memory names a registry GPU when it is this close to the GPU's reported memory (logs print
 # two decimals, and drivers differ by a few hundredths: 79.19 and 79.22 GiB on H100s).
 GPU_MATCH_GIB = 0.05
+# Two GPUs that near the log's total tie when their distances differ by less than its printed precision.
+GPU_TIE_GIB = 0.01
 # KV cache dtypes as logs name them -> registry dtypes.
 _KV_DTYPES = {"auto": None, "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8_e4m3",
               "fp8_e5m2": "fp8_e5m2", "float8_e4m3fn": "fp8_e4m3", "float8_e5m2": "fp8_e5m2"}
@@ -87,10 +89,14 @@ def resolve_gpu(conn, log: EngineLog, gpu: str | None) -> str:
         return gpu
     if log.total_gpu_memory_gib is None:
         raise KvregError("the log does not show the GPU's memory (total_gpu_memory): give --gpu NAME (kvreg gpu list)")
-    matches = [r["name"] for r in rows
-               if abs((r["reported_memory_bytes"] or r["memory_bytes"]) / GIB - log.total_gpu_memory_gib) <= GPU_MATCH_GIB]
+    near = sorted((abs((r["reported_memory_bytes"] or r["memory_bytes"]) / GIB - log.total_gpu_memory_gib), r["name"])
+                  for r in rows)
+    near = [(d, name) for d, name in near if d <= GPU_MATCH_GIB]
+    # the nearest, unless another is as near as the log's two decimals can tell (an H100's 79.22 GiB lies between
+    # the H100's 79.19 and the A100 80GB's 79.25)
+    matches = [name for d, name in near if d - near[0][0] < GPU_TIE_GIB] if near else []
     if len(matches) != 1:
-        what = "no registry GPU" if not matches else f"several GPUs ({', '.join(matches)})"
+        what = "no registry GPU" if not matches else f"several GPUs ({', '.join(sorted(matches))})"
         raise KvregError(f"the log's total_gpu_memory {log.total_gpu_memory_gib} GiB matches {what}: give --gpu NAME, "
                          "or a GPU row with that --reported-memory")
     return matches[0]

@@ -23,9 +23,12 @@ def calibrate(kv, *args) -> dict:
 
 def test_a_cut_log_still_predicts_its_kv_line(kv):
     """vllm#10511 at TP 2, cut before available_kv_cache_memory: the logged terms give the KV line."""
-    r = calibrate(kv, CUT)
+    # 79.22 GiB lies as near the A100 80GB's 79.25 as the H100's 79.19: the log cannot say which, so --gpu does
+    tie = kv("calibrate", "--log", CUT, ok=False)
+    assert tie.exit_code == 1 and "79.22 GiB matches several GPUs (A100-80GB, H100-SXM): give --gpu NAME" in tie.stderr
+    r = calibrate(kv, CUT, "--gpu", "H100-SXM")
     assert (r["model"], r["gpu"], r["tp"], r["engine_version"], r["has_kv_line"]) == (
-        "Llama-3-8B", "H100-SXM", 2, "0.6.5", False)  # model from meta-llama/Meta-Llama-3-8B; GPU from 79.22 GiB
+        "Llama-3-8B", "H100-SXM", 2, "0.6.5", False)  # model from meta-llama/Meta-Llama-3-8B
     pool = H100_REPORTED * 0.9 - round(7.48 * GIB) - round(1.26 * GIB) - round(3.58 * GIB)
     assert r["kv_cache_gib"] == pytest.approx(pool / GIB, rel=1e-12)  # 58.95 GiB
     per_token = 32 * (8 // 2) * (128 + 128) * 2  # 65,536 B at TP 2
@@ -41,7 +44,7 @@ def test_a_cut_log_still_predicts_its_kv_line(kv):
 
 
 def test_a_whole_log_sets_predicted_against_logged(kv):
-    r = calibrate(kv, TP1)
+    r = calibrate(kv, TP1, "--gpu", "H100-SXM")
     kv_term = next(t for t in r["terms"] if t["term"] == "kv_cache_memory")
     # from the GPU alone: 79.19 GiB x 0.9 - 8.03e9 x 2 - activations - 1.79 GiB (v0.6.5 at TP 1)
     activations = 8192 * (3 * 14_336 + 2 * 4_096) * 2 + 256 * 128_256 * 8
@@ -53,9 +56,9 @@ def test_a_whole_log_sets_predicted_against_logged(kv):
 
 
 def test_table_and_csv_outputs(kv):
-    out = kv("calibrate", "--log", CUT).stdout
+    out = kv("calibrate", "--log", CUT, "--gpu", "H100-SXM").stdout
     assert "predicts: 58.95 GiB of KV cache, 965,840 tokens" in out
-    csv_out = kv("calibrate", "--log", CUT, "--format", "csv").stdout.splitlines()
+    csv_out = kv("calibrate", "--log", CUT, "--gpu", "H100-SXM", "--format", "csv").stdout.splitlines()
     assert csv_out[0] == "term,logged,predicted,error_fraction,with_logged_terms,logged_as"
 
 
@@ -127,14 +130,14 @@ def test_max_num_seqs_sizes_the_sampler_warm_up_and_the_running_request_term(kv)
     """vllm#10511's log shows no max_num_seqs: --max-num-seqs 128 says what the run had. v0.6.5 warms its sampler up
     with max_num_seqs rows x 128,256 vocabulary x 8 B, so 128 rows leave 128 x 128,256 x 8 B more for the KV cache
     than the default 256, and the engine runs at most 128 requests."""
-    r = calibrate(kv, TP1, "--max-num-seqs", "128")
+    r = calibrate(kv, TP1, "--gpu", "H100-SXM", "--max-num-seqs", "128")
     terms = {t["term"]: t for t in r["terms"]}
     activations = 8192 * (3 * 14_336 + 2 * 4_096) * 2 + 128 * 128_256 * 8
     assert terms["activation_peak"]["predicted"] == pytest.approx(activations / GIB, rel=1e-12)
     predicted = H100_REPORTED * 0.9 - 8.03e9 * 2 - activations - round(1.79 * GIB)
     assert terms["kv_cache_memory"]["predicted"] == pytest.approx(predicted / GIB, rel=1e-12)  # 53.62 GiB
     assert (terms["max_running_requests"]["predicted"], terms["max_running_requests"]["logged"]) == (128, None)
-    assert calibrate(kv, TP1)["terms"][-1] == {  # the default: 256 rows (before v0.8)
+    assert calibrate(kv, TP1, "--gpu", "H100-SXM")["terms"][-1] == {  # the default: 256 rows (before v0.8)
         "term": "max_running_requests", "logged_as": "max_running_requests (SGLang's summary line)", "logged": None,
         "predicted": 256, "with_logged_terms": 256, "error_fraction": None}
 
@@ -147,9 +150,9 @@ def test_plan_calibrate_keeps_the_logs_max_running_requests(kv):
     kv("plan", "calibrate", "ds", "--log", str(LOGS / "sglang-kt1804-deepseek-v3-mla-tp2.log"))
     [row] = kv.json("plan", "show", "ds")
     assert (row["max_num_seqs"], row["weights_measured_bytes"]) == (10, round(13.06 * GIB))
-    # and, as for any SGLang log, the memory in use before the load: the H200's 141 GiB - (33.80 GiB available
-    # after the weights + their 13.06 GiB)
-    assert row["non_torch_bytes"] == round(141 * GIB - (33.80 + 13.06) * GIB)
+    # and, as for any SGLang log, the memory in use before the load: the 139.81 GiB an H200 reports - (33.80 GiB
+    # available after the weights + their 13.06 GiB)
+    assert row["non_torch_bytes"] == round(150_119_844_413 - (33.80 + 13.06) * GIB)
     assert row["sequences_per_rank"] > 10
     assert row["max_running_requests"] == row["max_concurrency"] == 10
 

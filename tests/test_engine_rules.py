@@ -408,8 +408,8 @@ def test_sglang_gives_a_hybrid_models_state_slots_of_their_own(cap):
     # A100 40GB (40,325.09 MiB): the 35-60 GiB tier, TP 4: 512 + 4,096 x 1.5 + 160 x 2 + 4 / 8 x 1,024 = 7,488;
     # under 60 GiB, no 10 GiB floor
     ("A100-40GB", 4, 4096, 160, 7_488, 0.814),  # (40,325.09 - 7,488) / 40,325.09 = 0.81431
-    # B200 (192 GiB = 196,608 MiB): the top tier, TP 8: 512 + 16,384 x 1.5 + 512 x 2 + 1,024 = 27,136
-    ("B200", 8, 16384, 512, 27_136, 0.862),  # (196,608 - 27,136) / 196,608 = 0.86198
+    # B200 (178.35 GiB reported = 182,630.4 MiB): the top tier, TP 8: 512 + 16,384 x 1.5 + 512 x 2 + 1,024 = 27,136
+    ("B200", 8, 16384, 512, 27_136, 0.851),  # (182,630.4 - 27,136) / 182,630.4 = 0.85142
 ])
 def test_sglang_default_mem_fraction_static_from_gpu_memory_and_tp(kv, gpu, tp, chunk, graph_bs, reserved, fraction):
     kv("plan", "add", "s", "--model", "Qwen3-235B-A22B", "--gpu", gpu, "--tp", str(tp), "--gpus-per-node", "8",

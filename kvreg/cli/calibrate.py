@@ -18,8 +18,8 @@ def log_options(fn):
     """The options that say what a log's run was where the log does not."""
     for option in reversed([
         click.option("--model", help="Registry model the log's run served (default: the model path the log names)."),
-        click.option("--gpu", help="Registry GPU (default: the one whose reported memory matches the log's "
-                     "total_gpu_memory)."),
+        click.option("--gpu", help="Registry GPU (default: the one whose reported memory is nearest the log's "
+                     "total_gpu_memory, within 0.05 GiB; needed when two are as near)."),
         click.option("--context", help="Tokens per request for the concurrency figure (default: the log's "
                      "'Maximum concurrency for N tokens', else its max_model_len, else the model's claimed context)."),
         click.option("--weight-dtype", help="Weight dtype of the checkpoint (default: the model's native dtype)."),

@@ -34,9 +34,9 @@ TARGET = 0.02
 # written (docs/engine-rules.md says why). --check fails if an error grows past its recorded value, and
 # if a recorded miss starts meeting the target (then this entry and the docs are stale).
 KNOWN_MISSES = {
-    ("vllm", "moe", "kv_cache_memory"): 0.103,
-    ("vllm", "moe", "kv_cache_tokens"): 0.116,
-    ("vllm", "sliding window", "kv_cache_memory"): 0.073,
+    ("vllm", "moe", "kv_cache_memory"): 0.067,
+    ("vllm", "moe", "kv_cache_tokens"): 0.080,
+    ("vllm", "sliding window", "kv_cache_memory"): 0.041,
 }
 LOGGED_TERMS = " (logged terms)"  # a family's rows predicted from the log's own memory terms
 
@@ -44,7 +44,7 @@ LOGGED_TERMS = " (logged terms)"  # a family's rows predicted from the log's own
 # A MANIFEST model's layer mix, for a sliding-window or hybrid model (the registry's names; a plain transformer
 # leaves them out)
 _LAYER_FIELDS = ("full_layers", "sliding_layers", "sliding_window", "linear_layers", "linear_state_elements_per_layer",
-                 "linear_recurrent_elements_per_layer", "linear_state_heads")
+                 "linear_recurrent_elements_per_layer", "linear_state_heads", "embedding_matrices")
 # A [[measurement]] row must add up: utilization x reported memory - weights - activation - non-torch = its KV
 # memory, within the two decimals it was printed with (a row that does not was mistyped where it was tabulated).
 SUMS_TO_GIB = 0.02

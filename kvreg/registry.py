@@ -205,7 +205,7 @@ _MODEL_INTS = ["layers", "attention_heads", "kv_heads", "head_dim", "v_head_dim"
 _MODEL_OPTIONAL_INTS = ["sliding_window", "attention_chunk_size", "kv_lora_rank", "linear_state_elements_per_layer",
                         "linear_state_heads", "indexer_bytes_per_token_per_layer", "hidden_size",
                         "intermediate_size", "vocab_size", "sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads",
-                        "chunked_head_dim", "linear_recurrent_elements_per_layer"]
+                        "chunked_head_dim", "linear_recurrent_elements_per_layer", "embedding_matrices"]
 
 
 def validate_model(conn, row: dict) -> dict:
@@ -263,6 +263,9 @@ def validate_model(conn, row: dict) -> dict:
         raise KvregError(f"model {row['name']!r}: linear_recurrent_elements_per_layer ({recurrent:,}) is part of the "
                          f"state, so at most linear_state_elements_per_layer "
                          f"({row.get('linear_state_elements_per_layer') or 0:,}); give --linear-state-elements too")
+    if row.get("embedding_matrices") not in (None, 1, 2):
+        raise KvregError(f"model {row['name']!r}: embedding_matrices is {row['embedding_matrices']}, but a checkpoint "
+                         "holds 2 vocabulary matrices (input embeddings and lm_head) or 1 when tied; give 1 or 2")
     if row["k_eq_v_layers"] > row["full_layers"]:
         raise KvregError(f"model {row['name']!r}: k_eq_v_layers ({row['k_eq_v_layers']}) cannot exceed the "
                          f"full layers ({row['full_layers']})")

@@ -95,6 +95,9 @@ def test_model_add_sliding_and_linear_layers(kv):
        "--linear-recurrent-elements", "524288", "--linear-state-heads", "16", "--params-b", "80")
     kv("model", "add", "My-SWA", "--layers", "42", "--attention-heads", "16", "--kv-heads", "8",
        "--head-dim", "256", "--sliding-layers", "21", "--sliding-window", "4096", "--params-b", "9")
+    kv("model", "add", "My-Tied", "--layers", "28", "--attention-heads", "16", "--kv-heads", "8", "--head-dim", "128",
+       "--params-b", "0.6", "--vocab-size", "151936", "--hidden-size", "1024", "--tied-embeddings")
+    assert model(kv, "My-Tied")["embedding_matrices"] == 1 and model(kv, "My-SWA")["embedding_matrices"] is None
     hybrid, swa = model(kv, "My-Hybrid"), model(kv, "My-SWA")
     assert (hybrid["linear_state_elements_per_layer"], hybrid["linear_recurrent_elements_per_layer"]) == (548_864, 524_288)
     assert (hybrid["full_layers"], hybrid["linear_layers"]) == (12, 36)  # 48 layers - 36 linear = 12 full
@@ -372,6 +375,9 @@ def test_import_every_shared_config_in_one_call(kv):
     assert (ds["layers"], ds["kv_lora_rank"], ds["qk_rope_head_dim"], ds["weight_dtype"]) == (61, 512, 64, "fp8_e4m3")
     oss = by_source["openai__gpt-oss-120b.json"]
     assert (oss["full_layers"], oss["sliding_layers"], oss["sliding_window"]) == (18, 18, 128)
+    # tie_word_embeddings false in Llama's and gpt-oss's configs; Gemma 2's leaves it out and its class ties
+    assert [by_source[f]["embedding_matrices"] for f in ("meta-llama__Llama-3.1-8B.json", "openai__gpt-oss-120b.json",
+                                                         "google__gemma-2-9b-it.json")] == [2, 2, 1]
     nxt = by_source["Qwen__Qwen3-Next-80B-A3B-Thinking.json"]
     # (2*16*128 + 32*128) * (4-1) conv + 32*128*128 recurrent = 548,864 elements per linear layer
     assert (nxt["full_layers"], nxt["linear_layers"], nxt["linear_state_elements_per_layer"]) == (12, 36, 548_864)

@@ -156,6 +156,26 @@ def test_measured_memory_and_utilization_replace_the_estimates(cap):
     assert r["kv_cache_tokens"] == 28_076 * 16 == 449_216
 
 
+def test_a_quantized_checkpoint_keeps_its_vocabulary_matrices_at_16_bits_under_the_engine_rules(cap):
+    """vLLM and SGLang quantize linear and MoE layers, not the embeddings or the lm_head; the theoretical rule
+    prices every weight at the weight dtype (params x bytes)."""
+    fp8 = ("--model", "Llama-3.1-70B", "--weight-dtype", "fp8_e4m3", "--tp", "2")
+    vocab = 2 * 128_256 * 8_192  # the input embeddings and the lm_head, untied
+    assert cap(*fp8)["weights_gib_per_gpu"] * GiB == pytest.approx(70_600_000_000 * 1 / 2, rel=1e-12)
+    for rule in ("vllm", "sglang"):  # 33.85 GiB; llm-d measured 33.88 GiB of Llama-3.3-70B-FP8 at TP 2
+        assert cap(*fp8, "--rule", rule)["weights_gib_per_gpu"] * GiB == pytest.approx(
+            (70_600_000_000 * 1 + vocab * (2 - 1)) / 2, rel=1e-12)
+    bf16 = cap("--model", "Llama-3.1-70B", "--tp", "2", "--rule", "vllm")  # 16-bit weights: nothing to add
+    assert bf16["weights_gib_per_gpu"] * GiB == pytest.approx(70_600_000_000 * 2 / 2, rel=1e-12)
+    oss = cap("--model", "gpt-oss-120b", "--rule", "vllm")  # fp4: 0.5 B a weight, 1.5 B more for the vocabulary
+    assert oss["weights_gib_per_gpu"] * GiB == pytest.approx(116_800_000_000 * 0.5 + 2 * 201_088 * 2_880 * 1.5,
+                                                             rel=1e-12)
+    tied = cap("--model", "gemma-2-9b-it", "--weight-dtype", "int4", "--rule", "sglang")  # one tied matrix
+    params = tied["weights_gib_per_gpu"] * GiB - 256_000 * 3_584 * (2 - 0.5)
+    assert params == pytest.approx(cap("--model", "gemma-2-9b-it", "--weight-dtype", "int4")["weights_gib_per_gpu"]
+                                   * GiB, rel=1e-12)
+
+
 # --------------------------------------------------------------------------- MLA formats
 
 

@@ -211,6 +211,7 @@ def test_safetensors_index_of_an_fp8_moe_gives_bytes_over_one(tmp_path):
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 688_586_727_753}}))
     row, warnings = import_path(tmp_path)
     assert row["params_total"] == 688_586_727_753  # fp8_e4m3: 1 byte per param
+    assert row["embedding_matrices"] is None  # the index's bytes hold the bf16 embeddings and lm_head already
     assert row["params_active"] < row["params_total"]
     assert any("params_active" in w and "ESTIMATE" in w for w in warnings)
 
@@ -220,6 +221,7 @@ def test_params_b_wins_over_the_safetensors_index(tmp_path):
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 2_000}}))
     row, _ = import_path(tmp_path, params_b=3)
     assert row["params_total"] == 3_000_000_000 and "index" not in row["notes"]
+    assert row["embedding_matrices"] == 1  # a count: the engine rules price the (tied) vocabulary at 16 bits
 
 
 def test_safetensors_index_without_total_size_fails(tmp_path):
@@ -292,6 +294,14 @@ def llama(**changes) -> dict:
 
 def build(config: dict, **kwargs) -> tuple[dict, list[str]]:
     return model_from_config(config, name="m", source="config.json", **kwargs)
+
+
+def test_embedding_matrices_follow_tie_word_embeddings():
+    """2 (input embeddings and lm_head) when the config says false; 1 when it ties them or leaves the key out
+    (transformers' default); the parameter estimate counts the same matrices."""
+    untied, tied, unsaid = (build(llama(tie_word_embeddings=value))[0] for value in (False, True, None))
+    assert (untied["embedding_matrices"], tied["embedding_matrices"], unsaid["embedding_matrices"]) == (2, 1, 1)
+    assert untied["params_total"] - tied["params_total"] == 32_000 * 1024  # one more vocab x hidden matrix
 
 
 def test_falcon_multi_query_means_one_kv_head():

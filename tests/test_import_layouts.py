@@ -870,6 +870,9 @@ def test_safetensors_headers_give_exact_bytes(tmp_path):
     r, _ = import_path(folder)
     # weight dtype fp8 (1 B): params x 1 B = the 8,196 bytes on disk; active: 1 of 4 experts' 2,048 B
     assert (r["weight_dtype"], r["params_total"], r["params_active"]) == ("fp8_e4m3", 8196, 8196 - 1536)
+    # the bf16 embeddings are in those bytes already: nothing for the engine rules to add (from the config alone: 1)
+    (tmp_path / "tiny-moe.json").write_text(json.dumps(config))  # no checkpoint beside it: params estimated
+    assert r["embedding_matrices"] is None and import_path(tmp_path / "tiny-moe.json")[0]["embedding_matrices"] == 1
     assert "tensor headers of 1 safetensors file(s): 8,196 B (BF16 4,096 B, F32 4 B, F8_E4M3 4,096 B)" in r["notes"]
 
 

@@ -13,6 +13,10 @@ soon as its file lands.
 
 from __future__ import annotations
 
+import json
+import pathlib
+import tomllib
+
 import pytest
 from sqlalchemy import MetaData, text
 
@@ -24,6 +28,9 @@ TABLES = ("dtype", "gpu", "model", "plan", "demand", "scenario", "kvreg_meta")
 # Written by kvreg itself whenever it recreates the views: not data that a migration carries.
 DERIVED_META = ("views_hash", "views_source", ROLLUP_SQL_KEY)  # the rollup query is compiled per dialect
 SQLISH = "x'); DROP TABLE model;--"
+HF_CONFIGS = pathlib.Path(__file__).parent / "data" / "hf-configs"
+CATALOG_NAMES = {m["name"] for m in tomllib.loads(
+    (pathlib.Path(__file__).parents[1] / "kvreg" / "catalog" / "models.toml").read_text())["model"]}
 
 
 def _reported_memory(gpu: dict) -> int | None:
@@ -41,9 +48,25 @@ def _recurrent_elements(model: dict) -> int | None:
     return 32 * 128 * 128 if catalog else None
 
 
+def _embedding_matrices(model: dict) -> int | None:
+    """0009 fills the embedding matrices of the catalog rows imported from a config.json under
+    tests/data/hf-configs, where the row still has the config's vocabulary and width: 2 when the config
+    says tie_word_embeddings false, 1 when it ties them or leaves the key out (Falcon's and Gemma 2's
+    configuration classes tie by default); nothing else."""
+    config = HF_CONFIGS / str(model.get("source"))
+    if model["name"] not in CATALOG_NAMES or not config.is_file():
+        return None
+    data = json.loads(config.read_text())
+    vocab = data.get("vocab_size", data.get("padded_vocab_size"))  # ChatGLM3 names it padded_vocab_size
+    if (model["vocab_size"], model["hidden_size"]) != (vocab, data["hidden_size"]):
+        return None
+    return 1 if data.get("tie_word_embeddings", True) else 2
+
+
 # New columns a revision fills from the rows' data rather than leaving NULL: (table, column) -> expected.
 FILLED = {("gpu", "reported_memory_bytes"): _reported_memory,
-          ("model", "linear_recurrent_elements_per_layer"): _recurrent_elements}
+          ("model", "linear_recurrent_elements_per_layer"): _recurrent_elements,
+          ("model", "embedding_matrices"): _embedding_matrices}
 
 
 def revisions() -> list[str]:

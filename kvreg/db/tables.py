@@ -121,6 +121,7 @@ class Model(SQLModel, table=True):
         CheckConstraint("linear_recurrent_elements_per_layer IS NULL OR (linear_recurrent_elements_per_layer > 0 AND"
                         " linear_recurrent_elements_per_layer <= linear_state_elements_per_layer)",
                         name="ck_model_linear_recurrent"),
+        CheckConstraint("embedding_matrices IS NULL OR (embedding_matrices > 0 AND embedding_matrices <= 2)", name="ck_model_embedding_matrices"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -180,6 +181,10 @@ class Model(SQLModel, table=True):
     # Of linear_state_elements_per_layer, the recurrent (SSM) state's elements, the rest being the conv
     # state (0008): SGLang keeps the recurrent state in float32 (docs/engine-rules.md); NULL: not split.
     linear_recurrent_elements_per_layer: Optional[int] = Field(default=None, sa_type=BigInteger)
+    # The vocab_size x hidden_size matrices the checkpoint holds (0009): 2, the input embeddings and the
+    # lm_head; 1 when tied (tie_word_embeddings). Engines keep them at 16 bits in a quantized checkpoint.
+    # NULL: unknown, or params_total is the checkpoint's size (safetensors), which holds them at their bytes.
+    embedding_matrices: Optional[int] = None
 
 class Gpu(SQLModel, table=True):
     """An accelerator SKU."""

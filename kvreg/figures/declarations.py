@@ -361,9 +361,21 @@ _FIGURES: list[Figure] = [
         _sequence_bytes_per_gpu(I("context_tokens")),
     ),
     Figure("kv_gib_per_sequence_per_gpu", "GiB", "the same in GiB", F("kv_bytes_per_sequence_per_gpu") / GIB),
-    Figure("weights_bytes_per_gpu", "bytes", "weights on one GPU: params x bytes / (TP x PP), or the measured"
-           " weights_measured_bytes (an engine rule's calibration)",
-           coalesce(I("weights_measured_bytes"), F("weights_bytes") / (I("tp") * I("pp")))),
+    Figure("embedding_params", "params", "the vocabulary matrices: vocab_size x hidden_size x embedding_matrices (the"
+           " input embeddings and the lm_head, one matrix when tied); 0 when one of them is unknown",
+           coalesce(Const(1) * I("vocab_size") * I("hidden_size") * I("embedding_matrices"), 0), "int"),  # 1: 64-bit
+    Figure("engine_embedding_extra_bytes", "bytes",
+           f"under an engine rule, what a checkpoint quantized below {ENGINE_EMBEDDING_BYTES_PER_PARAM} bytes a"
+           f" weight adds by keeping its vocabulary matrices at {ENGINE_EMBEDDING_BYTES_PER_PARAM} bytes (vLLM and"
+           " SGLang quantize linear and MoE layers, not the embeddings or the lm_head): embedding_params x"
+           f" ({ENGINE_EMBEDDING_BYTES_PER_PARAM} - weight_bytes_per_param); 0 under the theoretical rule and for"
+           " 16-bit and wider weights",
+           if_(and_(not_(_rule("theoretical")), I("weight_bytes_per_param") < ENGINE_EMBEDDING_BYTES_PER_PARAM),
+               F("embedding_params") * (ENGINE_EMBEDDING_BYTES_PER_PARAM - I("weight_bytes_per_param")), 0)),
+    Figure("weights_bytes_per_gpu", "bytes", "weights on one GPU: (params x bytes + engine_embedding_extra_bytes) /"
+           " (TP x PP), or the measured weights_measured_bytes (an engine rule's calibration)",
+           coalesce(I("weights_measured_bytes"),
+                    (F("weights_bytes") + F("engine_embedding_extra_bytes")) / (I("tp") * I("pp")))),
     Figure("weights_gib_per_gpu", "GiB", "the same in GiB", F("weights_bytes_per_gpu") / GIB),
     Figure("memory_gib", "GiB", "GPU memory in GiB", I("memory_bytes") / GIB),
     Figure(

@@ -65,6 +65,15 @@ VLLM_V1_SAMPLER_BYTES_PER_LOGIT = 38
 # worker that initialises the distributed environment first, NCCL) is set up: the median of the vendored
 # logs is 0.25 GiB (0.04 to 0.43 GiB over TP 1 to 8).
 VLLM_NON_TORCH_BYTES = round(0.25 * GIB)
+# A quantized checkpoint keeps its vocabulary matrices (input embeddings and lm_head) at 16 bits in both engines.
+# vLLM's VocabParallelEmbedding, and the ParallelLMHead built on it, take UnquantizedEmbeddingMethod unless the
+# quantization config returns a method for them (vllm/model_executor/layers/vocab_parallel_embedding.py), and
+# FP8 (Fp8Config.get_quant_method), compressed-tensors, ModelOpt and MXFP4 return one only for linear, MoE and
+# attention layers; GPTQ and AWQ quantize the lm_head only when the checkpoint says lm_head_quantized. SGLang's
+# layers are the same code (python/sglang/srt/layers/vocab_parallel_embedding.py). Measured: llm-d's
+# Llama-3.3-70B-Instruct-FP8-dynamic at TP 2 (vLLM v0.11.0) loads 33.88 GiB; 70.6B params x 1 B / 2 = 32.88 GiB
+# plus 2 x 128,256 x 8,192 x (2 - 1) B / 2 = 0.98 GiB is 33.86 GiB.
+ENGINE_EMBEDDING_BYTES_PER_PARAM = 2
 VLLM_V065_CONTEXT_BYTES = round(1.79 * GIB)
 VLLM_V065_NCCL_BYTES_PER_GPU = round(1.79 * GIB)
 VLLM_V065_FIRST, VLLM_V065_LAST = 6005, 6006  # v0.6.5 .. v0.6.6

@@ -113,6 +113,8 @@ _INPUTS = [
     InputDecl("intermediate_size", "elements", "MLP width a token passes through; MoE: an expert's width x experts"
               " per token (NULL: unknown)", nullable=True, positive=True, table="model"),
     InputDecl("vocab_size", "tokens", "vocabulary size (NULL: unknown)", nullable=True, positive=True, table="model"),
+    InputDecl("embedding_matrices", "matrices", "vocab_size x hidden_size matrices the checkpoint holds: 2 (input"
+              " embeddings and lm_head), 1 when tied (NULL: unknown, or params_total is the checkpoint's size in bytes)", nullable=True, positive=True, table="model"),
     InputDecl("params_total", "params", "all parameters (all experts)", positive=True, table="model"),
     InputDecl("params_active", "params", "parameters read per token", positive=True, table="model"),
     InputDecl("max_position_embeddings", "tokens", "claimed context length", positive=True, table="model"),

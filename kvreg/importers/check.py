@@ -67,6 +67,7 @@ def explain(row: dict, warnings: list[str], details: dict) -> dict:
         "mla_latent": row["kv_lora_rank"] + row["qk_rope_head_dim"] if mla else None,
         "linear_state_elements_per_layer": row.get("linear_state_elements_per_layer"),
         "linear_recurrent_elements_per_layer": row.get("linear_recurrent_elements_per_layer"),
+        "embedding_matrices": row.get("embedding_matrices"),
         "linear_state_heads": row.get("linear_state_heads"),
         "linear_state_dtype": row.get("linear_state_dtype") or (row["weight_dtype"] if row["linear_layers"] else None),
         "params_total": row["params_total"],

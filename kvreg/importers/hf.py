@@ -1049,6 +1049,13 @@ def _decilm_params(att: dict, hidden: int, blocks: list[_Block]) -> int:
     return total
 
 
+def _embedding_matrices(cfg: _Config) -> int:
+    """The vocab x hidden matrices the checkpoint holds: 1 when tie_word_embeddings is true or left out
+    (transformers ties by default; ARCH_DEFAULTS holds the classes that do not), else 2."""
+    tied = cfg.flag("tie_word_embeddings")
+    return 1 if tied or tied is None else 2
+
+
 def _estimate_params(cfg: _Config, att: dict, layout: dict, blocks: list[_Block] | None = None) -> tuple[int, int]:
     """(params_total, params_active) from the config's shapes: embeddings + attention + MLP.
 
@@ -1058,8 +1065,7 @@ def _estimate_params(cfg: _Config, att: dict, layout: dict, blocks: list[_Block]
     hidden = cfg.count(_HIDDEN_KEYS, "hidden size, needed to estimate the parameter count (or pass --params-b)")
     vocab = cfg.count(("vocab_size", "padded_vocab_size"), "vocabulary size, needed to estimate the "
                       "parameter count (or pass --params-b)", maximum=100_000_000)
-    tied = cfg.flag("tie_word_embeddings")
-    embeddings = vocab * hidden * (1 if tied or tied is None else 2)  # transformers ties by default
+    embeddings = vocab * hidden * _embedding_matrices(cfg)
     if blocks is not None:
         total = embeddings + _decilm_params(att, hidden, blocks)
         return total, total
@@ -1182,6 +1188,7 @@ def _model_from_config(config: dict, *, name: str, source: str, sha256: str | No
         "weight_dtype": _weight_dtype(cfg, findings),
         "max_position_embeddings": _max_positions(cfg, findings),
         **_activation_widths(config, cfg.defaults),
+        "embedding_matrices": _embedding_matrices(cfg),
         "source": source,
         "source_sha256": sha256,
         "imported_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -1255,6 +1262,8 @@ def explain_path(path: str | pathlib.Path, *, name: str | None = None, params_b:
     row, warnings, details = _model_from_config(config, name=name, source=source, sha256=sha,
                                                 params_total=params_total, params_active=params_active,
                                                 accept_unknown=accept_unknown)
+    if how and params_b is None:  # params x bytes is the checkpoint's size: its 16-bit vocabulary matrices included
+        row["embedding_matrices"] = None
     if how:
         row["notes"] = "; ".join(filter(None, [how, row["notes"]]))
         details["params_from"] = how

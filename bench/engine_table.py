@@ -36,7 +36,7 @@ TARGET = 0.02
 KNOWN_MISSES = {
     ("vllm", "moe", "kv_cache_memory"): 0.067,
     ("vllm", "moe", "kv_cache_tokens"): 0.080,
-    ("vllm", "sliding window", "kv_cache_memory"): 0.041,
+    ("vllm", "sliding window", "kv_cache_memory"): 0.043,
 }
 LOGGED_TERMS = " (logged terms)"  # a family's rows predicted from the log's own memory terms
 

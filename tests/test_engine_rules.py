@@ -104,14 +104,14 @@ def test_vllm_pool_from_gpu_memory_utilization_and_the_estimates(cap):
     sampler = 8192 * 4_096 * 2 + 1024 * 128_256 * 38
     activations = max(mlp, sampler)
     assert (mlp, sampler, activations) == (838_860_800, 5_057_806_336, 5_057_806_336)  # 4.71 GiB
-    non_torch = 268_435_456  # 0.25 GiB: every release but v0.6.5/v0.6.6
+    non_torch = round(0.13 * GiB)  # 139,586,437 B: from v0.11 at TP 1
     allocatable = reported * 0.92 - activations - non_torch
     pool = allocatable - LLAMA_8B_WEIGHTS
-    assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)  # 67.89 GiB
-    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 52.90 GiB
-    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 27_084
-    assert r["kv_cache_tokens"] == 27_084 * 16 == 433_344
-    assert r["max_concurrency"] == pytest.approx(27_084 / 8_192)  # 3.31x
+    assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)  # 68.01 GiB
+    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 53.02 GiB
+    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 27_146
+    assert r["kv_cache_tokens"] == 27_146 * 16 == 434_336
+    assert r["max_concurrency"] == pytest.approx(27_146 / 8_192)  # 3.31x
 
 
 @pytest.mark.parametrize("release, gmu, non_torch", [
@@ -120,10 +120,12 @@ def test_vllm_pool_from_gpu_memory_utilization_and_the_estimates(cap):
     # v0.10.1: utilization 0.9; the V1 worker's snapshot precedes NCCL's set-up until v0.11: 0.25 GiB + the
     # 1.79 GiB of NCCL buffers at TP 2
     ("0.10.1", 0.9, round(0.25 * GiB) + round(1.79 * GiB)),
-    # v0.11.0: NCCL set up before the snapshot, 0.25 GiB
-    ("0.11.0", 0.9, round(0.25 * GiB)),
+    # v0.11.0: NCCL set up before the snapshot: 0.13 GiB, and 0.42 GiB more at TP > 1 (llm-d's TP 2 runs)
+    ("0.11.0", 0.9, round(0.13 * GiB) + round(0.42 * GiB)),
     # v0.20.0: utilization 0.92
-    ("0.20.0", 0.92, round(0.25 * GiB)),
+    ("0.20.0", 0.92, round(0.13 * GiB) + round(0.42 * GiB)),
+    # v0.21.0: 0.13 GiB at any TP (vllm#50722's run at TP 4)
+    ("0.21.0", 0.92, round(0.13 * GiB)),
 ])
 def test_each_budget_term_of_qwen3_8b_at_tp2_by_release(cap, release, gmu, non_torch):
     """Qwen3-8B (36 layers, 8 KV heads of 128, hidden 4,096, MLP 12,288, vocabulary 151,936) on two H100s."""
@@ -151,9 +153,9 @@ def test_measured_memory_and_utilization_replace_the_estimates(cap):
                    "0.9", "--activation-memory", "1.19GiB", "--non-torch-memory", "0.5GiB", "--weights-memory", "14.99GiB")
     assert measured["kv_pool_gib_per_gpu"] == pytest.approx(
         (85_029_615_043 * 0.9 - round(1.19 * GiB) - round(0.5 * GiB) - round(14.99 * GiB)) / GiB, rel=1e-12)
-    pool = 85_029_615_043 * 0.9 - round(1.19 * GiB) - 268_435_456 - LLAMA_8B_WEIGHTS
-    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_076
-    assert r["kv_cache_tokens"] == 28_076 * 16 == 449_216
+    pool = 85_029_615_043 * 0.9 - round(1.19 * GiB) - round(0.13 * GiB) - LLAMA_8B_WEIGHTS
+    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_137
+    assert r["kv_cache_tokens"] == 28_137 * 16 == 450_192
 
 
 def test_a_quantized_checkpoint_keeps_its_vocabulary_matrices_at_16_bits_under_the_engine_rules(cap):

@@ -408,17 +408,22 @@ _FIGURES: list[Figure] = [
         f" buffers before its 'Load weight begin' (non_torch_bytes when measured, else {SGLANG_STARTUP_BYTES});"
         " vLLM the non-torch memory of the profile run: non_torch_bytes when measured, else"
         f" {VLLM_V065_CONTEXT_BYTES / GIB:.2f} GiB of CUDA context plus {VLLM_V065_NCCL_BYTES_PER_GPU / GIB:.2f} GiB"
-        f" of NCCL buffers at TP x PP > 1 in v0.6.5 and v0.6.6, {VLLM_NON_TORCH_BYTES / GIB:.2f} GiB in every other"
-        f" release, plus the same {VLLM_V065_NCCL_BYTES_PER_GPU / GIB:.2f} GiB of NCCL buffers at TP x PP > 1 from"
-        " v0.8 (V1) to before v0.11 (their memory snapshot preceded the distributed set-up)",
+        f" of NCCL buffers at TP x PP > 1 in v0.6.5 and v0.6.6; from v0.11 {VLLM_V011_NON_TORCH_BYTES / GIB:.2f} GiB,"
+        f" plus {VLLM_V011_TP_NON_TORCH_BYTES / GIB:.2f} GiB at TP x PP > 1 before v0.21;"
+        f" {VLLM_NON_TORCH_BYTES / GIB:.2f} GiB in every other release, plus the same"
+        f" {VLLM_V065_NCCL_BYTES_PER_GPU / GIB:.2f} GiB of NCCL buffers at TP x PP > 1 from v0.8 (V1) to before v0.11"
+        " (their memory snapshot preceded the distributed set-up)",
         if_(_rule("vllm"), coalesce(
             I("non_torch_bytes"),
             if_(and_(F("engine_release_used") >= VLLM_V065_FIRST, F("engine_release_used") <= VLLM_V065_LAST),
                 VLLM_V065_CONTEXT_BYTES + if_((I("tp") * I("pp")) > 1, VLLM_V065_NCCL_BYTES_PER_GPU, 0),
-                VLLM_NON_TORCH_BYTES
-                + if_(and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
-                           F("engine_release_used") < VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE, (I("tp") * I("pp")) > 1),
-                      VLLM_V065_NCCL_BYTES_PER_GPU, 0))),
+                if_(F("engine_release_used") >= VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE,
+                    VLLM_V011_NON_TORCH_BYTES
+                    + if_(and_(F("engine_release_used") < VLLM_V011_TP_NON_TORCH_BEFORE, (I("tp") * I("pp")) > 1),
+                          VLLM_V011_TP_NON_TORCH_BYTES, 0),
+                    VLLM_NON_TORCH_BYTES
+                    + if_(and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, (I("tp") * I("pp")) > 1),
+                          VLLM_V065_NCCL_BYTES_PER_GPU, 0)))),
             if_(_rule("sglang"), coalesce(I("non_torch_bytes"), SGLANG_STARTUP_BYTES), Const(None))),
     ),
     Figure("max_num_batched_tokens_used", "tokens",

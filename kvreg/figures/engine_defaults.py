@@ -65,6 +65,15 @@ VLLM_V1_SAMPLER_BYTES_PER_LOGIT = 38
 # worker that initialises the distributed environment first, NCCL) is set up: the median of the vendored
 # logs is 0.25 GiB (0.04 to 0.43 GiB over TP 1 to 8).
 VLLM_NON_TORCH_BYTES = round(0.25 * GIB)
+# From v0.11 the V1 worker takes that snapshot after CUDA and the distributed environment are set up, and what
+# its profile run sees outside PyTorch is smaller and steadier: 0.13, 0.13, 0.13 and 0.14 GiB in llm-d's four
+# TP 1 H100 runs of v0.11.0 (tests/data/logs/llm-d-empirical-vllm-memory-results.md), 0.13 GiB at TP 4 in
+# vllm#50722's v0.21 run. At TP x PP > 1 llm-d's v0.11.0 runs show 0.42 GiB more (0.55 and 0.54 GiB at TP 2),
+# which vllm#50722's v0.21 run at TP 4 no longer does; the logs do not say what it is (communication buffers
+# allocated on their first use, in the profile run, are the likely part).
+VLLM_V011_NON_TORCH_BYTES = round(0.13 * GIB)
+VLLM_V011_TP_NON_TORCH_BYTES = round(0.42 * GIB)
+VLLM_V011_TP_NON_TORCH_BEFORE = 21000  # v0.21.0
 # A quantized checkpoint keeps its vocabulary matrices (input embeddings and lm_head) at 16 bits in both engines.
 # vLLM's VocabParallelEmbedding, and the ParallelLMHead built on it, take UnquantizedEmbeddingMethod unless the
 # quantization config returns a method for them (vllm/model_executor/layers/vocab_parallel_embedding.py), and

@@ -363,7 +363,8 @@ _FIGURES: list[Figure] = [
     Figure("kv_gib_per_sequence_per_gpu", "GiB", "the same in GiB", F("kv_bytes_per_sequence_per_gpu") / GIB),
     Figure("embedding_params", "params", "the vocabulary matrices: vocab_size x hidden_size x embedding_matrices (the"
            " input embeddings and the lm_head, one matrix when tied); 0 when one of them is unknown",
-           coalesce(Const(1) * I("vocab_size") * I("hidden_size") * I("embedding_matrices"), 0), "int"),  # 1: 64-bit
+           # Const(1) first: PostgreSQL multiplies the three integer columns in 64 bits (Kimi-K2's is 2.3e9)
+           coalesce(Const(1) * I("vocab_size") * I("hidden_size") * I("embedding_matrices"), 0), "int"),
     Figure("engine_embedding_extra_bytes", "bytes",
            f"under an engine rule, what a checkpoint quantized below {ENGINE_EMBEDDING_BYTES_PER_PARAM} bytes a"
            f" weight adds by keeping its vocabulary matrices at {ENGINE_EMBEDDING_BYTES_PER_PARAM} bytes (vLLM and"

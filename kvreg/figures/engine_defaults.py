@@ -81,7 +81,7 @@ VLLM_V011_TP_NON_TORCH_BEFORE = 21000  # v0.21.0
 # attention layers; GPTQ and AWQ quantize the lm_head only when the checkpoint says lm_head_quantized. SGLang's
 # layers are the same code (python/sglang/srt/layers/vocab_parallel_embedding.py). Measured: llm-d's
 # Llama-3.3-70B-Instruct-FP8-dynamic at TP 2 (vLLM v0.11.0) loads 33.88 GiB; 70.6B params x 1 B / 2 = 32.88 GiB
-# plus 2 x 128,256 x 8,192 x (2 - 1) B / 2 = 0.98 GiB is 33.86 GiB.
+# plus 2 x 128,256 x 8,192 x (2 - 1) B / 2 = 0.98 GiB is 33.85 GiB.
 ENGINE_EMBEDDING_BYTES_PER_PARAM = 2
 VLLM_V065_CONTEXT_BYTES = round(1.79 * GIB)
 VLLM_V065_NCCL_BYTES_PER_GPU = round(1.79 * GIB)

@@ -36,7 +36,6 @@ TARGET = 0.02
 KNOWN_MISSES = {
     ("vllm", "moe", "kv_cache_memory"): 0.067,
     ("vllm", "moe", "kv_cache_tokens"): 0.080,
-    ("vllm", "sliding window", "kv_cache_memory"): 0.043,
 }
 LOGGED_TERMS = " (logged terms)"  # a family's rows predicted from the log's own memory terms
 
@@ -44,7 +43,8 @@ LOGGED_TERMS = " (logged terms)"  # a family's rows predicted from the log's own
 # A MANIFEST model's layer mix, for a sliding-window or hybrid model (the registry's names; a plain transformer
 # leaves them out)
 _LAYER_FIELDS = ("full_layers", "sliding_layers", "sliding_window", "linear_layers", "linear_state_elements_per_layer",
-                 "linear_recurrent_elements_per_layer", "linear_state_heads", "embedding_matrices")
+                 "linear_recurrent_elements_per_layer", "linear_state_heads", "embedding_matrices", "experts",
+                 "expert_intermediate_size", "moe_layers")
 # A [[measurement]] row must add up: utilization x reported memory - weights - activation - non-torch = its KV
 # memory, within the two decimals it was printed with (a row that does not was mistyped where it was tabulated).
 SUMS_TO_GIB = 0.02

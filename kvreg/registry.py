@@ -205,7 +205,8 @@ _MODEL_INTS = ["layers", "attention_heads", "kv_heads", "head_dim", "v_head_dim"
 _MODEL_OPTIONAL_INTS = ["sliding_window", "attention_chunk_size", "kv_lora_rank", "linear_state_elements_per_layer",
                         "linear_state_heads", "indexer_bytes_per_token_per_layer", "hidden_size",
                         "intermediate_size", "vocab_size", "sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads",
-                        "chunked_head_dim", "linear_recurrent_elements_per_layer", "embedding_matrices"]
+                        "chunked_head_dim", "linear_recurrent_elements_per_layer", "embedding_matrices",
+                        "experts", "expert_intermediate_size", "moe_layers"]
 
 
 def validate_model(conn, row: dict) -> dict:
@@ -266,6 +267,13 @@ def validate_model(conn, row: dict) -> dict:
     if row.get("embedding_matrices") not in (None, 1, 2):
         raise KvregError(f"model {row['name']!r}: embedding_matrices is {row['embedding_matrices']}, but a checkpoint "
                          "holds 2 vocabulary matrices (input embeddings and lm_head) or 1 when tied; give 1 or 2")
+    expert_shape = [row.get(k) for k in ("experts", "expert_intermediate_size", "moe_layers")]
+    if any(v is not None for v in expert_shape) and None in expert_shape:
+        raise KvregError(f"model {row['name']!r}: experts, expert_intermediate_size and moe_layers go together (a"
+                         " mixture-of-experts layout); give all three, or none for a dense model")
+    if row.get("moe_layers") is not None and row["moe_layers"] > row["layers"]:
+        raise KvregError(f"model {row['name']!r}: moe_layers ({row['moe_layers']}) cannot exceed the layers "
+                         f"({row['layers']}); give the layers that carry experts")
     if row["k_eq_v_layers"] > row["full_layers"]:
         raise KvregError(f"model {row['name']!r}: k_eq_v_layers ({row['k_eq_v_layers']}) cannot exceed the "
                          f"full layers ({row['full_layers']})")

@@ -98,6 +98,10 @@ def test_model_add_sliding_and_linear_layers(kv):
     kv("model", "add", "My-Tied", "--layers", "28", "--attention-heads", "16", "--kv-heads", "8", "--head-dim", "128",
        "--params-b", "0.6", "--vocab-size", "151936", "--hidden-size", "1024", "--tied-embeddings")
     assert model(kv, "My-Tied")["embedding_matrices"] == 1 and model(kv, "My-SWA")["embedding_matrices"] is None
+    kv("model", "add", "My-MoE", "--layers", "24", "--attention-heads", "64", "--kv-heads", "8", "--head-dim", "64",
+       "--params-b", "20.9", "--experts", "32", "--expert-intermediate-size", "2880", "--moe-layers", "24")
+    moe = model(kv, "My-MoE")
+    assert (moe["experts"], moe["expert_intermediate_size"], moe["moe_layers"]) == (32, 2_880, 24)
     hybrid, swa = model(kv, "My-Hybrid"), model(kv, "My-SWA")
     assert (hybrid["linear_state_elements_per_layer"], hybrid["linear_recurrent_elements_per_layer"]) == (548_864, 524_288)
     assert (hybrid["full_layers"], hybrid["linear_layers"]) == (12, 36)  # 48 layers - 36 linear = 12 full

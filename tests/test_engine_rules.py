@@ -169,13 +169,47 @@ def test_a_quantized_checkpoint_keeps_its_vocabulary_matrices_at_16_bits_under_t
             (70_600_000_000 * 1 + vocab * (2 - 1)) / 2, rel=1e-12)
     bf16 = cap("--model", "Llama-3.1-70B", "--tp", "2", "--rule", "vllm")  # 16-bit weights: nothing to add
     assert bf16["weights_gib_per_gpu"] * GiB == pytest.approx(70_600_000_000 * 2 / 2, rel=1e-12)
-    oss = cap("--model", "gpt-oss-120b", "--rule", "vllm")  # fp4: 0.5 B a weight, 1.5 B more for the vocabulary
-    assert oss["weights_gib_per_gpu"] * GiB == pytest.approx(116_800_000_000 * 0.5 + 2 * 201_088 * 2_880 * 1.5,
-                                                             rel=1e-12)
     tied = cap("--model", "gemma-2-9b-it", "--weight-dtype", "int4", "--rule", "sglang")  # one tied matrix
     params = tied["weights_gib_per_gpu"] * GiB - 256_000 * 3_584 * (2 - 0.5)
     assert params == pytest.approx(cap("--model", "gemma-2-9b-it", "--weight-dtype", "int4")["weights_gib_per_gpu"]
                                    * GiB, rel=1e-12)
+
+
+def test_an_mxfp4_checkpoint_lays_its_experts_out_as_the_engines_moe_kernels_pad_them(cap):
+    """gpt-oss-120b (config.json: 36 layers of 128 experts of width 2,880, hidden 2,880; 116.8B params as
+    published): only the experts are MXFP4, 4-bit values (1/2 B) and one scale byte per 32 (1/32 B); the other
+    116.8e9 - 36 x 128 x 3 x 2,880 x 2,880 = 2,138,214,400 params stay bf16."""
+    experts = 36 * 128 * 3 * 2_880 * 2_880
+    assert experts == 114_661_785_600
+    rest = (116_800_000_000 - experts) * 2
+    assert rest == 4_276_428_800
+    oss = ("--model", "gpt-oss-120b", "--rule", "vllm")
+    # theoretical: params x 0.5 B, as SPEC prices weights
+    assert cap("--model", "gpt-oss-120b")["weights_gib_per_gpu"] * GiB == pytest.approx(116_800_000_000 * 0.5, rel=1e-12)
+    # vLLM v0.10.1 (Marlin): width 2,880 -> 2,944 (a multiple of 128), hidden 2,880 -> 3,072 (of 256)
+    marlin = 3 * 2_944 * 3_072 * (1 / 2 + 1 / 32)
+    assert marlin == 14_413_824
+    weights = rest + 36 * 128 * marlin  # 70,695,329,792 B = 65.84 GiB; vllm#23278 logged 65.97 GiB on an H100
+    assert cap(*oss, "--engine-version", "0.10.1")["weights_gib_per_gpu"] * GiB == pytest.approx(weights, rel=1e-12)
+    assert weights == 70_695_329_792
+    # vLLM v0.11.1 on (Triton, Hopper): width 2,880 (a multiple of 64) and hidden unpadded, plus the scales' swizzled
+    # copy, rows 2 x 2,880 -> 5,888 and 2,880 -> 3,072 (multiples of 256), 2,880 / 32 = 90 scales a row
+    triton = 3 * 2_880 * 2_880 * (1 / 2 + 1 / 32) + (5_888 * 2_880 + 3_072 * 2_880) / 32
+    assert triton == 13_219_200 + 806_400
+    assert cap(*oss)["weights_gib_per_gpu"] * GiB == pytest.approx(rest + 36 * 128 * triton, rel=1e-12)
+    # TP 2: each rank holds half of every expert's width, 1,440 -> 1,472 (Triton, 64) and -> 1,536 (Marlin, 128);
+    # the bf16 rest is split too
+    tp2 = 3 * 1_472 * 2_880 * (1 / 2 + 1 / 32) + (3_072 * 2_880 + 3_072 * 1_472) / 32
+    assert cap(*oss, "--tp", "2")["weights_gib_per_gpu"] * GiB == pytest.approx(rest / 2 + 36 * 128 * tp2, rel=1e-12)
+    tp2_marlin = 3 * 1_536 * 3_072 * (1 / 2 + 1 / 32)
+    assert cap(*oss, "--tp", "2", "--engine-version", "0.10.1")["weights_gib_per_gpu"] * GiB == pytest.approx(
+        rest / 2 + 36 * 128 * tp2_marlin, rel=1e-12)
+    # SGLang: the width to a multiple of 64, nothing copied
+    sglang = cap("--model", "gpt-oss-120b", "--rule", "sglang")["weights_gib_per_gpu"] * GiB
+    assert sglang == pytest.approx(rest + 36 * 128 * 13_219_200, rel=1e-12)
+    # another 4-bit dtype is not MXFP4: params x 0.5 B plus the vocabulary at 16 bits, as for any quantized checkpoint
+    int4 = cap(*oss, "--weight-dtype", "int4")["weights_gib_per_gpu"] * GiB
+    assert int4 == pytest.approx(116_800_000_000 * 0.5 + 2 * 201_088 * 2_880 * 1.5, rel=1e-12)
 
 
 # --------------------------------------------------------------------------- MLA formats

@@ -304,6 +304,20 @@ def test_embedding_matrices_follow_tie_word_embeddings():
     assert untied["params_total"] - tied["params_total"] == 32_000 * 1024  # one more vocab x hidden matrix
 
 
+def test_the_expert_layout_comes_from_the_config():
+    """experts, one expert's width and the layers that carry experts, from real configs: gpt-oss-120b names its
+    expert width intermediate_size (36 layers of 128); DeepSeek-V3 keeps its first_k_dense_replace 3 layers
+    dense (61 - 3 = 58 of 256 experts of 2,048); Llama 4 Maverick interleaves (interleave_moe_layer_step 2: 24 of
+    its 48 layers, 128 experts of 8,192); a dense model has none."""
+    def layout(file):
+        row = import_path(CONFIG_DIR / file)[0]
+        return row["experts"], row["expert_intermediate_size"], row["moe_layers"]
+    assert layout("openai__gpt-oss-120b.json") == (128, 2_880, 36)
+    assert layout("deepseek-ai__DeepSeek-V3.json") == (256, 2_048, 58)
+    assert layout("meta-llama__Llama-4-Maverick-17B-128E-Instruct.json") == (128, 8_192, 24)
+    assert layout("meta-llama__Llama-3.1-8B.json") == (None, None, None)
+
+
 def test_falcon_multi_query_means_one_kv_head():
     falcon_7b = {
         "architectures": ["RWForCausalLM"], "model_type": "RefinedWebModel", "multi_query": True,

@@ -63,10 +63,31 @@ def _embedding_matrices(model: dict) -> int | None:
     return 1 if data.get("tie_word_embeddings", True) else 2
 
 
+def _expert_layout(model: dict) -> tuple | None:
+    """0010 fills the expert layout of the catalog's MoE rows imported from a config.json under
+    tests/data/hf-configs, where the row still has the config's layer count: (routed experts,
+    moe_intermediate_size or, for gpt-oss, intermediate_size, layers minus first_k_dense_replace)."""
+    config = HF_CONFIGS / str(model.get("source"))
+    if model["name"] not in CATALOG_NAMES or not config.is_file():
+        return None
+    data = json.loads(config.read_text())
+    experts = data.get("n_routed_experts") or data.get("num_experts") or data.get("num_local_experts")
+    if not experts or model["layers"] != data["num_hidden_layers"]:
+        return None
+    width = data.get("moe_intermediate_size") or data["intermediate_size"]
+    return experts, width, data["num_hidden_layers"] - data.get("first_k_dense_replace", 0)
+
+
+def _expert_part(i: int):
+    return lambda model: (_expert_layout(model) or (None, None, None))[i]
+
+
 # New columns a revision fills from the rows' data rather than leaving NULL: (table, column) -> expected.
 FILLED = {("gpu", "reported_memory_bytes"): _reported_memory,
           ("model", "linear_recurrent_elements_per_layer"): _recurrent_elements,
-          ("model", "embedding_matrices"): _embedding_matrices}
+          ("model", "embedding_matrices"): _embedding_matrices,
+          ("model", "experts"): _expert_part(0), ("model", "expert_intermediate_size"): _expert_part(1),
+          ("model", "moe_layers"): _expert_part(2)}
 
 
 def revisions() -> list[str]:

@@ -256,6 +256,8 @@ BAD = [
     ("kv_heads = 8", "kv_heads = 5", "kv_heads (5) must divide attention_heads (32)"),
     ("layers = 32", "layers = 32\nembedding_matrices = 3", "embedding_matrices is 3, but a checkpoint holds 2 vocabulary"
      " matrices (input embeddings and lm_head) or 1 when tied; give 1 or 2"),
+    ("layers = 32", "layers = 32\nexperts = 8", "experts, expert_intermediate_size and moe_layers go together (a"
+     " mixture-of-experts layout); give all three, or none for a dense model"),
     ("kv_heads = 8", "kv_head = 8", "unknown key 'kv_head': did you mean kv_heads?"),
     ('weight_dtype = "mxfp4"', 'weight_dtype = "fp5"', "unknown weight dtype 'fp5'"),
     ('memory_bytes = "80GiB"', 'memory_bytes = "80 bananas"', "'H100-PCIe': size '80 bananas' has an unknown unit"),

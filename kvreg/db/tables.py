@@ -122,6 +122,10 @@ class Model(SQLModel, table=True):
                         " linear_recurrent_elements_per_layer <= linear_state_elements_per_layer)",
                         name="ck_model_linear_recurrent"),
         CheckConstraint("embedding_matrices IS NULL OR (embedding_matrices > 0 AND embedding_matrices <= 2)", name="ck_model_embedding_matrices"),
+        CheckConstraint("experts IS NULL OR experts > 0", name="ck_model_experts"),
+        CheckConstraint("expert_intermediate_size IS NULL OR expert_intermediate_size > 0",
+                        name="ck_model_expert_intermediate_size"),
+        CheckConstraint("moe_layers IS NULL OR (moe_layers > 0 AND moe_layers <= layers)", name="ck_model_moe_layers"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -185,6 +189,12 @@ class Model(SQLModel, table=True):
     # lm_head; 1 when tied (tie_word_embeddings). Engines keep them at 16 bits in a quantized checkpoint.
     # NULL: unknown, or params_total is the checkpoint's size (safetensors), which holds them at their bytes.
     embedding_matrices: Optional[int] = None
+    # The routed experts of a mixture-of-experts layer, one expert's MLP width (moe_intermediate_size) and the
+    # layers that carry experts (0010): the engine rules lay an MXFP4 checkpoint's experts out as vLLM's MoE
+    # kernels do (docs/engine-rules.md). NULL: a dense model, or not known.
+    experts: Optional[int] = None
+    expert_intermediate_size: Optional[int] = None
+    moe_layers: Optional[int] = None
 
 class Gpu(SQLModel, table=True):
     """An accelerator SKU."""

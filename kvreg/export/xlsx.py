@@ -88,7 +88,7 @@ _GPU_INPUTS = inputs_of("gpu")
 # helper is named after it (kv_dtype_row); the KV dtype's name is the key the helper matches, not a lookup.
 _DTYPE_LOOKUPS = {
     n: (INPUTS[n].column, f"{t}_row", INPUTS[n].nullable)
-    for t in ("kv_dtype", "weight_dtype", "state_dtype") for n in inputs_of(t) if n != "kv_dtype"
+    for t in ("kv_dtype", "weight_dtype", "state_dtype") for n in inputs_of(t) if n not in ("kv_dtype", "weight_dtype_name")
 }
 _KV_DTYPE_LOOKUPS = tuple(n for n in _DTYPE_LOOKUPS if INPUTS[n].table == "kv_dtype")
 _KV_INPUTS = set(inputs_of("kv_dtype"))
@@ -398,6 +398,7 @@ def _deployment_sheet(book: Book, ws, grain_name: str, rows: list[dict], refs: _
     for name, formula in overrides.items():  # settings that come from elsewhere (before their row helpers)
         formula = formula.replace("{model_row}", f"{cells['model_row']}{r}")
         _lookup(t, cells, name, formula.replace("{key}", f"{cells[key]}{r}") if key else formula)
+    cells["weight_dtype_name"] = cells["weight_dtype"]  # the weight dtype's name is the setting itself
     model_row, gpu_row = f"{cells['model_row']}{r}", f"{cells['gpu_row']}{r}"
     if needed & set(_KV_DTYPE_LOOKUPS):
         _helper(t, cells, "kv_dtype_row", "=" + match_formula(f"{cells['kv_dtype']}{r}", d, "dtype"),

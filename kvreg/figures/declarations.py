@@ -365,18 +365,58 @@ _FIGURES: list[Figure] = [
            " input embeddings and the lm_head, one matrix when tied); 0 when one of them is unknown",
            # Const(1) first: PostgreSQL multiplies the three integer columns in 64 bits (Kimi-K2's is 2.3e9)
            coalesce(Const(1) * I("vocab_size") * I("hidden_size") * I("embedding_matrices"), 0), "int"),
+    Figure("expert_params", "params", "the routed experts' parameters: moe_layers x experts x 3 x hidden_size x"
+           " expert_intermediate_size (gate, up and down matrices); 0 for a dense model or an unknown layout",
+           coalesce(Const(1) * I("moe_layers") * I("experts") * 3 * I("hidden_size") * I("expert_intermediate_size"),
+                    0), "int"),
+    Figure("mxfp4_layout", "flag", "1 under an engine rule when the checkpoint is MXFP4 (weight_dtype fp4) and its"
+           " expert layout is known: only the experts are 4-bit, laid out as the engine's MoE kernels pad them",
+           and_(not_(_rule("theoretical")), I("weight_dtype_name").eq("fp4"), F("expert_params") > 0), "flag"),
+    Figure("mxfp4_marlin", "flag", "1 when vLLM before v0.11.1 lays MXFP4 experts out for its Marlin kernels (pads"
+           f" the width to {VLLM_MARLIN_MXFP4_WIDTH_ALIGN} and hidden_size to {VLLM_MARLIN_MXFP4_HIDDEN_ALIGN}); else"
+           f" its Triton kernels from v0.11.1 and SGLang's (the width to {MXFP4_TRITON_WIDTH_ALIGN})",
+           and_(_rule("vllm"), F("engine_release_used") < VLLM_MXFP4_TRITON_FROM), "flag"),
+    Figure("mxfp4_expert_width_per_gpu", "elements", "an MXFP4 expert's width on one GPU as the kernels pad it:"
+           " expert_intermediate_size / TP rounded up to the backend's multiple",
+           if_(F("mxfp4_layout"), ceil(ceil(I("expert_intermediate_size") / I("tp"))
+                                       / if_(F("mxfp4_marlin"), VLLM_MARLIN_MXFP4_WIDTH_ALIGN, MXFP4_TRITON_WIDTH_ALIGN))
+               * if_(F("mxfp4_marlin"), VLLM_MARLIN_MXFP4_WIDTH_ALIGN, MXFP4_TRITON_WIDTH_ALIGN), Const(None)), "int"),
+    Figure("mxfp4_hidden", "elements", "hidden_size as the MXFP4 kernels pad it (Marlin: to a multiple of"
+           f" {VLLM_MARLIN_MXFP4_HIDDEN_ALIGN})",
+           if_(F("mxfp4_layout"), if_(F("mxfp4_marlin"), ceil(I("hidden_size") / VLLM_MARLIN_MXFP4_HIDDEN_ALIGN)
+                                      * VLLM_MARLIN_MXFP4_HIDDEN_ALIGN, I("hidden_size")), Const(None)), "int"),
+    Figure("mxfp4_bytes_per_expert_per_gpu", "bytes",
+           f"one MXFP4 expert on one GPU: 3 x width x hidden (both padded) x (1/{MXFP4_VALUES_PER_BYTE} + 1/{MXFP4_BLOCK})"
+           f" B of values and scales; vLLM's Triton kernels (v0.11.1 on) add the scales' swizzled copy, (width x 2 and"
+           f" hidden_size rounded up to {VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN} rows) x (hidden_size and width) /"
+           f" {MXFP4_BLOCK} B",
+           if_(F("mxfp4_layout"),
+               3 * F("mxfp4_expert_width_per_gpu") * F("mxfp4_hidden")
+               * (1 / MXFP4_VALUES_PER_BYTE + 1 / MXFP4_BLOCK)
+               + if_(and_(_rule("vllm"), not_(F("mxfp4_marlin"))),
+                     (ceil(2 * F("mxfp4_expert_width_per_gpu") / VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN)
+                      * VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN * I("hidden_size")
+                      + ceil(I("hidden_size") / VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN) * VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN
+                      * F("mxfp4_expert_width_per_gpu")) / MXFP4_BLOCK, 0),
+               Const(None))),
     Figure("engine_embedding_extra_bytes", "bytes",
            f"under an engine rule, what a checkpoint quantized below {ENGINE_EMBEDDING_BYTES_PER_PARAM} bytes a"
            f" weight adds by keeping its vocabulary matrices at {ENGINE_EMBEDDING_BYTES_PER_PARAM} bytes (vLLM and"
            " SGLang quantize linear and MoE layers, not the embeddings or the lm_head): embedding_params x"
-           f" ({ENGINE_EMBEDDING_BYTES_PER_PARAM} - weight_bytes_per_param); 0 under the theoretical rule and for"
-           " 16-bit and wider weights",
-           if_(and_(not_(_rule("theoretical")), I("weight_bytes_per_param") < ENGINE_EMBEDDING_BYTES_PER_PARAM),
+           f" ({ENGINE_EMBEDDING_BYTES_PER_PARAM} - weight_bytes_per_param); 0 under the theoretical rule, for"
+           " 16-bit and wider weights and for an MXFP4 layout (which prices every non-expert weight at 16 bits)",
+           if_(and_(not_(_rule("theoretical")), I("weight_bytes_per_param") < ENGINE_EMBEDDING_BYTES_PER_PARAM,
+                    not_(F("mxfp4_layout"))),
                F("embedding_params") * (ENGINE_EMBEDDING_BYTES_PER_PARAM - I("weight_bytes_per_param")), 0)),
-    Figure("weights_bytes_per_gpu", "bytes", "weights on one GPU: (params x bytes + engine_embedding_extra_bytes) /"
-           " (TP x PP), or the measured weights_measured_bytes (an engine rule's calibration)",
+    Figure("weights_bytes_per_gpu", "bytes", "weights on one GPU: the measured weights_measured_bytes (an engine"
+           " rule's calibration); for an MXFP4 layout (params - expert_params) x"
+           f" {ENGINE_EMBEDDING_BYTES_PER_PARAM} B / (TP x PP) + moe_layers x experts / PP x"
+           " mxfp4_bytes_per_expert_per_gpu; else (params x bytes + engine_embedding_extra_bytes) / (TP x PP)",
            coalesce(I("weights_measured_bytes"),
-                    (F("weights_bytes") + F("engine_embedding_extra_bytes")) / (I("tp") * I("pp")))),
+                    if_(F("mxfp4_layout"),
+                        (I("params_total") - F("expert_params")) * ENGINE_EMBEDDING_BYTES_PER_PARAM / (I("tp") * I("pp"))
+                        + Const(1) * I("moe_layers") * I("experts") / I("pp") * F("mxfp4_bytes_per_expert_per_gpu"),
+                        (F("weights_bytes") + F("engine_embedding_extra_bytes")) / (I("tp") * I("pp"))))),
     Figure("weights_gib_per_gpu", "GiB", "the same in GiB", F("weights_bytes_per_gpu") / GIB),
     Figure("memory_gib", "GiB", "GPU memory in GiB", I("memory_bytes") / GIB),
     Figure(

@@ -83,6 +83,26 @@ VLLM_V011_TP_NON_TORCH_BEFORE = 21000  # v0.21.0
 # Llama-3.3-70B-Instruct-FP8-dynamic at TP 2 (vLLM v0.11.0) loads 33.88 GiB; 70.6B params x 1 B / 2 = 32.88 GiB
 # plus 2 x 128,256 x 8,192 x (2 - 1) B / 2 = 0.98 GiB is 33.85 GiB.
 ENGINE_EMBEDDING_BYTES_PER_PARAM = 2
+# An MXFP4 checkpoint (gpt-oss: quantization_config quant_method mxfp4) quantizes only its experts: 4-bit values,
+# two to a byte, and one 8-bit (e8m0) scale per MXFP4_BLOCK values along the input dimension; attention, router,
+# norms, biases, embeddings and lm_head stay bf16 (ENGINE_EMBEDDING_BYTES_PER_PARAM). The engines pad each expert
+# matrix to their kernels' tiles (vllm/model_executor/layers/quantization/mxfp4.py, Mxfp4MoEMethod.create_weights
+# and process_weights_after_loading; SGLang's python/sglang/srt/layers/quantization/mxfp4.py):
+#   - vLLM's Marlin backend (the default before v0.11.1: triton_kernels was not a dependency, so a stock install
+#     on Hopper and every GPU before it used Marlin): the expert width per TP rank rounded up to 128, hidden_size
+#     to 256 (utils/marlin_utils_fp4.py). vllm#23278's gpt-oss-120b on one H100 (v0.10.1, Marlin) loaded 65.97 GiB.
+#   - vLLM's Triton backend on Hopper (from v0.11.1, when triton_kernels became a dependency, vllm#27370): the
+#     width rounded up to 64, hidden_size unpadded; the scales are copied into the Hopper swizzled layout
+#     (triton_kernels HopperMXScaleLayout: rows rounded up to 256) and the originals kept. llm-d's gpt-oss-20b
+#     (v0.11.0 built with triton_kernels) loaded 13.47 GiB, and this layout gives 13.44 GiB from the config.
+#   - SGLang: the width rounded up to 64 (its Triton kernels), nothing copied.
+MXFP4_BLOCK = 32
+MXFP4_VALUES_PER_BYTE = 2
+VLLM_MXFP4_TRITON_FROM = 11001  # v0.11.1
+VLLM_MARLIN_MXFP4_WIDTH_ALIGN = 128
+VLLM_MARLIN_MXFP4_HIDDEN_ALIGN = 256
+MXFP4_TRITON_WIDTH_ALIGN = 64
+VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN = 256
 VLLM_V065_CONTEXT_BYTES = round(1.79 * GIB)
 VLLM_V065_NCCL_BYTES_PER_GPU = round(1.79 * GIB)
 VLLM_V065_FIRST, VLLM_V065_LAST = 6005, 6006  # v0.6.5 .. v0.6.6

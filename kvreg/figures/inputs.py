@@ -115,6 +115,12 @@ _INPUTS = [
     InputDecl("vocab_size", "tokens", "vocabulary size (NULL: unknown)", nullable=True, positive=True, table="model"),
     InputDecl("embedding_matrices", "matrices", "vocab_size x hidden_size matrices the checkpoint holds: 2 (input"
               " embeddings and lm_head), 1 when tied (NULL: unknown, or params_total is the checkpoint's size in bytes)", nullable=True, positive=True, table="model"),
+    InputDecl("experts", "experts", "routed experts in each mixture-of-experts layer (NULL: dense, or unknown)",
+              nullable=True, positive=True, table="model"),
+    InputDecl("expert_intermediate_size", "elements", "one expert's MLP width, moe_intermediate_size (NULL: dense, or"
+              " unknown)", nullable=True, positive=True, table="model"),
+    InputDecl("moe_layers", "layers", "layers that carry experts (NULL: dense, or unknown)", nullable=True,
+              positive=True, table="model"),
     InputDecl("params_total", "params", "all parameters (all experts)", positive=True, table="model"),
     InputDecl("params_active", "params", "parameters read per token", positive=True, table="model"),
     InputDecl("max_position_embeddings", "tokens", "claimed context length", positive=True, table="model"),
@@ -130,6 +136,8 @@ _INPUTS = [
     InputDecl("kv_scale_bytes_per_token_per_head", "bytes",
               "a per-token-head format's scale bytes per token per KV head per layer, K and V together", nullable=True,
               table="kv_dtype", column="scale_bytes_per_token_per_head"),
+    InputDecl("weight_dtype_name", "name", "the weight dtype's name (fp4: an MXFP4 checkpoint, its experts 4-bit)", "text",
+              table="weight_dtype", column="name"),
     InputDecl("weight_bytes_per_param", "bytes", "bytes per weight", "real", positive=True,
               table="weight_dtype", column="bytes_per_element"),
     InputDecl("state_bytes_per_element", "bytes", "bytes per linear-state element (model dtype)", "real",

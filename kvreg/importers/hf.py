@@ -1056,6 +1056,22 @@ def _embedding_matrices(cfg: _Config) -> int:
     return 1 if tied or tied is None else 2
 
 
+def _expert_layout(cfg: _Config, layout: dict, blocks: list[_Block] | None) -> dict:
+    """experts, expert_intermediate_size and moe_layers: the routed experts of a layer, one expert's width and
+    the layers that carry them, when every MoE layer has the same shape (else, and for a dense model, None)."""
+    none = {"experts": None, "expert_intermediate_size": None, "moe_layers": None}
+    if blocks is not None or not _moe_shape(cfg)[0]:
+        return none
+    pattern = _hybrid_pattern(cfg)
+    all_layers = layout["layers"] + layout["no_cache_layers"]
+    flags = [c == "E" for c in pattern if c in "-E"] if isinstance(pattern, str) else _moe_layer_flags(cfg, all_layers)
+    _, experts = cfg.raw(*_EXPERT_KEYS)
+    _, width = cfg.raw("moe_intermediate_size", "expert_intermediate_size", "intermediate_size")
+    if not sum(flags) or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (experts, width)):
+        return none  # per-layer lists (Hunyuan) have no one shape
+    return {"experts": experts, "expert_intermediate_size": width, "moe_layers": sum(flags)}
+
+
 def _estimate_params(cfg: _Config, att: dict, layout: dict, blocks: list[_Block] | None = None) -> tuple[int, int]:
     """(params_total, params_active) from the config's shapes: embeddings + attention + MLP.
 
@@ -1189,6 +1205,7 @@ def _model_from_config(config: dict, *, name: str, source: str, sha256: str | No
         "max_position_embeddings": _max_positions(cfg, findings),
         **_activation_widths(config, cfg.defaults),
         "embedding_matrices": _embedding_matrices(cfg),
+        **_expert_layout(cfg, layout, blocks),
         "source": source,
         "source_sha256": sha256,
         "imported_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

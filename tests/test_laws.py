@@ -49,6 +49,8 @@ def figures(**inputs) -> dict:
         weights_measured_bytes=None, hidden_size=None, intermediate_size=None, vocab_size=None,
         # per-kind layouts (Gemma 4, Nemotron-Super): none here
         no_cache_layers=0, sliding_kv_heads=None, sliding_head_dim=None, chunked_kv_heads=None, chunked_head_dim=None,
+        # the weights' dtype by name, and no MoE expert layout (0010)
+        weight_dtype_name="bf16", experts=None, expert_intermediate_size=None, moe_layers=None,
     )
     row.update(inputs)
     memo: dict = {}

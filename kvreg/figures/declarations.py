@@ -415,7 +415,7 @@ _FIGURES: list[Figure] = [
            coalesce(I("weights_measured_bytes"),
                     if_(F("mxfp4_layout"),
                         (I("params_total") - F("expert_params")) * ENGINE_EMBEDDING_BYTES_PER_PARAM / (I("tp") * I("pp"))
-                        + Const(1) * I("moe_layers") * I("experts") / I("pp") * F("mxfp4_bytes_per_expert_per_gpu"),
+                        + I("moe_layers") * I("experts") / I("pp") * F("mxfp4_bytes_per_expert_per_gpu"),
                         (F("weights_bytes") + F("engine_embedding_extra_bytes")) / (I("tp") * I("pp"))))),
     Figure("weights_gib_per_gpu", "GiB", "the same in GiB", F("weights_bytes_per_gpu") / GIB),
     Figure("memory_gib", "GiB", "GPU memory in GiB", I("memory_bytes") / GIB),

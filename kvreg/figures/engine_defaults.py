@@ -95,7 +95,8 @@ ENGINE_EMBEDDING_BYTES_PER_PARAM = 2
 #     width rounded up to 64, hidden_size unpadded; the scales are copied into the Hopper swizzled layout
 #     (triton_kernels HopperMXScaleLayout: rows rounded up to 256) and the originals kept. llm-d's gpt-oss-20b
 #     (v0.11.0 built with triton_kernels) loaded 13.47 GiB, and this layout gives 13.44 GiB from the config.
-#   - SGLang: the width rounded up to 64 (its Triton kernels), nothing copied.
+#   - SGLang: the width rounded up to 64 (without FlashInfer); a copy of the scales its kernels may make is not
+#     modelled (no SGLang gpt-oss log to check it against).
 MXFP4_BLOCK = 32
 MXFP4_VALUES_PER_BYTE = 2
 VLLM_MXFP4_TRITON_FROM = 11001  # v0.11.1

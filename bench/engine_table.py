@@ -34,8 +34,8 @@ TARGET = 0.02
 # written (docs/engine-rules.md says why). --check fails if an error grows past its recorded value, and
 # if a recorded miss starts meeting the target (then this entry and the docs are stale).
 KNOWN_MISSES = {
-    ("vllm", "moe", "kv_cache_memory"): 0.067,
-    ("vllm", "moe", "kv_cache_tokens"): 0.080,
+    ("vllm", "moe", "kv_cache_memory"): 0.037,
+    ("vllm", "moe", "kv_cache_tokens"): 0.041,
 }
 LOGGED_TERMS = " (logged terms)"  # a family's rows predicted from the log's own memory terms
 
@@ -64,6 +64,7 @@ def _registry(manifest: dict) -> str:
     with engine.begin() as conn:
         for g in manifest.get("gpu", []):
             add_gpu(conn, {"name": g["name"], "memory_bytes": g["memory"], "reported_memory_bytes": g.get("reported_memory"),
+                           "compute_capability": g.get("compute_capability"), "fabric": g.get("fabric"),
                            "notes": g["source"]})
         for m in manifest.get("model", []):
             add_model(conn, {

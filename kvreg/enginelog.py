@@ -26,8 +26,9 @@ The formats, each seen in public logs vendored under tests/data/logs (MANIFEST.t
   are GiB: it divides bytes by 1 << 30.
 
 Where several workers print the same line, the first is kept (they print the same figures for the same
-shard, and vLLM sizes every worker to the smallest). Nothing here computes a figure: kvreg.calibrate sets
-what was logged against the figure declarations' views. Stdlib only.
+shard), except vLLM V1's KV cache lines, where the smallest is kept: vLLM sizes every worker to the
+smallest. Nothing here computes a figure: kvreg.calibrate sets what was logged against the figure
+declarations' views. Stdlib only.
 """
 
 from __future__ import annotations
@@ -102,10 +103,17 @@ def _i(text: str) -> int:
 # (field, pattern, converter, format): the first match of a field wins. A converter may return a dict of
 # several fields. Order matters only within a field.
 _RULES: list[tuple[str, re.Pattern, object, str | None]] = []
+# Rules whose repeats keep the smallest value: each vLLM V1 worker prints its own KV cache lines, and the engine
+# sizes every worker to the smallest (an 8-GPU run printed 10.64 to 10.68 GiB, then 237,344 to 238,256 tokens).
+_KEEP_SMALLEST: set[re.Pattern] = set()
 
 
-def _rule(name: str, pattern: str, conv=_f, fmt: str | None = None, flags=re.IGNORECASE) -> None:
-    _RULES.append((name, re.compile(pattern, flags), conv, fmt))
+def _rule(name: str, pattern: str, conv=_f, fmt: str | None = None, flags=re.IGNORECASE,
+          smallest: bool = False) -> None:
+    compiled = re.compile(pattern, flags)
+    _RULES.append((name, compiled, conv, fmt))
+    if smallest:
+        _KEEP_SMALLEST.add(compiled)
 
 
 # --- the engine and its version
@@ -157,7 +165,7 @@ _rule("_peak_torch_gib", r"peak_torch_memory=" + _NUM + r"GiB", _f, "vllm-v0.6.4
 _rule("kv_cache_gib", r"the rest of the memory reserved for KV Cache is\s+" + _NUM + r"\s*GiB", _f)
 _rule("kv_cache_gib", r"available_kv_cache_memory\s+" + _NUM + r"\s*GiB", _f)
 _rule("kv_cache_gib", r"kv_cache_size=" + _NUM + r"GiB", _f)
-_rule("kv_cache_gib", r"Available KV cache memory:\s*" + _NUM + r"\s*GiB", _f, "vllm-v1")
+_rule("kv_cache_gib", r"Available KV cache memory:\s*" + _NUM + r"\s*GiB", _f, "vllm-v1", smallest=True)
 _rule("cuda_graph_gib", r"Graph capturing finished in .*?took\s+" + _NUM + r"\s*GiB", _f)
 # V1 from v0.11 sums its profile up in one line (vllm/v1/worker/gpu_worker.py): "Free memory on device (F/T GiB) on
 # startup. Desired GPU memory utilization is (U, R GiB). Actual usage is W GiB for weight, A GiB for peak activation,
@@ -176,10 +184,14 @@ _rule("_actual", r"Actual usage is\s+" + _NUM + r"\s*GiB for consumed memory \(w
       lambda w_n, a, c: {"consumed_gib": _f(w_n), "activation_gib": _f(a), "cuda_graph_gib": _f(c)}, "vllm-v1")
 _rule("kv_cache_gib", r"Current kv cache memory in use is\s+" + _NUM + r"\s*GiB", _f, "vllm-v1")
 _rule("cuda_graph_in_budget", r"(CUDA graph memory profiling is enabled)", lambda _: True, "vllm-v1")
-_rule("kv_cache_tokens", r"GPU KV cache size:\s*" + _NUM + r"\s*tokens", _i)
+# Releases before v0.21 that profiled the graphs without taking them from the budget say so, with the run's
+# utilization: "To try it now, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 and increase --gpu-memory-utilization
+# from 0.9000 to 0.9306 to maintain the same effective KV cache size."
+_rule("gpu_memory_utilization", r"increase --gpu-memory-utilization from\s+" + _NUM + r"\s+to\s", _f, "vllm-v1")
+_rule("kv_cache_tokens", r"GPU KV cache size:\s*" + _NUM + r"\s*tokens", _i, smallest=True)
 _rule("num_blocks", r"#?\s*(?:GPU|cuda) blocks:\s*" + _NUM, _i)
 _rule("_concurrency", r"Maximum concurrency for\s+" + _NUM + r"\s+tokens per request:\s*" + _NUM + r"x",
-      lambda a, b: {"concurrency_tokens": _i(a), "max_concurrency": _f(b)})
+      lambda a, b: {"concurrency_tokens": _i(a), "max_concurrency": _f(b)}, smallest=True)
 # --- SGLang
 _rule("avail_before_load_gib", r"Load weight begin\..*?avail mem=" + _NUM + r"\s*GB", _f, "sglang")
 _rule("avail_after_weights_gib", r"Load weight end\..*?avail mem=" + _NUM + r"\s*GB", _f, "sglang")
@@ -195,22 +207,37 @@ _rule("max_running_requests", r"max_total_num_tokens=.*?\bmax_running_requests=(
 _rule("state_slots", r"Mamba Cache is allocated\. max_mamba_cache_size:\s*" + _NUM, _i, "sglang")
 
 
+def _smaller(value, than) -> bool:
+    """A repeated KV line's value against the kept one (a combined rule's dict by its last field)."""
+    if isinstance(value, dict):
+        value, than = list(value.values())[-1], list(than.values())[-1]
+    return value < than
+
+
 def parse_log(text: str) -> EngineLog:
     """Every field a startup log shows (see the module docstring for the formats)."""
     log = EngineLog()
     found: dict[str, object] = {}
     fmt_seen: list[str] = []
+    smallest_from: dict[str, re.Pattern] = {}  # field -> the keep-smallest rule that set it
     for line in text.splitlines():
         for name, pattern, conv, fmt in _RULES:
-            if name in found and not name.startswith("_"):
+            repeat = smallest_from.get(name) is pattern
+            if name in found and not name.startswith("_") and not repeat:
                 continue
             m = pattern.search(line)
             if not m or not any(g is not None for g in m.groups()):
                 continue
             value = conv(*[g for g in m.groups() if g is not None])
+            if repeat:  # another worker's line: keep the smaller
+                if _smaller(value, found[name]):
+                    found[name] = value
+                continue
             if name in found:  # a combined rule (_concurrency, _sglang_kv) matched already
                 continue
             found[name] = value
+            if pattern in _KEEP_SMALLEST:
+                smallest_from[name] = pattern
             log.lines.append(line.strip())
             if fmt:
                 fmt_seen.append(fmt)

@@ -405,6 +405,21 @@ def validate_gpu(row: dict) -> dict:
             if not math.isfinite(v) or v < 0:
                 raise KvregError(f"{f} must be a finite number of at least 0, not {v!r}")
             row[f] = v
+    if row.get("compute_capability") is not None:
+        v = row["compute_capability"]
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            raise KvregError(f"gpu {row['name']!r}: compute_capability must be a number such as 9.0, not {v!r}") from None
+        if not math.isfinite(v) or v <= 0:
+            raise KvregError(f"gpu {row['name']!r}: compute_capability must be above 0 (an H100 is 9.0), not {v!r}")
+        row["compute_capability"] = v
+    if row.get("fabric") is not None:
+        v = row["fabric"]
+        if v not in (0, 1, True, False):
+            raise KvregError(f"gpu {row['name']!r}: fabric is 1 (NVLink or another GPU fabric) or 0 (PCIe only), "
+                             f"not {v!r}")
+        row["fabric"] = int(v)
     for f in ("vendor", "interconnect", "notes"):
         row.setdefault(f, "")
     return row

@@ -98,20 +98,21 @@ def test_vllm_pool_from_gpu_memory_utilization_and_the_estimates(cap):
     r = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--context", "128K", "--rule", "vllm")
     reported = 85_029_615_043  # 79.19 GiB, the H100-SXM row's reported_memory_bytes
     # the larger of the forward pass, 8,192 batched tokens x (3 x 14,336 MLP + 2 x 4,096 hidden) x 2 B, and the
-    # V1 sampler warm-up after it: 1,024 rows (max_num_seqs on a GPU reporting 70 GiB or more) x 128,256
-    # vocabulary x 38 B, beside the forward's 8,192 x 4,096 x 2 B output hidden states
+    # V1 sampler warm-up after it: 1,024 rows (max_num_seqs on a GPU reporting 70 GiB or more, fewer than the
+    # 8,192 batched tokens) x 128,256 vocabulary x 20 B (v0.17 to v0.20: the Triton top-k/top-p kernel, in place),
+    # beside the forward's 8,192 x 4,096 x 2 B output hidden states
     mlp = 8192 * (3 * 14_336 + 2 * 4_096) * 2
-    sampler = 8192 * 4_096 * 2 + 1024 * 128_256 * 38
+    sampler = 8192 * 4_096 * 2 + 1024 * 128_256 * 20
     activations = max(mlp, sampler)
-    assert (mlp, sampler, activations) == (838_860_800, 5_057_806_336, 5_057_806_336)  # 4.71 GiB
+    assert (mlp, sampler, activations) == (838_860_800, 2_693_791_744, 2_693_791_744)  # 2.51 GiB
     non_torch = round(0.13 * GiB)  # 139,586,437 B: from v0.11 at TP 1
     allocatable = reported * 0.92 - activations - non_torch
     pool = allocatable - LLAMA_8B_WEIGHTS
-    assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)  # 68.01 GiB
-    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 53.02 GiB
-    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 27_146
-    assert r["kv_cache_tokens"] == 27_146 * 16 == 434_336
-    assert r["max_concurrency"] == pytest.approx(27_146 / 8_192)  # 3.31x
+    assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)  # 70.22 GiB
+    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 55.22 GiB
+    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_273
+    assert r["kv_cache_tokens"] == 28_273 * 16 == 452_368
+    assert r["max_concurrency"] == pytest.approx(28_273 / 8_192)  # 3.45x
 
 
 @pytest.mark.parametrize("release, gmu, non_torch", [
@@ -133,10 +134,14 @@ def test_each_budget_term_of_qwen3_8b_at_tp2_by_release(cap, release, gmu, non_t
             "--engine-version", release)
     requested = 85_029_615_043 * gmu
     # not divided by TP; V0 (v0.6.5) adds its sampler warm-up, 256 rows x 8 B; V1 (v0.8 on) takes the larger of the
-    # forward pass and its warm-up, 1,024 rows x 38 B beside 8,192 x 4,096 x 2 B of hidden states
+    # forward pass and its warm-up, 1,024 rows beside 8,192 x 4,096 x 2 B of hidden states: 38 B a logit with the
+    # sort-based top-k/top-p, 20 B with the Triton kernel (v0.17), 24 B with FlashInfer's sampler (v0.21)
     mlp = 8192 * (3 * 12_288 + 2 * 4_096) * 2
-    activations = mlp + 256 * 151_936 * 8 if release == "0.6.5" else max(mlp, 8192 * 4_096 * 2 + 1024 * 151_936 * 38)
-    assert activations == (738_197_504 + 311_164_928 if release == "0.6.5" else 67_108_864 + 5_912_133_632)
+    per_logit = {"0.20.0": 20, "0.21.0": 24}.get(release, 38)
+    activations = mlp + 256 * 151_936 * 8 if release == "0.6.5" else max(mlp, 8192 * 4_096 * 2
+                                                                           + 1024 * 151_936 * per_logit)
+    assert activations == {"0.6.5": 738_197_504 + 311_164_928, "0.20.0": 67_108_864 + 3_111_649_280,
+                           "0.21.0": 67_108_864 + 3_733_979_136}.get(release, 67_108_864 + 5_912_133_632)
     weights = 8.2e9 * 2 / 2
     assert r["allocatable_gib_per_gpu"] == pytest.approx((requested - activations - non_torch) / GiB, rel=1e-12)
     pool = requested - activations - non_torch - weights
@@ -311,21 +316,23 @@ def test_qwen3_235b_at_tp8_replicates_heads_under_sglang(cap):
 
     default = cap(*common)
     # SGLang's rest_memory = available after weights - available before load x (1 - mem_fraction_static)
-    # = (reported 79.19 GiB - nothing in use before the load) x mem_fraction_static - weights per GPU, with the
+    # = (reported 79.19 GiB - what is in use before the load) x mem_fraction_static - weights per GPU, with the
     # fraction its server derives (server_args.py _handle_gpu_memory_settings) from the GPU's 81,090.56 MiB:
     # an H100 tier (60-90 GiB) at TP 8 has chunked_prefill_size 8,192 and cuda_graph_max_bs 512, so
     # reserved = 512 + 8,192 x 1.5 + 512 x 2 + 8 x 1 / 8 x 1,024 = 14,848 MiB (over the 10,240 floor) and
-    # round((81,090.56 - 14,848) / 81,090.56, 3) = round(0.81690, 3) = 0.817
+    # round((81,090.56 - 14,848) / 81,090.56, 3) = round(0.81690, 3) = 0.817. In use before the load at TP 8:
+    # 1.85 GiB (an H100 node's ranks started loading with 77.33 of 79.18 GiB free, sglang-mystous-*-tp8.log)
     reported = 85_029_615_043
     assert 512 + 8192 * 1.5 + 512 * 2 + 8 / 8 * 1024 == 14_848
     assert round((reported / 2**20 - 14_848) / (reported / 2**20), 3) == 0.817
-    pool = reported * 0.817 - 235e9 * BF16 / 8
-    assert default["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 9.98 GiB
-    assert default["kv_cache_tokens"] == math.floor(pool / cell) // 16 * 16 == 222_720
-    assert default["max_concurrency"] == pytest.approx(222_720 / 131_072)  # 1.70
+    in_use = round(1.85 * GiB)
+    pool = (reported - in_use) * 0.817 - 235e9 * BF16 / 8
+    assert default["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 8.47 GiB
+    assert default["kv_cache_tokens"] == math.floor(pool / cell) // 16 * 16 == 188_992
+    assert default["max_concurrency"] == pytest.approx(188_992 / 131_072)  # 1.44
 
     page_one = cap(*common, "--block-size", "1", "--mem-fraction-static", "0.85")
-    assert page_one["kv_cache_tokens"] == math.floor((reported * 0.85 - 235e9 * BF16 / 8) / cell) == 281_025
+    assert page_one["kv_cache_tokens"] == math.floor(((reported - in_use) * 0.85 - 235e9 * BF16 / 8) / cell) == 245942
     # 2 GiB in use before the load (measured: --non-torch-memory) comes off before the fraction
     used = cap(*common, "--block-size", "1", "--non-torch-memory", "2GiB")
     assert used["kv_cache_tokens"] == math.floor(((reported - 2 * GiB) * 0.817 - 235e9 * BF16 / 8) / cell)
@@ -394,12 +401,15 @@ def test_a_given_max_num_seqs_caps_the_engines_and_sizes_vllms_sampler_warm_up(c
     vllm = cap(*common, *pool, "--rule", "vllm", "--max-num-seqs", "512")
     assert vllm["max_running_requests"] == 512
     assert vllm["max_concurrency"] == 512
-    # from the GPU alone: the sampler warm-up is max_num_seqs x 128,256 vocabulary x 38 B (the peak either way), so
-    # 256 rows instead of the H100's default 1,024 free (1,024 - 256) x 128,256 x 38 B = 3,743,023,104 B (3.49 GiB)
+    # from the GPU alone: the sampler warm-up is max_num_seqs x 128,256 vocabulary x 20 B (the latest release's
+    # Triton top-k/top-p) beside 8,192 x 4,096 x 2 B of hidden states: 2,693,791,744 B at the H100's default 1,024
+    # rows, the peak; at 256 rows it is 723,779,584 B and the forward pass, 8,192 x (3 x 14,336 + 2 x 4,096) x 2 B =
+    # 838,860,800 B, is the peak: 1,854,930,944 B (1.73 GiB) freed
     default = cap(*common, "--rule", "vllm")
     small = cap(*common, "--rule", "vllm", "--max-num-seqs", "256")
-    freed = (1024 - 256) * 128_256 * 38
-    assert freed == 2_758_017_024 * 38 // 28 == 3_743_023_104
+    hidden = 8192 * 4_096 * 2
+    freed = (hidden + 1024 * 128_256 * 20) - max(hidden + 256 * 128_256 * 20, 8192 * (3 * 14_336 + 2 * 4_096) * 2)
+    assert freed == 2_693_791_744 - 838_860_800 == 1_854_930_944
     assert (default["max_running_requests"], small["max_running_requests"]) == (1024, 256)
     assert (small["allocatable_gib_per_gpu"] - default["allocatable_gib_per_gpu"]) * GiB == pytest.approx(freed, abs=1)
     assert (small["kv_pool_gib_per_gpu"] - default["kv_pool_gib_per_gpu"]) * GiB == pytest.approx(freed, abs=1)
@@ -726,6 +736,12 @@ def test_solving_for_the_reserve_needs_the_theoretical_rule(kv, state):
     ("A100-40GB", "0.10.1", 2048, 256, 38),
     # the same GPU in V0 (v0.6.5): 8,192 unless given, 256 rows of 8 B (fp32 logits and probabilities)
     ("A100-40GB", "0.6.5", 8192, 256, 8),
+    # the last release with the sort-based top-k/top-p (v0.16), the Triton kernel (v0.17 to v0.20), FlashInfer's
+    # sampler by default (v0.21 on)
+    ("H100-SXM", "0.16.0", 8192, 1024, 38),
+    ("H100-SXM", "0.17.0", 8192, 1024, 20),
+    ("A100-40GB", "0.19.1", 2048, 256, 20),
+    ("H100-SXM", "0.21.0", 8192, 1024, 24),
 ])
 def test_vllm_profile_run_defaults_by_gpu_and_release(kv, gpu, release, batched, seqs, per_logit):
     """vllm/engine/arg_utils.py get_batch_defaults: GPUs reporting 70 GiB or more get max_num_batched_tokens 8,192
@@ -757,3 +773,82 @@ def test_the_report_shows_the_state_slots_and_the_running_request_cap(kv, tmp_pa
     data = json.loads((tmp_path / "2026-Q4" / "data.json").read_text(encoding="utf-8"))
     plan = next(p for p in data["plans"] if p["plan"] == "nx")
     assert (plan["max_num_seqs"], plan["max_running_requests"], plan["max_concurrency"]) == (200, 200, 200)
+
+
+# --------------------------------------------------------------------------- the GPU's own facts (0011)
+
+
+def test_pcie_gpus_keep_the_small_communication_buffers(kv):
+    """NCCL's and the custom all-reduce's buffers, which the engines count before sizing the KV cache at TP > 1, were
+    measured on NVLink H100s; over PCIe they stay small: an 8 x L40S v0.10.2 run logged 0.21 GiB of non-torch memory
+    (tests/data/logs/vllm-roethig-qwen3-235b-fp8-l40s-tp8.log). Qwen3-8B at TP 2, vLLM v0.10.1 and SGLang."""
+    common = ("--model", "Qwen3-8B", "--tp", "2", "--gpus-per-node", "2", "--context", "32K")
+    for gpu in ("H100-SXM", "L40S"):
+        kv("plan", "add", f"v-{gpu}", "--gpu", gpu, *common, "--rule", "vllm", "--engine-version", "0.10.1")
+        kv("plan", "add", f"s-{gpu}", "--gpu", gpu, *common, "--rule", "sglang")
+    # vLLM before v0.11: 0.25 GiB, and NCCL's 1.79 GiB on a fabric only
+    assert plan_row(kv, "v-H100-SXM")["non_torch_bytes_per_gpu"] == round(0.25 * GiB) + round(1.79 * GiB)
+    assert plan_row(kv, "v-L40S")["non_torch_bytes_per_gpu"] == round(0.25 * GiB) == 268_435_456
+    # SGLang: in use before the load, 1.85 GiB at TP > 1 on a fabric, TP 1's 0.70 GiB over PCIe
+    assert plan_row(kv, "s-H100-SXM")["non_torch_bytes_per_gpu"] == round(1.85 * GiB)
+    assert plan_row(kv, "s-L40S")["non_torch_bytes_per_gpu"] == round(0.70 * GiB) == 751_619_277
+    # the L40S's pool, from its 44.42 GiB: 47,695,611,822 x 0.9 - the warm-up (256 rows: under 70 GiB) - 0.25 GiB
+    # - 8.2e9 x 2 B / 2
+    row = plan_row(kv, "v-L40S")
+    activation = max(2048 * (3 * 12_288 + 2 * 4_096) * 2, 2048 * 4_096 * 2 + 256 * 151_936 * 38)
+    assert row["activation_peak_bytes_per_gpu"] == activation == 1_494_810_624
+    pool = 47_695_611_822 * 0.9 - activation - 268_435_456 - 8.2e9
+    assert row["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 30.70 GiB
+
+
+def test_fp8_on_a_gpu_without_fp8_units_carries_marlins_group_scales(kv):
+    """A100s (compute capability 8.0) run FP8 checkpoints through vLLM's Marlin kernels, which turn 128 x 128 block
+    scales into one 16-bit scale per 128 inputs of every output row. Qwen3-8B in FP8: 8.2e9 params, its two
+    151,936 x 4,096 vocabulary matrices kept at 16 bits."""
+    common = ("--model", "Qwen3-8B", "--gpus-per-node", "1", "--weight-dtype", "fp8_e4m3")
+    kv("plan", "add", "a100", "--gpu", "A100-80GB", *common, "--rule", "vllm")
+    kv("plan", "add", "h100", "--gpu", "H100-SXM", *common, "--rule", "vllm")
+    kv("plan", "add", "a100-sglang", "--gpu", "A100-80GB", *common, "--rule", "sglang")
+    kv("plan", "add", "a100-bf16", "--gpu", "A100-80GB", "--model", "Qwen3-8B", "--gpus-per-node", "1",
+       "--rule", "vllm")
+    vocabulary = 2 * 151_936 * 4_096  # 1,244,659,712 params
+    fp8 = 8.2e9 * 1 + vocabulary * (2 - 1)  # 9,444,659,712 B
+    scales = (8.2e9 - vocabulary) * 2 / 128  # 108,677,192 B
+    assert plan_row(kv, "h100")["weights_bytes_per_gpu"] == pytest.approx(fp8)
+    assert plan_row(kv, "a100")["marlin_fp8_scale_bytes"] == pytest.approx(scales) == 108_677_192
+    assert plan_row(kv, "a100")["weights_bytes_per_gpu"] == pytest.approx(fp8 + scales)
+    assert plan_row(kv, "a100-sglang")["weights_bytes_per_gpu"] == pytest.approx(fp8)  # vLLM's kernels only
+    assert plan_row(kv, "a100-bf16")["marlin_fp8_scale_bytes"] == 0
+
+
+def test_a_gpus_facts_are_options_and_bad_ones_are_one_line(kv, state):
+    kv("gpu", "add", "RTX-3090", "--memory", "24GiB", "--reported-memory", "23.58GiB", "--compute-capability", "8.6",
+       "--pcie-only")
+    [row] = [g for g in kv.json("gpu", "list") if g["name"] == "RTX-3090"]
+    assert (row["compute_capability"], row["fabric"]) == (8.6, 0)
+    [h100] = [g for g in kv.json("gpu", "list") if g["name"] == "H100-SXM"]
+    assert (h100["compute_capability"], h100["fabric"]) == (9.0, 1)
+    line = fails(kv, state, "gpu", "add", "X", "--memory", "24GiB", "--compute-capability", "0")
+    assert "compute_capability must be above 0 (an H100 is 9.0)" in line
+
+
+def test_v0_pads_an_mla_latent_to_256_bytes(cap):
+    """vLLM's V0 engine from v0.7.3 stored each 576-element bf16 latent in 1,280 B (PR 12676) until PR 14842; V1
+    never padded. DeepSeek-R1 on 8 x H200 (v0.7.3, tests/data/logs/vllm-flowasbrook-deepseek-r1-h200-tp8-v073.log)
+    kept 21.43 GiB for its KV cache and printed 18,418 blocks of 16 tokens."""
+    common = ("--model", "DeepSeek-V3", "--gpu", "H200", "--tp", "8", "--rule", "vllm", "--kv-cache-memory", "21.43GiB")
+    v073 = cap(*common, "--engine-version", "0.7.3")
+    assert v073["num_blocks"] == math.floor(round(21.43 * GiB) / (16 * 61 * 1_280)) == 18_418  # 18,418.6 in the log
+    v080 = cap(*common, "--engine-version", "0.8.0")
+    assert v080["num_blocks"] == math.floor(round(21.43 * GiB) / (16 * 61 * 1_152)) == 20_465
+    assert cap("--model", "DeepSeek-V3", "--gpu", "H200", "--tp", "8")["kv_bytes_per_token_per_gpu"] == 61 * 1_152
+
+
+def test_the_sampler_warm_up_holds_the_smaller_of_the_batch_and_max_num_seqs(kv):
+    """V1's profile run warms the sampler up with one row per dummy request, min(max_num_batched_tokens,
+    max_num_seqs) of them (gpu_model_runner.py _dummy_run): 2,048 rows here, not 4,096. v0.20: 20 B a logit."""
+    kv("plan", "add", "many", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--gpus-per-node", "1", "--rule", "vllm",
+       "--engine-version", "0.20.0", "--max-num-seqs", "4096", "--max-num-batched-tokens", "2048")
+    r = plan_row(kv, "many")
+    assert r["activation_peak_bytes_per_gpu"] == max(2048 * (3 * 14_336 + 2 * 4_096) * 2,
+                                                     2048 * 4_096 * 2 + 2048 * 128_256 * 20) == 5_270_142_976

@@ -79,7 +79,7 @@ def test_sglangs_hybrid_state_slots_come_out_of_the_pool_first(bench, table):
 def test_a_known_miss_is_reported_not_hidden(bench, table):
     means = bench.mean_errors(table)
     mae, n = means["vllm", "moe", "kv_cache_memory"]
-    assert mae > bench.TARGET and n == 1
+    assert mae > bench.TARGET and n == 3
     assert bench.misses(means, table) == []  # recorded in KNOWN_MISSES with its measured error
     worse = dict(means)
     worse["vllm", "dense", "kv_cache_memory"] = (0.05, 3)

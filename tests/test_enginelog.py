@@ -170,3 +170,37 @@ def test_the_running_request_settings_and_sglangs_resolved_value():
     mamba = parse_log("Mamba Cache is allocated. max_mamba_cache_size: 788, conv_state size: 0.05GB, ssm_state size:"
                       " 14.14GB\nKV Cache is allocated. #tokens: 1381132, K size: 7.90 GB, V size: 7.90 GB")
     assert (mamba.engine, mamba.state_slots, mamba.kv_cache_tokens) == ("sglang", 788, 1_381_132)
+
+
+def test_each_worker_prints_its_own_kv_lines_and_the_smallest_is_kept():
+    """An 8 x L40S run of v0.10.2: the workers printed 10.64 to 10.68 GiB of KV memory, then 237,344 to 238,256 tokens
+    (7.24x to 7.27x); vLLM sized every worker to the smallest, 14,834 blocks of 16 = 237,344 tokens."""
+    r = log("vllm-roethig-qwen3-235b-fp8-l40s-tp8.log")
+    assert (r.engine_version, r.tp, r.max_model_len, r.max_num_batched_tokens) == ("0.10.2", 8, 32768, 2048)
+    assert (r.kv_cache_gib, r.kv_cache_tokens, r.max_concurrency) == (10.64, 14_834 * 16, 7.24)
+    # "Model loading took 27.7183 GiB" comes before the summary line's 27.72
+    assert (r.weights_gib, r.activation_gib, r.non_torch_gib, r.cuda_graph_gib) == (27.7183, 1.4, 0.21, 3.45)
+    assert (r.total_gpu_memory_gib, r.gpu_memory_utilization, r.requested_gib) == (44.42, 0.9, 39.98)
+
+
+def test_the_utilization_a_pre_v021_log_names_in_its_cuda_graph_hint():
+    """vLLM 0.19.1 on an A100 40GB prints no utilization line of its own; its hint does ("increase
+    --gpu-memory-utilization from 0.9000 to 0.9306")."""
+    r = log("vllm-durango-qwen3-coder-30b-fp8-a100-40gb.log")
+    assert (r.engine_version, r.gpu_memory_utilization) == ("0.19.1", 0.9)
+    assert r.model == "Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8"
+    assert (r.weights_gib, r.kv_cache_gib, r.kv_cache_tokens, r.max_concurrency) == (29.54, 5.03, 54_912, 1.68)
+    assert r.cuda_graph_in_budget is None  # profiled, not taken from the budget before v0.21
+
+
+def test_a_v0_mla_log_and_sglangs_memory_before_the_load():
+    r = log("vllm-flowasbrook-deepseek-r1-h200-tp8-v073.log")
+    assert (r.format, r.tp, r.total_gpu_memory_gib, r.requested_gib) == ("vllm-v0", 8, 139.81, 118.84)
+    assert (r.weights_gib, r.non_torch_gib, r.activation_gib, r.kv_cache_gib) == (83.88, 7.16, 6.37, 21.43)
+    assert (r.num_blocks, r.kv_cache_tokens, r.max_concurrency) == (18_418, 18_418 * 16, 2.3)
+    s = log("sglang-mystous-qwen3-30b-fp8-h100-tp1.log")
+    assert (s.avail_before_load_gib, s.avail_after_weights_gib, s.weights_gib) == (78.48, 49.33, 29.15)
+    assert (s.kv_cache_tokens, s.kv_cache_gib, s.kv_cache_dtype, s.max_running_requests) == (392_920, 35.98, "bfloat16",
+                                                                                             4096)
+    tp8 = log("sglang-mystous-deepseek-r1-kt-h100-tp8.log")
+    assert tp8.avail_before_load_gib == 77.38  # TP0's line; six of the eight ranks printed 77.33

@@ -45,7 +45,8 @@ def figures(**inputs) -> dict:
         gpu_memory_utilization=None, max_num_batched_tokens=None, max_concurrent_batches=None, activation_bytes=None,
         cuda_graph_bytes=None, mem_fraction_static=None, max_num_seqs=None,
         # engine memory (0006): nothing measured, no reported memory, the latest release
-        reported_memory_bytes=None, engine_version=None, engine_release=None, non_torch_bytes=None,
+        reported_memory_bytes=None, compute_capability=None, fabric=None, engine_version=None, engine_release=None,
+        non_torch_bytes=None,
         weights_measured_bytes=None, hidden_size=None, intermediate_size=None, vocab_size=None,
         # per-kind layouts (Gemma 4, Nemotron-Super): none here
         no_cache_layers=0, sliding_kv_heads=None, sliding_head_dim=None, chunked_kv_heads=None, chunked_head_dim=None,

@@ -82,12 +82,27 @@ def _expert_part(i: int):
     return lambda model: (_expert_layout(model) or (None, None, None))[i]
 
 
+def _gpu_fact(i: int):
+    """0011 fills the compute capability (i = 0) and the fabric (i = 1) of the catalog GPUs, where the row still has
+    the catalog's nominal memory: the catalog's own values (kvreg/catalog/gpus.toml); nothing else."""
+    catalog = {g["name"]: g for g in tomllib.loads(
+        (pathlib.Path(__file__).parents[1] / "kvreg" / "catalog" / "gpus.toml").read_text())["gpu"]}
+
+    def fact(gpu: dict):
+        row = catalog.get(gpu["name"])
+        if row is None or gpu["memory_bytes"] != row["memory_bytes"]:
+            return None
+        return row.get(("compute_capability", "fabric")[i])
+    return fact
+
+
 # New columns a revision fills from the rows' data rather than leaving NULL: (table, column) -> expected.
 FILLED = {("gpu", "reported_memory_bytes"): _reported_memory,
           ("model", "linear_recurrent_elements_per_layer"): _recurrent_elements,
           ("model", "embedding_matrices"): _embedding_matrices,
           ("model", "experts"): _expert_part(0), ("model", "expert_intermediate_size"): _expert_part(1),
-          ("model", "moe_layers"): _expert_part(2)}
+          ("model", "moe_layers"): _expert_part(2),
+          ("gpu", "compute_capability"): _gpu_fact(0), ("gpu", "fabric"): _gpu_fact(1)}
 
 
 def revisions() -> list[str]:

@@ -7,7 +7,7 @@ import click
 from kvreg.cli.common import emit, emit_record, format_option, open_db, read, user_errors
 
 GPU_COLUMNS = ["name", "vendor", "memory_bytes", "memory_gib", "reported_memory_bytes", "memory_bandwidth_bytes_per_s",
-               "interconnect", "price_per_hour", "unit_price", "notes"]
+               "interconnect", "compute_capability", "fabric", "price_per_hour", "unit_price", "notes"]
 
 
 def _gpu_out(row: dict) -> dict:
@@ -31,19 +31,29 @@ def gpu_group():
 @click.option("--bandwidth", help="Memory bandwidth per second: 3.35TB (bytes per second).")
 @click.option("--vendor", default="", help="NVIDIA, AMD, Apple, ...")
 @click.option("--interconnect", default="", help="NVLink 900 GB/s, PCIe Gen5, ...")
+@click.option("--compute-capability", type=float,
+              help="CUDA compute capability: 9.0 (H100), 8.0 (A100), 8.9 (L40S). Below 8.9 vLLM runs FP8 checkpoints "
+                   "through Marlin, which adds 16-bit group scales to the weights. Default: not known (no Marlin).")
+@click.option("--fabric/--pcie-only", default=None,
+              help="Whether a node's GPUs share NVLink (or another GPU fabric) or talk over PCIe only: the engines' "
+                   "communication buffers at TP > 1 are large on a fabric, small over PCIe. Default: not known (a "
+                   "fabric).")
 @click.option("--price-per-hour", type=float, help="USD per GPU-hour (for monthly cost).")
 @click.option("--unit-price", type=float, help="USD to buy one GPU (for capex).")
 @click.option("--notes", default="")
 @click.pass_context
 @user_errors
-def gpu_add(ctx, name, memory, reported_memory, bandwidth, vendor, interconnect, price_per_hour, unit_price, notes):
-    """Add a GPU: kvreg gpu add H100-PCIe --memory 80GiB --reported-memory 79.19GiB --bandwidth 2TB."""
+def gpu_add(ctx, name, memory, reported_memory, bandwidth, vendor, interconnect, compute_capability, fabric,
+            price_per_hour, unit_price, notes):
+    """Add a GPU: kvreg gpu add H100-PCIe --memory 80GiB --reported-memory 79.19GiB --bandwidth 2TB
+    --compute-capability 9.0 --pcie-only."""
     from kvreg.registry import add_gpu
 
     with open_db(ctx).begin() as conn:
         add_gpu(conn, dict(name=name, memory_bytes=memory, reported_memory_bytes=reported_memory,
-                           memory_bandwidth_bytes_per_s=bandwidth, vendor=vendor,
-                           interconnect=interconnect, price_per_hour=price_per_hour, unit_price=unit_price, notes=notes))
+                           memory_bandwidth_bytes_per_s=bandwidth, vendor=vendor, interconnect=interconnect,
+                           compute_capability=compute_capability, fabric=fabric, price_per_hour=price_per_hour,
+                           unit_price=unit_price, notes=notes))
     click.echo(f"added gpu {name}")
 
 

@@ -33,7 +33,7 @@ from kvreg.units import parse_quarter
 DTYPE_COLUMNS = ("name", "bytes_per_element", "kind", "mla_bytes_per_token_per_layer",
                  "scale_bytes_per_token_per_head", "notes")
 GPU_COLUMNS = ("id", "name", "vendor", "memory_bytes", "memory_bandwidth_bytes_per_s", "interconnect",
-               "price_per_hour", "unit_price", "notes", "reported_memory_bytes")
+               "price_per_hour", "unit_price", "notes", "reported_memory_bytes", "compute_capability", "fabric")
 MODEL_COLUMNS = (
     "id", "name", "architecture", "family", "layers", "full_layers", "sliding_layers", "sliding_window",
     "chunked_layers", "attention_chunk_size", "linear_layers", "linear_state_elements_per_layer",

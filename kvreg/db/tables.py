@@ -208,6 +208,8 @@ class Gpu(SQLModel, table=True):
         CheckConstraint("unit_price IS NULL OR unit_price >= 0", name="ck_gpu_unit_price"),
         CheckConstraint("reported_memory_bytes IS NULL OR (reported_memory_bytes > 0 AND"
                         " reported_memory_bytes <= memory_bytes)", name="ck_gpu_reported_memory"),
+        CheckConstraint("compute_capability IS NULL OR compute_capability > 0", name="ck_gpu_compute_capability"),
+        CheckConstraint("fabric IS NULL OR fabric IN (0, 1)", name="ck_gpu_fabric"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -222,6 +224,13 @@ class Gpu(SQLModel, table=True):
     # What CUDA reports as the device's total memory (torch.cuda.mem_get_info), which the engines size
     # from: an H100 80GB reports 79.19 GiB. NULL: not known, the engine rules use memory_bytes.
     reported_memory_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    # CUDA compute capability (9.0 for an H100, 8.0 for an A100; 0011): below 8.9 a GPU has no FP8 units, and vLLM
+    # runs an FP8 checkpoint through its Marlin kernels with 16-bit group scales. NULL: not an NVIDIA GPU, or not known.
+    compute_capability: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
+    # 1 when a node's GPUs share a GPU fabric (NVLink and NVSwitch, AMD Infinity Fabric), 0 when they talk over PCIe
+    # only (0011): NCCL's and the custom all-reduce's buffers, which the engines count before sizing the KV cache, are
+    # large on a fabric and small over PCIe. NULL: not known, taken as a fabric.
+    fabric: Optional[int] = Field(default=None, sa_column=Column(Integer, nullable=True))
 
 
 class Deployment(SQLModel):

@@ -83,8 +83,11 @@ def _forward_activation():
 
 
 def _sampler_warm_up():
-    """vLLM's profile run, sampler warm-up: max_num_seqs rows of logits over the vocabulary."""
-    return F("vllm_max_num_seqs_used") * coalesce(I("vocab_size"), 0) * F("sampler_bytes_per_logit")
+    """vLLM's profile run, sampler warm-up: max_num_seqs rows of logits over the vocabulary (V1: one row per dummy
+    request, min(max_num_batched_tokens, max_num_seqs) of them: gpu_model_runner.py _dummy_run)."""
+    rows = if_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
+               least(F("vllm_max_num_seqs_used"), F("max_num_batched_tokens_used")), F("vllm_max_num_seqs_used"))
+    return rows * coalesce(I("vocab_size"), 0) * F("sampler_bytes_per_logit")
 
 
 def _state_shards() -> Expr:
@@ -330,10 +333,16 @@ _FIGURES: list[Figure] = [
         "kv_page_bytes_per_token_per_layer_per_gpu",
         "bytes",
         "vLLM: the largest per-layer KV bytes per token on one GPU over the attention kinds the model has;"
-        " every layer's page is sized to it (vLLM unifies page sizes across KV cache groups)",
-        greatest(greatest(if_(F("full_layers_per_gpu") > 0, F("kv_bytes_per_token_per_layer_per_gpu"), 0),
-                          if_(F("sliding_layers_per_gpu") > 0, F("kv_bytes_per_token_per_sliding_layer_per_gpu"), 0)),
-                 if_(F("chunked_layers_per_gpu") > 0, F("kv_bytes_per_token_per_chunked_layer_per_gpu"), 0)),
+        " every layer's page is sized to it (vLLM unifies page sizes across KV cache groups); the V0 engine from"
+        f" v0.7.3 pads an MLA latent entry to a multiple of {VLLM_V0_KV_ENTRY_ALIGN_BYTES} B (576 bf16 elements take"
+        " 1,280 B)",
+        if_(and_(_rule("vllm"), F("is_mla"), F("engine_release_used") >= VLLM_V0_KV_ENTRY_ALIGN_FROM,
+                 F("engine_release_used") < VLLM_V1_FIRST_RELEASE),
+            ceil(F("kv_bytes_per_token_per_layer_per_gpu") / VLLM_V0_KV_ENTRY_ALIGN_BYTES) * VLLM_V0_KV_ENTRY_ALIGN_BYTES,
+            greatest(greatest(if_(F("full_layers_per_gpu") > 0, F("kv_bytes_per_token_per_layer_per_gpu"), 0),
+                              if_(F("sliding_layers_per_gpu") > 0, F("kv_bytes_per_token_per_sliding_layer_per_gpu"),
+                                  0)),
+                     if_(F("chunked_layers_per_gpu") > 0, F("kv_bytes_per_token_per_chunked_layer_per_gpu"), 0))),
     ),
     Figure(
         "state_bytes_per_sequence_per_gpu",
@@ -408,15 +417,26 @@ _FIGURES: list[Figure] = [
            if_(and_(not_(_rule("theoretical")), I("weight_bytes_per_param") < ENGINE_EMBEDDING_BYTES_PER_PARAM,
                     not_(F("mxfp4_layout"))),
                F("embedding_params") * (ENGINE_EMBEDDING_BYTES_PER_PARAM - I("weight_bytes_per_param")), 0)),
+    Figure("marlin_fp8_scale_bytes", "bytes",
+           f"vLLM on a GPU without FP8 units (compute_capability below {VLLM_MARLIN_FP8_CAPABILITY_BELOW}) runs an FP8"
+           " checkpoint through its Marlin kernels, which keep a 16-bit scale per"
+           f" {MARLIN_FP8_GROUP} inputs of every output row: (params - embedding_params) x {MARLIN_FP8_SCALE_BYTES} /"
+           f" {MARLIN_FP8_GROUP} B; 0 otherwise (other rules and dtypes, a GPU with FP8 units or of unknown capability)",
+           if_(and_(_rule("vllm"), not_(isnull(I("compute_capability"))),
+                    I("compute_capability") < VLLM_MARLIN_FP8_CAPABILITY_BELOW,
+                    or_(*[I("weight_dtype_name").eq(name) for name in FP8_WEIGHT_DTYPES])),
+               (I("params_total") - F("embedding_params")) * MARLIN_FP8_SCALE_BYTES / MARLIN_FP8_GROUP, 0)),
     Figure("weights_bytes_per_gpu", "bytes", "weights on one GPU: the measured weights_measured_bytes (an engine"
            " rule's calibration); for an MXFP4 layout (params - expert_params) x"
            f" {ENGINE_EMBEDDING_BYTES_PER_PARAM} B / (TP x PP) + moe_layers x experts / PP x"
-           " mxfp4_bytes_per_expert_per_gpu; else (params x bytes + engine_embedding_extra_bytes) / (TP x PP)",
+           " mxfp4_bytes_per_expert_per_gpu; else (params x bytes + engine_embedding_extra_bytes +"
+           " marlin_fp8_scale_bytes) / (TP x PP)",
            coalesce(I("weights_measured_bytes"),
                     if_(F("mxfp4_layout"),
                         (I("params_total") - F("expert_params")) * ENGINE_EMBEDDING_BYTES_PER_PARAM / (I("tp") * I("pp"))
                         + I("moe_layers") * I("experts") / I("pp") * F("mxfp4_bytes_per_expert_per_gpu"),
-                        (F("weights_bytes") + F("engine_embedding_extra_bytes")) / (I("tp") * I("pp"))))),
+                        (F("weights_bytes") + F("engine_embedding_extra_bytes") + F("marlin_fp8_scale_bytes"))
+                        / (I("tp") * I("pp"))))),
     Figure("weights_gib_per_gpu", "GiB", "the same in GiB", F("weights_bytes_per_gpu") / GIB),
     Figure("memory_gib", "GiB", "GPU memory in GiB", I("memory_bytes") / GIB),
     Figure(
@@ -442,30 +462,37 @@ _FIGURES: list[Figure] = [
     Figure("requested_bytes_per_gpu", "bytes", "vLLM: the memory the instance may use on one GPU: engine memory x"
            " gpu_memory_utilization (its log's 'total_gpu_memory x gpu_memory_utilization')",
            if_(_rule("vllm"), F("engine_memory_bytes") * F("gpu_memory_utilization_used"), Const(None))),
+    Figure("communicates_over_fabric", "flag", "1 when the GPUs of a replica exchange activations (TP x PP > 1) over"
+           " a GPU fabric (fabric 1, or not known): the engines' communication buffers, counted before the KV cache"
+           " is sized, are those measured on NVLink H100s; over PCIe only (fabric 0) they are the small ones of"
+           " TP 1", and_((I("tp") * I("pp")) > 1, coalesce(I("fabric"), 1).eq(1)), "flag"),
     Figure(
         "non_torch_bytes_per_gpu",
         "bytes",
         "memory in use before the weights load that the rule takes off: SGLang the CUDA context and communication"
-        f" buffers before its 'Load weight begin' (non_torch_bytes when measured, else {SGLANG_STARTUP_BYTES});"
+        f" buffers before its 'Load weight begin' (non_torch_bytes when measured, else {SGLANG_STARTUP_BYTES / GIB:.2f}"
+        f" GiB, {SGLANG_STARTUP_TP_BYTES / GIB:.2f} GiB when communicates_over_fabric);"
         " vLLM the non-torch memory of the profile run: non_torch_bytes when measured, else"
         f" {VLLM_V065_CONTEXT_BYTES / GIB:.2f} GiB of CUDA context plus {VLLM_V065_NCCL_BYTES_PER_GPU / GIB:.2f} GiB"
-        f" of NCCL buffers at TP x PP > 1 in v0.6.5 and v0.6.6; from v0.11 {VLLM_V011_NON_TORCH_BYTES / GIB:.2f} GiB,"
-        f" plus {VLLM_V011_TP_NON_TORCH_BYTES / GIB:.2f} GiB at TP x PP > 1 before v0.21;"
-        f" {VLLM_NON_TORCH_BYTES / GIB:.2f} GiB in every other release, plus the same"
-        f" {VLLM_V065_NCCL_BYTES_PER_GPU / GIB:.2f} GiB of NCCL buffers at TP x PP > 1 from v0.8 (V1) to before v0.11"
-        " (their memory snapshot preceded the distributed set-up)",
+        f" of NCCL buffers when communicates_over_fabric in v0.6.5 and v0.6.6; from v0.11"
+        f" {VLLM_V011_NON_TORCH_BYTES / GIB:.2f} GiB, plus {VLLM_V011_TP_NON_TORCH_BYTES / GIB:.2f} GiB when"
+        f" communicates_over_fabric before v0.21; {VLLM_NON_TORCH_BYTES / GIB:.2f} GiB in every other release, plus"
+        f" the same {VLLM_V065_NCCL_BYTES_PER_GPU / GIB:.2f} GiB of NCCL buffers when communicates_over_fabric from"
+        " v0.8 (V1) to before v0.11 (their memory snapshot preceded the distributed set-up)",
         if_(_rule("vllm"), coalesce(
             I("non_torch_bytes"),
             if_(and_(F("engine_release_used") >= VLLM_V065_FIRST, F("engine_release_used") <= VLLM_V065_LAST),
-                VLLM_V065_CONTEXT_BYTES + if_((I("tp") * I("pp")) > 1, VLLM_V065_NCCL_BYTES_PER_GPU, 0),
+                VLLM_V065_CONTEXT_BYTES + if_(F("communicates_over_fabric"), VLLM_V065_NCCL_BYTES_PER_GPU, 0),
                 if_(F("engine_release_used") >= VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE,
                     VLLM_V011_NON_TORCH_BYTES
-                    + if_(and_(F("engine_release_used") < VLLM_V011_TP_NON_TORCH_BEFORE, (I("tp") * I("pp")) > 1),
+                    + if_(and_(F("engine_release_used") < VLLM_V011_TP_NON_TORCH_BEFORE, F("communicates_over_fabric")),
                           VLLM_V011_TP_NON_TORCH_BYTES, 0),
                     VLLM_NON_TORCH_BYTES
-                    + if_(and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, (I("tp") * I("pp")) > 1),
+                    + if_(and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, F("communicates_over_fabric")),
                           VLLM_V065_NCCL_BYTES_PER_GPU, 0)))),
-            if_(_rule("sglang"), coalesce(I("non_torch_bytes"), SGLANG_STARTUP_BYTES), Const(None))),
+            if_(_rule("sglang"), coalesce(I("non_torch_bytes"), if_(F("communicates_over_fabric"),
+                                                                   SGLANG_STARTUP_TP_BYTES, SGLANG_STARTUP_BYTES)),
+                Const(None))),
     ),
     Figure("max_num_batched_tokens_used", "tokens",
            f"vLLM: max_num_batched_tokens, else the server's default: {VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS:,} from v0.8"
@@ -491,11 +518,16 @@ _FIGURES: list[Figure] = [
                                                 F("engine_memory_bytes") >= VLLM_LARGE_GPU_BYTES),
                                            VLLM_LARGE_GPU_MAX_NUM_SEQS, VLLM_SAMPLER_SEQS)), Const(None)), "int"),
     Figure("sampler_bytes_per_logit", "bytes",
-           f"vLLM: bytes live per logit at the sampler warm-up's peak: {VLLM_V1_SAMPLER_BYTES_PER_LOGIT} from v0.8"
-           f" (V1's sampler, as measured on llm-d's v0.11 H100 runs), {SAMPLER_BYTES_PER_LOGIT} before (V0: fp32"
-           " logits and probabilities)",
-           if_(_rule("vllm"), if_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, VLLM_V1_SAMPLER_BYTES_PER_LOGIT,
-                                  SAMPLER_BYTES_PER_LOGIT), Const(None)), "int"),
+           f"vLLM: bytes live per logit at the sampler warm-up's peak: {SAMPLER_BYTES_PER_LOGIT} before v0.8 (V0: fp32"
+           f" logits and probabilities); {VLLM_V1_SAMPLER_BYTES_PER_LOGIT} from v0.8 (V1's sort-based top-k/top-p, as"
+           f" measured on llm-d's v0.11 H100 runs); {VLLM_TRITON_SAMPLER_BYTES_PER_LOGIT} from v0.17 (its Triton"
+           f" top-k/top-p kernel, in place); {VLLM_FLASHINFER_SAMPLER_BYTES_PER_LOGIT} from v0.21 (FlashInfer's"
+           " sampler by default)",
+           if_(_rule("vllm"),
+               if_(F("engine_release_used") >= VLLM_FLASHINFER_SAMPLER_FROM, VLLM_FLASHINFER_SAMPLER_BYTES_PER_LOGIT,
+                   if_(F("engine_release_used") >= VLLM_TRITON_SAMPLER_FROM, VLLM_TRITON_SAMPLER_BYTES_PER_LOGIT,
+                       if_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, VLLM_V1_SAMPLER_BYTES_PER_LOGIT,
+                           SAMPLER_BYTES_PER_LOGIT))), Const(None)), "int"),
     Figure(
         "activation_peak_bytes_per_gpu",
         "bytes",

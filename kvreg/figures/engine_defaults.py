@@ -58,6 +58,23 @@ VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS = 2048
 # + 4 (the fp32 copy) + 4 (sorted values) + 8 (sort indices) + 4 (sorted probabilities) + 1 + 1 (masks) + 4 (the
 # scattered result); the rest is the random sampling after it (probabilities and exponential noise in fp32).
 VLLM_V1_SAMPLER_BYTES_PER_LOGIT = 38
+# An 8 x L40S run of v0.10.2 (tests/data/logs/vllm-roethig-qwen3-235b-fp8-l40s-tp8.log) logged 1.4 GiB of peak
+# activation where 256 x 151,936 logits of 38 B beside 2,048 hidden states give 1.39 GiB.
+# From v0.17 the warm-up's top-k/top-p masking no longer sorts the vocabulary: apply_top_k_top_p runs vLLM's Triton
+# kernel in place on batches of 8 rows or more (vllm/v1/sample/ops/topk_topp_sampler.py and topk_topp_triton.py,
+# PR 33538, first released in v0.17.0), beside a scratch buffer of one fp32 row per SM. What stays live is the
+# model-dtype logits (2 B), their fp32 copy (4), the probabilities (4) and the exponential noise (4) of random_sample,
+# 14 B, plus that buffer; measured: vLLM 0.19.1 on an A100 40GB (tests/data/logs/
+# vllm-durango-qwen3-coder-30b-fp8-a100-40gb.log) had 39.38 x 0.9 - 29.54 - 5.03 = 0.87 GiB for activation and
+# non-torch memory, 0.74 GiB after v0.11's 0.13 GiB of non-torch memory: 20 B for each of its 256 x 151,936 logits.
+VLLM_TRITON_SAMPLER_FROM = 17000  # v0.17.0
+VLLM_TRITON_SAMPLER_BYTES_PER_LOGIT = 20
+# From v0.21 vLLM samples with FlashInfer's top-k/top-p kernel by default on GPUs it supports (PR 40376, "FlashInfer
+# top-k/top-p sampler enabled by default" in the v0.21.0 notes). Measured: vllm#50722's run (a release from v0.21,
+# 1,024 sequences over Qwen3.5's 248,320-token vocabulary) logged 5.66 GiB of peak activation: less its 8,192 x 2,048
+# hidden states, 24 B a logit.
+VLLM_FLASHINFER_SAMPLER_FROM = 21000  # v0.21.0
+VLLM_FLASHINFER_SAMPLER_BYTES_PER_LOGIT = 24
 # Non-torch memory (vllm/utils memory_profiling: non_torch_increase), the CUDA context, cuBLAS workspace
 # and NCCL buffers the profile run sees outside PyTorch's allocator. vLLM v0.6.5 and v0.6.6 measured it
 # from before CUDA was initialised (PR 10511): 1.79 GiB on one H100, 3.58 GiB at TP 2, the second 1.79 GiB
@@ -97,6 +114,19 @@ ENGINE_EMBEDDING_BYTES_PER_PARAM = 2
 #     (v0.11.0 built with triton_kernels) loaded 13.47 GiB, and this layout gives 13.44 GiB from the config.
 #   - SGLang: the width rounded up to 64 (without FlashInfer); a copy of the scales its kernels may make is not
 #     modelled (no SGLang gpt-oss log to check it against).
+# A GPU without FP8 units (CUDA compute capability below 8.9: the A100, A10, RTX 3090) runs an FP8 checkpoint through
+# vLLM's Marlin kernels, weight-only (vllm/model_executor/layers/quantization/utils/marlin_utils_fp8.py,
+# prepare_fp8_layer_for_marlin and prepare_moe_fp8_layer_for_marlin): the fp8 values are repacked at their size, and a
+# block-scaled checkpoint's fp32 scales (one per 128 x 128 block) become 16-bit group scales, one per
+# MARLIN_FP8_GROUP inputs for every output row: (K / 128) x N x 2 B a matrix, params x 2 / 128 B in all. kvreg's
+# 8-bit float weight dtypes are block-scaled (the format of DeepSeek's and Qwen's FP8 releases); a channel-scaled
+# checkpoint keeps one scale per output row, which this overstates. Measured: Qwen3-Coder-30B-A3B-FP8 on an A100 40GB
+# (vLLM 0.19.1) loaded 29.54 GiB where params x 1 B plus the 16-bit vocabulary matrices are 28.98 GiB; the group scales
+# of its 29.9e9 linear weights add 0.43 GiB.
+VLLM_MARLIN_FP8_CAPABILITY_BELOW = 8.9
+MARLIN_FP8_GROUP = 128
+MARLIN_FP8_SCALE_BYTES = 2
+FP8_WEIGHT_DTYPES = ("fp8_e4m3", "fp8_e5m2", "fp8")
 MXFP4_BLOCK = 32
 MXFP4_VALUES_PER_BYTE = 2
 VLLM_MXFP4_TRITON_FROM = 11001  # v0.11.1
@@ -120,6 +150,15 @@ VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE = 11000  # v0.11.0
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; https://github.com/vllm-project/vllm/issues/50722 quotes both lines).
 # kvreg does not estimate them: a plan gives --cuda-graph-memory, or calibrates from a log of such a release.
 VLLM_CUDA_GRAPH_IN_BUDGET_RELEASE = 21000  # v0.21.0
+# vLLM's V0 engine from v0.7.3 padded every KV cache entry to a multiple of 256 bytes on CUDA (PR 12676, "Mem align KV
+# caches for CUDA devices (MLA perf improvement)": "for MLA with a head dim of 576 ... and a fp16/bf16 cache, we allocate
+# 640 elements per cache entry instead of 576"), until PR 14842 removed it in March 2025, before V1 became the default in
+# v0.8.0 (V1 never padded). A standard head of 64 or 128 elements is 256-byte aligned already; an MLA latent is not.
+# Measured: DeepSeek-R1 on 8 x H200 with v0.7.3 kept 21.43 GiB for its KV cache and printed 18,418 blocks of 16 tokens:
+# 21.43 GiB / (16 x 61 layers x 1,280 B) = 18,418.6 (576-element entries would give 20,466 blocks). PR 14842's own A/B
+# run printed 4,739 blocks padded and 5,266 unpadded: 0.900 = 576 / 640. v0.7.2 is not known to pad and is left out.
+VLLM_V0_KV_ENTRY_ALIGN_BYTES = 256
+VLLM_V0_KV_ENTRY_ALIGN_FROM = 7003  # v0.7.3
 # SGLang's --mem-fraction-static when none is given: its server derives one from the GPU's memory in MiB
 # and the parallel size (python/sglang/srt/server_args.py, ServerArgs._handle_gpu_memory_settings):
 #   reserved_mem = 512 + max(chunked_prefill_size, 2048) x 1.5 + cuda_graph_max_bs x 2 + tp x pp / 8 x 1024
@@ -149,9 +188,16 @@ SGLANG_CUDA_GRAPH_TP = 4  # "cuda_graph_max_bs 24 if tp < 4 else 80"
 # The fraction SGLang uses when it cannot read the GPU's memory (gpu_mem None): kvreg always knows it, so this
 # only names the classic default the docs compare against.
 SGLANG_MEM_FRACTION_STATIC = 0.88
-# Memory in use on a GPU before SGLang loads weights (CUDA context, NCCL and custom all-reduce buffers):
-# not modelled (0) unless measured; its log's "Load weight begin. avail mem" is the memory after it.
-SGLANG_STARTUP_BYTES = 0
+# Memory in use on a GPU before SGLang loads weights: the CUDA context, and at TP x PP > 1 NCCL's and the custom
+# all-reduce's buffers (python/sglang/srt/model_executor/model_runner.py: init_torch_distributed takes the smallest
+# free memory over the ranks, min_per_gpu_memory, as pre_model_load_memory; its log's "Load weight begin. avail mem"
+# is one rank's free memory then). Measured on one H100 node (79.18 GiB reported) with one SGLang build, August 2026
+# (tests/data/logs/sglang-mystous-*.log): 79.18 - 78.48 = 0.70 GiB at TP 1, 79.18 - 77.33 = 1.85 GiB on six of the
+# eight ranks at TP 8 (NCCL 2.29.7, "All Reduce config: symmetric_memory = 18.01 MB, local_buffer = 8.00 MB,
+# multicast = True"). Other logs put it at 0.37 GiB at TP 1 (an early-2025 release) and 2 to 3 GiB at TP 4 and 8 on
+# H200 and B200: measure it (--non-torch-memory, or calibrate from a log) where it matters.
+SGLANG_STARTUP_BYTES = round(0.70 * GIB)
+SGLANG_STARTUP_TP_BYTES = round(1.85 * GIB)
 SGLANG_SWA_FULL_TOKENS_RATIO = 0.8  # SGLang --swa-full-tokens-ratio default: sliding pool / full pool
 # SGLang's max_running_requests when none is given (python/sglang/srt/mem_cache/kv_cache_configurator.py,
 # KVCacheConfigurator.resolve_max_num_reqs, per attention-DP worker):

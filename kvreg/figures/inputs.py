@@ -149,6 +149,10 @@ _INPUTS = [
               nullable=True, positive=True, table="gpu"),
     InputDecl("memory_bandwidth_bytes_per_s", "bytes/s", "GPU memory bandwidth", nullable=True, positive=True,
               table="gpu"),
+    InputDecl("compute_capability", "version", "CUDA compute capability (9.0 for an H100; below 8.9 no FP8 units);"
+              " NULL: not an NVIDIA GPU, or not known", "real", nullable=True, positive=True, table="gpu"),
+    InputDecl("fabric", "flag", "1 when a node's GPUs share NVLink or another GPU fabric, 0 over PCIe only; NULL: not"
+              " known, taken as a fabric", nullable=True, table="gpu"),
     InputDecl("price_per_hour", "USD/h", "price per GPU-hour", "real", nullable=True, table="gpu"),
     InputDecl("unit_price", "USD", "price to buy one GPU", "real", nullable=True, table="gpu"),
     # deployment

@@ -819,6 +819,14 @@ def test_fp8_on_a_gpu_without_fp8_units_carries_marlins_group_scales(kv):
     assert plan_row(kv, "a100")["weights_bytes_per_gpu"] == pytest.approx(fp8 + scales)
     assert plan_row(kv, "a100-sglang")["weights_bytes_per_gpu"] == pytest.approx(fp8)  # vLLM's kernels only
     assert plan_row(kv, "a100-bf16")["marlin_fp8_scale_bytes"] == 0
+    # Llama-3.1-8B in FP8 at TP 2 on A100s: 8.05e9 params, two 128,256 x 4,096 vocabulary matrices; the scales split
+    # with the weights
+    kv("plan", "add", "llama", "--gpu", "A100-80GB", "--model", "Llama-3.1-8B", "--tp", "2", "--gpus-per-node", "2",
+       "--weight-dtype", "fp8_e4m3", "--rule", "vllm")
+    vocabulary = 2 * 128_256 * 4_096  # 1,050,673,152 params
+    row = plan_row(kv, "llama")
+    assert row["marlin_fp8_scale_bytes"] == pytest.approx((8.05e9 - vocabulary) * 2 / 128) == 109_364_482
+    assert row["weights_bytes_per_gpu"] == pytest.approx((8.05e9 + vocabulary + 109_364_482) / 2)
 
 
 def test_a_gpus_facts_are_options_and_bad_ones_are_one_line(kv, state):

@@ -14,7 +14,9 @@ The formats, each seen in public logs vendored under tests/data/logs (MANIFEST.t
   ``# cuda blocks: N`` and ``Maximum concurrency for N tokens per request: Xx``;
 - vLLM V1 (v0.8 on, vllm/v1/worker/gpu_worker.py and vllm/v1/core/kv_cache_utils.py): ``Model loading took
   X GiB``, ``Available KV cache memory: X GiB``, ``GPU KV cache size: N tokens``, ``Maximum concurrency for
-  N tokens per request: Xx``; from v0.11 also ``Free memory on device (F/T GiB) on startup. Desired GPU memory
+  N tokens per request: Xx``; from v0.9.2 to v0.10.1, at DEBUG level, ``requested GPU memory: R GiB`` and
+  ``torch peak memory increase: A GiB; non-torch forward increase memory: N GiB; weights memory: W GiB``;
+  from v0.10.2 also ``Free memory on device (F/T GiB) on startup. Desired GPU memory
   utilization is (U, R GiB). Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch
   memory, and C GiB for CUDAGraph memory. ... Current kv cache memory in use is K GiB.`` (some releases print
   ``W GiB for consumed memory (weights + non-torch)`` instead), and from v0.21 ``CUDA graph memory profiling is
@@ -138,6 +140,7 @@ _rule("pp", r"\bpp_size=(\d+)", _i)
 _rule("max_model_len", r"max_(?:model|seq)_len['\"]?[=:]\s*(\d+)", _i)
 _rule("max_model_len", r"--max-model-len[ =]+(\d+)", _i)
 _rule("max_model_len", r"\bcontext_len=(\d+)", _i)
+_rule("max_model_len", r"Using max model len (\d+)", _i)
 _rule("max_num_batched_tokens", r"max_num_batched_tokens['\"]?[=:]\s*(\d+)", _i)
 _rule("max_num_batched_tokens", r"--max-num-batched-tokens[ =]+(\d+)", _i)
 _rule("max_num_seqs", r"max_num_seqs['\"]?[=:]\s*(\d+)", _i)
@@ -183,6 +186,16 @@ _rule("_actual", r"Actual usage is\s+" + _NUM + r"\s*GiB for consumed memory \(w
       + r"\s*GiB for peak activation,\s*and\s+" + _NUM + r"\s*GiB for CUDAGraph memory",
       lambda w_n, a, c: {"consumed_gib": _f(w_n), "activation_gib": _f(a), "cuda_graph_gib": _f(c)}, "vllm-v1")
 _rule("kv_cache_gib", r"Current kv cache memory in use is\s+" + _NUM + r"\s*GiB", _f, "vllm-v1")
+# V1 from v0.9.2 to v0.10.1 prints its profile at DEBUG (VLLM_LOGGING_LEVEL=DEBUG; PR 19312, reworded by PR 21429):
+# "Initial free memory: F GiB, free memory: G GiB, requested GPU memory: R GiB" (after PR 21429: "Initial free
+# memory: F GiB; Requested memory: U (util), R GiB") and "Memory profiling takes S seconds. Total non KV cache memory:
+# T GiB; torch peak memory increase: A GiB; non-torch forward increase memory: N GiB; weights memory: W GiB."
+_rule("requested_gib", r"requested GPU memory:\s*" + _NUM + r"\s*GiB", _f, "vllm-v1")
+_rule("_requested", r"Requested memory:\s*" + _NUM + r"\s*\(util\),\s*" + _NUM + r"\s*GiB",
+      lambda share, requested: {"gpu_memory_utilization": _f(share), "requested_gib": _f(requested)}, "vllm-v1")
+_rule("_profile", r"torch peak memory increase:\s*" + _NUM + r"\s*GiB;\s*non-torch forward increase memory:\s*"
+      + _NUM + r"\s*GiB;\s*weights memory:\s*" + _NUM + r"\s*GiB",
+      lambda a, n, w: {"activation_gib": _f(a), "non_torch_gib": _f(n), "weights_gib": _f(w)}, "vllm-v1")
 _rule("cuda_graph_in_budget", r"(CUDA graph memory profiling is enabled)", lambda _: True, "vllm-v1")
 # Releases before v0.21 that profiled the graphs without taking them from the budget say so, with the run's
 # utilization: "To try it now, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 and increase --gpu-memory-utilization

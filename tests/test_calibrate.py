@@ -71,10 +71,12 @@ def test_settings_the_log_lacks_are_options(kv, state):
     r = calibrate(kv, log, "--model", "Qwen3-235B-A22B", "--gpu", "H100-SXM", "--tp", "4",
                   "--mem-fraction-static", "0.93", "--weight-dtype", "fp8_e4m3")
     cell = 94 * 1 * 256 * 2  # 4 KV heads over TP 4
-    # fp8 weights, and the bf16 embeddings and lm_head one byte a weight more: 2 x 151,936 x 4,096 x 1 B; the log
-    # has no "avail mem" lines, so the memory in use before the load is kvreg's TP > 1 estimate, 1.85 GiB
-    pool = (H100_REPORTED - round(1.85 * GIB)) * 0.93 - (235e9 * 1 + 2 * 151_936 * 4_096 * 1) / 4
-    assert r["kv_cache_tokens"] == math.floor(pool / cell) == 377_514  # page 1; the log: 367,404
+    # fp8 weights, and the bf16 embeddings and lm_head one byte a weight more: 2 x 151,936 x 4,096 x 1 B, and the
+    # bf16 routers whole on every GPU: 94 x 128 x 4,096 x (2 - 1 / 4) B; the log has no "avail mem" lines, so the
+    # memory in use before the load is kvreg's TP > 1 estimate, 1.85 GiB
+    weights = (235e9 * 1 + 2 * 151_936 * 4_096 * 1) / 4 + 94 * 128 * 4_096 * (2 - 1 / 4)
+    pool = (H100_REPORTED - round(1.85 * GIB)) * 0.93 - weights
+    assert r["kv_cache_tokens"] == math.floor(pool / cell) == 375_722  # page 1; the log: 367,404
     bad = kv("calibrate", "--log", CUT, "--tp", "4", ok=False)
     assert bad.exit_code == 1 and "--tp 4 disagrees with the log, which shows 2" in bad.stderr
     assert state() == before

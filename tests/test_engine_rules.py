@@ -203,18 +203,23 @@ def test_an_mxfp4_checkpoint_lays_its_experts_out_as_the_engines_moe_kernels_pad
     assert triton == 13_219_200 + 806_400
     assert cap(*oss)["weights_gib_per_gpu"] * GiB == pytest.approx(rest + 36 * 128 * triton, rel=1e-12)
     # TP 2: each rank holds half of every expert's width, 1,440 -> 1,472 (Triton, 64) and -> 1,536 (Marlin, 128);
-    # the bf16 rest is split too
+    # the bf16 rest is split too, but for the routers, which every rank holds whole: 36 x 128 x 2,880 params, half of
+    # them counted in rest / 2
+    routers = 36 * 128 * 2_880 * (2 - 2 / 2)
+    assert routers == 13_271_040
     tp2 = 3 * 1_472 * 2_880 * (1 / 2 + 1 / 32) + (3_072 * 2_880 + 3_072 * 1_472) / 32
-    assert cap(*oss, "--tp", "2")["weights_gib_per_gpu"] * GiB == pytest.approx(rest / 2 + 36 * 128 * tp2, rel=1e-12)
+    assert cap(*oss, "--tp", "2")["weights_gib_per_gpu"] * GiB == pytest.approx(
+        rest / 2 + 36 * 128 * tp2 + routers, rel=1e-12)
     tp2_marlin = 3 * 1_536 * 3_072 * (1 / 2 + 1 / 32)
     assert cap(*oss, "--tp", "2", "--engine-version", "0.10.1")["weights_gib_per_gpu"] * GiB == pytest.approx(
-        rest / 2 + 36 * 128 * tp2_marlin, rel=1e-12)
+        rest / 2 + 36 * 128 * tp2_marlin + routers, rel=1e-12)
     # SGLang: the width to a multiple of 64, nothing copied
     sglang = cap("--model", "gpt-oss-120b", "--rule", "sglang")["weights_gib_per_gpu"] * GiB
     assert sglang == pytest.approx(rest + 36 * 128 * 13_219_200, rel=1e-12)
-    # another 4-bit dtype is not MXFP4: params x 0.5 B plus the vocabulary at 16 bits, as for any quantized checkpoint
+    # another 4-bit dtype is not MXFP4: params x 0.5 B plus the vocabulary and the routers at 16 bits, as for any
+    # quantized checkpoint
     int4 = cap(*oss, "--weight-dtype", "int4")["weights_gib_per_gpu"] * GiB
-    assert int4 == pytest.approx(116_800_000_000 * 0.5 + 2 * 201_088 * 2_880 * 1.5, rel=1e-12)
+    assert int4 == pytest.approx(116_800_000_000 * 0.5 + 2 * 201_088 * 2_880 * 1.5 + 36 * 128 * 2_880 * 1.5, rel=1e-12)
 
 
 # --------------------------------------------------------------------------- MLA formats
@@ -326,16 +331,20 @@ def test_qwen3_235b_at_tp8_replicates_heads_under_sglang(cap):
     assert 512 + 8192 * 1.5 + 512 * 2 + 8 / 8 * 1024 == 14_848
     assert round((reported / 2**20 - 14_848) / (reported / 2**20), 3) == 0.817
     in_use = round(1.85 * GiB)
-    pool = (reported - in_use) * 0.817 - 235e9 * BF16 / 8
-    assert default["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 8.47 GiB
-    assert default["kv_cache_tokens"] == math.floor(pool / cell) // 16 * 16 == 188_992
-    assert default["max_concurrency"] == pytest.approx(188_992 / 131_072)  # 1.44
+    # the weights: 235e9 params split 8 ways, but for the routers (94 layers x 128 experts x 4,096), which every GPU
+    # holds whole (a ReplicatedLinear), 7/8 of them more
+    weights = 235e9 * BF16 / 8 + 94 * 128 * 4_096 * BF16 * (1 - 1 / 8)
+    assert weights == 58_750_000_000 + 86_245_376
+    pool = (reported - in_use) * 0.817 - weights
+    assert default["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 8.39 GiB
+    assert default["kv_cache_tokens"] == math.floor(pool / cell) // 16 * 16 == 187_200
+    assert default["max_concurrency"] == pytest.approx(187_200 / 131_072)  # 1.43
 
     page_one = cap(*common, "--block-size", "1", "--mem-fraction-static", "0.85")
-    assert page_one["kv_cache_tokens"] == math.floor(((reported - in_use) * 0.85 - 235e9 * BF16 / 8) / cell) == 245942
+    assert page_one["kv_cache_tokens"] == math.floor(((reported - in_use) * 0.85 - weights) / cell) == 244_150
     # 2 GiB in use before the load (measured: --non-torch-memory) comes off before the fraction
     used = cap(*common, "--block-size", "1", "--non-torch-memory", "2GiB")
-    assert used["kv_cache_tokens"] == math.floor(((reported - 2 * GiB) * 0.817 - 235e9 * BF16 / 8) / cell)
+    assert used["kv_cache_tokens"] == math.floor(((reported - 2 * GiB) * 0.817 - weights) / cell)
 
 
 def test_the_engines_cap_on_running_requests(cap):

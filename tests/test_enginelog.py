@@ -147,6 +147,24 @@ def test_vllm_v1s_summary_line_with_and_without_cuda_graphs_in_the_budget():
                      "Model loading took 16.92 GiB").cuda_graph_in_budget is True
 
 
+def test_v1s_debug_profile_of_v092_to_v0101_and_v0102s_summary_line():
+    """vLLM v0.9.2 to v0.10.1 print the V1 profile at DEBUG (VLLM_LOGGING_LEVEL=DEBUG), as vllm#21429's 'Before'
+    log does; v0.10.2 already prints the one-line summary at INFO."""
+    a = log("vllm-pr21429-qwen3-235b-fp8-141gb-tp4.log")
+    assert (a.engine, a.format, a.requested_gib) == ("vllm", "vllm-v1", 69.86)  # "requested GPU memory: 69.86 GiB"
+    assert (a.weights_gib, a.activation_gib, a.non_torch_gib, a.kv_cache_gib) == (55.13, 5.62, 2.04, 7.07)
+    assert a.gpu_memory_utilization is None and a.total_gpu_memory_gib is None  # the log names neither
+    after = parse_log("DEBUG 09-28 21:12:43 [v1/worker/gpu_worker.py:284] Initial free memory: 23.08 GiB; Requested "
+                      "memory: 0.80 (util), 18.82 GiB")  # PR 21429's own wording
+    assert (after.gpu_memory_utilization, after.requested_gib) == (0.8, 18.82)
+    b = log("vllm-sungwonchae-qwen3-next-80b-h200-tp2.log")
+    assert (b.engine_version, b.tp, b.max_model_len, b.max_num_batched_tokens) == ("0.10.2", 2, 262_144, 8_192)
+    assert (b.total_gpu_memory_gib, b.gpu_memory_utilization, b.requested_gib) == (139.81, 0.9, 125.83)
+    # the weights from "Model loading took 74.2812 GiB", the rest from the summary line
+    assert (b.weights_gib, b.activation_gib, b.non_torch_gib, b.cuda_graph_gib) == (74.2812, 5.58, 1.38, 2.37)
+    assert (b.kv_cache_gib, b.kv_cache_tokens, b.max_concurrency) == (44.59, 973_760, 14.77)
+
+
 def test_not_a_startup_log_is_one_error(tmp_path):
     with pytest.raises(KvregError, match="does not look like a vLLM or SGLang startup log"):
         parse_log("hello\nworld\n")

@@ -426,17 +426,31 @@ _FIGURES: list[Figure] = [
                     I("compute_capability") < VLLM_MARLIN_FP8_CAPABILITY_BELOW,
                     or_(*[I("weight_dtype_name").eq(name) for name in FP8_WEIGHT_DTYPES])),
                (I("params_total") - F("embedding_params")) * MARLIN_FP8_SCALE_BYTES / MARLIN_FP8_GROUP, 0)),
+    Figure("router_params", "params", "the MoE routers: moe_layers x experts x hidden_size (one gate row per routed"
+           " expert in every MoE layer); 0 for a dense model or an unknown layout",
+           coalesce(Const(1) * I("moe_layers") * I("experts") * I("hidden_size"), 0), "int"),
+    Figure("engine_router_extra_bytes_per_gpu", "bytes",
+           "under an engine rule, what the routers add on one GPU by being replicated, not split: both engines build"
+           " the gate as a ReplicatedLinear, and quantized checkpoints keep it at"
+           f" {ENGINE_EMBEDDING_BYTES_PER_PARAM} bytes a weight, so router_params / PP x"
+           f" ({ENGINE_EMBEDDING_BYTES_PER_PARAM} or the wider weight bytes - the bytes already counted for them / TP);"
+           " 0 under the theoretical rule and for a dense model",
+           if_(_rule("theoretical"), 0,
+               F("router_params") / I("pp")
+               * (greatest(I("weight_bytes_per_param"), ENGINE_EMBEDDING_BYTES_PER_PARAM)
+                  - if_(F("mxfp4_layout"), ENGINE_EMBEDDING_BYTES_PER_PARAM, I("weight_bytes_per_param")) / I("tp")))),
     Figure("weights_bytes_per_gpu", "bytes", "weights on one GPU: the measured weights_measured_bytes (an engine"
            " rule's calibration); for an MXFP4 layout (params - expert_params) x"
            f" {ENGINE_EMBEDDING_BYTES_PER_PARAM} B / (TP x PP) + moe_layers x experts / PP x"
            " mxfp4_bytes_per_expert_per_gpu; else (params x bytes + engine_embedding_extra_bytes +"
-           " marlin_fp8_scale_bytes) / (TP x PP)",
+           " marlin_fp8_scale_bytes) / (TP x PP); both plus engine_router_extra_bytes_per_gpu",
            coalesce(I("weights_measured_bytes"),
                     if_(F("mxfp4_layout"),
                         (I("params_total") - F("expert_params")) * ENGINE_EMBEDDING_BYTES_PER_PARAM / (I("tp") * I("pp"))
                         + I("moe_layers") * I("experts") / I("pp") * F("mxfp4_bytes_per_expert_per_gpu"),
                         (F("weights_bytes") + F("engine_embedding_extra_bytes") + F("marlin_fp8_scale_bytes"))
-                        / (I("tp") * I("pp"))))),
+                        / (I("tp") * I("pp")))
+                    + F("engine_router_extra_bytes_per_gpu"))),
     Figure("weights_gib_per_gpu", "GiB", "the same in GiB", F("weights_bytes_per_gpu") / GIB),
     Figure("memory_gib", "GiB", "GPU memory in GiB", I("memory_bytes") / GIB),
     Figure(

@@ -41,11 +41,11 @@ KNOWN_MISSES = {
 LOGGED_TERMS = " (logged terms)"  # a family's rows predicted from the log's own memory terms
 
 
-# A MANIFEST model's layer mix, for a sliding-window or hybrid model (the registry's names; a plain transformer
-# leaves them out)
+# A MANIFEST model's layer mix, for a sliding-window or hybrid model, its expert layout and its MLA latent (the
+# registry's names; a plain transformer leaves them out)
 _LAYER_FIELDS = ("full_layers", "sliding_layers", "sliding_window", "linear_layers", "linear_state_elements_per_layer",
                  "linear_recurrent_elements_per_layer", "linear_state_heads", "embedding_matrices", "experts",
-                 "expert_intermediate_size", "moe_layers")
+                 "expert_intermediate_size", "moe_layers", "kv_lora_rank", "qk_rope_head_dim")
 # A [[measurement]] row must add up: utilization x reported memory - weights - activation - non-torch = its KV
 # memory, within the two decimals it was printed with (a row that does not was mistyped where it was tabulated).
 SUMS_TO_GIB = 0.02
@@ -70,7 +70,7 @@ def _registry(manifest: dict) -> str:
         for m in manifest.get("model", []):
             add_model(conn, {
                 "name": m["name"], "layers": m["layers"], "attention_heads": m["attention_heads"],
-                "kv_heads": m["kv_heads"], "head_dim": m["head_dim"], "v_head_dim": m["head_dim"],
+                "kv_heads": m["kv_heads"], "head_dim": m["head_dim"], "v_head_dim": m.get("v_head_dim", m["head_dim"]),
                 "params_total": round(m["params_b"] * 1e9), "params_active": round(m["active_params_b"] * 1e9),
                 "weight_dtype": "bf16", "max_position_embeddings": int(m["max_context"]),
                 "hidden_size": m["hidden_size"], "intermediate_size": m["intermediate_size"],
@@ -131,7 +131,8 @@ def rows(manifest: dict | None = None) -> list[dict]:
                     setattr(log, field, entry[field])
             result = compare(conn, log, model=entry["model"], gpu=entry["gpu"], context=entry.get("context"),
                              weight_dtype=entry.get("weight_dtype"), engine_version=entry.get("release"))
-            logged_kv, logged_tokens = log.kv_cache_gib, log.kv_cache_tokens
+            # the KV memory as compare() sets it against kvreg's (at PP > 1, the limiting stage's line)
+            logged_kv, logged_tokens = result["logged"].get("kv_cache_gib"), log.kv_cache_tokens
             if entry["inputs"] == "logged" and "budget_bytes" in entry:
                 kv = result["kv_cache_gib"]
                 logged_kv = entry["rest_memory_bytes"] / GIB  # SGLang's rest_memory, as its build printed it
@@ -149,7 +150,7 @@ def rows(manifest: dict | None = None) -> list[dict]:
             label = entry["file"] + (f" ({entry['summary_row']})" if "summary_row" in entry else "")
             out.append({
                 "file": label, "source": entry["source"], "engine": entry["engine"], "family": entry["family"],
-                "model": result["model"], "gpu": result["gpu"], "tp": result["tp"],
+                "model": result["model"], "gpu": result["gpu"], "tp": result["tp"], "pp": result["pp"],
                 "release": entry.get("release") or "not logged", "inputs": entry["inputs"],
                 "kv_gib_logged": logged_kv, "kv_gib_predicted": kv, "kv_error": _error(kv, logged_kv),
                 "tokens_logged": logged_tokens, "tokens_predicted": tokens if kv > 0 else 0,
@@ -217,9 +218,10 @@ def markdown(table: list[dict]) -> str:
     ]
     for r in table:
         inputs = "" if r["inputs"] == "gpu" else " (logged terms)"
+        layout = f"TP {r['tp']}" + (f" x PP {r['pp']}" if r["pp"] > 1 else "")
         lines.append(
             f"| [{r['file']}]({r['source']}) | {r['engine']}{inputs} | {r['family']} | {r['model']} on {r['gpu']}, "
-            f"TP {r['tp']} | {r['release']} | {_num(r['kv_gib_logged'])} | {_num(r['kv_gib_predicted'])} | "
+            f"{layout} | {r['release']} | {_num(r['kv_gib_logged'])} | {_num(r['kv_gib_predicted'])} | "
             f"{_pct(r['kv_error'])} | {_num(r['tokens_logged'])} | {_num(r['tokens_predicted'])} | "
             f"{_pct(r['tokens_error'])} | {_num(r['concurrency_logged'])} | {_num(r['concurrency_predicted'])} | "
             f"{_pct(r['concurrency_error'])} |")

@@ -12,6 +12,7 @@ Two predictions are read from the capacity view (kvreg.capacity.ask), never comp
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from kvreg.capacity import Question, ask, runner
 from kvreg.enginelog import GIB, EngineLog
@@ -196,6 +197,13 @@ def compare(conn, log: EngineLog, *, model: str | None = None, gpu: str | None =
     if log.engine == "sglang":
         q.non_torch_bytes = sglang_in_use(conn, gpu, log)
     measured = ask(conn, q)[0]
+    if log.kv_cache_gib_by_stage and alone.get("pp_limiting_stage") is not None:
+        # at PP > 1 every stage logs its own pool; set kvreg's limiting stage against the same stage's line
+        stages = log.kv_cache_gib_by_stage
+        pick = {0: [0], 2: [q.pp - 1]}.get(alone["pp_limiting_stage"], range(1, q.pp - 1))
+        logged_stage = [stages[i] for i in pick if i in stages]
+        if logged_stage:
+            log = replace(log, kv_cache_gib=min(logged_stage))
     terms = []
     for name, label, logged_field, figure in TERMS:
         logged = getattr(log, logged_field)

@@ -83,6 +83,8 @@ class EngineLog:
     concurrency_tokens: int | None = None
     max_running_requests: int | None = None  # what SGLang resolved it to (its summary line)
     state_slots: int | None = None  # SGLang's max_mamba_cache_size, hybrid models
+    # vLLM V1 at PP > 1: each pipeline stage's "Available KV cache memory" (the smallest of its TP workers'), by stage
+    kv_cache_gib_by_stage: dict | None = None
     lines: list[str] = field(default_factory=list)  # the lines each field came from
 
     def as_dict(self) -> dict:
@@ -227,6 +229,27 @@ def _smaller(value, than) -> bool:
     return value < than
 
 
+# A V1 worker's KV line names the worker: "(VllmWorker rank=3 pid=...)" (rank = PP stage x TP + TP rank) or, from
+# v0.10.2, "(Worker_PP1_TP0 pid=...)"; at PP > 1 each stage sizes its own pool.
+_WORKER_KV = re.compile(r"(?:\brank=(\d+)|Worker_PP(\d+)_TP\d+)\b.*?Available KV cache memory:\s*" + _NUM + r"\s*GiB")
+
+
+def _kv_by_stage(text: str, tp: int | None, pp: int | None) -> dict | None:
+    """Each pipeline stage's smallest "Available KV cache memory", when the log ran at PP > 1 and names its workers."""
+    if not pp or pp < 2:
+        return None
+    out: dict[int, float] = {}
+    for m in _WORKER_KV.finditer(text):
+        rank, stage, gib = m.groups()
+        if stage is None:
+            if not tp:
+                return None
+            stage = int(rank) // tp
+        stage, gib = int(stage), _f(gib)
+        out[stage] = min(gib, out.get(stage, gib))
+    return out or None
+
+
 def parse_log(text: str) -> EngineLog:
     """Every field a startup log shows (see the module docstring for the formats)."""
     log = EngineLog()
@@ -262,6 +285,7 @@ def parse_log(text: str) -> EngineLog:
         found["activation_gib"] = round(peak - found["weights_gib"], 2)  # v0.6.4: peak torch = weights + activations
     for k, v in found.items():
         setattr(log, k, v)
+    log.kv_cache_gib_by_stage = _kv_by_stage(text, log.tp, log.pp)
     sglang = "sglang" in fmt_seen or log.mem_fraction_static is not None
     log.engine = "sglang" if sglang else "vllm" if (fmt_seen or log.weights_gib is not None
                                                      or log.kv_cache_tokens is not None or log.num_blocks) else None

@@ -838,6 +838,69 @@ def test_fp8_on_a_gpu_without_fp8_units_carries_marlins_group_scales(kv):
     assert row["weights_bytes_per_gpu"] == pytest.approx((8.05e9 + vocabulary + 109_364_482) / 2)
 
 
+def test_vllm_sizes_every_pipeline_stage_and_keeps_the_fewest_blocks(kv):
+    """vLLM splits the layers with get_pp_indices (the remainder to the stages before the last), puts the input
+    embeddings on the first stage and the lm_head and the sampler warm-up on the last, and sizes every worker to the
+    smallest block count. Qwen3-235B-A22B (94 MoE layers, bf16, two 151,936 x 4,096 vocabulary matrices) at TP 2 x PP 4
+    on H200s, vLLM v0.10.1."""
+    kv("plan", "add", "q", "--model", "Qwen3-235B-A22B", "--gpu", "H200", "--tp", "2", "--pp", "4", "--gpus-per-node",
+       "8", "--rule", "vllm", "--engine-version", "0.10.1", "--context", "32768")
+    row = plan_row(kv, "q")
+    # 94 = 4 x 23 + 2: stages of 23, 24, 24 and 23 layers
+    assert (row["pp_stage_layers_first"], row["pp_stage_layers_middle"], row["pp_stage_layers_last"]) == (23, 24, 23)
+    vocab = 151_936 * 4_096 * 2  # one matrix, 1,244,659,712 B
+    layers = 235e9 * 2 - 2 * vocab  # the replica's decoder layers, 467,510,680,576 B
+    assert row["replica_layer_weight_bytes"] == pytest.approx(layers) == 467_510_680_576
+    routers = 94 * 128 * 4_096 * (2 - 2 / 2) / 4  # whole on both TP ranks, a quarter of them on each stage
+    assert row["engine_router_extra_bytes_per_gpu"] == pytest.approx(routers) == 12_320_768
+    first = (23 * layers / 94 + vocab) / 2 + routers
+    middle = 24 * layers / 94 / 2 + routers
+    assert row["pp_stage_weights_first_bytes"] == pytest.approx(first, rel=1e-12)  # 53.86 GiB
+    assert row["pp_stage_weights_middle_bytes"] == pytest.approx(middle, rel=1e-12)  # 55.60 GiB
+    assert row["pp_stage_weights_last_bytes"] == pytest.approx(first, rel=1e-12)  # the lm_head for the embeddings
+    # the pools: the first and middle stages' forward pass, 8,192 x (3 x 12,288 + 2 x 4,096) x 2 B; the last's
+    # sampler warm-up (1,024 rows of 151,936 logits of 38 B beside 8,192 x 4,096 hidden states); v0.10's 0.25 + 1.79 GiB
+    forward = 8_192 * (3 * 12_288 + 2 * 4_096) * 2
+    sampler = 8_192 * 4_096 * 2 + 1_024 * 151_936 * 38
+    assert (row["activation_forward_bytes_per_gpu"], row["activation_last_stage_bytes_per_gpu"]) == (forward, sampler)
+    left = 150_119_844_413 * 0.9 - round(0.25 * 2**30) - round(1.79 * 2**30)
+    page = 16 * 2 * 128 * 2 * 2  # a layer's block: 16 tokens x 2 KV heads a GPU x 128 x K and V x 2 B
+    blocks = {"first": math.floor((left - forward - first) / (page * 23)),
+              "middle": math.floor((left - forward - middle) / (page * 24)),
+              "last": math.floor((left - sampler - first) / (page * 23))}
+    assert blocks == {"first": 197_300, "middle": 184_338, "last": 183_392}
+    assert {s: row[f"pp_stage_blocks_{s}"] for s in blocks} == blocks
+    # the last stage limits: its weights, activation, layers and blocks are the GPU's figures
+    assert row["pp_limiting_stage"] == 2 and row["num_blocks"] == 183_392 and row["kv_group_layers"] == 23
+    assert (row["weights_bytes_per_gpu"], row["activation_peak_bytes_per_gpu"]) == (pytest.approx(first), sampler)
+    assert row["kv_pool_bytes_per_gpu"] == pytest.approx(left - sampler - first, rel=1e-12)
+    assert row["kv_cache_tokens"] == 183_392 * 16
+    # without PP nothing changes: one stage, weights split by TP alone
+    kv("plan", "add", "q1", "--model", "Qwen3-235B-A22B", "--gpu", "H200", "--tp", "8", "--rule", "vllm")
+    one = plan_row(kv, "q1")
+    assert one["pp_stages_modelled"] == 0 and one["pp_limiting_stage"] is None
+    assert one["weights_bytes_per_gpu"] == pytest.approx(235e9 * 2 / 8 + 94 * 128 * 4_096 * (2 - 2 / 8))
+
+
+def test_leading_dense_layers_sit_on_the_first_stage(kv):
+    """DeepSeek-V3 (61 layers, the first 3 dense, 58 with 256 experts of 2,048) at PP 2: the first stage holds 31
+    layers of which 28 have experts, the last 30 with experts; the experts' share of the layers' weights goes to the
+    MoE layers only."""
+    kv("plan", "add", "d", "--model", "DeepSeek-V3", "--gpu", "H200", "--tp", "8", "--pp", "2", "--gpus-per-node",
+       "16", "--rule", "vllm")
+    row = plan_row(kv, "d")
+    assert (row["pp_stage_layers_first"], row["pp_stage_layers_last"]) == (31, 30)  # 61 = 2 x 30 + 1
+    assert (row["dense_layers"], row["pp_stage_moe_layers_first"], row["pp_stage_moe_layers_last"]) == (3, 28, 30)
+    experts, layers = row["replica_expert_weight_bytes"], row["replica_layer_weight_bytes"]
+    per_layer = (layers - experts) / 61
+    per_moe_layer = experts / 58
+    vocab = row["vocab_matrix_bytes"]
+    assert row["pp_stage_weights_first_bytes"] == pytest.approx(
+        (31 * per_layer + 28 * per_moe_layer + vocab) / 8 + row["engine_router_extra_bytes_per_gpu"], rel=1e-12)
+    assert row["pp_stage_weights_last_bytes"] == pytest.approx(
+        (30 * per_layer + 30 * per_moe_layer + vocab) / 8 + row["engine_router_extra_bytes_per_gpu"], rel=1e-12)
+
+
 def test_a_gpus_facts_are_options_and_bad_ones_are_one_line(kv, state):
     kv("gpu", "add", "RTX-3090", "--memory", "24GiB", "--reported-memory", "23.58GiB", "--compute-capability", "8.6",
        "--pcie-only")

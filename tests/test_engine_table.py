@@ -107,6 +107,26 @@ def test_vllms_hybrid_pages_from_the_gpu_alone(table):
         (non_torch / 2**30 - 1.38) + (weights / 2**30 - 74.28) + (activation / 2**30 - 5.58), abs=0.01)
 
 
+def test_vllms_mla_latent_and_pipeline_stages_from_the_gpu_alone(table):
+    """DeepSeek-V2-Lite at TP 2 x PP 2 on four L4s (vllm#20665's reproducer, a build of the day after v0.9.2): stage 0
+    holds the embeddings and 14 layers (the dense one and 13 with experts), stage 1 13 layers, the lm_head and the
+    sampler; each sizes its own pool and the engine keeps stage 0's fewer blocks."""
+    [row] = [r for r in table if r["file"] == "vllm-pr20665-deepseek-v2-lite-l4-tp2-pp2.log"]
+    requested = round(22.03 * 2**30) * 0.9  # the L4's 22.03 GiB at the default utilization
+    vocab = 102_400 * 2_048 * 2  # one vocabulary matrix, 16-bit
+    layers = 15.7e9 * 2 - 2 * vocab  # the decoder layers of the replica
+    experts = layers * (26 * 64 * 3 * 2_048 * 1_408) / (15.7e9 - 2 * 102_400 * 2_048)  # their experts' share
+    routers = 26 * 64 * 2_048 * (2 - 2 / 2) / 2  # whole on both TP ranks, half of them on each stage
+    stage0 = (14 * (layers - experts) / 27 + 13 * experts / 26 + vocab) / 2 + routers  # 7.33 GiB
+    forward = 2_048 * (3 * 10_944 + 2 * 2_048) * 2  # the L4's 2,048 batched tokens through the dense MLP
+    pool0 = requested - forward - round(0.25 * 2**30) - stage0  # PCIe only: no NCCL buffers counted
+    assert row["kv_gib_predicted"] == pytest.approx(pool0 / 2**30, rel=1e-9)  # 12.11 GiB for the 12.13 logged
+    cell = 14 * 576 * 2  # a token on stage 0: 14 layers of one 576-element bf16 latent, not divided by TP
+    assert row["tokens_predicted"] == int(pool0 // (16 * cell)) * 16 == 806_128  # the log: 807,792
+    assert (row["kv_gib_logged"], row["tokens_logged"]) == (12.13, 807_792)  # stage 0's line, not stage 1's 11.33
+    assert abs(row["tokens_error"]) < 0.0025
+
+
 def test_the_same_checkpoint_at_tp4_without_a_connector(table):
     """vllm#21429's 'Before' log: Qwen3-235B-A22B-FP8 at TP 4, utilization 0.5, on 139.72 GiB Hopper GPUs (kvreg's H200
     row, 139.81 GiB): 55.13 GiB of weights, 5.62 of activation, 2.04 of non-torch memory, 7.07 of KV cache."""

@@ -165,6 +165,20 @@ def test_v1s_debug_profile_of_v092_to_v0101_and_v0102s_summary_line():
     assert (b.kv_cache_gib, b.kv_cache_tokens, b.max_concurrency) == (44.59, 973_760, 14.77)
 
 
+def test_each_pipeline_stage_logs_its_own_pool():
+    """At PP > 1 every stage sizes its own KV cache: vllm#20665's TP 2 x PP 2 workers 0-1 (stage 0) logged 12.13 GiB
+    and 2-3 (stage 1) 11.33 GiB; the engine printed the tokens of the fewer blocks."""
+    a = log("vllm-pr20665-deepseek-v2-lite-l4-tp2-pp2.log")
+    assert (a.tp, a.pp, a.max_model_len, a.engine_version) == (2, 2, 1024, "0.1.dev7548+gbaba038")
+    assert a.kv_cache_gib_by_stage == {0: 12.13, 1: 11.33}
+    assert (a.kv_cache_gib, a.kv_cache_tokens, a.max_concurrency) == (11.33, 807_792, 788.86)
+    named = parse_log("--pipeline-parallel-size 2 --tensor-parallel-size 4\n"
+                      "(Worker_PP1_TP3 pid=7) INFO [gpu_worker.py:298] Available KV cache memory: 70.58 GiB\n"
+                      "(Worker_PP0_TP0 pid=5) INFO [gpu_worker.py:298] Available KV cache memory: 76.15 GiB\n")
+    assert named.kv_cache_gib_by_stage == {0: 76.15, 1: 70.58}
+    assert log("vllm-roethig-qwen3-235b-fp8-l40s-tp8.log").kv_cache_gib_by_stage is None  # PP 1
+
+
 def test_not_a_startup_log_is_one_error(tmp_path):
     with pytest.raises(KvregError, match="does not look like a vLLM or SGLang startup log"):
         parse_log("hello\nworld\n")

@@ -283,11 +283,13 @@ def test_doc_formulas_read_as_written():
     from kvreg.figures.declarations import FIGURES
     from kvreg.figures.doc import formula
 
-    assert formula(FIGURES["weights_bytes_per_gpu"].expr) == (
-        "coalesce(weights_measured_bytes, if(mxfp4_layout, (params_total - expert_params) * 2 / (tp * pp)"
+    assert formula(FIGURES["weights_estimated_bytes_per_gpu"].expr) == (
+        "if(mxfp4_layout, (params_total - expert_params) * 2 / (tp * pp)"
         " + moe_layers * experts / pp * mxfp4_bytes_per_expert_per_gpu,"
         " (weights_bytes + engine_embedding_extra_bytes + marlin_fp8_scale_bytes) / (tp * pp))"
-        " + engine_router_extra_bytes_per_gpu)")
+        " + engine_router_extra_bytes_per_gpu")
+    assert formula(FIGURES["weights_split_bytes_per_gpu"].expr) == (
+        "coalesce(weights_measured_bytes, weights_estimated_bytes_per_gpu)")
     assert formula(FIGURES["usable_bytes_per_gpu"].expr) == "memory_bytes * (1 - reserve)"
     assert formula(FIGURES["kv_heads_per_gpu"].expr) == "max(1, floor(kv_heads / attention_tp))"
     assert formula(FIGURES["kv_gib_per_128k_sequence"].expr) == "kv_bytes_per_128k_sequence / 2^30"

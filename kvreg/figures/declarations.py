@@ -128,8 +128,9 @@ _KIND_LAYERS = ("full_layers_per_gpu", "sliding_layers_per_gpu", "chunked_layers
 
 
 def _groups(kind: str) -> Expr:
-    """vLLM: KV cache groups a layer kind splits into: cdiv(its layers, layers per group)."""
-    return ceil(F(kind) / F("kv_group_layers"))
+    """vLLM: KV cache groups a layer kind splits into: cdiv(its layers, layers per group); at PP > 1 (full-attention
+    layers only) one group of the limiting stage's layers."""
+    return if_(F("pp_stages_modelled"), 1 if kind == "full_layers_per_gpu" else 0, ceil(F(kind) / F("kv_group_layers")))
 
 
 def _block_alignment() -> Expr:
@@ -439,19 +440,20 @@ _FIGURES: list[Figure] = [
                F("router_params") / I("pp")
                * (greatest(I("weight_bytes_per_param"), ENGINE_EMBEDDING_BYTES_PER_PARAM)
                   - if_(F("mxfp4_layout"), ENGINE_EMBEDDING_BYTES_PER_PARAM, I("weight_bytes_per_param")) / I("tp")))),
-    Figure("weights_bytes_per_gpu", "bytes", "weights on one GPU: the measured weights_measured_bytes (an engine"
-           " rule's calibration); for an MXFP4 layout (params - expert_params) x"
+    Figure("weights_estimated_bytes_per_gpu", "bytes", "weights on one GPU as the rule estimates them, with the"
+           " layers split evenly over the pipeline stages: for an MXFP4 layout (params - expert_params) x"
            f" {ENGINE_EMBEDDING_BYTES_PER_PARAM} B / (TP x PP) + moe_layers x experts / PP x"
            " mxfp4_bytes_per_expert_per_gpu; else (params x bytes + engine_embedding_extra_bytes +"
            " marlin_fp8_scale_bytes) / (TP x PP); both plus engine_router_extra_bytes_per_gpu",
-           coalesce(I("weights_measured_bytes"),
-                    if_(F("mxfp4_layout"),
-                        (I("params_total") - F("expert_params")) * ENGINE_EMBEDDING_BYTES_PER_PARAM / (I("tp") * I("pp"))
-                        + I("moe_layers") * I("experts") / I("pp") * F("mxfp4_bytes_per_expert_per_gpu"),
-                        (F("weights_bytes") + F("engine_embedding_extra_bytes") + F("marlin_fp8_scale_bytes"))
-                        / (I("tp") * I("pp")))
-                    + F("engine_router_extra_bytes_per_gpu"))),
-    Figure("weights_gib_per_gpu", "GiB", "the same in GiB", F("weights_bytes_per_gpu") / GIB),
+           if_(F("mxfp4_layout"),
+               (I("params_total") - F("expert_params")) * ENGINE_EMBEDDING_BYTES_PER_PARAM / (I("tp") * I("pp"))
+               + I("moe_layers") * I("experts") / I("pp") * F("mxfp4_bytes_per_expert_per_gpu"),
+               (F("weights_bytes") + F("engine_embedding_extra_bytes") + F("marlin_fp8_scale_bytes"))
+               / (I("tp") * I("pp")))
+           + F("engine_router_extra_bytes_per_gpu")),
+    Figure("weights_split_bytes_per_gpu", "bytes", "weights on one GPU, the stages split evenly: the measured"
+           " weights_measured_bytes (an engine rule's calibration), else weights_estimated_bytes_per_gpu",
+           coalesce(I("weights_measured_bytes"), F("weights_estimated_bytes_per_gpu"))),
     Figure("memory_gib", "GiB", "GPU memory in GiB", I("memory_bytes") / GIB),
     Figure(
         "engine_memory_bytes",
@@ -543,10 +545,10 @@ _FIGURES: list[Figure] = [
                        if_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, VLLM_V1_SAMPLER_BYTES_PER_LOGIT,
                            SAMPLER_BYTES_PER_LOGIT))), Const(None)), "int"),
     Figure(
-        "activation_peak_bytes_per_gpu",
+        "activation_last_stage_bytes_per_gpu",
         "bytes",
-        "vLLM: peak activation memory of the profile run on one GPU (its 'PyTorch activation peak memory'):"
-        " activation_bytes when measured; else the forward pass, max_num_batched_tokens x (3 x intermediate_size"
+        "vLLM: peak activation memory of the profile run on a GPU of the last pipeline stage, the one that samples"
+        " (every GPU without PP): activation_bytes when measured; else the forward pass, max_num_batched_tokens x (3 x intermediate_size"
         f" + 2 x hidden_size) x {ACTIVATION_BYTES_PER_ELEMENT} B (the MLP's gate-up and activated outputs beside"
         " the residual stream), and the sampler warm-up, vllm_max_num_seqs_used rows x vocab_size x"
         " sampler_bytes_per_logit: V0 holds both at once (their sum); V1 (v0.8 on) runs the warm-up after the"
@@ -603,6 +605,107 @@ _FIGURES: list[Figure] = [
                I("mem_fraction_static"),
                floor((F("sglang_gpu_memory_mib") - F("sglang_reserved_mib")) / F("sglang_gpu_memory_mib")
                      * 10**SGLANG_MEM_FRACTION_DECIMALS + 0.5) / 10**SGLANG_MEM_FRACTION_DECIMALS), Const(None))),
+    # ---- vLLM's pipeline stages (vllm/distributed/utils.py get_pp_indices; each worker sizes its own KV cache and
+    # the engine keeps the smallest block count, vllm/v1/core/kv_cache_utils.py)
+    Figure("pp_stages_modelled", "flag", "1 under vLLM at PP > 1 for a model of full-attention layers only: the"
+           " stages' weights, activations and layers differ, and the GPU figures are the limiting stage's",
+           and_(_rule("vllm"), I("pp") > 1, (I("sliding_layers") + I("chunked_layers") + I("linear_layers")).eq(0)),
+           "flag"),
+    Figure("pp_stage_layers_last", "layers", "vLLM: layers of the last pipeline stage: layers // PP (get_pp_indices"
+           " gives the remainder to the stages before it, the one just before the last first)",
+           if_(F("pp_stages_modelled"), floor(I("layers") / I("pp")), Const(None)), "int"),
+    Figure("pp_stage_layers_first", "layers", "vLLM: layers of the first stage: layers // PP, one more when the"
+           " remainder reaches it (remainder = PP - 1)",
+           if_(F("pp_stages_modelled"), floor(I("layers") / I("pp"))
+               + if_(mod(I("layers"), I("pp")).eq(I("pp") - 1), 1, 0), Const(None)), "int"),
+    Figure("pp_stage_layers_middle", "layers", "vLLM: layers of the fullest middle stage (PP 3 and more): layers //"
+           " PP, one more when there is a remainder",
+           if_(and_(F("pp_stages_modelled"), I("pp") > 2), floor(I("layers") / I("pp"))
+               + if_(mod(I("layers"), I("pp")) > 0, 1, 0), Const(None)), "int"),
+    Figure("vocab_matrix_bytes", "bytes", "one vocabulary matrix (the input embeddings, or the lm_head) under an"
+           f" engine rule: vocab_size x hidden_size x the larger of the weight bytes and {ENGINE_EMBEDDING_BYTES_PER_PARAM}"
+           " (the engines keep it at 16 bits); 0 when the widths or embedding_matrices are unknown",
+           if_(F("embedding_params") > 0, F("embedding_params") / I("embedding_matrices")
+               * greatest(I("weight_bytes_per_param"), ENGINE_EMBEDDING_BYTES_PER_PARAM), 0)),
+    Figure("replica_layer_weight_bytes", "bytes", "vLLM at PP > 1: the decoder layers' weights of one replica"
+           " (over its TP x PP GPUs): the estimate less the routers' replication and the vocabulary matrices",
+           if_(F("pp_stages_modelled"),
+               (F("weights_estimated_bytes_per_gpu") - F("engine_router_extra_bytes_per_gpu")) * I("tp") * I("pp")
+               - coalesce(I("embedding_matrices"), 0) * F("vocab_matrix_bytes"), Const(None))),
+    Figure("replica_expert_weight_bytes", "bytes", "vLLM at PP > 1: the routed experts' share of those: an MXFP4"
+           " layout's experts as laid out, else replica_layer_weight_bytes x expert_params / (params -"
+           " embedding_params); 0 for a dense model or an unknown expert layout",
+           if_(F("pp_stages_modelled"),
+               if_(F("mxfp4_layout"), I("moe_layers") * I("experts") * F("mxfp4_bytes_per_expert_per_gpu") * I("tp"),
+                   if_(F("expert_params") > 0, F("replica_layer_weight_bytes") * F("expert_params")
+                       / (I("params_total") - F("embedding_params")), 0)), Const(None))),
+    Figure("dense_layers", "layers", "layers without routed experts: layers - moe_layers (taken to lead the"
+           " model, as DeepSeek's first_k_dense_replace layers do); all of them for a dense model",
+           I("layers") - coalesce(I("moe_layers"), 0), "int"),
+    *[Figure(f"pp_stage_moe_layers_{stage}", "layers", f"vLLM: layers with routed experts on the {stage} stage"
+             + (": its layers less the leading dense layers" if stage == "first" else
+                ": its layers, less the dense layers the first stage could not hold" if stage == "middle" else
+                ": its layers"),
+             if_(and_(F(f"pp_stage_layers_{stage}") > 0, coalesce(I("moe_layers"), 0) > 0), greatest(0, {
+                 "first": F("pp_stage_layers_first") - F("dense_layers"),
+                 "middle": F("pp_stage_layers_middle") - greatest(0, F("dense_layers") - F("pp_stage_layers_first")),
+                 "last": F("pp_stage_layers_last")}[stage]), if_(F(f"pp_stage_layers_{stage}") > 0, 0, Const(None))), "int")
+      for stage in ("first", "middle", "last")],
+    *[Figure(f"pp_stage_weights_{stage}_bytes", "bytes",
+             f"vLLM: weights on a GPU of the {stage} stage: (its layers x the layers' weights without experts /"
+             " layers + its MoE layers x the experts' weights / moe_layers"
+             + {"first": " + the input embeddings", "last": " + the lm_head (tied or not: the last stage keeps its"
+                " own copy)", "middle": ""}[stage]
+             + ") / TP + the routers; weights_measured_bytes when measured",
+             if_(F(f"pp_stage_layers_{stage}") > 0,
+                 coalesce(I("weights_measured_bytes"),
+                          (F(f"pp_stage_layers_{stage}")
+                           * (F("replica_layer_weight_bytes") - F("replica_expert_weight_bytes")) / I("layers")
+                           + if_(F(f"pp_stage_moe_layers_{stage}") > 0, F(f"pp_stage_moe_layers_{stage}")
+                                 * F("replica_expert_weight_bytes") / I("moe_layers"), 0)
+                           + (0 if stage == "middle" else F("vocab_matrix_bytes"))) / I("tp")
+                          + F("engine_router_extra_bytes_per_gpu")), Const(None)))
+      for stage in ("first", "middle", "last")],
+    Figure("activation_forward_bytes_per_gpu", "bytes", "vLLM: peak activation memory of the profile run on a stage"
+           " that does not sample (before the last at PP > 1): the forward pass alone, or activation_bytes when"
+           " measured",
+           if_(_rule("vllm"), coalesce(
+               I("activation_bytes"),
+               if_(or_(isnull(I("hidden_size")), isnull(I("intermediate_size"))),
+                   F("max_num_batched_tokens_used") * I("attention_heads") * I("head_dim") * ACTIVATION_BYTES_PER_ELEMENT
+                   * ACTIVATION_VECTORS_PER_TOKEN, _forward_activation())), Const(None))),
+    *[Figure(f"pp_stage_blocks_{stage}", "blocks",
+             f"vLLM: KV blocks a GPU of the {stage} stage finds: (requested - its activation - non-torch memory -"
+             " CUDA graphs - its weights, or kv_cache_memory_bytes when given) // (a layer's page x its layers)",
+             if_(F(f"pp_stage_layers_{stage}") > 0,
+                 greatest(0, floor(coalesce(
+                     I("kv_cache_memory_bytes"),
+                     F("requested_bytes_per_gpu")
+                     - F("activation_last_stage_bytes_per_gpu" if stage == "last" else "activation_forward_bytes_per_gpu")
+                     - F("non_torch_bytes_per_gpu") - F("cuda_graph_bytes_per_gpu")
+                     - F(f"pp_stage_weights_{stage}_bytes"))
+                     / (F("page_bytes_per_layer_per_gpu") * F(f"pp_stage_layers_{stage}")))), Const(None)), "int")
+      for stage in ("first", "middle", "last")],
+    Figure("pp_limiting_stage", "stage", "vLLM at PP > 1: the stage with the fewest blocks, which the engine sizes"
+           " every worker to: 0 the first, 1 a middle one, 2 the last",
+           if_(F("pp_stages_modelled"),
+               if_(and_(F("pp_stage_blocks_first") <= F("pp_stage_blocks_last"),
+                        F("pp_stage_blocks_first") <= coalesce(F("pp_stage_blocks_middle"), F("pp_stage_blocks_first"))),
+                   0, if_(F("pp_stage_blocks_last") <= coalesce(F("pp_stage_blocks_middle"), F("pp_stage_blocks_last")),
+                          2, 1)), Const(None)), "int"),
+    Figure("weights_bytes_per_gpu", "bytes", "weights on one GPU: weights_split_bytes_per_gpu; under vLLM at PP > 1"
+           " the limiting stage's (pp_stage_weights_*_bytes)",
+           if_(F("pp_stages_modelled"),
+               if_(F("pp_limiting_stage").eq(0), F("pp_stage_weights_first_bytes"),
+                   if_(F("pp_limiting_stage").eq(2), F("pp_stage_weights_last_bytes"),
+                       F("pp_stage_weights_middle_bytes"))),
+               F("weights_split_bytes_per_gpu"))),
+    Figure("weights_gib_per_gpu", "GiB", "the same in GiB", F("weights_bytes_per_gpu") / GIB),
+    Figure("activation_peak_bytes_per_gpu", "bytes", "vLLM: peak activation memory of the profile run on one GPU"
+           " (its 'PyTorch activation peak memory'): activation_last_stage_bytes_per_gpu; under vLLM at PP > 1 the"
+           " limiting stage's (activation_forward_bytes_per_gpu before the last)",
+           if_(and_(F("pp_stages_modelled"), F("pp_limiting_stage") < 2), F("activation_forward_bytes_per_gpu"),
+               F("activation_last_stage_bytes_per_gpu"))),
     Figure(
         "allocatable_bytes_per_gpu",
         "bytes",
@@ -682,11 +785,14 @@ _FIGURES: list[Figure] = [
         "kv_group_layers",
         "layers",
         "vLLM: layers per KV cache group: the fewest layers of any kind on the GPU, or the most when that is"
-        " under 1.5 times the fewest (one kind: all its layers)",
+        " under 1.5 times the fewest (one kind: all its layers; at PP > 1 the limiting stage's)",
         if_(
             _rule("vllm"),
-            if_(F("most_kind_layers_per_gpu") < 1.5 * F("fewest_kind_layers_per_gpu"), F("most_kind_layers_per_gpu"),
-                F("fewest_kind_layers_per_gpu")),
+            if_(F("pp_stages_modelled"),
+                if_(F("pp_limiting_stage").eq(0), F("pp_stage_layers_first"),
+                    if_(F("pp_limiting_stage").eq(2), F("pp_stage_layers_last"), F("pp_stage_layers_middle"))),
+                if_(F("most_kind_layers_per_gpu") < 1.5 * F("fewest_kind_layers_per_gpu"), F("most_kind_layers_per_gpu"),
+                    F("fewest_kind_layers_per_gpu"))),
             Const(None),
         ),
         "int",

@@ -193,6 +193,13 @@ def candidate_tps(gpus_per_node: int, pp: int) -> list[int]:
     return out
 
 
+def check_pp_layers(pp: int, model: str, layers: int) -> None:
+    """Every pipeline stage holds at least one layer: a PP above the model's layers cannot exist."""
+    if pp > layers:
+        raise KvregError(f"PP {pp} is more than {model}'s {layers} layers (every pipeline stage holds at least one): "
+                         f"lower --pp to {layers} or less")
+
+
 def check_layout(tp: int | str, pp: int, dp_attention: int, gpus_per_node: int) -> list[int]:
     """The one check of a deployment's layout, for a capacity question, a plan and a solver alike: the
     sizes are at least 1, the node holds TP x PP GPUs, DP-attention divides TP. Returns the TPs to try:
@@ -248,6 +255,8 @@ def _check_question(db, q: Question) -> tuple[list[dict], list[dict], list[int],
     if q.block_size < 0:
         raise KvregError("--block-size must be 0 (no rounding) or a positive number of tokens")
     tps = check_layout("auto" if q.tp == "auto" else int(q.tp), q.pp, q.dp_attention, q.gpus_per_node)
+    for m in models:
+        check_pp_layers(q.pp, m["name"], m["layers"])
     engine = check_engine_settings({f: getattr(q, f) for f in ENGINE_FIELDS}, q.block_size, q.dp_attention)
     return models, gpus, tps, engine
 

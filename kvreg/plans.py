@@ -19,7 +19,7 @@ from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from kvreg.calibrate import FORMAT_RELEASE, measured_terms, resolve_model, sglang_in_use
-from kvreg.capacity import check_dp_attention, check_layout, invalid_tp, parse_tp, valid_tps
+from kvreg.capacity import check_dp_attention, check_layout, check_pp_layers, invalid_tp, parse_tp, valid_tps
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
     format_workload,
     get_plan,
@@ -138,6 +138,7 @@ def validate_plan(conn, spec: dict, *, named: bool = True, users: int | None = N
     if not auto:
         s["tp"] = check_int(s["tp"], "tp")
     check_layout(s["tp"], s["pp"], s["dp_attention"], s["gpus_per_node"])
+    check_pp_layers(s["pp"], m["name"], m["layers"])
     if not auto and s["tp"] not in valid_tps(conn, m["name"], s["gpus_per_node"], s["pp"]):
         raise invalid_tp(conn, m["name"], s["tp"], s["pp"], s["gpus_per_node"], name_pp=True)
     if s["avg_tokens"] is not None and s["avg_tokens"] > s["context_tokens"]:

@@ -76,12 +76,15 @@ def test_plan_tp_auto_is_the_fewest_gpus_for_the_demand(kv):
     assert (shown["tp"], shown["gpus_needed"]) == (8, hundred["gpus"])
 
 
-# A layout no node can hold, and the line kvreg.capacity.check_layout refuses it with: the same for a
-# capacity question, a plan and a solver (one validator, so the three cannot drift apart).
+# A layout no node (or model) can hold, and the line kvreg.capacity.check_layout or check_pp_layers refuses it
+# with: the same for a capacity question, a plan and a solver (one validator, so the three cannot drift apart).
 IMPOSSIBLE_LAYOUTS = [
     (("--tp", "4", "--pp", "4"),
      "Error: TP 4 x PP 4 needs 16 GPUs but a node has 8 (--gpus-per-node): lower --tp or --pp, or raise --gpus-per-node"),
     (("--tp", "auto", "--pp", "16"), "Error: PP 16 does not fit in a node of 8 GPUs (--gpus-per-node)"),
+    (("--tp", "1", "--pp", "40", "--gpus-per-node", "64"),
+     "Error: PP 40 is more than Llama-3.1-8B's 32 layers (every pipeline stage holds at least one): lower --pp to 32 "
+     "or less"),
     (("--tp", "2", "--dp-attention", "4"),
      "Error: --dp-attention 4 does not divide --tp 2: DP-attention splits a TP group into equal ranks, so give a TP "
      "that is a multiple of 4 (or --tp auto)"),

@@ -34,8 +34,8 @@ TARGET = 0.02
 # written (docs/engine-rules.md says why). --check fails if an error grows past its recorded value, and
 # if a recorded miss starts meeting the target (then this entry and the docs are stale).
 KNOWN_MISSES = {
-    ("vllm", "moe", "kv_cache_memory"): 0.028,
-    ("vllm", "moe", "kv_cache_tokens"): 0.035,
+    ("vllm", "moe", "kv_cache_memory"): 0.023,
+    ("vllm", "moe", "kv_cache_tokens"): 0.027,
     ("vllm", "hybrid state", "kv_cache_tokens"): 0.0201,
 }
 LOGGED_TERMS = " (logged terms)"  # a family's rows predicted from the log's own memory terms

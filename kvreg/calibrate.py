@@ -103,12 +103,31 @@ def resolve_gpu(conn, log: EngineLog, gpu: str | None) -> str:
     return matches[0]
 
 
+# A vLLM installed from a git checkout without its tags calls itself 0.1.devN+g<commit>: a build, not a release.
+_UNTAGGED_BUILD = re.compile(r"^v?0\.1\.dev\d+")
+
+
+def logged_release(log: EngineLog) -> str | None:
+    """The release the log names, None for an untagged build (0.1.devN+g<commit>), which names none: its rules
+    are the release it was built near, which only the user knows (--engine-version)."""
+    v = log.engine_version
+    return None if v is None or _UNTAGGED_BUILD.match(v) else v
+
+
+def untagged_note(log: EngineLog) -> str | None:
+    """What to say when the log's engine is an untagged build."""
+    if log.engine_version and logged_release(log) is None:
+        return (f"the log's {log.engine} {log.engine_version} is an untagged build, not a release: give "
+                "--engine-version (the release it was built near) for that release's rules")
+    return None
+
+
 def question(log: EngineLog, model: str, gpu: str, *, context: int | None = None, weight_dtype: str | None = None,
              kv_dtype: str | None = None, engine_version: str | None = None, measured: bool = False,
              overrides: dict | None = None) -> Question:
     """The capacity question a log asks: its settings; with `measured`, its memory terms as inputs."""
     rule = log.engine
-    version = engine_version or log.engine_version or FORMAT_RELEASE.get(log.format or "")
+    version = engine_version or logged_release(log) or FORMAT_RELEASE.get(log.format or "")
     ctx = context or log.concurrency_tokens or log.max_model_len
     q = Question(models=[model], gpus=[gpu], contexts=[ctx] if ctx else [], kv_dtypes=[kv_dtype or "bf16"],
                  weight_dtype=weight_dtype, tp=log.tp or 1, pp=log.pp or 1, gpus_per_node=max(8, (log.tp or 1) *
@@ -197,13 +216,7 @@ def compare(conn, log: EngineLog, *, model: str | None = None, gpu: str | None =
     if log.engine == "sglang":
         q.non_torch_bytes = sglang_in_use(conn, gpu, log)
     measured = ask(conn, q)[0]
-    if log.kv_cache_gib_by_stage and alone.get("pp_limiting_stage") is not None:
-        # at PP > 1 every stage logs its own pool; set kvreg's limiting stage against the same stage's line
-        stages = log.kv_cache_gib_by_stage
-        pick = {0: [0], 2: [q.pp - 1]}.get(alone["pp_limiting_stage"], range(1, q.pp - 1))
-        logged_stage = [stages[i] for i in pick if i in stages]
-        if logged_stage:
-            log = replace(log, kv_cache_gib=min(logged_stage))
+    log = at_limiting_stage(log, q.pp, alone.get("pp_limiting_stage"))
     terms = []
     for name, label, logged_field, figure in TERMS:
         logged = getattr(log, logged_field)
@@ -231,10 +244,22 @@ def compare(conn, log: EngineLog, *, model: str | None = None, gpu: str | None =
         "predicted_kv_cache_tokens": alone["kv_cache_tokens"],
         "predicted_max_concurrency": alone["sequences_per_rank"],
         "logged": {k: v for k, v in log.as_dict().items() if v is not None},
+        "notes": [n for n in [None if engine_version else untagged_note(log)] if n],
         "has_kv_line": log.has_kv_line(),
         "terms": terms,
         "question": q,
     }
+
+
+def at_limiting_stage(log: EngineLog, pp: int, limiting: int | None) -> EngineLog:
+    """At PP > 1 every stage logs its own KV pool: the log with kvreg's limiting stage's line (pp_limiting_stage 0
+    the first, 2 the last, 1 a middle one: the smallest of theirs) as its KV cache memory, to set against kvreg's."""
+    stages = log.kv_cache_gib_by_stage
+    if not stages or limiting is None:
+        return log
+    pick = {0: [0], 2: [pp - 1]}.get(limiting, range(1, pp - 1))
+    logged = [stages[i] for i in pick if i in stages]
+    return replace(log, kv_cache_gib=min(logged)) if logged else log
 
 
 def _error(predicted, logged):
@@ -243,4 +268,5 @@ def _error(predicted, logged):
     return (predicted - logged) / logged
 
 
-__all__ = ["compare", "question", "resolve_model", "resolve_gpu", "measured_terms", "TERMS"]
+__all__ = ["compare", "question", "resolve_model", "resolve_gpu", "measured_terms", "at_limiting_stage",
+           "logged_release", "untagged_note", "TERMS"]

@@ -18,8 +18,10 @@ import math
 from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
-from kvreg.calibrate import FORMAT_RELEASE, measured_terms, resolve_model, sglang_in_use
-from kvreg.capacity import check_dp_attention, check_layout, check_pp_layers, invalid_tp, parse_tp, valid_tps
+from kvreg.calibrate import (FORMAT_RELEASE, at_limiting_stage, logged_release, measured_terms, resolve_model,
+                             sglang_in_use)
+from kvreg.capacity import (check_dp_attention, check_layout, check_pp_layers, invalid_tp, parse_tp,
+                            valid_tps)
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
     format_workload,
     get_plan,
@@ -392,7 +394,10 @@ def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, li
         if logged_model is not None and logged_model != spec["model"]:
             raise KvregError(f"the log served {logged_model} but plan {name!r} is for {spec['model']}: calibrate "
                              "a plan of the same model")
-    version = log.engine_version or FORMAT_RELEASE.get(log.format or "")
+    version = logged_release(log) or FORMAT_RELEASE.get(log.format or "")
+    if log.engine_version and logged_release(log) is None:
+        notes.append(f"the log's {log.engine} {log.engine_version} is an untagged build, not a release: the plan "
+                     f"keeps its engine version (kvreg plan set {name} --engine-version RELEASE to change it)")
     changes: dict = measured_terms(log, version)
     if log.engine == "vllm":
         if log.max_num_batched_tokens is not None:
@@ -405,15 +410,16 @@ def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, li
         changes["max_num_seqs"] = log.max_num_seqs
     if version is not None:
         changes["engine_version"] = version
-    if not changes:
-        raise KvregError("the log shows no memory term (weights, activation peak, non-torch memory): nothing to "
-                         "calibrate with; give a log with its start-up lines")
+    if not changes and not log.has_kv_line():
+        raise KvregError("the log shows no memory term (weights, activation peak, non-torch memory) and no KV cache "
+                         "line: nothing to calibrate with; give a log with its start-up lines")
     row = validate_plan(conn, {**spec, **changes})
     conn.execute(update(Plan).where(Plan.name == name).values(
         **{k: row[k] for k in (*MEASURED_TERMS, "max_num_batched_tokens", "max_num_seqs", "engine_version",
                                "engine_release")},
         calibration_source=source, **dict.fromkeys(CALIBRATION_FIELDS)))
     current = plan_capacity(conn, name)
+    log = at_limiting_stage(log, spec["pp"], current.get("pp_limiting_stage"))
     line: dict = {"measured_engine_version": f"{log.engine} {version or '(release not logged)'}"}
     setting = "gpu_memory_utilization" if log.engine == "vllm" else "mem_fraction_static"
     logged_share = getattr(log, setting)

@@ -117,6 +117,33 @@ def test_plan_calibrate_from_a_log_keeps_the_measured_terms(kv, state):
     assert (shown["calibration_source"], shown["activation_bytes"], shown["weights_measured_bytes"]) == (None,) * 3
 
 
+def test_a_pipeline_log_is_set_against_the_limiting_stage_and_an_untagged_build_names_no_release(kv):
+    """vllm#20665: DeepSeek-V2-Lite at TP 2 x PP 2 on L4s, a vLLM checkout without tags (0.1.dev7548+gbaba038). Its
+    stage 0 logged 12.13 GiB and stage 1 11.33; kvreg's limiting stage is stage 0 (14 layers against 13, the sampler
+    on stage 1), so the 12.13 GiB line is the one recorded. The build is no release: a plan keeps its own."""
+    kv("gpu", "add", "L4", "--memory", "24GiB", "--reported-memory", "22.03GiB", "--compute-capability", "8.9",
+       "--pcie-only")
+    kv("model", "add", "DeepSeek-V2-Lite", "--layers", "27", "--attention-heads", "16", "--kv-heads", "16",
+       "--head-dim", "192", "--v-head-dim", "128", "--kv-lora-rank", "512", "--qk-rope-head-dim", "64", "--params-b",
+       "15.7", "--active-params-b", "2.4", "--hidden-size", "2048", "--intermediate-size", "10944", "--vocab-size",
+       "102400", "--untied-embeddings", "--experts", "64", "--expert-intermediate-size", "1408", "--moe-layers", "26",
+       "--max-context", "163840")
+    pp_log = str(LOGS / "vllm-pr20665-deepseek-v2-lite-l4-tp2-pp2.log")
+    adhoc = kv("calibrate", "--log", pp_log, "--gpu", "L4", "--format", "json")
+    assert "0.1.dev7548+gbaba038 is an untagged build, not a release: give --engine-version" in adhoc.stderr
+    r = calibrate(kv, pp_log, "--gpu", "L4", "--engine-version", "0.9.2")
+    terms = {t["term"]: t for t in r["terms"]}
+    assert terms["kv_cache_memory"]["logged"] == 12.13  # stage 0's line, not the smallest (stage 1's 11.33)
+    assert terms["kv_cache_tokens"]["logged"] == 807_792 and terms["kv_cache_tokens"]["predicted"] == 806_128
+    kv("plan", "add", "lite", "--model", "DeepSeek-V2-Lite", "--gpu", "L4", "--tp", "2", "--pp", "2",
+       "--gpus-per-node", "4", "--rule", "vllm", "--engine-version", "0.9.2", "--context", "1024")
+    done = kv("plan", "calibrate", "lite", "--log", pp_log)
+    assert "is an untagged build, not a release: the plan keeps its engine version" in done.stderr
+    [row] = kv.json("plan", "show", "lite")
+    assert (row["engine_version"], row["pp_limiting_stage"]) == ("0.9.2", 0)
+    assert row["measured_kv_cache_bytes"] == round(12.13 * GIB) and row["measured_kv_cache_tokens"] == 807_792
+
+
 def test_plan_calibrate_refuses_another_engine_or_model(kv, state):
     kv("plan", "add", "t", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM")
     kv("plan", "add", "v", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--rule", "vllm")

@@ -79,7 +79,7 @@ def test_sglangs_hybrid_state_slots_come_out_of_the_pool_first(bench, table):
 def test_a_known_miss_is_reported_not_hidden(bench, table):
     means = bench.mean_errors(table)
     mae, n = means["vllm", "moe", "kv_cache_memory"]
-    assert mae > bench.TARGET and n == 4
+    assert mae > bench.TARGET and n == 5
     assert bench.misses(means, table) == []  # recorded in KNOWN_MISSES with its measured error
     worse = dict(means)
     worse["vllm", "dense", "kv_cache_memory"] = (0.05, 3)
@@ -125,6 +125,25 @@ def test_vllms_mla_latent_and_pipeline_stages_from_the_gpu_alone(table):
     assert row["tokens_predicted"] == int(pool0 // (16 * cell)) * 16 == 806_128  # the log: 807,792
     assert (row["kv_gib_logged"], row["tokens_logged"]) == (12.13, 807_792)  # stage 0's line, not stage 1's 11.33
     assert abs(row["tokens_error"]) < 0.0025
+
+
+def test_a_moe_model_over_two_nodes_of_pipeline_stages(table):
+    """Qwen3-30B-A3B (bf16) at TP 4 x PP 2 on two Isambard-AI nodes of GH200s (95.00 GiB to CUDA), vLLM 0.10.1 with
+    vllm bench throughput's 16,384 batched tokens: each stage printed its pool, and the last, which samples, has
+    fewer tokens (70.58 GiB, 6,167,536) than the first (76.15 GiB, 6,654,432)."""
+    [row] = [r for r in table if r["file"] == "vllm-rwood-qwen3-30b-a3b-gh200-tp4-pp2.log"]
+    requested = round(95.00 * 2**30) * 0.9
+    vocab = 151_936 * 2_048 * 2  # one vocabulary matrix
+    layers = 30.5e9 * 2 - 2 * vocab  # the decoder layers, all 48 with experts: 24 a stage
+    routers = 48 * 128 * 2_048 * (2 - 2 / 4) / 2
+    last = (24 * layers / 48 + vocab) / 4 + routers  # 7.11 GiB; the log: 7.33
+    sampler = 16_384 * 2_048 * 2 + 1_024 * 151_936 * 38  # 1,024 rows of 38 B logits beside the hidden states
+    non_torch = round(0.25 * 2**30) + round(1.79 * 2**30)  # v0.10, NVLink within the node
+    pool = requested - sampler - non_torch - last
+    assert row["kv_gib_predicted"] == pytest.approx(pool / 2**30, rel=1e-9)  # 70.78 GiB for the 70.58 logged
+    page = 16 * 24 * 1 * 128 * 2 * 2  # a block of the stage: 24 layers x 1 KV head a GPU x 128 x K and V x 2 B
+    assert row["tokens_predicted"] == int(pool // page) * 16 == 6_184_960  # the log: 6,167,536 (+0.3%)
+    assert row["kv_gib_logged"] == 70.58 and row["tokens_logged"] == 6_167_536
 
 
 def test_the_same_checkpoint_at_tp4_without_a_connector(table):

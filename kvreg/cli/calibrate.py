@@ -78,6 +78,8 @@ def calibrate_cmd(ctx, log_path, model, gpu, context, weight_dtype, kv_dtype, en
         result = compare(conn, log, model=model, gpu=gpu, context=parse_tokens(context) if context else None,
                          weight_dtype=weight_dtype, kv_dtype=kv_dtype, engine_version=engine_version)
     result["log"] = source
+    for note in result["notes"]:
+        click.echo(f"note: {note}", err=True)
     if fmt == "json":
         out = {k: result[k] for k in ["log", *SUMMARY_KEYS]}
         out["logged"] = result["logged"]

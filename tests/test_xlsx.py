@@ -37,6 +37,9 @@ PLANS = [
     # Sliding layers with their own kv heads and head width, and layers with no cache (Gemma 4 style).
     ("kinds-tp8", "kinds", "H100-SXM", 8, 1, 1, "bf16", "fp4", 131072, 2048, 0.12, None, 16),
     ("kinds-vllm-tp4", "kinds", "H100-SXM", 4, 1, 1, "bf16", "fp4", 131072, None, 0.12, None, 16),
+    # vLLM's pipeline stages: uneven ones with experts (94 layers over 4: 23, 24, 24, 23), and even ones
+    ("qwen235-vllm-pp4", "Qwen3-235B-A22B", "H200", 2, 4, 1, "bf16", "bf16", 32768, None, 0.12, None, 16),
+    ("llama70b-vllm-pp2", "Llama-3.1-70B", "H100-SXM", 2, 2, 1, "bf16", "bf16", 32768, None, 0.12, None, 16),
 ]
 # Engine rules (tests/test_engine_rules.py) on some plans, so their formulas are proven too: plan, settings.
 ENGINE = [
@@ -50,6 +53,8 @@ ENGINE = [
                            " measured_engine_version = 'vllm 0.33.0'"),
     ("llama8b-h100-128k", "measured_kv_cache_tokens = 404352, measured_max_concurrency = 3.09"),
     ("kinds-vllm-tp4", "rule = 'vllm'"),
+    ("qwen235-vllm-pp4", "rule = 'vllm', engine_version = '0.10.1', engine_release = 10001"),
+    ("llama70b-vllm-pp2", "rule = 'vllm'"),
 ]
 # Workload classes: plan, class, tokens, share. "qwen235-h100-tp?" has none: its name as an unescaped
 # SUMIFS criterion would match tp8's classes; EVIL[1] as a class name stays text.

@@ -751,10 +751,16 @@ def test_solving_for_the_reserve_needs_the_theoretical_rule(kv, state):
     ("H100-SXM", "0.17.0", 8192, 1024, 20),
     ("A100-40GB", "0.19.1", 2048, 256, 20),
     ("H100-SXM", "0.21.0", 8192, 1024, 24),
+    # an A100 80GB (79.25 GiB) keeps the small defaults from v0.9.0 (PR 17885: `"a100" not in device_name`), the
+    # large ones in v0.8.5
+    ("A100-80GB", "0.9.0", 2048, 256, 38),
+    ("A100-80GB", "0.20.0", 2048, 256, 20),
+    ("A100-80GB", "0.8.5", 8192, 1024, 38),
 ])
 def test_vllm_profile_run_defaults_by_gpu_and_release(kv, gpu, release, batched, seqs, per_logit):
-    """vllm/engine/arg_utils.py get_batch_defaults: GPUs reporting 70 GiB or more get max_num_batched_tokens 8,192
-    and max_num_seqs 1,024 for the OpenAI server, smaller ones 2,048 and 256; the V1 sampler warm-up holds 38 B
+    """vllm/engine/arg_utils.py get_batch_defaults: GPUs reporting 70 GiB or more (from v0.9.0 not A100s) get
+    max_num_batched_tokens 8,192 and max_num_seqs 1,024 for the OpenAI server, the others 2,048 and 256; the V1
+    sampler warm-up holds 38 B
     per logit after the forward pass, V0's 8 B beside it (Llama-3.1-8B: MLP 14,336, hidden 4,096, vocabulary
     128,256)."""
     kv("plan", "add", "v", "--model", "Llama-3.1-8B", "--gpu", gpu, "--gpus-per-node", "1", "--context", "8K",
@@ -765,6 +771,23 @@ def test_vllm_profile_run_defaults_by_gpu_and_release(kv, gpu, release, batched,
     forward, warm_up = batched * (3 * 14_336 + 2 * 4_096) * 2, seqs * 128_256 * per_logit
     expected = forward + warm_up if release == "0.6.5" else max(forward, batched * 4_096 * 2 + warm_up)
     assert r["activation_peak_bytes_per_gpu"] == expected
+
+
+def test_vllm_reads_the_gpus_name_as_its_device_name(kv):
+    """vLLM's `"a100" in device_name.lower()`: a GPU row named like an A100, in either case, gets the small batch
+    defaults from v0.9.0; another 80 GB card of the same memory does not."""
+    for name in ("a100-sxm4-80gb", "A800-80GB"):
+        kv("gpu", "add", name, "--memory", "80GiB", "--reported-memory", "79.25GiB")
+        kv("plan", "add", name, "--model", "Llama-3.1-8B", "--gpu", name, "--gpus-per-node", "1", "--rule", "vllm")
+    small, large = plan_row(kv, "a100-sxm4-80gb"), plan_row(kv, "A800-80GB")
+    assert (small["vllm_large_batch_defaults"], small["vllm_max_num_seqs_used"], small["max_running_requests"]) == (
+        0, 256, 256)
+    assert (large["vllm_large_batch_defaults"], large["vllm_max_num_seqs_used"], large["max_running_requests"]) == (
+        1, 1024, 1024)
+    # the pools differ by the warm-up: 1,024 - 256 rows of 128,256 logits of 20 B (v0.20), less the batch's
+    # hidden states (8,192 - 2,048 tokens x 4,096 x 2 B)
+    gap = (1024 - 256) * 128_256 * 20 + (8192 - 2048) * 4_096 * 2
+    assert small["kv_pool_bytes_per_gpu"] - large["kv_pool_bytes_per_gpu"] == pytest.approx(gap, abs=1)
 
 
 def test_the_report_shows_the_state_slots_and_the_running_request_cap(kv, tmp_path):

@@ -75,7 +75,7 @@ SHEETS = ["Read me", "Summary", "Plans", "Plan detail", "Workload", "Demand", "F
 DEFAULT_RESERVE_CELL = "Assumptions!$B$3"
 QUARTER_CELL = "Summary!$B$1"
 FUNCTIONS_USED = ("INDEX", "MATCH", "IF", "AND", "OR", "ISBLANK", "MIN", "MAX", "INT", "MOD", "FIXED",
-                  "SUBSTITUTE", "SUMIFS", "COUNTIFS", "SUM", "LEFT", "RIGHT", "ROUND")
+                  "SUBSTITUTE", "SUMIFS", "COUNTIFS", "SUM", "LEFT", "RIGHT", "ROUND", "SEARCH", "ISNUMBER")
 # Custom document properties naming the registry and quarter a workbook was written from: `kvreg apply`
 # refuses a workbook from another registry or quarter.
 PROP_REGISTRY, PROP_QUARTER, PROP_FORMAT = "kvreg_registry_id", "kvreg_quarter", "kvreg_workbook"
@@ -83,7 +83,8 @@ WORKBOOK_FORMAT = "2"
 
 # The model inputs in the Models sheet's order: their declarations'.
 _MODEL_INPUTS = inputs_of("model")
-_GPU_INPUTS = inputs_of("gpu")
+# (gpu_name is the GPU type itself, a row's key: not a column of its own)
+_GPU_INPUTS = tuple(n for n in inputs_of("gpu") if n != "gpu_name")
 # dtype inputs: (Dtypes column, the row helper that finds the dtype, may be blank). Each dtype relation's
 # helper is named after it (kv_dtype_row); the KV dtype's name is the key the helper matches, not a lookup.
 _DTYPE_LOOKUPS = {
@@ -399,6 +400,7 @@ def _deployment_sheet(book: Book, ws, grain_name: str, rows: list[dict], refs: _
         formula = formula.replace("{model_row}", f"{cells['model_row']}{r}")
         _lookup(t, cells, name, formula.replace("{key}", f"{cells[key]}{r}") if key else formula)
     cells["weight_dtype_name"] = cells["weight_dtype"]  # the weight dtype's name is the setting itself
+    cells["gpu_name"] = cells["gpu"]  # and the GPU's name the row's GPU type
     model_row, gpu_row = f"{cells['model_row']}{r}", f"{cells['gpu_row']}{r}"
     if needed & set(_KV_DTYPE_LOOKUPS):
         _helper(t, cells, "kv_dtype_row", "=" + match_formula(f"{cells['kv_dtype']}{r}", d, "dtype"),

@@ -24,6 +24,7 @@ from .expr import (
     ceil,
     coalesce,
     concat,
+    contains,
     floor,
     fmt,
     greatest,
@@ -510,12 +511,20 @@ _FIGURES: list[Figure] = [
                                                                    SGLANG_STARTUP_TP_BYTES, SGLANG_STARTUP_BYTES)),
                 Const(None))),
     ),
+    Figure("vllm_large_batch_defaults", "flag",
+           f"vLLM: 1 when its server picks the large batch defaults (V1, from v0.8): a GPU reporting"
+           f" {VLLM_LARGE_GPU_BYTES // GIB} GiB or more, but from v0.9 not an A100 (its device name holds 'a100': the"
+           " GPU row's name is read as it)",
+           if_(_rule("vllm"), and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
+                                   F("engine_memory_bytes") >= VLLM_LARGE_GPU_BYTES,
+                                   not_(and_(F("engine_release_used") >= VLLM_A100_SMALL_DEFAULTS_FROM,
+                                             contains(I("gpu_name"), "a100")))), Const(None)), "flag"),
     Figure("max_num_batched_tokens_used", "tokens",
            f"vLLM: max_num_batched_tokens, else the server's default: {VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS:,} from v0.8"
-           f" (V1) on GPUs reporting under {VLLM_LARGE_GPU_BYTES // GIB} GiB, else {VLLM_MAX_NUM_BATCHED_TOKENS:,}",
+           f" (V1) without vllm_large_batch_defaults, else {VLLM_MAX_NUM_BATCHED_TOKENS:,}",
            if_(_rule("vllm"), coalesce(
                I("max_num_batched_tokens"),
-               if_(and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, F("engine_memory_bytes") < VLLM_LARGE_GPU_BYTES),
+               if_(and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, not_(F("vllm_large_batch_defaults"))),
                    VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS, VLLM_MAX_NUM_BATCHED_TOKENS)), Const(None)), "int"),
     Figure("max_concurrent_batches_used", "batches",
            f"vLLM: max_concurrent_batches, else {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1 (async scheduling)"
@@ -527,11 +536,10 @@ _FIGURES: list[Figure] = [
            F("max_concurrent_batches_used") * F("max_num_batched_tokens_used"), "int"),
     Figure("vllm_max_num_seqs_used", "sequences",
            "vLLM: max_num_seqs, the most requests it runs at once and the rows its profile run warms the sampler up"
-           f" with: max_num_seqs when given, else {VLLM_LARGE_GPU_MAX_NUM_SEQS:,} from v0.8 (V1) on GPUs reporting"
-           f" {VLLM_LARGE_GPU_BYTES // GIB} GiB or more, else {VLLM_SAMPLER_SEQS}",
+           f" with: max_num_seqs when given, else {VLLM_LARGE_GPU_MAX_NUM_SEQS:,} with vllm_large_batch_defaults,"
+           f" else {VLLM_SAMPLER_SEQS}",
            if_(_rule("vllm"), coalesce(I("max_num_seqs"),
-                                       if_(and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
-                                                F("engine_memory_bytes") >= VLLM_LARGE_GPU_BYTES),
+                                       if_(F("vllm_large_batch_defaults"),
                                            VLLM_LARGE_GPU_MAX_NUM_SEQS, VLLM_SAMPLER_SEQS)), Const(None)), "int"),
     Figure("sampler_bytes_per_logit", "bytes",
            f"vLLM: bytes live per logit at the sampler warm-up's peak: {SAMPLER_BYTES_PER_LOGIT} before v0.8 (V0: fp32"

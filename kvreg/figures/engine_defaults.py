@@ -45,6 +45,11 @@ SAMPLER_BYTES_PER_LOGIT = 8  # V0: fp32 logits + fp32 probabilities (fits the v0
 # 1,024 for the OpenAI server when the device's total memory is 70 GiB or more and it is not an A100, else 256).
 VLLM_V1_FIRST_RELEASE = 8000  # v0.8.0, the first release that runs the V1 engine by default
 VLLM_LARGE_GPU_BYTES = 70 * GIB  # arg_utils: device_memory >= 70 * GiB_bytes
+# ... and not an A100: PR 17885 ("Use small max_num_batched_tokens for A100", May 2025, in v0.9.0) added
+# `and "a100" not in device_name` (large batches cost the A100 36% of its throughput at TP 2); it holds through
+# v0.24's arg_utils. So an A100 80GB keeps 2,048 batched tokens and 256 sequences. kvreg reads the GPU row's name
+# as the device name (the catalog's A100-80GB; a GPU added as, say, "A100 80GB" matches too).
+VLLM_A100_SMALL_DEFAULTS_FROM = 9000  # v0.9.0
 VLLM_LARGE_GPU_MAX_NUM_SEQS = 1024  # arg_utils default_max_num_seqs on such GPUs (OPENAI_API_SERVER)
 # ... and on smaller GPUs the same function's default_max_num_batched_tokens for the OpenAI server is 2,048
 # (8,192 from 70 GiB): the V1 profile run's batch there.

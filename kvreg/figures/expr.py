@@ -114,7 +114,7 @@ class Op(Expr):
 
 @dataclass(frozen=True, eq=False)
 class Func(Expr):
-    """ceil, floor, min, max, if, and, or, not, isnull, coalesce, concat, fmt."""
+    """ceil, floor, min, max, if, and, or, not, isnull, coalesce, concat, fmt, mod, contains."""
 
     name: str
     args: tuple[Expr, ...]
@@ -181,6 +181,13 @@ def fmt(x, decimals: int):
 
 def mod(a, b):
     return Func("mod", (_e(a), _e(b)))
+
+
+def contains(text, needle: str):
+    """1 when `text` holds `needle`, letters of either case (what vLLM's `"a100" in device_name.lower()` asks);
+    `needle` is lower-case letters and digits, so no target reads it as a pattern."""
+    assert needle.isalnum() and needle == needle.lower(), needle
+    return Func("contains", (_e(text), Const(needle)))
 
 
 # --------------------------------------------------------------------------- compilers
@@ -303,6 +310,9 @@ class SqlCompiler(_Compiler):
     def f_mod(self, a, b):
         return f"({a} % {b})"  # NULL when b is 0, as SQLite's x / 0
 
+    def f_contains(self, text, needle):
+        return f"(CASE WHEN instr(lower({text}), {needle}) > 0 THEN 1 ELSE 0 END)"
+
     def f_concat(self, *xs):
         return "(" + self.concat_op.join(xs) + ")"
 
@@ -332,6 +342,10 @@ class PostgresCompiler(SqlCompiler):
 
     def f_mod(self, a, b):
         return f"MOD({a}, NULLIF({b}, 0))"
+
+    def f_contains(self, text, needle):
+        # strpos, not PostgreSQL's LIKE or SQLite's instr: the needle is compared as text
+        return f"(CASE WHEN strpos(lower({text}), CAST({needle} AS TEXT)) > 0 THEN 1 ELSE 0 END)"
 
     def f_fmt(self, x, d):
         return f"TRIM(TO_CHAR(CAST({x} AS NUMERIC), 'FM999999999999990.{'0' * int(d)}'))"
@@ -387,6 +401,10 @@ class ExcelCompiler(_Compiler):
 
     def f_mod(self, a, b):
         return f"MOD({a},{b})"
+
+    def f_contains(self, text, needle):
+        # SEARCH ignores case; the needle has no ? or * for it to read as a wildcard
+        return f"IF(ISNUMBER(SEARCH({needle},{text})),1,0)"
 
     def f_concat(self, *xs):
         return "(" + "&".join(xs) + ")"
@@ -454,6 +472,8 @@ class PythonEvaluator:
                 return None if vals[1] == 0 else _remainder(vals[0], vals[1])
             if n == "concat":
                 return "".join(str(v) for v in vals)
+            if n == "contains":
+                return int(vals[1] in str(vals[0]).lower())
             if n == "fmt":
                 return _fixed(vals[0], vals[1])
         raise TypeError(f"not an expression: {e!r}")

@@ -143,6 +143,8 @@ _INPUTS = [
     InputDecl("state_bytes_per_element", "bytes", "bytes per linear-state element (model dtype)", "real",
               positive=True, table="state_dtype", column="bytes_per_element"),
     # gpu
+    InputDecl("gpu_name", "name", "the GPU type's name (vLLM reads its device name: an A100 keeps the small batch"
+              " defaults)", "text", table="gpu", column="name"),
     InputDecl("memory_bytes", "bytes", "GPU memory (nominal)", positive=True, table="gpu"),
     InputDecl("reported_memory_bytes", "bytes",
               "GPU memory as CUDA reports it (an H100 80GB: 79.19 GiB); NULL: not known, memory_bytes is used",

@@ -34,8 +34,8 @@ TARGET = 0.02
 # written (docs/engine-rules.md says why). --check fails if an error grows past its recorded value, and
 # if a recorded miss starts meeting the target (then this entry and the docs are stale).
 KNOWN_MISSES = {
-    ("vllm", "moe", "kv_cache_memory"): 0.023,
-    ("vllm", "moe", "kv_cache_tokens"): 0.027,
+    ("vllm", "moe", "kv_cache_memory"): 0.0224,
+    ("vllm", "moe", "kv_cache_tokens"): 0.0261,
     ("vllm", "hybrid state", "kv_cache_tokens"): 0.0201,
 }
 LOGGED_TERMS = " (logged terms)"  # a family's rows predicted from the log's own memory terms
@@ -75,6 +75,7 @@ def _registry(manifest: dict) -> str:
                 "weight_dtype": "bf16", "max_position_embeddings": int(m["max_context"]),
                 "hidden_size": m["hidden_size"], "intermediate_size": m["intermediate_size"],
                 "vocab_size": m["vocab_size"], "source": "manual", "notes": m["source"],
+                "architecture": m.get("architecture", ""),
                 **{k: m[k] for k in _LAYER_FIELDS if k in m}})
     engine.dispose()
     return url

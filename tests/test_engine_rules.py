@@ -862,10 +862,10 @@ def test_fp8_on_a_gpu_without_fp8_units_carries_marlins_group_scales(kv):
 
 
 def test_vllm_sizes_every_pipeline_stage_and_keeps_the_fewest_blocks(kv):
-    """vLLM splits the layers with get_pp_indices (the remainder to the stages before the last), puts the input
-    embeddings on the first stage and the lm_head and the sampler warm-up on the last, and sizes every worker to the
-    smallest block count. Qwen3-235B-A22B (94 MoE layers, bf16, two 151,936 x 4,096 vocabulary matrices) at TP 2 x PP 4
-    on H200s, vLLM v0.10.1."""
+    """vLLM splits the layers with get_pp_indices (the remainder to the stages before the last), runs the sampler
+    warm-up on the last stage only, and sizes every worker to the smallest block count. Qwen3-235B-A22B (94 MoE
+    layers, bf16, two 151,936 x 4,096 vocabulary matrices, which vLLM's qwen3_moe.py builds on every stage) at
+    TP 2 x PP 4 on H200s, vLLM v0.10.1."""
     kv("plan", "add", "q", "--model", "Qwen3-235B-A22B", "--gpu", "H200", "--tp", "2", "--pp", "4", "--gpus-per-node",
        "8", "--rule", "vllm", "--engine-version", "0.10.1", "--context", "32768")
     row = plan_row(kv, "q")
@@ -876,11 +876,12 @@ def test_vllm_sizes_every_pipeline_stage_and_keeps_the_fewest_blocks(kv):
     assert row["replica_layer_weight_bytes"] == pytest.approx(layers) == 467_510_680_576
     routers = 94 * 128 * 4_096 * (2 - 2 / 2) / 4  # whole on both TP ranks, a quarter of them on each stage
     assert row["engine_router_extra_bytes_per_gpu"] == pytest.approx(routers) == 12_320_768
-    first = (23 * layers / 94 + vocab) / 2 + routers
-    middle = 24 * layers / 94 / 2 + routers
-    assert row["pp_stage_weights_first_bytes"] == pytest.approx(first, rel=1e-12)  # 53.86 GiB
-    assert row["pp_stage_weights_middle_bytes"] == pytest.approx(middle, rel=1e-12)  # 55.60 GiB
-    assert row["pp_stage_weights_last_bytes"] == pytest.approx(first, rel=1e-12)  # the lm_head for the embeddings
+    assert row["pp_vocab_on_every_stage"] == 1  # Qwen3MoeForCausalLM: both matrices on every stage
+    first = (23 * layers / 94 + 2 * vocab) / 2 + routers
+    middle = (24 * layers / 94 + 2 * vocab) / 2 + routers
+    assert row["pp_stage_weights_first_bytes"] == pytest.approx(first, rel=1e-12)  # 54.44 GiB
+    assert row["pp_stage_weights_middle_bytes"] == pytest.approx(middle, rel=1e-12)  # 56.75 GiB
+    assert row["pp_stage_weights_last_bytes"] == pytest.approx(first, rel=1e-12)
     # the pools: the first and middle stages' forward pass, 8,192 x (3 x 12,288 + 2 x 4,096) x 2 B; the last's
     # sampler warm-up (1,024 rows of 151,936 logits of 38 B beside 8,192 x 4,096 hidden states); v0.10's 0.25 + 1.79 GiB
     forward = 8_192 * (3 * 12_288 + 2 * 4_096) * 2
@@ -891,13 +892,21 @@ def test_vllm_sizes_every_pipeline_stage_and_keeps_the_fewest_blocks(kv):
     blocks = {"first": math.floor((left - forward - first) / (page * 23)),
               "middle": math.floor((left - forward - middle) / (page * 24)),
               "last": math.floor((left - sampler - first) / (page * 23))}
-    assert blocks == {"first": 197_300, "middle": 184_338, "last": 183_392}
+    assert blocks == {"first": 195_648, "middle": 181_172, "last": 181_740}
     assert {s: row[f"pp_stage_blocks_{s}"] for s in blocks} == blocks
-    # the last stage limits: its weights, activation, layers and blocks are the GPU's figures
-    assert row["pp_limiting_stage"] == 2 and row["num_blocks"] == 183_392 and row["kv_group_layers"] == 23
-    assert (row["weights_bytes_per_gpu"], row["activation_peak_bytes_per_gpu"]) == (pytest.approx(first), sampler)
-    assert row["kv_pool_bytes_per_gpu"] == pytest.approx(left - sampler - first, rel=1e-12)
-    assert row["kv_cache_tokens"] == 183_392 * 16
+    # a middle stage limits (its extra layer outweighs the last stage's sampler): its weights, activation, layers
+    # and blocks are the GPU's figures
+    assert row["pp_limiting_stage"] == 1 and row["num_blocks"] == 181_172 and row["kv_group_layers"] == 24
+    assert (row["weights_bytes_per_gpu"], row["activation_peak_bytes_per_gpu"]) == (pytest.approx(middle), forward)
+    assert row["kv_pool_bytes_per_gpu"] == pytest.approx(left - forward - middle, rel=1e-12)
+    assert row["kv_cache_tokens"] == 181_172 * 16
+    # Llama's file builds the embeddings on the first stage and the lm_head on the last: one matrix each
+    kv("plan", "add", "l", "--model", "Llama-3.1-70B", "--gpu", "H100-SXM", "--tp", "2", "--pp", "2",
+       "--gpus-per-node", "4", "--rule", "vllm")
+    llama = plan_row(kv, "l")
+    assert llama["pp_vocab_on_every_stage"] == 0
+    assert llama["pp_stage_weights_first_bytes"] == pytest.approx(
+        (40 * (70.6e9 * 2 - 2 * 128_256 * 8_192 * 2) / 80 + 128_256 * 8_192 * 2) / 2) == 35.3e9
     # without PP nothing changes: one stage, weights split by TP alone
     kv("plan", "add", "q1", "--model", "Qwen3-235B-A22B", "--gpu", "H200", "--tp", "8", "--rule", "vllm")
     one = plan_row(kv, "q1")

@@ -136,13 +136,14 @@ def test_a_moe_model_over_two_nodes_of_pipeline_stages(table):
     vocab = 151_936 * 2_048 * 2  # one vocabulary matrix
     layers = 30.5e9 * 2 - 2 * vocab  # the decoder layers, all 48 with experts: 24 a stage
     routers = 48 * 128 * 2_048 * (2 - 2 / 4) / 2
-    last = (24 * layers / 48 + vocab) / 4 + routers  # 7.11 GiB; the log: 7.33
+    # vLLM's qwen3_moe.py builds the embeddings and the lm_head on every stage, not one on each edge stage
+    last = (24 * layers / 48 + 2 * vocab) / 4 + routers  # 7.26 GiB; the log: 7.33
     sampler = 16_384 * 2_048 * 2 + 1_024 * 151_936 * 38  # 1,024 rows of 38 B logits beside the hidden states
     non_torch = round(0.25 * 2**30) + round(1.79 * 2**30)  # v0.10, NVLink within the node
     pool = requested - sampler - non_torch - last
-    assert row["kv_gib_predicted"] == pytest.approx(pool / 2**30, rel=1e-9)  # 70.78 GiB for the 70.58 logged
+    assert row["kv_gib_predicted"] == pytest.approx(pool / 2**30, rel=1e-9)  # 70.64 GiB for the 70.58 logged
     page = 16 * 24 * 1 * 128 * 2 * 2  # a block of the stage: 24 layers x 1 KV head a GPU x 128 x K and V x 2 B
-    assert row["tokens_predicted"] == int(pool // page) * 16 == 6_184_960  # the log: 6,167,536 (+0.3%)
+    assert row["tokens_predicted"] == int(pool // page) * 16 == 6_172_288  # the log: 6,167,536 (+0.1%)
     assert row["kv_gib_logged"] == 70.58 and row["tokens_logged"] == 6_167_536
 
 

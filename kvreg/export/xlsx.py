@@ -250,7 +250,8 @@ def _models_sheet(book: Book, ws, data: dict, dtypes: Table, blocks: list[str]) 
                          input_column("architecture", meaning="architecture"),
                          input_column("family", meaning="family")])
     for name in _MODEL_INPUTS:
-        t.add(input_column(name))
+        if name != "architecture":  # a column already, read by the figures too
+            t.add(input_column(name))
     dtype_list = (dtypes.list_range("dtype"), "dtype")
     t.add(input_column("weight_dtype", meaning="the model's native weight dtype", validation=dtype_list))
     t.add(input_column("linear_state_dtype", meaning="dtype of the linear-attention state (blank: weight_dtype)",

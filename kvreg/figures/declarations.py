@@ -659,19 +659,26 @@ _FIGURES: list[Figure] = [
                  "middle": F("pp_stage_layers_middle") - greatest(0, F("dense_layers") - F("pp_stage_layers_first")),
                  "last": F("pp_stage_layers_last")}[stage]), if_(F(f"pp_stage_layers_{stage}") > 0, 0, Const(None))), "int")
       for stage in ("first", "middle", "last")],
+    Figure("pp_vocab_on_every_stage", "flag", "vLLM at PP > 1: 1 when the architecture's model file builds the"
+           " input embeddings and the lm_head on every stage (" + ", ".join(VLLM_VOCAB_ON_EVERY_STAGE) + "); else"
+           " the first stage holds the embeddings and the last the lm_head",
+           if_(F("pp_stages_modelled"), or_(*[I("architecture").eq(a) for a in VLLM_VOCAB_ON_EVERY_STAGE]),
+               Const(None)), "flag"),
     *[Figure(f"pp_stage_weights_{stage}_bytes", "bytes",
              f"vLLM: weights on a GPU of the {stage} stage: (its layers x the layers' weights without experts /"
-             " layers + its MoE layers x the experts' weights / moe_layers"
-             + {"first": " + the input embeddings", "last": " + the lm_head (tied or not: the last stage keeps its"
-                " own copy)", "middle": ""}[stage]
-             + ") / TP + the routers; weights_measured_bytes when measured",
+             " layers + its MoE layers x the experts' weights / moe_layers + "
+             + {"first": "the input embeddings", "last": "the lm_head (tied or not: the last stage keeps its own copy)",
+                "middle": "nothing"}[stage]
+             + ", or every vocabulary matrix with pp_vocab_on_every_stage) / TP + the routers; weights_measured_bytes"
+             " when measured",
              if_(F(f"pp_stage_layers_{stage}") > 0,
                  coalesce(I("weights_measured_bytes"),
                           (F(f"pp_stage_layers_{stage}")
                            * (F("replica_layer_weight_bytes") - F("replica_expert_weight_bytes")) / I("layers")
                            + if_(F(f"pp_stage_moe_layers_{stage}") > 0, F(f"pp_stage_moe_layers_{stage}")
                                  * F("replica_expert_weight_bytes") / I("moe_layers"), 0)
-                           + (0 if stage == "middle" else F("vocab_matrix_bytes"))) / I("tp")
+                           + if_(F("pp_vocab_on_every_stage"), coalesce(I("embedding_matrices"), 1),
+                                 0 if stage == "middle" else 1) * F("vocab_matrix_bytes")) / I("tp")
                           + F("engine_router_extra_bytes_per_gpu")), Const(None)))
       for stage in ("first", "middle", "last")],
     Figure("activation_forward_bytes_per_gpu", "bytes", "vLLM: peak activation memory of the profile run on a stage"

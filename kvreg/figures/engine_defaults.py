@@ -50,6 +50,14 @@ VLLM_LARGE_GPU_BYTES = 70 * GIB  # arg_utils: device_memory >= 70 * GiB_bytes
 # v0.24's arg_utils. So an A100 80GB keeps 2,048 batched tokens and 256 sequences. kvreg reads the GPU row's name
 # as the device name (the catalog's A100-80GB; a GPU added as, say, "A100 80GB" matches too).
 VLLM_A100_SMALL_DEFAULTS_FROM = 9000  # v0.9.0
+# Under pipeline parallelism most of vLLM's model files build the input embeddings on the first stage only and the
+# lm_head on the last (`if get_pp_group().is_first_rank: ... else PPMissingLayer()`: llama.py, qwen2.py and the
+# Qwen3 built on it, deepseek_v2.py for DeepSeek-V2/V3 and Kimi-K2, glm4_moe.py). These architectures' files build
+# both on every stage (vLLM 0.12's qwen2_moe.py, qwen3_moe.py, mixtral.py, gpt_oss.py, qwen3_next.py). Measured: a
+# Qwen3-30B-A3B run at TP 4 x PP 2 logged 7.33 GiB of weights on both stages, where one matrix a stage gives 7.11
+# and both 7.26 (tests/data/logs/vllm-rwood-qwen3-30b-a3b-gh200-tp4-pp2.log).
+VLLM_VOCAB_ON_EVERY_STAGE = ("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM", "GptOssForCausalLM",
+                             "Qwen3NextForCausalLM")
 VLLM_LARGE_GPU_MAX_NUM_SEQS = 1024  # arg_utils default_max_num_seqs on such GPUs (OPENAI_API_SERVER)
 # ... and on smaller GPUs the same function's default_max_num_batched_tokens for the OpenAI server is 2,048
 # (8,192 from 70 GiB): the V1 profile run's batch there.

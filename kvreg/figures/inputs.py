@@ -74,6 +74,8 @@ def inputs_of(table: str) -> list[str]:
 
 _INPUTS = [
     # model
+    InputDecl("architecture", "name", "the model's architecture (config.json's architectures: vLLM's model file)",
+              "text", table="model"),
     InputDecl("layers", "layers", "transformer layers", positive=True, table="model"),
     InputDecl("full_layers", "layers", "layers with full (global) attention", table="model"),
     InputDecl("sliding_layers", "layers", "layers with sliding-window attention", table="model"),

@@ -552,29 +552,33 @@ _FIGURES: list[Figure] = [
                    if_(F("engine_release_used") >= VLLM_TRITON_SAMPLER_FROM, VLLM_TRITON_SAMPLER_BYTES_PER_LOGIT,
                        if_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, VLLM_V1_SAMPLER_BYTES_PER_LOGIT,
                            SAMPLER_BYTES_PER_LOGIT))), Const(None)), "int"),
+    Figure("activation_forward_bytes_per_gpu", "bytes", "vLLM: peak activation memory of the profile run's forward"
+           " pass on one GPU (all of it on a stage that does not sample, before the last at PP > 1): activation_bytes"
+           " when measured; else max_num_batched_tokens x (3 x intermediate_size + 2 x hidden_size) x"
+           f" {ACTIVATION_BYTES_PER_ELEMENT} B (the MLP's gate-up and activated outputs beside the residual stream);"
+           " for a model without those widths max_num_batched_tokens x attention_heads x head_dim x"
+           f" {ACTIVATION_BYTES_PER_ELEMENT} B x {ACTIVATION_VECTORS_PER_TOKEN} live vectors",
+           if_(_rule("vllm"), coalesce(
+               I("activation_bytes"),
+               if_(or_(isnull(I("hidden_size")), isnull(I("intermediate_size"))),
+                   F("max_num_batched_tokens_used") * I("attention_heads") * I("head_dim") * ACTIVATION_BYTES_PER_ELEMENT
+                   * ACTIVATION_VECTORS_PER_TOKEN, _forward_activation())), Const(None))),
     Figure(
         "activation_last_stage_bytes_per_gpu",
         "bytes",
         "vLLM: peak activation memory of the profile run on a GPU of the last pipeline stage, the one that samples"
-        " (every GPU without PP): activation_bytes when measured; else the forward pass, max_num_batched_tokens x (3 x intermediate_size"
-        f" + 2 x hidden_size) x {ACTIVATION_BYTES_PER_ELEMENT} B (the MLP's gate-up and activated outputs beside"
-        " the residual stream), and the sampler warm-up, vllm_max_num_seqs_used rows x vocab_size x"
+        " (every GPU without PP): activation_forward_bytes_per_gpu when measured or without the model's widths;"
+        " else that forward pass and the sampler warm-up, vllm_max_num_seqs_used rows x vocab_size x"
         " sampler_bytes_per_logit: V0 holds both at once (their sum); V1 (v0.8 on) runs the warm-up after the"
-        f" forward pass has freed its activations, so the larger of the forward pass and the warm-up beside the"
-        f" forward's output (max_num_batched_tokens x hidden_size x {ACTIVATION_BYTES_PER_ELEMENT} B); for a"
-        " model without those widths max_num_batched_tokens x attention_heads x head_dim x"
-        f" {ACTIVATION_BYTES_PER_ELEMENT} B x {ACTIVATION_VECTORS_PER_TOKEN} live vectors",
-        if_(_rule("vllm"), coalesce(
-            I("activation_bytes"),
-            if_(or_(isnull(I("hidden_size")), isnull(I("intermediate_size"))),
-                F("max_num_batched_tokens_used") * I("attention_heads") * I("head_dim") * ACTIVATION_BYTES_PER_ELEMENT
-                * ACTIVATION_VECTORS_PER_TOKEN,
-                if_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
-                    greatest(_forward_activation(),
-                             F("max_num_batched_tokens_used") * I("hidden_size") * ACTIVATION_BYTES_PER_ELEMENT
-                             + _sampler_warm_up()),
-                    _forward_activation() + _sampler_warm_up()))),
-            Const(None)),
+        " forward pass has freed its activations, so the larger of the forward pass and the warm-up beside the"
+        f" forward's output (max_num_batched_tokens x hidden_size x {ACTIVATION_BYTES_PER_ELEMENT} B)",
+        if_(or_(not_(isnull(I("activation_bytes"))), isnull(I("hidden_size")), isnull(I("intermediate_size"))),
+            F("activation_forward_bytes_per_gpu"),
+            if_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
+                greatest(F("activation_forward_bytes_per_gpu"),
+                         F("max_num_batched_tokens_used") * I("hidden_size") * ACTIVATION_BYTES_PER_ELEMENT
+                         + _sampler_warm_up()),
+                F("activation_forward_bytes_per_gpu") + _sampler_warm_up())),
     ),
     Figure(
         "cuda_graph_bytes_per_gpu",
@@ -681,14 +685,6 @@ _FIGURES: list[Figure] = [
                                  0 if stage == "middle" else 1) * F("vocab_matrix_bytes")) / I("tp")
                           + F("engine_router_extra_bytes_per_gpu")), Const(None)))
       for stage in ("first", "middle", "last")],
-    Figure("activation_forward_bytes_per_gpu", "bytes", "vLLM: peak activation memory of the profile run on a stage"
-           " that does not sample (before the last at PP > 1): the forward pass alone, or activation_bytes when"
-           " measured",
-           if_(_rule("vllm"), coalesce(
-               I("activation_bytes"),
-               if_(or_(isnull(I("hidden_size")), isnull(I("intermediate_size"))),
-                   F("max_num_batched_tokens_used") * I("attention_heads") * I("head_dim") * ACTIVATION_BYTES_PER_ELEMENT
-                   * ACTIVATION_VECTORS_PER_TOKEN, _forward_activation())), Const(None))),
     *[Figure(f"pp_stage_blocks_{stage}", "blocks",
              f"vLLM: KV blocks a GPU of the {stage} stage finds: (requested - its activation - non-torch memory -"
              " CUDA graphs - its weights, or kv_cache_memory_bytes when given) // (a layer's page x its layers)",

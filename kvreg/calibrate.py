@@ -114,11 +114,11 @@ def logged_release(log: EngineLog) -> str | None:
     return None if v is None or _UNTAGGED_BUILD.match(v) else v
 
 
-def untagged_note(log: EngineLog) -> str | None:
-    """What to say when the log's engine is an untagged build."""
+def untagged_note(log: EngineLog, advice: str = "give --engine-version (the release it was built near) for that "
+                                                  "release's rules") -> str | None:
+    """What to say when the log's engine is an untagged build (None when it names a release), with `advice`."""
     if log.engine_version and logged_release(log) is None:
-        return (f"the log's {log.engine} {log.engine_version} is an untagged build, not a release: give "
-                "--engine-version (the release it was built near) for that release's rules")
+        return f"the log's {log.engine} {log.engine_version} is an untagged build, not a release: {advice}"
     return None
 
 
@@ -244,7 +244,7 @@ def compare(conn, log: EngineLog, *, model: str | None = None, gpu: str | None =
         "predicted_kv_cache_tokens": alone["kv_cache_tokens"],
         "predicted_max_concurrency": alone["sequences_per_rank"],
         "logged": {k: v for k, v in log.as_dict().items() if v is not None},
-        "notes": [n for n in [None if engine_version else untagged_note(log)] if n],
+        "notes": [note] if (note := None if engine_version else untagged_note(log)) else [],
         "has_kv_line": log.has_kv_line(),
         "terms": terms,
         "question": q,

@@ -19,7 +19,7 @@ from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from kvreg.calibrate import (FORMAT_RELEASE, at_limiting_stage, logged_release, measured_terms, resolve_model,
-                             sglang_in_use)
+                             sglang_in_use, untagged_note)
 from kvreg.capacity import (check_dp_attention, check_layout, check_pp_layers, invalid_tp, parse_tp,
                             valid_tps)
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
@@ -395,9 +395,10 @@ def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, li
             raise KvregError(f"the log served {logged_model} but plan {name!r} is for {spec['model']}: calibrate "
                              "a plan of the same model")
     version = logged_release(log) or FORMAT_RELEASE.get(log.format or "")
-    if log.engine_version and logged_release(log) is None:
-        notes.append(f"the log's {log.engine} {log.engine_version} is an untagged build, not a release: the plan "
-                     f"keeps its engine version (kvreg plan set {name} --engine-version RELEASE to change it)")
+    note = untagged_note(log, f"the plan keeps its engine version (kvreg plan set {name} --engine-version RELEASE to "
+                              "change it)")
+    if note:
+        notes.append(note)
     changes: dict = measured_terms(log, version)
     if log.engine == "vllm":
         if log.max_num_batched_tokens is not None:

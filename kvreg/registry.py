@@ -206,7 +206,7 @@ _MODEL_OPTIONAL_INTS = ["sliding_window", "attention_chunk_size", "kv_lora_rank"
                         "linear_state_heads", "indexer_bytes_per_token_per_layer", "hidden_size",
                         "intermediate_size", "vocab_size", "sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads",
                         "chunked_head_dim", "linear_recurrent_elements_per_layer", "embedding_matrices",
-                        "experts", "expert_intermediate_size", "moe_layers"]
+                        "experts", "expert_intermediate_size", "moe_layers", "rotary_dim"]
 
 
 def validate_model(conn, row: dict) -> dict:
@@ -271,6 +271,9 @@ def validate_model(conn, row: dict) -> dict:
     if any(v is not None for v in expert_shape) and None in expert_shape:
         raise KvregError(f"model {row['name']!r}: experts, expert_intermediate_size and moe_layers go together (a"
                          " mixture-of-experts layout); give all three, or none for a dense model")
+    if row.get("rotary_dim") is not None and row["rotary_dim"] > row["head_dim"]:
+        raise KvregError(f"model {row['name']!r}: rotary_dim ({row['rotary_dim']}) cannot exceed head_dim "
+                         f"({row['head_dim']}); give the elements of a head RoPE rotates (partial_rotary_factor x head_dim)")
     if row.get("moe_layers") is not None and row["moe_layers"] > row["layers"]:
         raise KvregError(f"model {row['name']!r}: moe_layers ({row['moe_layers']}) cannot exceed the layers "
                          f"({row['layers']}); give the layers that carry experts")

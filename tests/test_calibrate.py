@@ -39,16 +39,19 @@ def test_a_cut_log_still_predicts_its_kv_line(kv):
     # from the GPU alone, v0.6.5 at TP 2: 1.79 GiB of context + 1.79 GiB of NCCL, as the log shows
     assert terms["non_torch"]["predicted"] == pytest.approx(2 * round(1.79 * GIB) / GIB)
     assert terms["non_torch"]["logged"] == 3.58
-    assert terms["weights"]["predicted"] == pytest.approx(8.03e9 * 2 / 2 / GIB)  # 7.48 GiB
+    rope = 8_192 * 128 * 2  # RoPE's cos/sin table, whole on every GPU (vLLM: the model's dtype): 2,097,152 B
+    # 8 KV heads split evenly over TP 2: no head replicated
+    assert terms["weights"]["predicted"] == pytest.approx((8.03e9 * 2 / 2 + rope) / GIB)  # 7.48 GiB
     assert terms["kv_cache_memory"]["logged"] is None
 
 
 def test_a_whole_log_sets_predicted_against_logged(kv):
     r = calibrate(kv, TP1, "--gpu", "H100-SXM")
     kv_term = next(t for t in r["terms"] if t["term"] == "kv_cache_memory")
-    # from the GPU alone: 79.19 GiB x 0.9 - 8.03e9 x 2 - activations - 1.79 GiB (v0.6.5 at TP 1)
+    # from the GPU alone: 79.19 GiB x 0.9 - 8.03e9 x 2 - RoPE's table - activations - 1.79 GiB (v0.6.5 at TP 1)
     activations = 8192 * (3 * 14_336 + 2 * 4_096) * 2 + 256 * 128_256 * 8
-    predicted = H100_REPORTED * 0.9 - 8.03e9 * 2 - activations - round(1.79 * GIB)
+    rope = 8_192 * 128 * 2  # RoPE's cos/sin table, whole on every GPU (vLLM: the model's dtype)
+    predicted = H100_REPORTED * 0.9 - 8.03e9 * 2 - rope - activations - round(1.79 * GIB)
     assert kv_term["predicted"] == pytest.approx(predicted / GIB, rel=1e-12)  # 53.50 GiB
     assert kv_term["logged"] == 53.29
     assert kv_term["error_fraction"] == pytest.approx((predicted / GIB - 53.29) / 53.29)  # +0.4%
@@ -72,11 +75,13 @@ def test_settings_the_log_lacks_are_options(kv, state):
                   "--mem-fraction-static", "0.93", "--weight-dtype", "fp8_e4m3")
     cell = 94 * 1 * 256 * 2  # 4 KV heads over TP 4
     # fp8 weights, and the bf16 embeddings and lm_head one byte a weight more: 2 x 151,936 x 4,096 x 1 B, and the
-    # bf16 routers whole on every GPU: 94 x 128 x 4,096 x (2 - 1 / 4) B; the log has no "avail mem" lines, so the
-    # memory in use before the load is kvreg's TP > 1 estimate, 1.85 GiB
-    weights = (235e9 * 1 + 2 * 151_936 * 4_096 * 1) / 4 + 94 * 128 * 4_096 * (2 - 1 / 4)
+    # bf16 routers whole on every GPU: 94 x 128 x 4,096 x (2 - 1 / 4) B, and RoPE's cos/sin table, whole on every
+    # GPU (SGLang: float32); 4 KV heads over TP 4, none replicated. The log has no "avail mem" lines, so the memory
+    # in use before the load is kvreg's TP > 1 estimate, 1.85 GiB
+    rope = 40_960 * 128 * 4  # 20,971,520 B
+    weights = (235e9 * 1 + 2 * 151_936 * 4_096 * 1) / 4 + 94 * 128 * 4_096 * (2 - 1 / 4) + rope
     pool = (H100_REPORTED - round(1.85 * GIB)) * 0.93 - weights
-    assert r["kv_cache_tokens"] == math.floor(pool / cell) == 375_722  # page 1; the log: 367,404
+    assert r["kv_cache_tokens"] == math.floor(pool / cell) == 375_286  # page 1; the log: 367,404
     bad = kv("calibrate", "--log", CUT, "--tp", "4", ok=False)
     assert bad.exit_code == 1 and "--tp 4 disagrees with the log, which shows 2" in bad.stderr
     assert state() == before
@@ -134,7 +139,20 @@ def test_a_pipeline_log_is_set_against_the_limiting_stage_and_an_untagged_build_
     r = calibrate(kv, pp_log, "--gpu", "L4", "--engine-version", "0.9.2")
     terms = {t["term"]: t for t in r["terms"]}
     assert terms["kv_cache_memory"]["logged"] == 12.13  # stage 0's line, not the smallest (stage 1's 11.33)
-    assert terms["kv_cache_tokens"]["logged"] == 807_792 and terms["kv_cache_tokens"]["predicted"] == 806_128
+    # predicted from the GPU alone, stage 0: the embeddings and 14 layers (the dense one and 13 with experts) of
+    # 16-bit weights, the routers whole on both TP ranks, and RoPE's cos/sin table, whole on every GPU (vLLM: the
+    # model's dtype) over the 64-element rope part of a head; MLA: no KV head replicated
+    vocab = 102_400 * 2_048 * 2  # one vocabulary matrix
+    layers = 15.7e9 * 2 - 2 * vocab  # the replica's decoder layers
+    experts = layers * (26 * 64 * 3 * 2_048 * 1_408) / (15.7e9 - 2 * 102_400 * 2_048)  # their experts' share
+    routers = 26 * 64 * 2_048 * (2 - 2 / 2) / 2
+    rope = 163_840 * 64 * 2  # 20,971,520 B
+    stage0 = (14 * (layers - experts) / 27 + 13 * experts / 26 + vocab) / 2 + routers + rope  # 7.35 GiB
+    forward = 2_048 * (3 * 10_944 + 2 * 2_048) * 2  # the L4's 2,048 batched tokens through the dense MLP
+    pool0 = round(22.03 * GIB) * 0.9 - forward - round(0.25 * GIB) - stage0  # 12.09 GiB; PCIe only: no NCCL
+    cell = 14 * 576 * 2  # 14 layers of one 576-element bf16 latent, not divided by TP
+    assert terms["kv_cache_tokens"]["logged"] == 807_792
+    assert terms["kv_cache_tokens"]["predicted"] == int(pool0 // (16 * cell)) * 16 == 804_816
     kv("plan", "add", "lite", "--model", "DeepSeek-V2-Lite", "--gpu", "L4", "--tp", "2", "--pp", "2",
        "--gpus-per-node", "4", "--rule", "vllm", "--engine-version", "0.9.2", "--context", "1024")
     done = kv("plan", "calibrate", "lite", "--log", pp_log)
@@ -165,7 +183,8 @@ def test_max_num_seqs_sizes_the_sampler_warm_up_and_the_running_request_term(kv)
     terms = {t["term"]: t for t in r["terms"]}
     activations = 8192 * (3 * 14_336 + 2 * 4_096) * 2 + 128 * 128_256 * 8
     assert terms["activation_peak"]["predicted"] == pytest.approx(activations / GIB, rel=1e-12)
-    predicted = H100_REPORTED * 0.9 - 8.03e9 * 2 - activations - round(1.79 * GIB)
+    rope = 8_192 * 128 * 2  # RoPE's cos/sin table, whole on every GPU (vLLM: the model's dtype)
+    predicted = H100_REPORTED * 0.9 - 8.03e9 * 2 - rope - activations - round(1.79 * GIB)
     assert terms["kv_cache_memory"]["predicted"] == pytest.approx(predicted / GIB, rel=1e-12)  # 53.62 GiB
     assert (terms["max_running_requests"]["predicted"], terms["max_running_requests"]["logged"]) == (128, None)
     assert calibrate(kv, TP1, "--gpu", "H100-SXM")["terms"][-1] == {  # the default: 256 rows (before v0.8)

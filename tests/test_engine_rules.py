@@ -93,8 +93,8 @@ def test_seed_002s_53e9_byte_pool(cap):
 
 def test_vllm_pool_from_gpu_memory_utilization_and_the_estimates(cap):
     """vLLM's determine_available_memory: the memory CUDA reports (79.19 GiB on an H100) x 0.92 (the
-    latest release's default) - activations - non-torch memory - weights, in whole 2 MiB blocks. CUDA
-    graphs are captured after the KV cache is sized: nothing is taken for them."""
+    latest release's default) - activations - non-torch memory - weights (with RoPE's cos/sin table), in whole
+    2 MiB blocks. CUDA graphs are captured after the KV cache is sized: nothing is taken for them."""
     r = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--context", "128K", "--rule", "vllm")
     reported = 85_029_615_043  # 79.19 GiB, the H100-SXM row's reported_memory_bytes
     # the larger of the forward pass, 8,192 batched tokens x (3 x 14,336 MLP + 2 x 4,096 hidden) x 2 B, and the
@@ -107,12 +107,13 @@ def test_vllm_pool_from_gpu_memory_utilization_and_the_estimates(cap):
     assert (mlp, sampler, activations) == (838_860_800, 2_693_791_744, 2_693_791_744)  # 2.51 GiB
     non_torch = round(0.13 * GiB)  # 139,586,437 B: from v0.11 at TP 1
     allocatable = reported * 0.92 - activations - non_torch
-    pool = allocatable - LLAMA_8B_WEIGHTS
+    rope = 131_072 * 128 * 2  # RoPE's cos/sin table, whole on every GPU (vLLM: the model's dtype): 33,554,432 B
+    pool = allocatable - LLAMA_8B_WEIGHTS - rope
     assert r["allocatable_gib_per_gpu"] == pytest.approx(allocatable / GiB, rel=1e-12)  # 70.22 GiB
-    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 55.22 GiB
-    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_273
-    assert r["kv_cache_tokens"] == 28_273 * 16 == 452_368
-    assert r["max_concurrency"] == pytest.approx(28_273 / 8_192)  # 3.45x
+    assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 55.19 GiB
+    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_257
+    assert r["kv_cache_tokens"] == 28_257 * 16 == 452_112
+    assert r["max_concurrency"] == pytest.approx(28_257 / 8_192)  # 3.45x
 
 
 @pytest.mark.parametrize("release, gmu, non_torch", [
@@ -142,7 +143,8 @@ def test_each_budget_term_of_qwen3_8b_at_tp2_by_release(cap, release, gmu, non_t
                                                                            + 1024 * 151_936 * per_logit)
     assert activations == {"0.6.5": 738_197_504 + 311_164_928, "0.20.0": 67_108_864 + 3_111_649_280,
                            "0.21.0": 67_108_864 + 3_733_979_136}.get(release, 67_108_864 + 5_912_133_632)
-    weights = 8.2e9 * 2 / 2
+    rope = 40_960 * 128 * 2  # RoPE's cos/sin table, whole on every GPU (vLLM: the model's dtype): 10,485,760 B
+    weights = 8.2e9 * 2 / 2 + rope
     assert r["allocatable_gib_per_gpu"] == pytest.approx((requested - activations - non_torch) / GiB, rel=1e-12)
     pool = requested - activations - non_torch - weights
     assert r["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)
@@ -158,9 +160,10 @@ def test_measured_memory_and_utilization_replace_the_estimates(cap):
                    "0.9", "--activation-memory", "1.19GiB", "--non-torch-memory", "0.5GiB", "--weights-memory", "14.99GiB")
     assert measured["kv_pool_gib_per_gpu"] == pytest.approx(
         (85_029_615_043 * 0.9 - round(1.19 * GiB) - round(0.5 * GiB) - round(14.99 * GiB)) / GiB, rel=1e-12)
-    pool = 85_029_615_043 * 0.9 - round(1.19 * GiB) - round(0.13 * GiB) - LLAMA_8B_WEIGHTS
-    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_137
-    assert r["kv_cache_tokens"] == 28_137 * 16 == 450_192
+    rope = 131_072 * 128 * 2  # RoPE's cos/sin table, whole on every GPU (vLLM: the model's dtype)
+    pool = 85_029_615_043 * 0.9 - round(1.19 * GiB) - round(0.13 * GiB) - LLAMA_8B_WEIGHTS - rope
+    assert r["num_blocks"] == math.floor(pool / (16 * LLAMA_8B_PER_TOKEN)) == 28_121
+    assert r["kv_cache_tokens"] == 28_121 * 16 == 449_936
 
 
 def test_a_quantized_checkpoint_keeps_its_vocabulary_matrices_at_16_bits_under_the_engine_rules(cap):
@@ -169,13 +172,18 @@ def test_a_quantized_checkpoint_keeps_its_vocabulary_matrices_at_16_bits_under_t
     fp8 = ("--model", "Llama-3.1-70B", "--weight-dtype", "fp8_e4m3", "--tp", "2")
     vocab = 2 * 128_256 * 8_192  # the input embeddings and the lm_head, untied
     assert cap(*fp8)["weights_gib_per_gpu"] * GiB == pytest.approx(70_600_000_000 * 1 / 2, rel=1e-12)
-    for rule in ("vllm", "sglang"):  # 33.85 GiB; llm-d measured 33.88 GiB of Llama-3.3-70B-FP8 at TP 2
+    # RoPE's cos/sin table, whole on every GPU: 131,072 positions x 128 x 2 B under vLLM (the model's dtype), 4 B
+    # under SGLang (float32)
+    rope = {"vllm": 131_072 * 128 * 2, "sglang": 131_072 * 128 * 4}
+    # 33.89 GiB (vLLM), 33.92 GiB (SGLang); llm-d measured 33.88 GiB of Llama-3.3-70B-FP8 at TP 2
+    for rule in ("vllm", "sglang"):
         assert cap(*fp8, "--rule", rule)["weights_gib_per_gpu"] * GiB == pytest.approx(
-            (70_600_000_000 * 1 + vocab * (2 - 1)) / 2, rel=1e-12)
-    bf16 = cap("--model", "Llama-3.1-70B", "--tp", "2", "--rule", "vllm")  # 16-bit weights: nothing to add
-    assert bf16["weights_gib_per_gpu"] * GiB == pytest.approx(70_600_000_000 * 2 / 2, rel=1e-12)
+            (70_600_000_000 * 1 + vocab * (2 - 1)) / 2 + rope[rule], rel=1e-12)
+    bf16 = cap("--model", "Llama-3.1-70B", "--tp", "2", "--rule", "vllm")  # 16-bit weights: no vocabulary to add
+    assert bf16["weights_gib_per_gpu"] * GiB == pytest.approx(70_600_000_000 * 2 / 2 + rope["vllm"], rel=1e-12)
     tied = cap("--model", "gemma-2-9b-it", "--weight-dtype", "int4", "--rule", "sglang")  # one tied matrix
-    params = tied["weights_gib_per_gpu"] * GiB - 256_000 * 3_584 * (2 - 0.5)
+    gemma_rope = 8_192 * 256 * 4  # RoPE's cos/sin table under SGLang (float32), whole on the GPU
+    params = tied["weights_gib_per_gpu"] * GiB - 256_000 * 3_584 * (2 - 0.5) - gemma_rope
     assert params == pytest.approx(cap("--model", "gemma-2-9b-it", "--weight-dtype", "int4")["weights_gib_per_gpu"]
                                    * GiB, rel=1e-12)
 
@@ -189,37 +197,43 @@ def test_an_mxfp4_checkpoint_lays_its_experts_out_as_the_engines_moe_kernels_pad
     rest = (116_800_000_000 - experts) * 2
     assert rest == 4_276_428_800
     oss = ("--model", "gpt-oss-120b", "--rule", "vllm")
+    # RoPE's cos/sin table, whole on every GPU at any TP: 131,072 positions x the 64-wide head x 2 B under vLLM (the
+    # model's dtype), 4 B under SGLang (float32)
+    rope = 131_072 * 64 * 2
+    assert rope == 16_777_216
     # theoretical: params x 0.5 B, as SPEC prices weights
     assert cap("--model", "gpt-oss-120b")["weights_gib_per_gpu"] * GiB == pytest.approx(116_800_000_000 * 0.5, rel=1e-12)
     # vLLM v0.10.1 (Marlin): width 2,880 -> 2,944 (a multiple of 128), hidden 2,880 -> 3,072 (of 256)
     marlin = 3 * 2_944 * 3_072 * (1 / 2 + 1 / 32)
     assert marlin == 14_413_824
-    weights = rest + 36 * 128 * marlin  # 70,695,329,792 B = 65.84 GiB; vllm#23278 logged 65.97 GiB on an H100
+    weights = rest + 36 * 128 * marlin + rope  # 70,712,107,008 B = 65.86 GiB; vllm#23278 logged 65.97 GiB on an H100
     assert cap(*oss, "--engine-version", "0.10.1")["weights_gib_per_gpu"] * GiB == pytest.approx(weights, rel=1e-12)
-    assert weights == 70_695_329_792
+    assert weights == 70_695_329_792 + 16_777_216 == 70_712_107_008
     # vLLM v0.11.1 on (Triton, Hopper): width 2,880 (a multiple of 64) and hidden unpadded, plus the scales' swizzled
     # copy, rows 2 x 2,880 -> 5,888 and 2,880 -> 3,072 (multiples of 256), 2,880 / 32 = 90 scales a row
     triton = 3 * 2_880 * 2_880 * (1 / 2 + 1 / 32) + (5_888 * 2_880 + 3_072 * 2_880) / 32
     assert triton == 13_219_200 + 806_400
-    assert cap(*oss)["weights_gib_per_gpu"] * GiB == pytest.approx(rest + 36 * 128 * triton, rel=1e-12)
+    assert cap(*oss)["weights_gib_per_gpu"] * GiB == pytest.approx(rest + 36 * 128 * triton + rope, rel=1e-12)
     # TP 2: each rank holds half of every expert's width, 1,440 -> 1,472 (Triton, 64) and -> 1,536 (Marlin, 128);
     # the bf16 rest is split too, but for the routers, which every rank holds whole: 36 x 128 x 2,880 params, half of
-    # them counted in rest / 2
+    # them counted in rest / 2; and the RoPE table, whole on each rank (8 KV heads split evenly over TP 2: no head
+    # replicated)
     routers = 36 * 128 * 2_880 * (2 - 2 / 2)
     assert routers == 13_271_040
     tp2 = 3 * 1_472 * 2_880 * (1 / 2 + 1 / 32) + (3_072 * 2_880 + 3_072 * 1_472) / 32
     assert cap(*oss, "--tp", "2")["weights_gib_per_gpu"] * GiB == pytest.approx(
-        rest / 2 + 36 * 128 * tp2 + routers, rel=1e-12)
+        rest / 2 + 36 * 128 * tp2 + routers + rope, rel=1e-12)
     tp2_marlin = 3 * 1_536 * 3_072 * (1 / 2 + 1 / 32)
     assert cap(*oss, "--tp", "2", "--engine-version", "0.10.1")["weights_gib_per_gpu"] * GiB == pytest.approx(
-        rest / 2 + 36 * 128 * tp2_marlin + routers, rel=1e-12)
-    # SGLang: the width to a multiple of 64, nothing copied
+        rest / 2 + 36 * 128 * tp2_marlin + routers + rope, rel=1e-12)
+    # SGLang: the width to a multiple of 64, nothing copied; its RoPE table in float32, 4 B an element
     sglang = cap("--model", "gpt-oss-120b", "--rule", "sglang")["weights_gib_per_gpu"] * GiB
-    assert sglang == pytest.approx(rest + 36 * 128 * 13_219_200, rel=1e-12)
+    assert sglang == pytest.approx(rest + 36 * 128 * 13_219_200 + 131_072 * 64 * 4, rel=1e-12)
     # another 4-bit dtype is not MXFP4: params x 0.5 B plus the vocabulary and the routers at 16 bits, as for any
-    # quantized checkpoint
+    # quantized checkpoint, and the RoPE table
     int4 = cap(*oss, "--weight-dtype", "int4")["weights_gib_per_gpu"] * GiB
-    assert int4 == pytest.approx(116_800_000_000 * 0.5 + 2 * 201_088 * 2_880 * 1.5 + 36 * 128 * 2_880 * 1.5, rel=1e-12)
+    assert int4 == pytest.approx(116_800_000_000 * 0.5 + 2 * 201_088 * 2_880 * 1.5 + 36 * 128 * 2_880 * 1.5 + rope,
+                                 rel=1e-12)
 
 
 # --------------------------------------------------------------------------- MLA formats
@@ -333,15 +347,20 @@ def test_qwen3_235b_at_tp8_replicates_heads_under_sglang(cap):
     in_use = round(1.85 * GiB)
     # the weights: 235e9 params split 8 ways, but for the routers (94 layers x 128 experts x 4,096), which every GPU
     # holds whole (a ReplicatedLinear), 7/8 of them more
-    weights = 235e9 * BF16 / 8 + 94 * 128 * 4_096 * BF16 * (1 - 1 / 8)
-    assert weights == 58_750_000_000 + 86_245_376
+    rope = 40_960 * 128 * 4  # RoPE's cos/sin table, whole on every GPU (SGLang: float32): 20,971,520 B
+    # 4 KV heads over TP 8: each GPU holds a whole head of K and V, not half of one: 94 layers x K and V x hidden
+    # 4,096 x 128 x (1 - 4 / 8) x 2 B more
+    kv_heads = 94 * 2 * 4_096 * 128 * (1 - 4 / 8) * BF16
+    assert (rope, kv_heads) == (20_971_520, 98_566_144)
+    weights = 235e9 * BF16 / 8 + 94 * 128 * 4_096 * BF16 * (1 - 1 / 8) + rope + kv_heads
+    assert weights == 58_750_000_000 + 86_245_376 + 20_971_520 + 98_566_144
     pool = (reported - in_use) * 0.817 - weights
-    assert default["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 8.39 GiB
-    assert default["kv_cache_tokens"] == math.floor(pool / cell) // 16 * 16 == 187_200
-    assert default["max_concurrency"] == pytest.approx(187_200 / 131_072)  # 1.43
+    assert default["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 8.28 GiB
+    assert default["kv_cache_tokens"] == math.floor(pool / cell) // 16 * 16 == 184_720
+    assert default["max_concurrency"] == pytest.approx(184_720 / 131_072)  # 1.41
 
     page_one = cap(*common, "--block-size", "1", "--mem-fraction-static", "0.85")
-    assert page_one["kv_cache_tokens"] == math.floor(((reported - in_use) * 0.85 - weights) / cell) == 244_150
+    assert page_one["kv_cache_tokens"] == math.floor(((reported - in_use) * 0.85 - weights) / cell) == 241_666
     # 2 GiB in use before the load (measured: --non-torch-memory) comes off before the fraction
     used = cap(*common, "--block-size", "1", "--non-torch-memory", "2GiB")
     assert used["kv_cache_tokens"] == math.floor(((reported - 2 * GiB) * 0.817 - weights) / cell)
@@ -825,12 +844,13 @@ def test_pcie_gpus_keep_the_small_communication_buffers(kv):
     assert plan_row(kv, "s-H100-SXM")["non_torch_bytes_per_gpu"] == round(1.85 * GiB)
     assert plan_row(kv, "s-L40S")["non_torch_bytes_per_gpu"] == round(0.70 * GiB) == 751_619_277
     # the L40S's pool, from its 44.42 GiB: 47,695,611,822 x 0.9 - the warm-up (256 rows: under 70 GiB) - 0.25 GiB
-    # - 8.2e9 x 2 B / 2
+    # - 8.2e9 x 2 B / 2 - RoPE's cos/sin table, whole on every GPU (vLLM: the model's dtype)
     row = plan_row(kv, "v-L40S")
     activation = max(2048 * (3 * 12_288 + 2 * 4_096) * 2, 2048 * 4_096 * 2 + 256 * 151_936 * 38)
     assert row["activation_peak_bytes_per_gpu"] == activation == 1_494_810_624
-    pool = 47_695_611_822 * 0.9 - activation - 268_435_456 - 8.2e9
-    assert row["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 30.70 GiB
+    rope = 40_960 * 128 * 2  # 10,485,760 B
+    pool = 47_695_611_822 * 0.9 - activation - 268_435_456 - 8.2e9 - rope
+    assert row["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 30.69 GiB
 
 
 def test_fp8_on_a_gpu_without_fp8_units_carries_marlins_group_scales(kv):
@@ -846,10 +866,14 @@ def test_fp8_on_a_gpu_without_fp8_units_carries_marlins_group_scales(kv):
     vocabulary = 2 * 151_936 * 4_096  # 1,244,659,712 params
     fp8 = 8.2e9 * 1 + vocabulary * (2 - 1)  # 9,444,659,712 B
     scales = (8.2e9 - vocabulary) * 2 / 128  # 108,677,192 B
-    assert plan_row(kv, "h100")["weights_bytes_per_gpu"] == pytest.approx(fp8)
+    # RoPE's cos/sin table, whole on every GPU: 40,960 positions x 128 x 2 B under vLLM (the model's dtype), 4 B under
+    # SGLang (float32)
+    rope, rope_sglang = 40_960 * 128 * 2, 40_960 * 128 * 4
+    assert plan_row(kv, "h100")["weights_bytes_per_gpu"] == pytest.approx(fp8 + rope)
     assert plan_row(kv, "a100")["marlin_fp8_scale_bytes"] == pytest.approx(scales) == 108_677_192
-    assert plan_row(kv, "a100")["weights_bytes_per_gpu"] == pytest.approx(fp8 + scales)
-    assert plan_row(kv, "a100-sglang")["weights_bytes_per_gpu"] == pytest.approx(fp8)  # vLLM's kernels only
+    assert plan_row(kv, "a100")["weights_bytes_per_gpu"] == pytest.approx(fp8 + scales + rope)
+    # no scales: vLLM's kernels only
+    assert plan_row(kv, "a100-sglang")["weights_bytes_per_gpu"] == pytest.approx(fp8 + rope_sglang)
     assert plan_row(kv, "a100-bf16")["marlin_fp8_scale_bytes"] == 0
     # Llama-3.1-8B in FP8 at TP 2 on A100s: 8.05e9 params, two 128,256 x 4,096 vocabulary matrices; the scales split
     # with the weights
@@ -858,7 +882,8 @@ def test_fp8_on_a_gpu_without_fp8_units_carries_marlins_group_scales(kv):
     vocabulary = 2 * 128_256 * 4_096  # 1,050,673,152 params
     row = plan_row(kv, "llama")
     assert row["marlin_fp8_scale_bytes"] == pytest.approx((8.05e9 - vocabulary) * 2 / 128) == 109_364_482
-    assert row["weights_bytes_per_gpu"] == pytest.approx((8.05e9 + vocabulary + 109_364_482) / 2)
+    rope = 131_072 * 128 * 2  # RoPE's cos/sin table, not split: whole on both GPUs
+    assert row["weights_bytes_per_gpu"] == pytest.approx((8.05e9 + vocabulary + 109_364_482) / 2 + rope)
 
 
 def test_vllm_sizes_every_pipeline_stage_and_keeps_the_fewest_blocks(kv):
@@ -877,10 +902,13 @@ def test_vllm_sizes_every_pipeline_stage_and_keeps_the_fewest_blocks(kv):
     routers = 94 * 128 * 4_096 * (2 - 2 / 2) / 4  # whole on both TP ranks, a quarter of them on each stage
     assert row["engine_router_extra_bytes_per_gpu"] == pytest.approx(routers) == 12_320_768
     assert row["pp_vocab_on_every_stage"] == 1  # Qwen3MoeForCausalLM: both matrices on every stage
-    first = (23 * layers / 94 + 2 * vocab) / 2 + routers
-    middle = (24 * layers / 94 + 2 * vocab) / 2 + routers
-    assert row["pp_stage_weights_first_bytes"] == pytest.approx(first, rel=1e-12)  # 54.44 GiB
-    assert row["pp_stage_weights_middle_bytes"] == pytest.approx(middle, rel=1e-12)  # 56.75 GiB
+    # RoPE's cos/sin table, whole on every GPU of every stage (vLLM: the model's dtype); 4 KV heads over TP 2 split
+    # evenly, none replicated
+    rope = 40_960 * 128 * 2  # 10,485,760 B
+    first = (23 * layers / 94 + 2 * vocab) / 2 + routers + rope
+    middle = (24 * layers / 94 + 2 * vocab) / 2 + routers + rope
+    assert row["pp_stage_weights_first_bytes"] == pytest.approx(first, rel=1e-12)  # 54.45 GiB
+    assert row["pp_stage_weights_middle_bytes"] == pytest.approx(middle, rel=1e-12)  # 56.76 GiB
     assert row["pp_stage_weights_last_bytes"] == pytest.approx(first, rel=1e-12)
     # the pools: the first and middle stages' forward pass, 8,192 x (3 x 12,288 + 2 x 4,096) x 2 B; the last's
     # sampler warm-up (1,024 rows of 151,936 logits of 38 B beside 8,192 x 4,096 hidden states); v0.10's 0.25 + 1.79 GiB
@@ -892,26 +920,31 @@ def test_vllm_sizes_every_pipeline_stage_and_keeps_the_fewest_blocks(kv):
     blocks = {"first": math.floor((left - forward - first) / (page * 23)),
               "middle": math.floor((left - forward - middle) / (page * 24)),
               "last": math.floor((left - sampler - first) / (page * 23))}
-    assert blocks == {"first": 195_648, "middle": 181_172, "last": 181_740}
+    assert blocks == {"first": 195_621, "middle": 181_146, "last": 181_712}
     assert {s: row[f"pp_stage_blocks_{s}"] for s in blocks} == blocks
     # a middle stage limits (its extra layer outweighs the last stage's sampler): its weights, activation, layers
     # and blocks are the GPU's figures
-    assert row["pp_limiting_stage"] == 1 and row["num_blocks"] == 181_172 and row["kv_group_layers"] == 24
+    assert row["pp_limiting_stage"] == 1 and row["num_blocks"] == 181_146 and row["kv_group_layers"] == 24
     assert (row["weights_bytes_per_gpu"], row["activation_peak_bytes_per_gpu"]) == (pytest.approx(middle), forward)
     assert row["kv_pool_bytes_per_gpu"] == pytest.approx(left - forward - middle, rel=1e-12)
-    assert row["kv_cache_tokens"] == 181_172 * 16
+    assert row["kv_cache_tokens"] == 181_146 * 16
     # Llama's file builds the embeddings on the first stage and the lm_head on the last: one matrix each
     kv("plan", "add", "l", "--model", "Llama-3.1-70B", "--gpu", "H100-SXM", "--tp", "2", "--pp", "2",
        "--gpus-per-node", "4", "--rule", "vllm")
     llama = plan_row(kv, "l")
     assert llama["pp_vocab_on_every_stage"] == 0
+    rope = 131_072 * 128 * 2  # RoPE's cos/sin table, whole on every GPU of both stages: 33,554,432 B
     assert llama["pp_stage_weights_first_bytes"] == pytest.approx(
-        (40 * (70.6e9 * 2 - 2 * 128_256 * 8_192 * 2) / 80 + 128_256 * 8_192 * 2) / 2) == 35.3e9
+        (40 * (70.6e9 * 2 - 2 * 128_256 * 8_192 * 2) / 80 + 128_256 * 8_192 * 2) / 2 + rope) == 35.3e9 + 33_554_432
     # without PP nothing changes: one stage, weights split by TP alone
     kv("plan", "add", "q1", "--model", "Qwen3-235B-A22B", "--gpu", "H200", "--tp", "8", "--rule", "vllm")
     one = plan_row(kv, "q1")
     assert one["pp_stages_modelled"] == 0 and one["pp_limiting_stage"] is None
-    assert one["weights_bytes_per_gpu"] == pytest.approx(235e9 * 2 / 8 + 94 * 128 * 4_096 * (2 - 2 / 8))
+    # plus RoPE's table and, 4 KV heads over TP 8, a whole head of K and V on each GPU: 94 layers x K and V x 4,096 x
+    # 128 x (1 - 4 / 8) x 2 B more
+    rope, kv_heads = 40_960 * 128 * 2, 94 * 2 * 4_096 * 128 * (1 - 4 / 8) * 2
+    assert one["weights_bytes_per_gpu"] == pytest.approx(235e9 * 2 / 8 + 94 * 128 * 4_096 * (2 - 2 / 8) + rope
+                                                         + kv_heads)
 
 
 def test_leading_dense_layers_sit_on_the_first_stage(kv):
@@ -927,10 +960,13 @@ def test_leading_dense_layers_sit_on_the_first_stage(kv):
     per_layer = (layers - experts) / 61
     per_moe_layer = experts / 58
     vocab = row["vocab_matrix_bytes"]
+    # RoPE's cos/sin table, whole on every GPU of both stages: 163,840 positions x the 64-wide qk_rope_head_dim (MLA)
+    # x 2 B (vLLM: the model's dtype); MLA keeps one latent, no KV head to replicate
+    rope = 163_840 * 64 * 2
     assert row["pp_stage_weights_first_bytes"] == pytest.approx(
-        (31 * per_layer + 28 * per_moe_layer + vocab) / 8 + row["engine_router_extra_bytes_per_gpu"], rel=1e-12)
+        (31 * per_layer + 28 * per_moe_layer + vocab) / 8 + row["engine_router_extra_bytes_per_gpu"] + rope, rel=1e-12)
     assert row["pp_stage_weights_last_bytes"] == pytest.approx(
-        (30 * per_layer + 30 * per_moe_layer + vocab) / 8 + row["engine_router_extra_bytes_per_gpu"], rel=1e-12)
+        (30 * per_layer + 30 * per_moe_layer + vocab) / 8 + row["engine_router_extra_bytes_per_gpu"] + rope, rel=1e-12)
 
 
 def test_a_gpus_facts_are_options_and_bad_ones_are_one_line(kv, state):

@@ -96,12 +96,31 @@ def _gpu_fact(i: int):
     return fact
 
 
+def _rotary_dim(model: dict) -> int | None:
+    """0012 fills the rotated width of the catalog's partial-rotary rows where a row still has the catalog's
+    head_dim: head_dim x partial_rotary_factor from the config.json under tests/data/hf-configs (Qwen3-Next 0.25
+    of 256, GLM-4.5 0.5 of 128), half the head for ChatGLM's model file (ChatGLM3 from its config, GLM-4-9B-chat-1M
+    entered by hand); nothing else."""
+    if model["name"] not in CATALOG_NAMES or model["head_dim"] != {"Qwen3-Next-80B-A3B": 256}.get(model["name"], 128):
+        return None
+    if model["name"] == "GLM-4-9B-chat-1M":
+        return 128 // 2
+    config = HF_CONFIGS / str(model.get("source"))
+    if not config.is_file():
+        return None
+    data = json.loads(config.read_text())
+    if data.get("model_type") == "chatglm":
+        return model["head_dim"] // 2
+    factor = data.get("partial_rotary_factor")
+    return int(model["head_dim"] * factor) if factor and factor < 1 else None
+
+
 # New columns a revision fills from the rows' data rather than leaving NULL: (table, column) -> expected.
 FILLED = {("gpu", "reported_memory_bytes"): _reported_memory,
           ("model", "linear_recurrent_elements_per_layer"): _recurrent_elements,
           ("model", "embedding_matrices"): _embedding_matrices,
           ("model", "experts"): _expert_part(0), ("model", "expert_intermediate_size"): _expert_part(1),
-          ("model", "moe_layers"): _expert_part(2),
+          ("model", "moe_layers"): _expert_part(2), ("model", "rotary_dim"): _rotary_dim,
           ("gpu", "compute_capability"): _gpu_fact(0), ("gpu", "fabric"): _gpu_fact(1)}
 
 

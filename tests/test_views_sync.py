@@ -287,7 +287,7 @@ def test_doc_formulas_read_as_written():
         "if(mxfp4_layout, (params_total - expert_params) * 2 / (tp * pp)"
         " + moe_layers * experts / pp * mxfp4_bytes_per_expert_per_gpu,"
         " (weights_bytes + engine_embedding_extra_bytes + marlin_fp8_scale_bytes) / (tp * pp))"
-        " + engine_router_extra_bytes_per_gpu")
+        " + engine_replicated_bytes_per_gpu")
     assert formula(FIGURES["weights_split_bytes_per_gpu"].expr) == (
         "coalesce(weights_measured_bytes, weights_estimated_bytes_per_gpu)")
     assert formula(FIGURES["usable_bytes_per_gpu"].expr) == "memory_bytes * (1 - reserve)"

@@ -126,6 +126,7 @@ class Model(SQLModel, table=True):
         CheckConstraint("expert_intermediate_size IS NULL OR expert_intermediate_size > 0",
                         name="ck_model_expert_intermediate_size"),
         CheckConstraint("moe_layers IS NULL OR (moe_layers > 0 AND moe_layers <= layers)", name="ck_model_moe_layers"),
+        CheckConstraint("rotary_dim IS NULL OR rotary_dim > 0", name="ck_model_rotary_dim"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -195,6 +196,10 @@ class Model(SQLModel, table=True):
     experts: Optional[int] = None
     expert_intermediate_size: Optional[int] = None
     moe_layers: Optional[int] = None
+    # The elements of a head RoPE rotates, where that is not the whole head (0012): partial_rotary_factor x
+    # head_dim (Qwen3-Next 64 of 256, GLM-4.5 64 of 128). The engines keep a max_position_embeddings x
+    # rotary_dim cos/sin table on every GPU. NULL: the whole head (MLA: qk_rope_head_dim).
+    rotary_dim: Optional[int] = None
 
 class Gpu(SQLModel, table=True):
     """An accelerator SKU."""

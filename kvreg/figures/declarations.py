@@ -441,17 +441,42 @@ _FIGURES: list[Figure] = [
                F("router_params") / I("pp")
                * (greatest(I("weight_bytes_per_param"), ENGINE_EMBEDDING_BYTES_PER_PARAM)
                   - if_(F("mxfp4_layout"), ENGINE_EMBEDDING_BYTES_PER_PARAM, I("weight_bytes_per_param")) / I("tp")))),
+    Figure("rope_cache_bytes_per_gpu", "bytes",
+           "under an engine rule, RoPE's cos/sin table, which every GPU builds whole while the model loads:"
+           " max_position_embeddings x the rotated width (rotary_dim, else an MLA model's qk_rope_head_dim, else"
+           f" head_dim) x {VLLM_ROPE_CACHE_BYTES_PER_ELEMENT} B under vLLM (the model's dtype),"
+           f" {SGLANG_ROPE_CACHE_BYTES_PER_ELEMENT} B under SGLang (float32); 0 under the theoretical rule",
+           if_(_rule("theoretical"), 0,
+               Const(1) * I("max_position_embeddings") * coalesce(I("rotary_dim"), coalesce(I("qk_rope_head_dim"),
+                                                                                          I("head_dim")))
+               * if_(_rule("vllm"), VLLM_ROPE_CACHE_BYTES_PER_ELEMENT, SGLANG_ROPE_CACHE_BYTES_PER_ELEMENT))),
+    Figure("engine_kv_head_extra_bytes_per_gpu", "bytes",
+           "under an engine rule at TP above the KV heads, what the K and V projections add on one GPU by holding"
+           " a whole KV head each (QKVParallelLinear replicates a head over TP / kv_heads ranks rather than split it):"
+           " (layers - linear_layers) / PP x 2 x hidden_size x head_dim x (1 - kv_heads / TP) x the weight bytes"
+           f" ({ENGINE_EMBEDDING_BYTES_PER_PARAM} for an MXFP4 layout, which keeps attention at 16 bits); 0 for MLA"
+           " (one latent, not heads), at TP up to the KV heads, under the theoretical rule or without hidden_size",
+           if_(and_(not_(_rule("theoretical")), not_(F("is_mla")), I("tp") > I("kv_heads")),
+               coalesce(Const(1) * (I("layers") - I("linear_layers")) / I("pp") * 2 * I("hidden_size") * I("head_dim")
+                        * (1 - I("kv_heads") / I("tp"))
+                        * if_(F("mxfp4_layout"), ENGINE_EMBEDDING_BYTES_PER_PARAM, I("weight_bytes_per_param")), 0),
+               0)),
+    Figure("engine_replicated_bytes_per_gpu", "bytes", "what every GPU of an engine rule holds whole beside its"
+           " even share of the weights: engine_router_extra_bytes_per_gpu + rope_cache_bytes_per_gpu +"
+           " engine_kv_head_extra_bytes_per_gpu",
+           F("engine_router_extra_bytes_per_gpu") + F("rope_cache_bytes_per_gpu")
+           + F("engine_kv_head_extra_bytes_per_gpu")),
     Figure("weights_estimated_bytes_per_gpu", "bytes", "weights on one GPU as the rule estimates them, with the"
            " layers split evenly over the pipeline stages: for an MXFP4 layout (params - expert_params) x"
            f" {ENGINE_EMBEDDING_BYTES_PER_PARAM} B / (TP x PP) + moe_layers x experts / PP x"
            " mxfp4_bytes_per_expert_per_gpu; else (params x bytes + engine_embedding_extra_bytes +"
-           " marlin_fp8_scale_bytes) / (TP x PP); both plus engine_router_extra_bytes_per_gpu",
+           " marlin_fp8_scale_bytes) / (TP x PP); both plus engine_replicated_bytes_per_gpu",
            if_(F("mxfp4_layout"),
                (I("params_total") - F("expert_params")) * ENGINE_EMBEDDING_BYTES_PER_PARAM / (I("tp") * I("pp"))
                + I("moe_layers") * I("experts") / I("pp") * F("mxfp4_bytes_per_expert_per_gpu"),
                (F("weights_bytes") + F("engine_embedding_extra_bytes") + F("marlin_fp8_scale_bytes"))
                / (I("tp") * I("pp")))
-           + F("engine_router_extra_bytes_per_gpu")),
+           + F("engine_replicated_bytes_per_gpu")),
     Figure("weights_split_bytes_per_gpu", "bytes", "weights on one GPU, the stages split evenly: the measured"
            " weights_measured_bytes (an engine rule's calibration), else weights_estimated_bytes_per_gpu",
            coalesce(I("weights_measured_bytes"), F("weights_estimated_bytes_per_gpu"))),
@@ -640,9 +665,9 @@ _FIGURES: list[Figure] = [
            if_(F("embedding_params") > 0, F("embedding_params") / I("embedding_matrices")
                * greatest(I("weight_bytes_per_param"), ENGINE_EMBEDDING_BYTES_PER_PARAM), 0)),
     Figure("replica_layer_weight_bytes", "bytes", "vLLM at PP > 1: the decoder layers' weights of one replica"
-           " (over its TP x PP GPUs): the estimate less the routers' replication and the vocabulary matrices",
+           " (over its TP x PP GPUs): the estimate less what every GPU holds whole and the vocabulary matrices",
            if_(F("pp_stages_modelled"),
-               (F("weights_estimated_bytes_per_gpu") - F("engine_router_extra_bytes_per_gpu")) * I("tp") * I("pp")
+               (F("weights_estimated_bytes_per_gpu") - F("engine_replicated_bytes_per_gpu")) * I("tp") * I("pp")
                - coalesce(I("embedding_matrices"), 0) * F("vocab_matrix_bytes"), Const(None))),
     Figure("replica_expert_weight_bytes", "bytes", "vLLM at PP > 1: the routed experts' share of those: an MXFP4"
            " layout's experts as laid out, else replica_layer_weight_bytes x expert_params / (params -"
@@ -673,7 +698,8 @@ _FIGURES: list[Figure] = [
              " layers + its MoE layers x the experts' weights / moe_layers + "
              + {"first": "the input embeddings", "last": "the lm_head (tied or not: the last stage keeps its own copy)",
                 "middle": "nothing"}[stage]
-             + ", or every vocabulary matrix with pp_vocab_on_every_stage) / TP + the routers; weights_measured_bytes"
+             + ", or every vocabulary matrix with pp_vocab_on_every_stage) / TP + what every GPU holds whole"
+             " (engine_replicated_bytes_per_gpu); weights_measured_bytes"
              " when measured",
              if_(F(f"pp_stage_layers_{stage}") > 0,
                  coalesce(I("weights_measured_bytes"),
@@ -683,7 +709,7 @@ _FIGURES: list[Figure] = [
                                  * F("replica_expert_weight_bytes") / I("moe_layers"), 0)
                            + if_(F("pp_vocab_on_every_stage"), coalesce(I("embedding_matrices"), 1),
                                  0 if stage == "middle" else 1) * F("vocab_matrix_bytes")) / I("tp")
-                          + F("engine_router_extra_bytes_per_gpu")), Const(None)))
+                          + F("engine_replicated_bytes_per_gpu")), Const(None)))
       for stage in ("first", "middle", "last")],
     *[Figure(f"pp_stage_blocks_{stage}", "blocks",
              f"vLLM: KV blocks a GPU of the {stage} stage finds: (requested - its activation - non-torch memory -"

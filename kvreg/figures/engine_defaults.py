@@ -147,6 +147,15 @@ VLLM_MARLIN_MXFP4_WIDTH_ALIGN = 128
 VLLM_MARLIN_MXFP4_HIDDEN_ALIGN = 256
 MXFP4_TRITON_WIDTH_ALIGN = 64
 VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN = 256
+# RoPE's cos/sin table: both engines build one per model while it loads (get_rope caches it by shape), on every
+# GPU, max_position_embeddings rows of the rotated width (cos and sin halves), and the logged weights count it.
+# vLLM casts it to the model's dtype (vllm/model_executor/layers/rotary_embedding/base.py: cache.to(dtype), v0.6
+# to v0.24); SGLang keeps it in float32 on CUDA (sglang/srt/layers/rotary_embedding.py: "cache needs to be in
+# FP32 for numerical stability", cast only off CUDA). Measured: Qwen3-30B-A3B-Instruct-2507 (262,144 positions x
+# 128) at TP 4 x PP 2 on GH200s loaded 7.3272 GiB a GPU, 0.0625 GiB above its weights' share, which is that table
+# at 2 B.
+VLLM_ROPE_CACHE_BYTES_PER_ELEMENT = 2
+SGLANG_ROPE_CACHE_BYTES_PER_ELEMENT = 4
 VLLM_V065_CONTEXT_BYTES = round(1.79 * GIB)
 VLLM_V065_NCCL_BYTES_PER_GPU = round(1.79 * GIB)
 VLLM_V065_FIRST, VLLM_V065_LAST = 6005, 6006  # v0.6.5 .. v0.6.6

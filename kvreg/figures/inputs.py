@@ -123,6 +123,9 @@ _INPUTS = [
               " unknown)", nullable=True, positive=True, table="model"),
     InputDecl("moe_layers", "layers", "layers that carry experts (NULL: dense, or unknown)", nullable=True,
               positive=True, table="model"),
+    InputDecl("rotary_dim", "elements", "the elements of a head RoPE rotates, where not the whole head"
+              " (partial_rotary_factor x head_dim; NULL: the whole head, MLA: qk_rope_head_dim)", nullable=True,
+              positive=True, table="model"),
     InputDecl("params_total", "params", "all parameters (all experts)", positive=True, table="model"),
     InputDecl("params_active", "params", "parameters read per token", positive=True, table="model"),
     InputDecl("max_position_embeddings", "tokens", "claimed context length", positive=True, table="model"),

@@ -1056,6 +1056,25 @@ def _embedding_matrices(cfg: _Config) -> int:
     return 1 if tied or tied is None else 2
 
 
+def _rotary_dim(cfg: _Config, att: dict) -> int | None:
+    """The elements of a head RoPE rotates where that is not the whole head: rotary_dim (GPT-J, CodeGen), else
+    head_dim x partial_rotary_factor (top level, or in rope_parameters); ChatGLM's model file rotates half the
+    head (vLLM chatglm.py: rotary_dim // 2). None for the whole head, and for MLA (its qk_rope_head_dim)."""
+    head = att["head_dim"]
+    if att.get("kv_lora_rank") is not None:
+        return None
+    _, dim = cfg.raw("rotary_dim")
+    if isinstance(dim, int) and not isinstance(dim, bool) and 0 < dim < head:
+        return dim
+    _, factor = cfg.raw("partial_rotary_factor")
+    if factor is None:
+        _, rope = cfg.raw("rope_parameters")
+        factor = rope.get("partial_rotary_factor") if isinstance(rope, dict) else None
+    if isinstance(factor, (int, float)) and not isinstance(factor, bool) and 0 < factor < 1:
+        return int(head * factor)
+    return head // 2 if cfg.model_type == "chatglm" else None
+
+
 def _expert_layout(cfg: _Config, layout: dict, blocks: list[_Block] | None) -> dict:
     """experts, expert_intermediate_size and moe_layers: the routed experts of a layer, one expert's width and
     the layers that carry them, when every MoE layer has the same shape (else, and for a dense model, None)."""
@@ -1206,6 +1225,7 @@ def _model_from_config(config: dict, *, name: str, source: str, sha256: str | No
         **_activation_widths(config, cfg.defaults),
         "embedding_matrices": _embedding_matrices(cfg),
         **_expert_layout(cfg, layout, blocks),
+        "rotary_dim": _rotary_dim(cfg, att),
         "source": source,
         "source_sha256": sha256,
         "imported_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

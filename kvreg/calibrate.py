@@ -40,7 +40,8 @@ TERMS = [  # (name, what the log calls it, logged field, predicted figure: bytes
     ("weights", "model weights / Model loading took / mem usage", "weights_gib", "weights_bytes_per_gpu"),
     ("activation_peak", "PyTorch activation peak memory", "activation_gib", "activation_peak_bytes_per_gpu"),
     ("non_torch", "non_torch_memory", "non_torch_gib", "non_torch_bytes_per_gpu"),
-    ("cuda_graph", "CUDA graph memory", "cuda_graph_gib", "cuda_graph_bytes_per_gpu"),
+    ("cuda_graph", "Estimated CUDA graph memory / CUDAGraph memory / Graph capturing took", "budget_cuda_graph_gib",
+     "cuda_graph_bytes_per_gpu"),
     ("kv_cache_memory", "Available KV cache memory / K size + V size / KV size", "kv_cache_gib",
      "kv_cells_bytes_per_gpu"),
     ("kv_cache_tokens", "GPU KV cache size / #tokens / max_total_num_tokens", "kv_cache_tokens", "kv_cache_tokens"),
@@ -154,17 +155,21 @@ def question(log: EngineLog, model: str, gpu: str, *, context: int | None = None
 
 def cuda_graph_in_budget(log: EngineLog, version: str | None) -> bool:
     """Whether the run took its CUDA graphs out of the KV budget: vLLM from v0.21 profiles them first (unless
-    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0), before it captured them after sizing the KV cache. The log's own
-    arithmetic decides where it has every term (its KV memory is the budget less the terms, graphs or not), then
-    its profiling line, then its release."""
+    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0, or on its V2 model runner, which profiles none), before it captured
+    them after sizing the KV cache. The log's own arithmetic decides where it has every term (its KV memory is the
+    budget less the terms, graphs or not), then its profiling line ("enabled" or "disabled"), then a log that shows
+    the KV line and the capture line with no estimate between them (nothing profiled), then its release."""
     spent = log.consumed_gib if log.consumed_gib is not None else (
         None if log.weights_gib is None or log.non_torch_gib is None else log.weights_gib + log.non_torch_gib)
-    terms = (log.requested_gib, spent, log.activation_gib, log.cuda_graph_gib, log.kv_cache_gib)
+    graphs = log.budget_cuda_graph_gib
+    terms = (log.requested_gib, spent, log.activation_gib, graphs, log.kv_cache_gib)
     if all(t is not None for t in terms):
         without = log.requested_gib - spent - log.activation_gib - log.kv_cache_gib
-        return abs(without - log.cuda_graph_gib) < abs(without)
-    if log.cuda_graph_in_budget:
-        return True
+        return abs(without - graphs) < abs(without)
+    if log.cuda_graph_in_budget is not None:
+        return log.cuda_graph_in_budget
+    if log.has_kv_line() and log.graphs_captured and log.cuda_graph_estimate_gib is None:
+        return False
     return version is not None and release_number(version) >= VLLM_CUDA_GRAPH_IN_BUDGET_RELEASE
 
 
@@ -184,8 +189,8 @@ def measured_terms(log: EngineLog, version: str | None) -> dict:
             out["activation_bytes"] = round(max(log.activation_gib, 0) * GIB)
         if non_torch is not None:
             out["non_torch_bytes"] = round(max(non_torch, 0) * GIB)
-        if log.cuda_graph_gib is not None and cuda_graph_in_budget(log, version):
-            out["cuda_graph_bytes"] = round(max(log.cuda_graph_gib, 0) * GIB)
+        if log.budget_cuda_graph_gib is not None and cuda_graph_in_budget(log, version):
+            out["cuda_graph_bytes"] = round(max(log.budget_cuda_graph_gib, 0) * GIB)
     return out
 
 

@@ -19,8 +19,10 @@ The formats, each seen in public logs vendored under tests/data/logs (MANIFEST.t
   from v0.10.2 also ``Free memory on device (F/T GiB) on startup. Desired GPU memory
   utilization is (U, R GiB). Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch
   memory, and C GiB for CUDAGraph memory. ... Current kv cache memory in use is K GiB.`` (some releases print
-  ``W GiB for consumed memory (weights + non-torch)`` instead), and from v0.21 ``CUDA graph memory profiling is
-  enabled``: those releases take the CUDA graphs out of the KV budget;
+  ``W GiB for consumed memory (weights + non-torch)`` instead); from v0.19 ``Estimated CUDA graph memory: X GiB
+  total`` where the V1 model runner profiled its graphs, and from v0.21 ``CUDA graph memory profiling is
+  enabled``: those releases take that estimate out of the KV budget (a log that shows the KV line and the
+  ``Graph capturing finished`` line but neither of these profiled none: the V2 model runner, from v0.22);
 - SGLang: ``Load weight begin. avail mem=X GB``, ``Load weight end. ... avail mem=X GB, mem usage=X GB``,
   ``KV Cache is allocated. #tokens: N, K size: X GB, V size: X GB`` (or, for an MLA model's one latent pool,
   ``#tokens: N, KV size: X GB``), ``max_total_num_tokens=N, ..., max_running_requests=N`` (the limit it
@@ -74,6 +76,10 @@ class EngineLog:
     cuda_graph_gib: float | None = None
     consumed_gib: float | None = None  # vLLM's "consumed memory (weights + non-torch)", where it prints them together
     cuda_graph_in_budget: bool | None = None  # the log says vLLM profiled its CUDA graphs into the KV budget (v0.21 on)
+    # vLLM's estimate of its CUDA graphs before sizing the KV cache, which a release that profiles them into the
+    # budget takes (the captured figure, cuda_graph_gib, comes after and differs by a few percent)
+    cuda_graph_estimate_gib: float | None = None
+    graphs_captured: bool | None = None  # the log shows vLLM's "Graph capturing finished" line
     avail_before_load_gib: float | None = None
     avail_after_weights_gib: float | None = None
     kv_cache_gib: float | None = None
@@ -91,6 +97,12 @@ class EngineLog:
         out = asdict(self)
         out.pop("lines")
         return out
+
+    @property
+    def budget_cuda_graph_gib(self) -> float | None:
+        """The CUDA graph memory a release that profiles them takes from the KV budget: its estimate, else what the
+        capture took."""
+        return self.cuda_graph_estimate_gib if self.cuda_graph_estimate_gib is not None else self.cuda_graph_gib
 
     def has_kv_line(self) -> bool:
         return self.kv_cache_gib is not None or self.kv_cache_tokens is not None
@@ -132,6 +144,7 @@ _rule("model", r"model_path='([^']+)'", str)
 _rule("model", r"\bmodel='([^']+)'", str)
 _rule("model", r"Starting to load model (\S+?)\.\.\.", str)
 _rule("architecture", r"Load weight end\..*?type=(\w+)", str)
+_rule("architecture", r"Resolved architecture:\s*(\w+)", str)
 # --- parallelism and settings
 _rule("tp", r"(?:\s-tp|--tensor-parallel-size|--tp-size|--tp)[ =]+(\d+)", _i)
 _rule("tp", r"tensor_parallel_size['\"]?[=:]\s*(\d+)", _i)
@@ -172,6 +185,10 @@ _rule("kv_cache_gib", r"available_kv_cache_memory\s+" + _NUM + r"\s*GiB", _f)
 _rule("kv_cache_gib", r"kv_cache_size=" + _NUM + r"GiB", _f)
 _rule("kv_cache_gib", r"Available KV cache memory:\s*" + _NUM + r"\s*GiB", _f, "vllm-v1", smallest=True)
 _rule("cuda_graph_gib", r"Graph capturing finished in .*?took\s+" + _NUM + r"\s*GiB", _f)
+_rule("graphs_captured", r"(Graph capturing finished)", lambda _: True)
+_rule("cuda_graph_estimate_gib", r"Estimated CUDA graph memory:\s*" + _NUM + r"\s*GiB total", _f, "vllm-v1")
+_rule("_pool", r"CUDA graph pool memory:\s*" + _NUM + r"\s*GiB \(actual\),\s*" + _NUM + r"\s*GiB \(estimated\)",
+      lambda actual, estimate: {"cuda_graph_gib": _f(actual), "cuda_graph_estimate_gib": _f(estimate)}, "vllm-v1")
 # V1 from v0.11 sums its profile up in one line (vllm/v1/worker/gpu_worker.py): "Free memory on device (F/T GiB) on
 # startup. Desired GPU memory utilization is (U, R GiB). Actual usage is W GiB for weight, A GiB for peak activation,
 # N GiB for non-torch memory, and C GiB for CUDAGraph memory. ... Current kv cache memory in use is K GiB."
@@ -199,6 +216,7 @@ _rule("_profile", r"torch peak memory increase:\s*" + _NUM + r"\s*GiB;\s*non-tor
       + _NUM + r"\s*GiB;\s*weights memory:\s*" + _NUM + r"\s*GiB",
       lambda a, n, w: {"activation_gib": _f(a), "non_torch_gib": _f(n), "weights_gib": _f(w)}, "vllm-v1")
 _rule("cuda_graph_in_budget", r"(CUDA graph memory profiling is enabled)", lambda _: True, "vllm-v1")
+_rule("cuda_graph_in_budget", r"(CUDA graph memory profiling is disabled)", lambda _: False, "vllm-v1")
 # Releases before v0.21 that profiled the graphs without taking them from the budget say so, with the run's
 # utilization: "To try it now, set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 and increase --gpu-memory-utilization
 # from 0.9000 to 0.9306 to maintain the same effective KV cache size."
@@ -274,7 +292,8 @@ def parse_log(text: str) -> EngineLog:
             found[name] = value
             if pattern in _KEEP_SMALLEST:
                 smallest_from[name] = pattern
-            log.lines.append(line.strip())
+            if not log.lines or log.lines[-1] != line.strip():  # one line can set several fields
+                log.lines.append(line.strip())
             if fmt:
                 fmt_seen.append(fmt)
     for key in [k for k in found if k.startswith("_") and isinstance(found[k], dict)]:  # the combined rules

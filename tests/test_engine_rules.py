@@ -1000,3 +1000,23 @@ def test_the_sampler_warm_up_holds_the_smaller_of_the_batch_and_max_num_seqs(kv)
     r = plan_row(kv, "many")
     assert r["activation_peak_bytes_per_gpu"] == max(2048 * (3 * 14_336 + 2 * 4_096) * 2,
                                                      2048 * 4_096 * 2 + 2048 * 128_256 * 20) == 5_270_142_976
+
+
+def test_vllms_v2_model_runner_by_release_and_architecture(kv):
+    """vLLM runs Qwen3ForCausalLM on its V2 model runner by default from v0.22, LlamaForCausalLM from v0.23
+    (vllm/config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES): its sampler warm-up holds 6 B a logit (the
+    model-dtype logits and their fp32 copy), V1's FlashInfer sampler 24 from v0.21. Llama-3.1-8B on one H100:
+    1,024 rows of 128,256 logits beside 8,192 hidden states."""
+    for name, model, release in (("v22", "Llama-3.1-8B", "0.22.0"), ("v23", "Llama-3.1-8B", "0.23.0"),
+                                 ("qwen", "Qwen3-8B", "0.22.0")):
+        kv("plan", "add", name, "--model", model, "--gpu", "H100-SXM", "--gpus-per-node", "1", "--rule", "vllm",
+           "--engine-version", release)
+    v22, v23, qwen = (plan_row(kv, n) for n in ("v22", "v23", "qwen"))
+    assert (v22["vllm_v2_model_runner"], v22["sampler_bytes_per_logit"]) == (0, 24)
+    assert (v23["vllm_v2_model_runner"], v23["sampler_bytes_per_logit"]) == (1, 6)
+    assert (qwen["vllm_v2_model_runner"], qwen["sampler_bytes_per_logit"]) == (1, 6)
+    assert v22["activation_peak_bytes_per_gpu"] == 8_192 * 4_096 * 2 + 1_024 * 128_256 * 24 == 3_219_128_320
+    assert v23["activation_peak_bytes_per_gpu"] == 8_192 * 4_096 * 2 + 1_024 * 128_256 * 6 == 855_113_728
+    # 2.20 GiB more for the KV cache: the same weights, non-torch memory and utilization
+    assert (v23["kv_pool_gib_per_gpu"] - v22["kv_pool_gib_per_gpu"]) * GiB == pytest.approx(
+        3_219_128_320 - 855_113_728, rel=1e-9)

@@ -182,3 +182,45 @@ def test_llm_ds_h100_measurements_are_rows_from_the_gpu_alone(bench, table):
         bench.measurement_log(broken)
     means = bench.mean_errors(table)
     assert means["vllm", "dense", "kv_cache_memory"][1] == 8  # three logs and five of llm-d's rows
+
+
+def test_vllms_v2_model_runner_warms_its_sampler_up_lighter(table):
+    """Qwen1.5-MoE-A2.7B at TP 2 (expert parallel) on two RTX 4090s, vLLM 0.25.1 (lyell0710/vllmExperience): from
+    v0.24 vLLM runs Qwen2MoeForCausalLM on its V2 model runner, whose sampler warm-up holds the model-dtype logits and
+    their fp32 copy, 6 B a logit, not V1's 24; it profiles no CUDA graphs."""
+    [row] = [r for r in table if r["file"] == "vllm-lyell-qwen15-moe-4090-tp2-v0251.log"]
+    requested = 25_383_256_719 * 0.88  # the catalog's RTX 4090 (23.64 GiB reported) at the run's utilization
+    rope = 32_768 * 128 * 2  # RoPE's cos/sin table, whole on each GPU
+    routers = 24 * 60 * 2_048 * (2 - 2 / 2)  # the 24 routers whole on both GPUs, half of them counted in the split
+    weights = 14_315_784_192 * 2 / 2 + routers + rope  # 13.34 GiB; the log: 13.39
+    # the 4090's small defaults: 2,048 batched tokens, 256 rows of 151,936 logits at 6 B beside the hidden states,
+    # which outweigh the forward pass through 4 experts of 1,408 and the shared expert of 5,632
+    forward = 2_048 * (3 * 11_264 + 2 * 2_048) * 2
+    sampler = 2_048 * 2_048 * 2 + 256 * 151_936 * 6
+    assert (forward, sampler) == (155_189_248, 241_762_304)
+    non_torch = round(0.13 * 2**30)  # from v0.11, over PCIe: no NCCL buffers counted
+    kv = requested - weights - sampler - non_torch
+    assert row["kv_gib_predicted"] == pytest.approx(kv / 2**30, rel=1e-9)  # 7.10 GiB for the 6.97 logged (+1.9%)
+    block = 16 * 24 * 8 * 128 * 2 * 2  # 16 tokens x 24 layers x 8 KV heads a GPU x 128 x K and V x 2 B
+    assert row["tokens_predicted"] == int(kv // block) * 16 == 77_600  # the log: 76,160
+    # on V1's sampler (24 B a logit) the row would be 0.65 GiB lower, -7.4%
+    v1 = kv - 256 * 151_936 * (24 - 6)
+    assert v1 / 2**30 / 6.97 - 1 == pytest.approx(-0.074, abs=0.001)
+
+
+def test_a_v021_row_takes_the_cuda_graphs_its_log_estimated(bench, table):
+    """Qwen3-30B-A3B-FP8 at TP 2 on the same RTX 4090s, vLLM 0.25.1 on its V1 model runner: the KV budget loses the
+    1.27 GiB of CUDA graphs vLLM estimated, which kvreg does not estimate; the row takes that estimate from the log
+    and is its own family, so the GPU-alone families are not flattered by it."""
+    [row] = [r for r in table if r["file"] == "vllm-lyell-qwen3-30b-fp8-4090-tp2-v0251.log"]
+    requested = 25_383_256_719 * 0.88
+    vocab = 151_936 * 2_048
+    rope = 40_960 * 128 * 2
+    routers = 48 * 128 * 2_048 * (2 - 1 / 2)
+    weights = ((30_532_134_912 - 2 * vocab) * 1 + 2 * vocab * 2) / 2 + routers + rope  # 14.53 GiB; the log: 14.54
+    sampler = 2_048 * 2_048 * 2 + 256 * 151_936 * 24  # V1's FlashInfer sampler from v0.21
+    kv = requested - weights - sampler - round(0.13 * 2**30) - round(1.27 * 2**30)
+    assert row["kv_gib_predicted"] == pytest.approx(kv / 2**30, rel=1e-9)  # 3.99 GiB for the 4.09 logged
+    means = bench.mean_errors(table)
+    assert means["vllm", "moe (CUDA graphs logged)", "kv_cache_memory"] == (pytest.approx(abs(kv / 2**30 / 4.09 - 1)), 1)
+    assert means["vllm", "moe", "kv_cache_memory"][1] == 6  # not one of the GPU-alone rows

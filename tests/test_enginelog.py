@@ -236,3 +236,30 @@ def test_a_v0_mla_log_and_sglangs_memory_before_the_load():
                                                                                              4096)
     tp8 = log("sglang-mystous-deepseek-r1-kt-h100-tp8.log")
     assert tp8.avail_before_load_gib == 77.38  # TP0's line; six of the eight ranks printed 77.33
+
+
+def test_a_v025_log_gives_its_cuda_graph_estimate_and_its_model_runner():
+    """vLLM 0.25.1 on two RTX 4090s (lyell0710/vllmExperience). On its V1 model runner it estimates its CUDA graphs
+    before sizing the KV cache and takes the estimate (1.27 GiB), not what the capture later took (1.21), from the
+    budget; on its V2 model runner (Qwen1.5-MoE) it profiles none: the log shows the KV line and the capture line
+    with no estimate between them."""
+    from kvreg.calibrate import cuda_graph_in_budget, measured_terms
+
+    v1 = log("vllm-lyell-qwen3-30b-fp8-4090-tp2-v0251.log")
+    assert (v1.engine_version, v1.architecture, v1.tp, v1.gpu_memory_utilization) == (
+        "0.25.1", "Qwen3MoeForCausalLM", 2, 0.88)
+    assert (v1.cuda_graph_estimate_gib, v1.cuda_graph_gib, v1.budget_cuda_graph_gib) == (1.27, 1.21, 1.27)
+    assert (v1.weights_gib, v1.kv_cache_gib, v1.kv_cache_tokens, v1.max_concurrency) == (14.54, 4.09, 89_248, 10.89)
+    assert v1.cuda_graph_in_budget is True and cuda_graph_in_budget(v1, "0.25.1")
+    assert measured_terms(v1, "0.25.1")["cuda_graph_bytes"] == round(1.27 * 2**30)
+    # the non-default args line sets four fields and is listed once among the lines read
+    assert len(v1.lines) == len(set(v1.lines))
+    v2 = log("vllm-lyell-qwen15-moe-4090-tp2-v0251.log")
+    assert (v2.architecture, v2.cuda_graph_estimate_gib, v2.cuda_graph_gib, v2.graphs_captured) == (
+        "Qwen2MoeForCausalLM", None, 0.92, True)
+    assert v2.cuda_graph_in_budget is None and not cuda_graph_in_budget(v2, "0.25.1")
+    assert "cuda_graph_bytes" not in measured_terms(v2, "0.25.1")  # captured after the KV cache was sized
+    # cut before the capture line, a v0.21+ log says nothing either way: the release decides
+    cut = parse_log("\n".join(line for line in (LOGS / "vllm-lyell-qwen15-moe-4090-tp2-v0251.log").read_text()
+                              .splitlines() if "Graph capturing" not in line))
+    assert cut.graphs_captured is None and cuda_graph_in_budget(cut, "0.25.1")

@@ -566,17 +566,26 @@ _FIGURES: list[Figure] = [
            if_(_rule("vllm"), coalesce(I("max_num_seqs"),
                                        if_(F("vllm_large_batch_defaults"),
                                            VLLM_LARGE_GPU_MAX_NUM_SEQS, VLLM_SAMPLER_SEQS)), Const(None)), "int"),
+    Figure("vllm_v2_model_runner", "flag",
+           "vLLM: 1 when the release runs the model's architecture on its V2 model runner by default ("
+           + "; ".join(f"v0.{r // 1000}: " + ", ".join(a) for r, a in VLLM_V2_RUNNER_ARCHITECTURES)
+           + ", and on); 0 on the V1 model runner",
+           if_(_rule("vllm"), or_(*[and_(F("engine_release_used") >= release, I("architecture").eq(a))
+                                    for release, archs in VLLM_V2_RUNNER_ARCHITECTURES for a in archs]),
+               Const(None)), "flag"),
     Figure("sampler_bytes_per_logit", "bytes",
            f"vLLM: bytes live per logit at the sampler warm-up's peak: {SAMPLER_BYTES_PER_LOGIT} before v0.8 (V0: fp32"
            f" logits and probabilities); {VLLM_V1_SAMPLER_BYTES_PER_LOGIT} from v0.8 (V1's sort-based top-k/top-p, as"
            f" measured on llm-d's v0.11 H100 runs); {VLLM_TRITON_SAMPLER_BYTES_PER_LOGIT} from v0.17 (its Triton"
            f" top-k/top-p kernel, in place); {VLLM_FLASHINFER_SAMPLER_BYTES_PER_LOGIT} from v0.21 (FlashInfer's"
-           " sampler by default)",
+           f" sampler by default); {VLLM_V2_SAMPLER_BYTES_PER_LOGIT} on the V2 model runner (fp32 logits beside the"
+           " model's, a Gumbel kernel)",
            if_(_rule("vllm"),
+               if_(F("vllm_v2_model_runner"), VLLM_V2_SAMPLER_BYTES_PER_LOGIT,
                if_(F("engine_release_used") >= VLLM_FLASHINFER_SAMPLER_FROM, VLLM_FLASHINFER_SAMPLER_BYTES_PER_LOGIT,
                    if_(F("engine_release_used") >= VLLM_TRITON_SAMPLER_FROM, VLLM_TRITON_SAMPLER_BYTES_PER_LOGIT,
                        if_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, VLLM_V1_SAMPLER_BYTES_PER_LOGIT,
-                           SAMPLER_BYTES_PER_LOGIT))), Const(None)), "int"),
+                           SAMPLER_BYTES_PER_LOGIT)))), Const(None)), "int"),
     Figure("activation_forward_bytes_per_gpu", "bytes", "vLLM: peak activation memory of the profile run's forward"
            " pass on one GPU (all of it on a stage that does not sample, before the last at PP > 1): activation_bytes"
            " when measured; else max_num_batched_tokens x (3 x intermediate_size + 2 x hidden_size) x"

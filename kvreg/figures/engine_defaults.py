@@ -88,6 +88,23 @@ VLLM_TRITON_SAMPLER_BYTES_PER_LOGIT = 20
 # hidden states, 24 B a logit.
 VLLM_FLASHINFER_SAMPLER_FROM = 21000  # v0.21.0
 VLLM_FLASHINFER_SAMPLER_BYTES_PER_LOGIT = 24
+# From v0.22 vLLM runs some architectures on its V2 model runner by default (vllm/config/vllm.py
+# DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES; VLLM_USE_V2_MODEL_RUNNER overrides it either way): Qwen3ForCausalLM from
+# v0.22, LlamaForCausalLM and MistralForCausalLM from v0.23, DeepseekV2ForCausalLM, Qwen2MoeForCausalLM and
+# GraniteMoeForCausalLM from v0.24 (release, architectures it adds). Its profile run warms the sampler up on the same
+# min(max_num_batched_tokens, max_num_seqs) rows (vllm/v1/worker/gpu/model_runner.py _dummy_run), but its sampler
+# (vllm/v1/worker/gpu/sample/sampler.py) copies the model-dtype logits to fp32 and, with the warm-up's default
+# parameters (no top-k or top-p), samples them with a Triton Gumbel kernel: 2 + 4 = 6 B a logit. It profiles no CUDA
+# graphs (profile_cudagraph_memory returns 0): it captures them after sizing the KV cache, as releases before v0.21
+# did. Measured: Qwen1.5-MoE-A2.7B at TP 2 on RTX 4090s, vLLM 0.25.1 (tests/data/logs/
+# vllm-lyell-qwen15-moe-4090-tp2-v0251.log): 23.64 x 0.88 - 13.39 - 6.97 = 0.44 GiB of activation and non-torch
+# memory, where V1's 24 B a logit would give 1.01.
+VLLM_V2_RUNNER_ARCHITECTURES = (
+    (22000, ("Qwen3ForCausalLM",)),
+    (23000, ("LlamaForCausalLM", "MistralForCausalLM")),
+    (24000, ("DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM")),
+)
+VLLM_V2_SAMPLER_BYTES_PER_LOGIT = 6
 # Non-torch memory (vllm/utils memory_profiling: non_torch_increase), the CUDA context, cuBLAS workspace
 # and NCCL buffers the profile run sees outside PyTorch's allocator. vLLM v0.6.5 and v0.6.6 measured it
 # from before CUDA was initialised (PR 10511): 1.79 GiB on one H100, 3.58 GiB at TP 2, the second 1.79 GiB

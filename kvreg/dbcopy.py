@@ -34,6 +34,8 @@ from kvreg.db.engine import (
 )
 from kvreg.db.tables import Meta, Scenario, SQLModel
 from kvreg.errors import KvregError
+from kvreg.figures.inputs import MAXIMUMS
+from kvreg.registry import check_input
 
 # Scratch rows live only inside a rolled-back transaction; kvreg_meta is bookkeeping (copied,
 # but its views_hash and views_source are per engine, so they are not part of the contents).
@@ -277,6 +279,7 @@ def _fill_target(conn, url: str, snap: dict, meta: list[dict], force: bool) -> i
     for t in content_tables():
         names = [c.name for c in t.columns]
         rows = [dict(zip(names, r)) for r in snap[t.name]]
+        _check_bounded(t.name, names, rows, url)
         if rows:
             try:
                 conn.execute(insert(t), rows)
@@ -291,6 +294,21 @@ def _fill_target(conn, url: str, snap: dict, meta: list[dict], force: bool) -> i
     if conn.dialect.name == "postgresql":
         _reset_sequences(conn)
     return total
+
+
+def _check_bounded(table: str, names: list[str], rows: list[dict], url: str) -> None:
+    """Values an older kvreg let in past a declared bound (a price of 1e308) are not carried into
+    the target, where they would break its report: the same validator as every other entry path."""
+    for column in [n for n in names if n in MAXIMUMS]:
+        for r in rows:
+            if r[column] is None:
+                continue
+            try:
+                check_input(column, r[column])
+            except KvregError as exc:
+                who = r.get("name") or f"id {r.get('id')}"
+                raise KvregError(f"cannot copy {table} {who!r} into {mask_url(url)}: {exc}; fix it in the source "
+                                 "registry first (`kvreg apply` or the matching set command); nothing was written") from None
 
 
 def _reset_sequences(conn) -> None:

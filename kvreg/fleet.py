@@ -9,8 +9,6 @@ horizon of given quarters, from the same compiled query over those quarters.
 
 from __future__ import annotations
 
-import math
-
 from sqlalchemy import delete, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
@@ -19,7 +17,7 @@ from kvreg.errors import KvregError
 from kvreg.figures.aggregates import (
     AGGREGATE_COLUMNS, aggregate_sql, in_force_sql, index_of_quarter, quarter_of_index, quarters_sql,
 )
-from kvreg.registry import check_int, get_gpu
+from kvreg.registry import check_input, check_int, get_gpu
 from kvreg.units import parse_quarter
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
     FLEET_COLUMNS, MAX_HORIZON_QUARTERS, horizon_quarters, in_force, list_fleet, rollup,
@@ -28,16 +26,8 @@ from kvreg.db.read import (  # noqa: F401  (the read queries live in the db laye
 
 
 def check_price(value, field: str):
-    """A non-negative finite price, or None."""
-    if value is None or (isinstance(value, str) and value.strip() == ""):
-        return None
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise KvregError(f"{field} must be a number of USD, not {value!r}") from None
-    if not math.isfinite(v) or v < 0:
-        raise KvregError(f"{field} must be a finite number of USD, at least 0, not {value!r}")
-    return v
+    """A non-negative finite price up to its declared maximum, or None (kvreg.registry.check_input)."""
+    return check_input(field, value)
 
 
 def validate_fleet(conn, gpu: str, quarter: str, owned, reserved=None, reserved_price=None) -> dict:

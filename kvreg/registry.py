@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from typing import Any
 
 from sqlalchemy import BigInteger, Integer, delete, func, insert, select, update
@@ -17,11 +18,13 @@ from kvreg.db.read import (  # noqa: F401  (the read queries live in the db laye
 )
 from kvreg.db.tables import GPU_FIELDS, MODEL_FIELDS, Dtype, Fleet, Gpu, Model, Plan, SQLModel
 from kvreg.errors import AlreadyExists, KvregError, suggest
+from kvreg.figures.inputs import INPUTS, MAXIMUMS
 from kvreg.text import invisible_characters
 from kvreg.units import parse_size
 
 MAX_NAME = 200
 _INT_LIMIT = 2**62
+_ASCII_INT = re.compile(r"-?[0-9]+")
 # PostgreSQL's INTEGER stops at 2**31 - 1 where SQLite would store more: values for INTEGER
 # columns stop there on both engines, so both refuse them alike, in words.
 INT32_MAX = 2**31 - 1
@@ -110,17 +113,73 @@ def check_int(value: Any, field: str, *, minimum: int = 1, allow_none: bool = Fa
             raise KvregError(f"{field} {value!r} is too large: at most {limit:,}")
         value = int(value)
     if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise KvregError(f"{field} must be a whole number, not {value!r}") from None
+        # Strict: Python's int() would also read 1_000 and other scripts' digits (Arabic-Indic
+        # ١٠٠), which no other tool reading the same file takes for a number.
+        digits = value.strip()
+        if not _ASCII_INT.fullmatch(digits):
+            shown = repr(value) if len(value) <= 40 else f"{value[:20]!r}... ({len(value):,} characters)"
+            raise KvregError(f"{field} must be a whole number, not {shown} (the digits 0-9 only: no _ or , "
+                             f"separators)")
+        if len(digits.lstrip("-0")) > len(str(limit)):
+            raise KvregError(f"{field} ({len(digits):,} digits) is too large: at most {limit:,}")
+        value = int(digits)
     if not isinstance(value, int):
         raise KvregError(f"{field} must be a whole number, not {value!r}")
     if value < minimum:
         raise KvregError(f"{field} must be at least {minimum}, not {value}")
     if value > limit:
-        raise KvregError(f"{field} {value:,} is too large: at most {limit:,}")
+        shown = f"{value:,}" if value < 10**40 else f"({len(str(value)):,} digits)"
+        raise KvregError(f"{field} {shown} is too large: at most {limit:,}")
     return value
+
+
+_ASCII_REAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def check_real(value: Any, field: str, *, positive: bool = False, allow_none: bool = True) -> float | None:
+    """A finite number from 0 (above 0 when `positive`) up to the field's declared maximum
+    (kvreg.figures.inputs.MAXIMUMS). Text must be a plain decimal number (0-9, a point, an
+    exponent): 1_000, 1,5 and other scripts' digits are refused rather than read as Python would."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if allow_none:
+            return None
+        raise KvregError(f"{field} is required")
+    shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(str(value)):,} characters)"
+    if isinstance(value, str):
+        if not _ASCII_REAL.fullmatch(value.strip()):
+            raise KvregError(f"{field} must be a number, not {shown} (the digits 0-9 and a decimal point only: "
+                             f"no _ or , separators)")
+        value = float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise KvregError(f"{field} must be a number, not {shown}")
+    try:
+        number = float(value)
+    except OverflowError:  # an int of 400 digits
+        number = math.inf
+    low = "more than 0" if positive else "at least 0"
+    maximum = MAXIMUMS.get(field)
+    if not math.isfinite(number) or number < 0 or (positive and number == 0) \
+            or (maximum is not None and number > maximum):
+        upto = f" and at most {maximum:,.0f}" if maximum is not None else ""
+        raise KvregError(f"{field} must be a finite number of {low}{upto}, not {shown}")
+    return number
+
+
+def check_input(field: str, value: Any) -> int | float | None:
+    """The one validator of a value entering the registry for the input or column `field`: the
+    CLI, declaration (TOML) and CSV files, the web forms, `kvreg db copy` and the workbook importer
+    all call it. A real input (kvreg.figures.inputs: kind "real", or a bounded column of
+    MAXIMUMS) goes through check_real, any other through check_int with the column's limit
+    (at least 1 where the declaration says positive, else 0). None passes for a nullable input."""
+    decl = _INPUT_BY_COLUMN.get(field)
+    nullable = decl is None or decl.nullable
+    positive = decl is not None and decl.positive
+    if field in MAXIMUMS or (decl is not None and decl.kind == "real"):
+        return check_real(value, field, positive=positive, allow_none=nullable)
+    return check_int(value, field, minimum=1 if positive else 0, allow_none=nullable)
+
+
+_INPUT_BY_COLUMN = {i.column: i for i in INPUTS.values() if i.kind != "text" and i.table not in ("mix",)}
 
 
 def _limit(field: str) -> int:
@@ -399,24 +458,13 @@ def validate_gpu(row: dict) -> dict:
                              f"above 0 and at most the memory ({row['memory_bytes']:,} B): CUDA reports a little less "
                              "than the nominal size")
     for f in ("price_per_hour", "unit_price"):
-        v = row.get(f)
-        if v is not None:
-            try:
-                v = float(v)
-            except (TypeError, ValueError):
-                raise KvregError(f"{f} must be a number, not {v!r}") from None
-            if not math.isfinite(v) or v < 0:
-                raise KvregError(f"{f} must be a finite number of at least 0, not {v!r}")
-            row[f] = v
+        if row.get(f) is not None:
+            row[f] = check_input(f, row[f])
     if row.get("compute_capability") is not None:
-        v = row["compute_capability"]
         try:
-            v = float(v)
-        except (TypeError, ValueError):
-            raise KvregError(f"gpu {row['name']!r}: compute_capability must be a number such as 9.0, not {v!r}") from None
-        if not math.isfinite(v) or v <= 0:
-            raise KvregError(f"gpu {row['name']!r}: compute_capability must be above 0 (an H100 is 9.0), not {v!r}")
-        row["compute_capability"] = v
+            row["compute_capability"] = check_input("compute_capability", row["compute_capability"])
+        except KvregError as exc:
+            raise KvregError(f"gpu {row['name']!r}: {exc} (an H100 is 9.0)") from None
     if row.get("fabric") is not None:
         v = row["fabric"]
         if v not in (0, 1, True, False):

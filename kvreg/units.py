@@ -88,7 +88,7 @@ _TOKEN_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**2
 def parse_tokens(text: str | int) -> int:
     """Parse a token count the way vLLM's ``--max-model-len`` does (``128K`` = 131,072, ``1m`` = 10^6)."""
     if isinstance(text, int) and not isinstance(text, bool):
-        value, unit = float(text), ""
+        value, unit = text, ""
     else:
         m = _TOKEN_RE.match(str(text))
         if not m:
@@ -96,15 +96,29 @@ def parse_tokens(text: str | int) -> int:
                 f"token count {text!r} is not understood: use a whole number or a suffix "
                 "k/m (decimal, 128k = 128,000) or K/M (binary, 128K = 131,072)"
             )
+        if len(m.group(1)) > _MAX_TOKEN_DIGITS:  # 400 digits would be infinity as a float
+            raise UnitError(f"token count {_clip(text)} is too large (at most 2^40)")
         value, unit = float(m.group(1)), m.group(2)
+    if value > 2**40:  # before any arithmetic: an int of 400 digits has no float
+        raise UnitError(f"token count {_clip(text)} is too large (at most 2^40)")
     tokens = value * _TOKEN_UNITS[unit]
     if tokens != int(tokens):
         raise UnitError(f"token count {text!r} is not a whole number of tokens")
     if tokens < 1:
         raise UnitError(f"token count {text!r} must be at least 1")
     if tokens > 2**40:
-        raise UnitError(f"token count {text!r} is too large (at most 2^40)")
+        raise UnitError(f"token count {_clip(text)} is too large (at most 2^40)")
     return int(tokens)
+
+
+# 2^40 has 13 digits; a longer number (decimals included) is refused before it becomes a float.
+_MAX_TOKEN_DIGITS = 40
+
+
+def _clip(text) -> str:
+    """A value for a message, at most 40 characters: a 400-digit count is shown by its length."""
+    shown = repr(str(text)) if not isinstance(text, int) else str(text)
+    return shown if len(shown) <= 40 else f"{shown[:20]}... ({len(str(text)):,} characters)"
 
 
 def parse_token_list(text: str) -> list[int]:

@@ -19,6 +19,12 @@ from .engine_defaults import (
 )
 
 
+# Prices: a GPU-hour costs a few USD and a GPU tens of thousands; these bounds leave a thousandfold
+# headroom and keep every cost figure (price x 730 hours x GPUs x quarters) far below overflow.
+MAX_PRICE_PER_HOUR = 1e6
+MAX_UNIT_PRICE = 1e9
+
+
 @dataclass(frozen=True)
 class InputDecl:
     """An input of the figures. What the schema (kvreg/db/tables.py) says about its column, for the
@@ -27,7 +33,10 @@ class InputDecl:
     two against the tables. `table` is the relation it is read from (a key of INPUT_TABLES) and
     `column` its column there, when not named like the input. `default`: what a new deployment takes
     when the input is not given (a plan, a `kvreg capacity` question, the tables' column defaults);
-    None, NULL, for a nullable input (an engine setting's NULL is the engine's own default)."""
+    None, NULL, for a nullable input (an engine setting's NULL is the engine's own default).
+    `maximum`: the largest value a real input may take, so that no figure built on it overflows to
+    infinity (a price of 1e308 times 730 hours is inf, which JSON cannot hold and PostgreSQL
+    refuses); kvreg.registry.check_input enforces it on every path a value enters by."""
 
     name: str
     unit: str
@@ -38,6 +47,7 @@ class InputDecl:
     table: str = ""
     column: str = ""
     default: int | float | str | None = None
+    maximum: float | None = None
 
     def __post_init__(self):
         assert self.table in INPUT_TABLES, (self.name, self.table)
@@ -157,11 +167,12 @@ _INPUTS = [
     InputDecl("memory_bandwidth_bytes_per_s", "bytes/s", "GPU memory bandwidth", nullable=True, positive=True,
               table="gpu"),
     InputDecl("compute_capability", "version", "CUDA compute capability (9.0 for an H100; below 8.9 no FP8 units);"
-              " NULL: not an NVIDIA GPU, or not known", "real", nullable=True, positive=True, table="gpu"),
+              " NULL: not an NVIDIA GPU, or not known", "real", nullable=True, positive=True, table="gpu", maximum=100),
     InputDecl("fabric", "flag", "1 when a node's GPUs share NVLink or another GPU fabric, 0 over PCIe only; NULL: not"
               " known, taken as a fabric", nullable=True, table="gpu"),
-    InputDecl("price_per_hour", "USD/h", "price per GPU-hour", "real", nullable=True, table="gpu"),
-    InputDecl("unit_price", "USD", "price to buy one GPU", "real", nullable=True, table="gpu"),
+    InputDecl("price_per_hour", "USD/h", "price per GPU-hour", "real", nullable=True, table="gpu",
+              maximum=MAX_PRICE_PER_HOUR),
+    InputDecl("unit_price", "USD", "price to buy one GPU", "real", nullable=True, table="gpu", maximum=MAX_UNIT_PRICE),
     # deployment
     InputDecl("tp", "GPUs", "tensor-parallel size", positive=True, table="deployment", default=1),
     InputDecl("pp", "GPUs", "pipeline-parallel size", positive=True, table="deployment", default=1),
@@ -176,7 +187,7 @@ _INPUTS = [
     InputDecl("class_tokens", "tokens", "average tokens a request of this class holds (prompt + output)",
               positive=True, table="class", column="avg_tokens"),
     InputDecl("share", "weight", "the class's share of requests, a relative weight (shares are divided by"
-              " their sum: 0.8 and 0.2, or 4 and 1)", "real", positive=True, table="class"),
+              " their sum: 0.8 and 0.2, or 4 and 1)", "real", positive=True, table="class", maximum=1e6),
     InputDecl("mix_avg_tokens", "tokens", "share-weighted mean of the plan's class tokens (NULL: no classes)",
               "real", nullable=True, table="mix"),
     InputDecl("mix_kv_bytes_per_request_per_gpu", "bytes",
@@ -226,7 +237,7 @@ _INPUTS = [
               nullable=True, table="calibration"),
     InputDecl("measured_max_concurrency", "sequences",
               "vLLM's printed 'Maximum concurrency for N tokens per request' (per engine)", "real", nullable=True,
-              table="calibration"),
+              table="calibration", maximum=1e9),
     InputDecl("measured_engine_version", "name", "the engine and version that printed them", "text", nullable=True,
               table="calibration"),
     InputDecl("measured_kv_cache_bytes", "bytes", "KV memory per GPU the engine logged (vLLM 'Available KV cache"
@@ -237,6 +248,11 @@ _INPUTS = [
     InputDecl("users", "users", "target concurrent users in a quarter", table="demand"),
 ]
 INPUTS = {i.name: i for i in _INPUTS}
+# The largest value of each bounded real column, by column name, for the validator
+# (kvreg.registry.check_input). A fleet entry's reserved price is not a figure input but enters the
+# procurement rollup's cost as a price per GPU-hour does.
+MAXIMUMS = {i.column: i.maximum for i in _INPUTS if i.maximum is not None} | {
+    "reserved_price_per_hour": MAX_PRICE_PER_HOUR}
 # A new deployment's inputs, each its declared default; it also names a KV dtype (kv_dtype's default) and
 # a weight dtype (None: the model's own).
 DEPLOYMENT_DEFAULTS = {n: INPUTS[n].default for n in inputs_of("deployment")}

@@ -118,8 +118,7 @@ def check_int(value: Any, field: str, *, minimum: int = 1, allow_none: bool = Fa
         digits = value.strip()
         if not _ASCII_INT.fullmatch(digits):
             shown = repr(value) if len(value) <= 40 else f"{value[:20]!r}... ({len(value):,} characters)"
-            raise KvregError(f"{field} must be a whole number, not {shown} (the digits 0-9 only: no _ or , "
-                             f"separators)")
+            raise KvregError(f"{field} must be a whole number, not {shown}{_digits_hint(digits)}")
         if len(digits.lstrip("-0")) > len(str(limit)):
             raise KvregError(f"{field} ({len(digits):,} digits) is too large: at most {limit:,}")
         value = int(digits)
@@ -136,6 +135,13 @@ def check_int(value: Any, field: str, *, minimum: int = 1, allow_none: bool = Fa
 _ASCII_REAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
+def _digits_hint(text: str) -> str:
+    """What to change in a number that Python would read but kvreg does not: 1_000, 1,000, ١٠٠."""
+    if "_" in text or "," in text or any(ch.isdigit() and not ch.isascii() for ch in text):
+        return " (write the digits 0-9 only, with no _ or , separators)"
+    return ""
+
+
 def check_real(value: Any, field: str, *, positive: bool = False, allow_none: bool = True) -> float | None:
     """A finite number from 0 (above 0 when `positive`) up to the field's declared maximum
     (kvreg.figures.inputs.MAXIMUMS). Text must be a plain decimal number (0-9, a point, an
@@ -147,8 +153,7 @@ def check_real(value: Any, field: str, *, positive: bool = False, allow_none: bo
     shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(str(value)):,} characters)"
     if isinstance(value, str):
         if not _ASCII_REAL.fullmatch(value.strip()):
-            raise KvregError(f"{field} must be a number, not {shown} (the digits 0-9 and a decimal point only: "
-                             f"no _ or , separators)")
+            raise KvregError(f"{field} must be a number, not {shown}{_digits_hint(value)}")
         value = float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise KvregError(f"{field} must be a number, not {shown}")

@@ -103,10 +103,10 @@ def read(url: str | None, fn) -> tuple[bool, object]:
     if conn is None:
         return False, None
     try:
-        # One IMMEDIATE transaction around the check and the answer, as open_registry takes:
-        # the registry cannot be upgraded between them, and scratch writes never wait on a
-        # stale snapshot.
-        conn.execute("BEGIN IMMEDIATE")
+        # One read transaction around the check and the answer: both see the same snapshot (an
+        # upgrade committed meanwhile is not seen half). Deferred, not IMMEDIATE: in WAL mode a read
+        # neither waits for a writer nor blocks one; scratch rows go to TEMP (kvreg.db.read.scratch_in_temp).
+        conn.execute("BEGIN")
         try:
             if eligibility(path, conn) is not None:
                 return False, None

@@ -37,8 +37,10 @@ from sqlalchemy import text
 
 from kvreg import __version__, limits
 from kvreg.capacity import SWEEP_MAX_PAIRS, Question, sweep
-from kvreg.db.engine import READ_SNAPSHOT, mask_url
-from kvreg.db.read import current_revision, dialect, list_dtypes, list_gpus, list_models, runner
+from kvreg.db.engine import mask_url
+from kvreg.db.read import (
+    current_revision, dialect, list_dtypes, list_gpus, list_models, runner, scratch_in_temp, snapshot,
+)
 from kvreg.dbcopy import process_alive
 from kvreg.errors import KvregError
 from kvreg.figures.aggregates import aggregate_sql, index_of_quarter, quarters_sql
@@ -761,45 +763,13 @@ def _write_files(conn, folder: Path, data: dict, formats: tuple[str, ...], asked
     (folder / "data.json").write_text(body + "\n", encoding="utf-8", newline="\n")
 
 
-_FOREIGN_KEY = re.compile(r",\s*FOREIGN KEY\s*\([^)]*\)\s*REFERENCES\s+[^,)]+\([^)]*\)(\s+ON \w+ \w+( \w+)?)*", re.I)
-
-
-def _scratch_in_temp(conn) -> None:
-    """Give a SQLite connection its own scratch table and views in its TEMP schema.
-
-    Capacity questions (the sweep) are answered by writing scratch scenarios and reading them
-    back through the views. Written to main.scenario they would need the write lock, held to the
-    end of the report. A TEMP copy of the scenario table (foreign keys left out: they cannot
-    reach across schemas; kvreg.capacity validates names before writing) and TEMP copies of the
-    views, with the same SQL, shadow them for this connection only: its writes never touch the
-    registry file, so the report reads one snapshot and writers go on at once."""
-    objects = conn.exec_driver_sql("SELECT type, name, sql FROM main.sqlite_master WHERE (type = 'table' AND "
-                                   "name = 'scenario') OR type = 'view' ORDER BY rowid").all()
-    for kind, name, sql in sorted(objects, key=lambda o: o[0] != "table"):  # the table first, views in order
-        head = re.match(rf"\s*CREATE\s+{kind}\s+(\"?{name}\"?)", sql, re.I)
-        if head is None:
-            raise KvregError(f"the registry's {kind} {name} is not as kvreg made it: run `kvreg init` to rebuild it")
-        body = sql[head.end():]
-        if kind == "table":
-            body = _FOREIGN_KEY.sub("", body)
-        conn.exec_driver_sql(f"CREATE TEMP {kind.upper()} {head.group(1)}{body}")
-
-
 @contextmanager
 def _snapshot(engine):
-    """A connection that reads one consistent snapshot of the registry and blocks no writer:
-    on SQLite a WAL read transaction whose scratch rows stay in its TEMP schema, on PostgreSQL
-    REPEATABLE READ (its scratch rows are rolled back with it; readers never block writers)."""
-    with engine.connect() as conn:
-        if conn.dialect.name != "sqlite":
-            yield conn.execution_options(isolation_level="REPEATABLE READ")
-            return
-        conn.info[READ_SNAPSHOT] = True
-        try:
-            _scratch_in_temp(conn)
-            yield conn
-        finally:
-            del conn.info[READ_SNAPSHOT]
+    """A connection that reads one consistent snapshot and blocks no writer (kvreg.db.read.snapshot),
+    its scratch table and views made in TEMP before the first question."""
+    with snapshot(engine) as conn:
+        scratch_in_temp(conn)
+        yield conn
 
 
 def _collect_quietly(exc: BaseException) -> None:

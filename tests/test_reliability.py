@@ -835,3 +835,79 @@ def test_a_previous_data_json_too_big_deep_or_malformed_is_not_compared(kv, tmp_
         note = json.loads((out / "2026-Q4" / "data.json").read_text())["comparison"]["note"]
         assert note.startswith("Nothing is compared: 2026-Q3/data.json cannot be read (") and re.search(reason, note), \
             (name, note)
+
+
+# --------------------------------------------------------------------------- round 3 (issue 45)
+
+
+def _hold_uncommitted_gpu(path: Path, seconds: float) -> subprocess.Popen:
+    """Another process in the middle of a write: it holds the SQLite write lock with a GPU added
+    and not committed, until a line arrives on its stdin or `seconds` pass (then it rolls back)."""
+    code = ("import select, sqlite3, sys\n"
+            "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "c.execute('BEGIN IMMEDIATE')\n"
+            "c.execute(\"INSERT INTO gpu (name, memory_bytes, vendor, interconnect, notes) "
+            "VALUES ('uncommitted', 85899345920, '', '', '')\")\n"
+            "print('held', flush=True)\n"
+            "select.select([sys.stdin], [], [], float(sys.argv[2]))\nc.execute('ROLLBACK')\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path), str(seconds)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "held\n"
+    return proc
+
+
+READS = [
+    ["plan", "list", "--format", "json"],
+    ["gpu", "list", "--format", "json"],
+    # A what-if writes scratch scenarios: to the connection's TEMP copy, never the registry file.
+    ["capacity", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--context", "8K", "--format", "json"],
+]
+
+
+@pytest.mark.parametrize("args", READS, ids=lambda a: a[0] if a[0] != "plan" else "plan-list")
+def test_reads_never_wait_for_a_writer(args, tmp_path):
+    """Issue 45 item 3: the fast read path began BEGIN IMMEDIATE, so while another process was
+    writing, `plan list` and the web what-if waited 37-40 s and failed. A read is a deferred
+    transaction in WAL mode: it answers at once, from the registry as last committed (the other
+    process's uncommitted GPU is not there). The wait is bounded: a read that blocks fails by timeout."""
+    path = tmp_path / "registry.db"
+    url = f"sqlite:///{path}"
+    Kvreg(url)("init")
+    env = {**os.environ, "KVREG_DB": url}
+    before = subprocess.run([*kvreg_command(), *args], env=env, capture_output=True, text=True, timeout=60)
+    assert before.returncode == 0, before.stderr
+    holder = _hold_uncommitted_gpu(path, 60)
+    try:
+        during = subprocess.run([*kvreg_command(), *args], env=env, capture_output=True, text=True, timeout=20)
+    finally:
+        holder.communicate("done\n", timeout=30)
+    assert (during.returncode, during.stderr) == (0, "")
+    assert during.stdout == before.stdout
+    assert "uncommitted" not in during.stdout
+
+
+def test_a_what_if_on_an_open_engine_waits_for_no_writer(tmp_path):
+    """The web server's what-if, once its engine is open, reads through kvreg.db.read.snapshot: a
+    plain read transaction whose scratch rows go to TEMP. A busy timeout of 0 makes any wait for the
+    write lock an immediate "database is locked" instead of a hang."""
+    from kvreg.capacity import ask, question_from_options
+    from kvreg.db.read import snapshot
+
+    path = tmp_path / "registry.db"
+    url = f"sqlite:///{path}"
+    Kvreg(url)("init")
+    engine = open_registry(url)
+    q = question_from_options(models=("Llama-3-8B",), gpus=("H100-SXM",), context="8K")
+    with snapshot(engine) as conn:
+        expected = ask(conn, q)
+    holder = _hold_uncommitted_gpu(path, 60)
+    try:
+        with snapshot(engine) as conn:
+            conn.exec_driver_sql("PRAGMA busy_timeout = 0")
+            assert ask(conn, q) == expected
+            assert "uncommitted" not in {r[0] for r in conn.exec_driver_sql("SELECT name FROM gpu")}
+    finally:
+        holder.communicate("done\n", timeout=30)
+        engine.dispose()
+    # Llama-3-8B: 2 (K and V) x 32 layers x 8 KV heads x 128 x 2 B (bf16) = 131,072 B per token.
+    assert expected[0]["kv_bytes_per_token"] == 131_072

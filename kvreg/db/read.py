@@ -19,6 +19,7 @@ SQLAlchemy is imported inside functions, on the full path only.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from contextlib import contextmanager
 
@@ -77,7 +78,7 @@ def _full_read(url: str | None, fn, prepare: bool, on_seeded=None):
     url = resolve_url(url)
     engine = open_registry(url, on_seeded=on_seeded) if prepare else make_engine(url)
     try:
-        with engine.connect() as conn:
+        with snapshot(engine) as conn:
             return fn(conn)
     except SQLAlchemyError as exc:  # reported as one line, password masked
         raise connect_error(url, exc) from None
@@ -116,7 +117,11 @@ class _SqlaRunner:
 
     @contextmanager
     def scratch(self):
-        """A transaction (a savepoint inside an open one) that is always rolled back."""
+        """A transaction (a savepoint inside an open one) that is always rolled back. On a SQLite
+        read snapshot (kvreg.db.engine.READ_SNAPSHOT) the scratch rows go to the connection's TEMP
+        copy of the scratch table, so a read never asks for the write lock."""
+        if self.conn.dialect.name == "sqlite" and self.conn.info.get(_READ_SNAPSHOT):
+            scratch_in_temp(self.conn)
         trans = self.conn.begin_nested() if self.conn.in_transaction() else self.conn.begin()
         try:
             yield
@@ -146,9 +151,12 @@ class _SqliteRunner:
 
     @contextmanager
     def scratch(self):
-        """BEGIN IMMEDIATE (as the SQLAlchemy engine does) or a savepoint; always rolled back."""
+        """A savepoint (or a read transaction) always rolled back, its rows in the connection's TEMP
+        copy of the scratch table: this runner serves the fast path, which only reads, and a read
+        never waits for (or blocks) a writer."""
+        scratch_in_temp(self.conn)
         nested = self.conn.in_transaction
-        self.conn.execute("SAVEPOINT kvreg_scratch" if nested else "BEGIN IMMEDIATE")
+        self.conn.execute("SAVEPOINT kvreg_scratch" if nested else "BEGIN")
         try:
             yield
         finally:
@@ -157,6 +165,61 @@ class _SqliteRunner:
                 self.conn.execute("RELEASE kvreg_scratch")
             else:
                 self.conn.execute("ROLLBACK")
+
+
+# kvreg.db.engine.READ_SNAPSHOT, the Connection.info key of a connection that only reads (engine
+# imports SQLAlchemy; this module must not at import time).
+_READ_SNAPSHOT = "kvreg_read_snapshot"
+_FOREIGN_KEY = re.compile(r",\s*FOREIGN KEY\s*\([^)]*\)\s*REFERENCES\s+[^,)]+\([^)]*\)(\s+ON \w+ \w+( \w+)?)*", re.I)
+
+
+def scratch_in_temp(conn) -> None:
+    """Give a SQLite connection (stdlib or SQLAlchemy) its own scratch table and views in its TEMP
+    schema, once; nothing on other engines.
+
+    Capacity questions are answered by writing scratch scenarios and reading them back through the
+    views. Written to main.scenario they would need the write lock: a read (`kvreg capacity`, the
+    web what-if, a report's sweep) would wait for every writer and block them all. A TEMP copy of
+    the scenario table (foreign keys left out: they cannot reach across schemas; kvreg.capacity
+    validates names before writing) and TEMP copies of the views, with the same SQL, shadow them
+    for this connection only: its writes never touch the registry file."""
+    raw = conn if isinstance(conn, sqlite3.Connection) else None
+    if raw is None and conn.dialect.name != "sqlite":
+        return
+
+    def run(sql: str):
+        result = raw.execute(sql) if raw is not None else conn.exec_driver_sql(sql)
+        return result.fetchall() if sql.startswith("SELECT") else None
+
+    if run("SELECT 1 FROM temp.sqlite_master WHERE type = 'table' AND name = 'scenario'"):
+        return
+    objects = run("SELECT type, name, sql FROM main.sqlite_master WHERE (type = 'table' AND "
+                  "name = 'scenario') OR type = 'view' ORDER BY rowid")
+    for kind, name, sql in sorted(objects, key=lambda o: o[0] != "table"):  # the table first, views in order
+        head = re.match(rf"\s*CREATE\s+{kind}\s+(\"?{name}\"?)", sql, re.I)
+        if head is None:
+            raise KvregError(f"the registry's {kind} {name} is not as kvreg made it: run `kvreg init` to rebuild it")
+        body = sql[head.end():]
+        if kind == "table":
+            body = _FOREIGN_KEY.sub("", body)
+        run(f"CREATE TEMP {kind.upper()} {head.group(1)}{body}")
+
+
+@contextmanager
+def snapshot(engine):
+    """A SQLAlchemy connection that reads one consistent snapshot of the registry and blocks no
+    writer, nor waits for one: on SQLite a plain (deferred) read transaction in WAL mode whose
+    scratch rows stay in its TEMP schema, on PostgreSQL REPEATABLE READ (its scratch rows are
+    rolled back with it; readers never block writers)."""
+    with engine.connect() as conn:
+        if conn.dialect.name != "sqlite":
+            yield conn.execution_options(isolation_level="REPEATABLE READ")
+            return
+        conn.info[_READ_SNAPSHOT] = True
+        try:
+            yield conn
+        finally:
+            del conn.info[_READ_SNAPSHOT]
 
 
 def runner(conn):

@@ -25,6 +25,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from kvreg.db.read import snapshot
 from kvreg.errors import KvregError, user_error_types
 from kvreg.export.text import cell, normalise, render
 from kvreg.web import options
@@ -180,7 +181,7 @@ class App:
             ok, result = fastpath.read(self.url, fn)
             if ok:
                 return result
-        with self.engine.connect() as conn:
+        with snapshot(self.engine) as conn:  # reads wait for no writer
             return fn(conn)
 
     # ------------------------------------------------------------------ plumbing
@@ -255,7 +256,7 @@ class App:
             ok, rows = fastpath.read(self.url, lambda conn: ask(conn, q)) if self.fast and self._engine is None \
                 else (False, None)
             if not ok:
-                with self.engine.connect() as conn:
+                with snapshot(self.engine) as conn:  # reads wait for no writer
                     rows = ask(conn, q)
         except user_error_types() as exc:
             return {"error": " ".join(str(exc).split()), "pairs": pairs}
@@ -349,7 +350,7 @@ class App:
     def models(self, request: Request):
         from kvreg.registry import list_models
 
-        with self.engine.connect() as conn:
+        with snapshot(self.engine) as conn:  # reads wait for no writer
             rows = list_models(conn)
             kv = self._model_kv(conn, "bf16")
         for m in rows:
@@ -378,7 +379,7 @@ class App:
         name = request.path_params["name"]
         gpu = request.query_params.get("gpu") or "H100-SXM"
         try:
-            with self.engine.connect() as conn:
+            with snapshot(self.engine) as conn:  # reads wait for no writer
                 model = get_model(conn, name)
                 gpus = gpu_names(conn)
                 figures = model_context_figures(conn, name, gpu)
@@ -397,7 +398,7 @@ class App:
         from kvreg.figures.python import figure_value
         from kvreg.registry import list_gpus
 
-        with self.engine.connect() as conn:
+        with snapshot(self.engine) as conn:  # reads wait for no writer
             rows = list_gpus(conn)
         for g in rows:
             g["memory_gib"] = figure_value("memory_gib", g)  # declared once, as `kvreg gpu list` reads it
@@ -410,7 +411,7 @@ class App:
     def dtypes(self, request: Request):
         from kvreg.registry import list_dtypes
 
-        with self.engine.connect() as conn:
+        with snapshot(self.engine) as conn:  # reads wait for no writer
             rows = list_dtypes(conn)
         return self.page("table.html.j2", title="Dtypes", nav="dtypes", table=_table(rows, DTYPE_COLUMNS),
                          intro="Number formats for the KV cache and the weights, with their exact bytes.")
@@ -420,7 +421,7 @@ class App:
     def plans(self, request: Request):
         from kvreg.plans import list_plans
 
-        with self.engine.connect() as conn:
+        with snapshot(self.engine) as conn:  # reads wait for no writer
             rows = list_plans(conn)
         table = _table(rows, PLAN_COLUMNS, {"plan": lambda r: f"/plans/{_q(r['plan'])}"})
         return self.page("plans.html.j2", title="Plans", nav="plans", table=table,
@@ -431,7 +432,7 @@ class App:
 
         name = request.path_params["name"]
         try:
-            with self.engine.connect() as conn:
+            with snapshot(self.engine) as conn:  # reads wait for no writer
                 rows = show_plan(conn, name)
         except user_error_types() as exc:
             return self.not_found(" ".join(str(exc).split()))
@@ -453,7 +454,7 @@ class App:
         from kvreg.plans import rollup
         from kvreg.units import current_quarter
 
-        with self.engine.connect() as conn:
+        with snapshot(self.engine) as conn:  # reads wait for no writer
             rows = rollup(conn)
         quarters = sorted({r["quarter"] for r in rows}) or [current_quarter()]
         chosen = current_quarter() if current_quarter() in quarters else quarters[-1]
@@ -510,7 +511,7 @@ class App:
     def _plan_form(self, form: dict, error: str | None = None, status: int = 200):
         from kvreg.registry import dtype_names, gpu_names, model_names
 
-        with self.engine.connect() as conn:
+        with snapshot(self.engine) as conn:  # reads wait for no writer
             lists = dict(models=model_names(conn), gpus=gpu_names(conn), kv_dtypes=dtype_names(conn, "kv"),
                          weight_dtypes=dtype_names(conn, "weight"))
         return self.page("plan_new.html.j2", status, title="Add a plan", nav="plans", form=form, error=error, **lists)
@@ -564,7 +565,7 @@ class App:
                 set_demand(conn, name, quarter, users)
         except user_error_types() as exc:
             try:
-                with self.engine.connect() as conn:
+                with snapshot(self.engine) as conn:  # reads wait for no writer
                     rows = show_plan(conn, name)
             except user_error_types():
                 return self.not_found(" ".join(str(exc).split()))

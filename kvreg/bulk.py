@@ -33,6 +33,8 @@ def read_rows(data: str, kind: str, source: str) -> list[tuple[int, dict]]:
         header = next(reader)
     except StopIteration:
         raise KvregError(f"{source} is empty: its first line must be the header {','.join(_REQUIRED[kind])}") from None
+    except csv.Error as exc:
+        raise _csv_error(source, reader, exc) from None
     header = [h.strip() for h in header]
     allowed = DEMAND_HEADER if kind == "demand" else FLEET_HEADER
     missing = [c for c in _REQUIRED[kind] if c not in header]
@@ -44,6 +46,21 @@ def read_rows(data: str, kind: str, source: str) -> list[tuple[int, dict]]:
     if len(set(header)) != len(header):
         raise KvregError(f"{source} line 1: a column is named twice")
     out = []
+    try:
+        return _rows(reader, header, source, out)
+    except csv.Error as exc:
+        raise _csv_error(source, reader, exc) from None
+
+
+def _csv_error(source: str, reader, exc: csv.Error) -> KvregError:
+    """The csv module's own errors (a field over its 131,072-character limit, a NUL) in one line."""
+    if "field larger than field limit" in str(exc):
+        return KvregError(f"{source} line {reader.line_num}: a field is longer than {csv.field_size_limit():,} "
+                          "characters: no plan, GPU, quarter or count is; check the quotes on that line")
+    return KvregError(f"{source} line {reader.line_num}: not valid CSV ({exc})")
+
+
+def _rows(reader, header: list[str], source: str, out: list) -> list[tuple[int, dict]]:
     for row in reader:
         line = reader.line_num
         if not any(cell.strip() for cell in row):

@@ -38,14 +38,16 @@ declarations' views. Stdlib only.
 from __future__ import annotations
 
 import hashlib
+import os
 import pathlib
 import re
 from dataclasses import asdict, dataclass, field
 
 from kvreg.errors import KvregError
+from kvreg.limits import read_input
 
 GIB = 2**30
-MAX_LOG_BYTES = 64 * 2**20  # a startup log is kilobytes; refuse anything absurd before reading it whole
+MAX_LOG_BYTES = 64 * 10**6  # a startup log is kilobytes; refuse anything absurd before reading it whole
 
 _NUM = r"(-?[\d,]*\.?\d+)"
 
@@ -126,10 +128,22 @@ _KEEP_SMALLEST: set[re.Pattern] = set()
 
 def _rule(name: str, pattern: str, conv=_f, fmt: str | None = None, flags=re.IGNORECASE,
           smallest: bool = False) -> None:
-    compiled = re.compile(pattern, flags)
+    compiled = re.compile(_linear(pattern), flags)
     _RULES.append((name, compiled, conv, fmt))
     if smallest:
         _KEEP_SMALLEST.add(compiled)
+
+
+def _linear(pattern: str) -> str:
+    """`HEAD.*?REST` searched from the first HEAD of a line only. re.search tries every position: on
+    a line holding HEAD thousands of times and no REST, each try scans to the end of the line (a
+    176 KB line took 28 s). The first HEAD followed by REST finds the same match, so the pattern is
+    anchored there: the prefix before it cannot hold HEAD."""
+    head, sep, rest = pattern.partition(".*?")
+    if not sep:
+        return pattern
+    assert "(" not in head.replace("\\(", ""), pattern  # a literal head: no group, no alternation
+    return f"^(?:(?!{head}).)*{head}.*?{rest}"
 
 
 # --- the engine and its version
@@ -222,7 +236,7 @@ _rule("cuda_graph_in_budget", r"(CUDA graph memory profiling is disabled)", lamb
 # from 0.9000 to 0.9306 to maintain the same effective KV cache size."
 _rule("gpu_memory_utilization", r"increase --gpu-memory-utilization from\s+" + _NUM + r"\s+to\s", _f, "vllm-v1")
 _rule("kv_cache_tokens", r"GPU KV cache size:\s*" + _NUM + r"\s*tokens", _i, smallest=True)
-_rule("num_blocks", r"#?\s*(?:GPU|cuda) blocks:\s*" + _NUM, _i)
+_rule("num_blocks", r"(?:GPU|cuda) blocks:\s*" + _NUM, _i)  # no leading \s*: quadratic on a line of blanks
 _rule("_concurrency", r"Maximum concurrency for\s+" + _NUM + r"\s+tokens per request:\s*" + _NUM + r"x",
       lambda a, b: {"concurrency_tokens": _i(a), "max_concurrency": _f(b)}, smallest=True)
 # --- SGLang
@@ -252,12 +266,18 @@ def _smaller(value, than) -> bool:
 _WORKER_KV = re.compile(r"(?:\brank=(\d+)|Worker_PP(\d+)_TP\d+)\b.*?Available KV cache memory:\s*" + _NUM + r"\s*GiB")
 
 
+_MAX_WORKER_LINE = 4096
+
+
 def _kv_by_stage(text: str, tp: int | None, pp: int | None) -> dict | None:
     """Each pipeline stage's smallest "Available KV cache memory", when the log ran at PP > 1 and names its workers."""
     if not pp or pp < 2:
         return None
     out: dict[int, float] = {}
-    for m in _WORKER_KV.finditer(text):
+    # A worker's KV line is under 200 characters; longer lines are not searched (HEAD.*?REST with a
+    # head repeated along a long line is quadratic, see _linear).
+    lines = [ln for ln in text.splitlines() if len(ln) <= _MAX_WORKER_LINE and "Available KV cache memory" in ln]
+    for m in (m for ln in lines for m in _WORKER_KV.finditer(ln)):
         rank, stage, gib = m.groups()
         if stage is None:
             if not tp:
@@ -319,16 +339,11 @@ def parse_log(text: str) -> EngineLog:
 
 
 def read_log(path) -> tuple[EngineLog, str]:
-    """Parse a log file; returns the log and a short source label (file name and sha256 prefix)."""
+    """Parse a log file; returns the log and a short source label (file name and sha256 prefix).
+    Read through kvreg.limits.read_input: a regular file of at most MAX_LOG_BYTES (a FIFO, /dev/zero
+    or /dev/urandom is refused before it is opened)."""
     p = pathlib.Path(path)
-    try:
-        size = p.stat().st_size
-        if size > MAX_LOG_BYTES:
-            raise KvregError(f"{path}: {size:,} bytes is not a startup log (at most {MAX_LOG_BYTES:,}): cut it to "
-                             "the start-up lines")
-        data = p.read_bytes()
-    except OSError as exc:
-        raise KvregError(f"cannot read log {path}: {exc.strerror or exc}") from None
+    data = read_input(os.fspath(path), MAX_LOG_BYTES, "startup log")
     text = data.decode("utf-8", errors="replace")
     return parse_log(text), f"{p.name} sha256:{hashlib.sha256(data).hexdigest()[:12]}"
 

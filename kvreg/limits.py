@@ -22,6 +22,7 @@ from kvreg.errors import KvregError
 
 MB = 1_000_000
 MAX_TOML_BYTES = 16 * MB  # `kvreg apply` files: a 10,024-model export is 7.5 MB
+MAX_CSV_BYTES = 64 * MB  # demand and fleet CSV: a row is ~40 bytes, so a 1,000,000-row file (bulk.MAX_ROWS) fits
 MAX_DATA_JSON_BYTES = 256 * MB  # a previous report's data.json: 10,012 plans write 48.5 MB
 MAX_DEPTH = 32  # nesting of arrays and tables in TOML and JSON; kvreg's own files use at most 6
 MAX_KEY_PARTS = 16  # parts of a dotted TOML key (a.b.c is 3); kvreg's files use 1

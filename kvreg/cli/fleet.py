@@ -127,16 +127,16 @@ def export_command(group: click.Group, kind: str):
 
 
 def _read(path: str) -> str:
+    """A CSV file or stdin through kvreg.limits (regular files only, at most MAX_CSV_BYTES), as UTF-8."""
     from kvreg.errors import KvregError
+    from kvreg.limits import MAX_CSV_BYTES, read_input, show_path
 
-    if path == "-":
-        return click.get_text_stream("stdin").read()
+    raw = read_input(path, MAX_CSV_BYTES, "CSV")
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KvregError(f"no file {path}") from None
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise KvregError(f"{path} is not UTF-8 text: save it as CSV UTF-8") from None
+        where = "stdin" if path == "-" else show_path(path)
+        raise KvregError(f"{where} is not UTF-8 text: save it as CSV UTF-8") from None
 
 
 import_command(fleet_group, "fleet", "gpu,quarter,gpus_owned[,gpus_reserved,reserved_price_per_hour]", "fleet.csv")

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import hmac
 import os
+import re
 import secrets
 import tempfile
 import threading
@@ -108,6 +109,12 @@ ANSWER_FIGURES = [
 ]
 
 
+# Text figures that are sentences with counts in them, and the bare counts in them (4+ digits, not part
+# of a word, a decimal, a date or a quarter).
+PROSE_KEYS = ("reason", "limited_by")
+_GROUP = re.compile(r"(?<![\w.,:/-])\d{4,}(?![\w.,:/]|-\d)")
+
+
 def _plain(row: dict) -> dict:
     """Decimal (PostgreSQL sums) as int or float, like every other value."""
     return {k: (int(v) if v == v.to_integral_value() else float(v)) if isinstance(v, Decimal) else v
@@ -118,6 +125,10 @@ def _fmt(value, key: str = "") -> str:
     """A value as the CLI's table prints it (fits as yes or no)."""
     if key in ("fits", "tp_valid", "weights_fit", "context_within_claim") and value in (0, 1):
         return "yes" if value else "no"
+    if key in PROSE_KEYS and isinstance(value, str):
+        # the views' sentences print counts bare ("beyond the model's 131072-token claim"): grouped here
+        # like every other number on the page; a quarter (2026Q4) or a date is not a count
+        return _GROUP.sub(lambda m: f"{int(m.group(0)):,}", " ".join(value.split()))
     return cell(normalise([{key: value}])[0][key], key)
 
 

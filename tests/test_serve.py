@@ -455,3 +455,37 @@ def test_a_write_after_the_registry_file_went_away_is_refused(tmp_path, how):
     finally:
         out = s.stop()
     assert "Traceback" not in out
+
+
+def test_a_registry_replaced_during_a_write_rolls_the_write_back(tmp_path, monkeypatch):
+    """The file is swapped after the request's check and while the write runs: the check inside the
+    transaction, before the commit, rolls it back (the old file, kept by a second link, has no new row)."""
+    import os
+    import shutil
+
+    from starlette.testclient import TestClient
+
+    import kvreg.plans
+    from kvreg.web.app import create_app
+
+    path = tmp_path / "registry.db"
+    url = f"sqlite:///{path}"
+    Kvreg(url)("plan", "list")
+    original = kvreg.plans.set_demand
+
+    def set_demand_then_swap(conn, *args):
+        out = original(conn, *args)
+        os.link(path, tmp_path / "old.db")  # the file the server writes into, kept to look at
+        shutil.copy(path, tmp_path / "new.db")
+        os.replace(tmp_path / "new.db", path)
+        return out
+
+    monkeypatch.setattr(kvreg.plans, "set_demand", set_demand_then_swap)
+    with TestClient(create_app(url, allow_writes=True), base_url="http://127.0.0.1") as client:
+        token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/plans/new").text).group(1)
+        r = client.post("/plans/chat-llama3-8b/demand", data={"csrf_token": token, "quarter": "2027Q1", "users": "40"},
+                        follow_redirects=False)
+    assert r.status_code == 503 and "was replaced by another file after kvreg serve opened it" in r.text
+    for file in ("old.db", "registry.db"):
+        quarters = [d["quarter"] for d in Kvreg(f"sqlite:///{tmp_path / file}").json("demand", "list")]
+        assert "2027Q1" not in quarters and "2026Q4" in quarters, file

@@ -295,25 +295,42 @@ def test_procurement_page_shows_what_to_buy_as_the_cli_rollup(server, module_db_
     assert totals["2026Q4"]["capex_to_buy"] == f"{93 * 30000 + 3 * 35000:,.2f}" == "2,895,000.00"
 
 
-def test_a_column_the_rollup_lost_is_a_server_error_not_an_empty_cell(module_db_url, monkeypatch):
-    from starlette.testclient import TestClient
+class _InProcess:
+    """The ASGI application called in this process (so a test can patch what it calls), over httpx."""
 
+    def __init__(self, app):
+        self.app = app
+
+    def request(self, method: str, path: str, **kwargs):
+        import anyio
+        import httpx
+
+        async def go():
+            transport = httpx.ASGITransport(app=self.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+                return await client.request(method, path, **kwargs)
+
+        return anyio.run(go)
+
+    def get(self, path: str):
+        return self.request("GET", path)
+
+
+def test_a_column_the_rollup_lost_is_a_server_error_not_an_empty_cell(module_db_url, monkeypatch):
     import kvreg.db.read
-    from kvreg.web.app import create_app
+    from kvreg.web.app import MissingColumn, create_app
 
     renamed = [{("capex" if k == "capex_to_buy" else k): v for k, v in r.items()}
                for r in Kvreg(module_db_url).json("plan", "rollup")]
     monkeypatch.setattr(kvreg.db.read, "rollup", lambda conn, *a: renamed)
-    with TestClient(create_app(module_db_url), base_url="http://127.0.0.1") as client:
-        with pytest.raises(Exception, match=r"the rows have no column 'capex_to_buy'"):
-            client.get("/procurement")
+    with pytest.raises(MissingColumn, match=r"the rows have no column 'capex_to_buy'"):
+        _InProcess(create_app(module_db_url)).get("/procurement")
     # a purchase schedule's order_by shows when the rollup has it
     scheduled = [{**r, "order_by": "2026Q2"} for r in renamed]
     for r in scheduled:
         r["capex_to_buy"] = r.pop("capex")
     monkeypatch.setattr(kvreg.db.read, "rollup", lambda conn, *a: scheduled)
-    with TestClient(create_app(module_db_url), base_url="http://127.0.0.1") as client:
-        rows = _grid(client.get("/procurement").text)
+    rows = _grid(_InProcess(create_app(module_db_url)).get("/procurement").text)
     assert [r["order_by"] for r in rows] == ["2026Q2"] * len(scheduled)
 
 
@@ -463,8 +480,6 @@ def test_a_registry_replaced_during_a_write_rolls_the_write_back(tmp_path, monke
     import os
     import shutil
 
-    from starlette.testclient import TestClient
-
     import kvreg.plans
     from kvreg.web.app import create_app
 
@@ -481,10 +496,10 @@ def test_a_registry_replaced_during_a_write_rolls_the_write_back(tmp_path, monke
         return out
 
     monkeypatch.setattr(kvreg.plans, "set_demand", set_demand_then_swap)
-    with TestClient(create_app(url, allow_writes=True), base_url="http://127.0.0.1") as client:
-        token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/plans/new").text).group(1)
-        r = client.post("/plans/chat-llama3-8b/demand", data={"csrf_token": token, "quarter": "2027Q1", "users": "40"},
-                        follow_redirects=False)
+    client = _InProcess(create_app(url, allow_writes=True))
+    token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/plans/new").text).group(1)
+    r = client.request("POST", "/plans/chat-llama3-8b/demand",
+                       data={"csrf_token": token, "quarter": "2027Q1", "users": "40"})
     assert r.status_code == 503 and "was replaced by another file after kvreg serve opened it" in r.text
     for file in ("old.db", "registry.db"):
         quarters = [d["quarter"] for d in Kvreg(f"sqlite:///{tmp_path / file}").json("demand", "list")]

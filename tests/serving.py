@@ -40,10 +40,13 @@ def kvreg_command() -> list[str]:
 class Server:
     """`kvreg --db URL serve --port P [extra]` as a child process; .base is its http://127.0.0.1:P."""
 
-    def __init__(self, url: str, *extra: str):
+    def __init__(self, url: str, *extra: str, host: str = "127.0.0.1"):
         self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
+        self.host = host
+        self.base = f"http://{host}:{self.port}"
         cmd = [*kvreg_command(), "--db", url, "serve", "--port", str(self.port), *extra]
+        if host != "127.0.0.1":
+            cmd += ["--host", host]
         env = {k: v for k, v in os.environ.items() if k != "KVREG_DB"}
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         self.banner = []

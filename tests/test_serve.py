@@ -255,3 +255,252 @@ def test_port_in_use_is_one_line(db_url):
     assert result.exit_code == 1
     assert result.output.startswith(f"Error: cannot listen on 127.0.0.1:{port}: ")
     assert result.output.rstrip().endswith("choose another with --port") and result.output.count("\n") == 1
+
+
+# --------------------------------------------------------------------------- the procurement page
+
+
+def _grid(html: str, which: int = 0) -> list[dict]:
+    """The rows of the page's `which`-th table as {column key: cell text}."""
+    import html as h
+
+    table = re.findall(r"<table class=\"sortable\">.*?</table>", html, re.S)[which]
+    keys = re.findall(r'<th data-key="([^"]+)"', table)
+    rows = []
+    for tr in re.findall(r"<tr><td.*?</tr>", table, re.S):
+        cells = [h.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)]
+        rows.append(dict(zip(keys, cells, strict=True)))
+    return rows
+
+
+def test_procurement_page_shows_what_to_buy_as_the_cli_rollup(server, module_db_url):
+    cli = Kvreg(module_db_url).json("plan", "rollup")
+    html = server.get("/procurement")[2].decode()
+    rows = _grid(html)
+    # every rollup row, with what to buy, never an empty cell where the rollup has a value
+    assert [(r["gpu"], r["quarter"]) for r in rows] == [(c["gpu"], c["quarter"]) for c in cli]
+    for shown, c in zip(rows, cli):
+        for key in ("gpus_needed", "gpus_installed", "gpus_to_buy", "gpus_spare", "plans", "users", "nodes_needed",
+                    "previous_quarter_gpus_needed", "gpus_needed_quarter_change"):
+            assert shown[key] == f"{c[key]:,}", key
+        for key in ("capex_to_buy", "cost_per_month"):
+            assert shown[key] == f"{c[key]:,.2f}", key
+    # Seed 002's H100-SXM in 2026Q4: 93 GPUs needed, none installed, 93 to buy at 30,000 USD = 2,790,000 USD.
+    h100 = next(r for r in rows if (r["gpu"], r["quarter"]) == ("H100-SXM", "2026Q4"))
+    assert (h100["gpus_needed"], h100["gpus_installed"], h100["gpus_to_buy"]) == ("93", "0", "93")
+    assert h100["capex_to_buy"] == f"{93 * 30000:,.2f}" == "2,790,000.00"
+    # totals per quarter: 2026Q4 = H100-SXM 93 + H200 3 GPUs; capex 2,790,000 + 3 x 35,000
+    totals = {r["quarter"]: r for r in _grid(html, 1)}
+    assert totals["2026Q4"]["gpus_to_buy"] == "96"
+    assert totals["2026Q4"]["capex_to_buy"] == f"{93 * 30000 + 3 * 35000:,.2f}" == "2,895,000.00"
+
+
+class _InProcess:
+    """The ASGI application called in this process (so a test can patch what it calls), over httpx."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def request(self, method: str, path: str, **kwargs):
+        import anyio
+        import httpx
+
+        async def go():
+            transport = httpx.ASGITransport(app=self.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+                return await client.request(method, path, **kwargs)
+
+        return anyio.run(go)
+
+    def get(self, path: str):
+        return self.request("GET", path)
+
+
+def test_a_column_the_rollup_lost_is_a_server_error_not_an_empty_cell(module_db_url, monkeypatch):
+    import kvreg.db.read
+    from kvreg.web.app import MissingColumn, create_app
+
+    renamed = [{("capex" if k == "capex_to_buy" else k): v for k, v in r.items()}
+               for r in Kvreg(module_db_url).json("plan", "rollup")]
+    monkeypatch.setattr(kvreg.db.read, "rollup", lambda conn, *a: renamed)
+    with pytest.raises(MissingColumn, match=r"the rows have no column 'capex_to_buy'"):
+        _InProcess(create_app(module_db_url)).get("/procurement")
+    # a purchase schedule's order_by shows when the rollup has it
+    scheduled = [{**r, "order_by": "2026Q2"} for r in renamed]
+    for r in scheduled:
+        r["capex_to_buy"] = r.pop("capex")
+    monkeypatch.setattr(kvreg.db.read, "rollup", lambda conn, *a: scheduled)
+    rows = _grid(_InProcess(create_app(module_db_url)).get("/procurement").text)
+    assert [r["order_by"] for r in rows] == ["2026Q2"] * len(scheduled)
+
+
+def test_the_report_download_holds_its_charts(server):
+    import io
+    import zipfile
+
+    status, headers, body = server.get("/report/2026Q4/report.zip")
+    assert status == 200 and headers["content-type"] == "application/zip"
+    assert headers["content-disposition"] == 'attachment; filename="kvreg-2026-Q4-report.zip"'
+    z = zipfile.ZipFile(io.BytesIO(body))
+    md = z.read("2026-Q4/capacity.md").decode()
+    charts = re.findall(r"!\[[^\]]*\]\((charts/[^)]+\.png)\)", md)
+    assert len(charts) >= 2
+    for chart in charts:
+        assert z.read(f"2026-Q4/{chart}")[:8] == b"\x89PNG\r\n\x1a\n", chart
+    assert b'href="/report/' in server.get("/procurement")[2] and b"report.zip" in server.get("/procurement")[2]
+
+
+# --------------------------------------------------------------------------- hostile cases (docs/reliability.md)
+
+
+def test_every_post_to_a_read_only_server_is_403(server, module_db_url):
+    before = registry_state(module_db_url)
+    for path in ("/api/capacity", "/models", "/", "/procurement", "/plans/chat-llama3-8b", "/nowhere"):
+        status, _, body = server.post(path, {"x": "1"})
+        assert status == 403, path
+        assert b"start it with `kvreg serve --allow-writes`" in body
+    assert server.request("DELETE", "/plans/chat-llama3-8b")[0] == 405
+    assert registry_state(module_db_url) == before
+
+
+def test_no_page_can_be_framed(server):
+    for path in ("/", "/plans", "/api/capacity", "/nowhere", "/static/kvreg.css"):
+        _, headers, _ = server.get(path)
+        assert headers["x-frame-options"] == "DENY", path
+        assert headers["content-security-policy"] == "frame-ancestors 'none'", path
+    _, headers, _ = server.post("/plans", {})
+    assert headers["x-frame-options"] == "DENY"
+
+
+def test_a_loopback_address_other_than_127_0_0_1_keeps_the_host_check(module_db_url):
+    s = Server(module_db_url, host="127.0.0.2")
+    try:
+        assert s.banner[0] == (f"kvreg serve: http://127.0.0.2:{s.port}/ (listening on 127.0.0.2: only this "
+                               "machine can reach it)\n")
+        assert s.get("/api/capacity?model=Llama-3.1-8B")[0] == 200
+        assert s.get("/api/capacity", headers={"Host": "attacker.example"})[0] == 400
+    finally:
+        s.stop()
+
+
+def test_too_large_a_question_is_refused_with_its_size(server):
+    import time
+
+    names = ["A100-40GB", "A100-80GB", "B200", "H100-SXM", "H200", "L40S", "M3-Ultra", "MI300X", "RTX-4090",
+             "RTX-5090"]  # the catalog's 10 GPUs
+    query = urlencode([("gpu", ",".join(names)), ("context", ",".join(str(1000 + i) for i in range(1000)))])
+    start = time.monotonic()
+    status, _, body = server.get("/api/capacity?" + query)
+    took = time.monotonic() - start
+    assert status == 400
+    # 24 models (none named: every one) x 10 GPUs x 1,000 contexts x 1 KV dtype
+    assert json.loads(body) == {"error": "this question has 240,000 scenarios (24 models x 10 GPUs x 1,000 contexts x "
+                                         "1 KV dtype); the web server answers at most 2,400 at a time: ask for "
+                                         "fewer, or run the same `kvreg capacity` command, which has no limit"}
+    assert len(body) < 400 and took < 30
+    status, _, body = server.get("/whatif/answer?" + query)
+    assert status == 400 and b"240,000 scenarios" in body
+    # 24 x 10 x 10 = 2,400 is answered
+    ten = urlencode([("gpu", ",".join(names)), ("context", ",".join(str(1000 + i) for i in range(10)))])
+    status, _, body = server.get("/api/capacity?" + ten)
+    assert status == 200 and len(json.loads(body)) == 2400
+
+
+def test_parallel_workbook_downloads_all_succeed(server):
+    """40 downloads at once from 127.0.0.1 (bounded: 40 requests, 120 s each): every one 200 and a whole workbook."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(40) as pool:
+        answers = list(pool.map(lambda _: server.get("/report/2026Q4/capacity.xlsx"), range(40)))
+    assert [a[0] for a in answers] == [200] * 40
+    import io
+    import zipfile
+
+    for _, _, body in answers:
+        assert zipfile.ZipFile(io.BytesIO(body)).testzip() is None
+
+
+def test_a_plan_named_with_a_slash_has_a_page(db_url):
+    kv = Kvreg(db_url)
+    kv("plan", "add", "team/chat", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--context", "8K")
+    s = Server(db_url, "--allow-writes")
+    try:
+        html = s.get("/plans")[2].decode()
+        assert '<a href="/plans/team%2Fchat">team/chat</a>' in html
+        status, _, body = s.get("/plans/team%2Fchat")
+        assert status == 200 and b"<h1>Plan team/chat</h1>" in body
+        assert b'action="/plans/team%2Fchat/demand"' in body
+        status, headers, _ = s.post("/plans/team%2Fchat/demand", {"csrf_token": s.csrf_token(), "quarter": "2027Q1",
+                                                                  "users": "40"})
+        assert status == 303 and headers["location"] == "/plans/team%2Fchat?done=demand"
+        (d,) = kv.json("demand", "list", "--plan", "team/chat")
+        assert (d["quarter"], d["users"]) == ("2027Q1", 40)
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_write_after_the_registry_file_went_away_is_refused(tmp_path, how):
+    import os
+    import shutil
+
+    path = tmp_path / "registry.db"
+    url = f"sqlite:///{path}"
+    Kvreg(url)("plan", "list")
+    s = Server(url, "--allow-writes")
+    try:
+        token = s.csrf_token()
+        assert s.get("/plans")[0] == 200  # the registry opened the full way, its connections pooled
+        if how == "deleted":
+            os.unlink(path)
+        else:
+            shutil.copy(path, tmp_path / "other.db")
+            os.replace(tmp_path / "other.db", path)
+        before = registry_state(url) if how == "replaced" else None
+        status, _, body = s.post("/plans/chat-llama3-8b/demand", {"csrf_token": token, "quarter": "2027Q1",
+                                                                  "users": "40"})
+        assert status == 503
+        what = "deleted" if how == "deleted" else "replaced by another file"
+        assert _alert(body) == (f"the registry {path} was {what} after kvreg serve opened it; nothing was read or "
+                                "written: restart kvreg serve to serve the file now at that path")
+        assert s.get("/plans")[0] == 503
+        if how == "replaced":
+            assert registry_state(url) == before
+            assert Kvreg(url).json("demand", "list", "--plan", "chat-llama3-8b")[-1]["quarter"] != "2027Q1"
+        else:
+            assert not path.exists()
+    finally:
+        out = s.stop()
+    assert "Traceback" not in out
+
+
+def test_a_registry_replaced_during_a_write_rolls_the_write_back(tmp_path, monkeypatch):
+    """The file is swapped after the request's check and while the write runs: the check inside the
+    transaction, before the commit, rolls it back (the old file, kept by a second link, has no new row)."""
+    import os
+    import shutil
+
+    import kvreg.plans
+    from kvreg.web.app import create_app
+
+    path = tmp_path / "registry.db"
+    url = f"sqlite:///{path}"
+    Kvreg(url)("plan", "list")
+    original = kvreg.plans.set_demand
+
+    def set_demand_then_swap(conn, *args):
+        out = original(conn, *args)
+        os.link(path, tmp_path / "old.db")  # the file the server writes into, kept to look at
+        shutil.copy(path, tmp_path / "new.db")
+        os.replace(tmp_path / "new.db", path)
+        return out
+
+    monkeypatch.setattr(kvreg.plans, "set_demand", set_demand_then_swap)
+    client = _InProcess(create_app(url, allow_writes=True))
+    token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/plans/new").text).group(1)
+    r = client.request("POST", "/plans/chat-llama3-8b/demand",
+                       data={"csrf_token": token, "quarter": "2027Q1", "users": "40"})
+    assert r.status_code == 503 and "was replaced by another file after kvreg serve opened it" in r.text
+    for file in ("old.db", "registry.db"):
+        quarters = [d["quarter"] for d in Kvreg(f"sqlite:///{tmp_path / file}").json("demand", "list")]
+        assert "2027Q1" not in quarters and "2026Q4" in quarters, file

@@ -260,3 +260,226 @@ def test_add_a_plan_through_the_form(sqlite_url, browser):
         shot(browser, "plan-demand")
     finally:
         server.stop()
+
+
+# --------------------------------------------------------------------------- every page's figures are the CLI's
+
+_GRIDS = """return Array.from(document.querySelectorAll('table.sortable')).map(function (t) {
+  var keys = Array.from(t.querySelectorAll('thead th')).map(function (th) { return th.getAttribute('data-key'); });
+  return Array.from(t.tBodies[0].rows).map(function (r) {
+    var o = {}; Array.from(r.cells).forEach(function (c, i) { o[keys[i]] = c.innerText.trim(); }); return o; });
+});"""
+YES_NO = ("fits", "tp_valid", "weights_fit", "context_within_claim")
+
+
+def grids(driver) -> list[list[dict]]:
+    """Every table on the page as rows of {column key: the text shown}."""
+    return driver.execute_script(_GRIDS)
+
+
+def assert_shows(text: str, value, key: str) -> None:
+    """The text a page shows is the CLI's value: equal for text, within the shown decimals for numbers."""
+    import re
+
+    where = f"{key}: page shows {text!r}, the CLI prints {value!r}"
+    if value is None or value == "":
+        assert text == "", where
+    elif key in YES_NO:
+        assert text == ("yes" if value else "no"), where
+    elif isinstance(value, str):
+        assert re.sub(r"(?<=\d),(?=\d{3})", "", text) == " ".join(value.split()), where
+    else:
+        number = float(text.replace(",", ""))
+        if "." in text and "e" not in text:
+            decimals = len(text.split(".")[1])
+            assert abs(number - value) <= 0.5 * 10 ** -decimals + 1e-9, where
+        elif "e" in text:
+            assert number == pytest.approx(value, rel=5e-3), where
+        else:
+            assert number == value, where
+        if abs(value) >= 1000:
+            assert "," in text, where  # grouped: 131,072, never 131072
+
+
+def assert_rows(shown: list[dict], cli: list[dict], skip: tuple[str, ...] = ()) -> None:
+    assert len(shown) == len(cli) and shown
+    for s, c in zip(shown, cli):
+        for key, text in s.items():
+            if key in skip:
+                continue
+            assert key in c, f"the page shows a column {key!r} the CLI's JSON does not have"
+            assert_shows(text, c[key], key)
+
+
+def test_every_page_shows_the_figures_the_cli_prints(sqlite_url, browser):
+    kv = Kvreg(sqlite_url)
+    server = Server(sqlite_url)
+    try:
+        # Procurement: what to buy per GPU type and quarter, as `kvreg plan rollup --format json`.
+        browser.get(server.base + "/procurement")
+        shot(browser, "procurement")
+        rollup, totals = grids(browser)
+        cli = kv.json("plan", "rollup")
+        assert {"gpus_needed", "gpus_installed", "gpus_to_buy", "capex_to_buy"} <= set(rollup[0])
+        assert_rows(rollup, cli)
+        # the totals: each quarter's rows summed by hand from the CLI's JSON
+        for t in totals:
+            rows = [c for c in cli if c["quarter"] == t["quarter"]]
+            for key in ("gpus_needed", "gpus_installed", "gpus_to_buy", "capex_to_buy", "users", "cost_per_month"):
+                assert_shows(t[key], sum(c[key] or 0 for c in rows), key)
+        assert [t["quarter"] for t in totals] == sorted({c["quarter"] for c in cli})
+
+        # Plans, as `kvreg plan list --format json`.
+        browser.get(server.base + "/plans")
+        (plans,) = grids(browser)
+        assert_rows(plans, kv.json("plan", "list"))
+
+        # A plan's page: its figures and its quarters, as `kvreg plan show --format json`.
+        browser.get(server.base + "/plans/chat-llama3-8b")
+        shot(browser, "plan-chat")
+        show = kv.json("plan", "show", "chat-llama3-8b")
+        (quarters,) = grids(browser)
+        assert_rows(quarters, [r for r in show if r.get("users") is not None])
+        facts = browser.execute_script("return Array.from(document.querySelectorAll('.facts > div')).map("
+                                       "function (d) { return [d.querySelector('span').title, d.querySelector('b')"
+                                       ".innerText.trim()]; });")
+        assert len(facts) >= 10
+        for key, text in facts:
+            assert_shows(text, show[0][key], key)
+
+        # Models, as `kvreg model list` and, for the KV figures, `kvreg capacity` over every model (bf16, TP 1).
+        browser.get(server.base + "/models")
+        (models,) = grids(browser)
+        listed = kv.json("model", "list")
+        kv_rows = {r["model"]: r for r in cli_capacity(sqlite_url, "--context", "128K")}
+        assert [m["name"] for m in models] == [m["name"] for m in listed]
+        for shown, m in zip(models, listed):
+            for key in ("family", "architecture", "layers", "kv_heads", "head_dim", "weight_dtype",
+                        "max_position_embeddings"):
+                assert_shows(shown[key], m[key], key)
+            assert_shows(shown["params_b"], m["params_total"] / 1e9, "params_b")
+            assert_shows(shown["kv_bytes_per_token"], kv_rows[m["name"]]["kv_bytes_per_token"], "kv_bytes_per_token")
+
+        # A model's page: the figures at 8K, 32K, 128K, 1m and the claim, as `kvreg model show --format json`.
+        browser.get(server.base + "/models/Llama-3.1-8B?gpu=H200")
+        (figures,) = grids(browser)
+        assert_rows(figures, kv.json("model", "show", "Llama-3.1-8B", "--gpu", "H200")["figures"])
+
+        # What-if: every figure of every card, as `kvreg capacity --format json`.
+        browser.get(server.base + "/?model=Qwen3-Next-80B-A3B&gpu=H100-SXM&gpu=H200&context=32K,1M&tp=auto&rule=vllm")
+        shot(browser, "whatif-cards")
+        cli = cli_capacity(sqlite_url, "--model", "Qwen3-Next-80B-A3B", "--gpu", "H100-SXM", "--gpu", "H200",
+                           "--context", "32K,1M", "--tp", "auto", "--rule", "vllm")
+        cards = browser.execute_script(
+            "return Array.from(document.querySelectorAll('article.card')).map(function (a) { var o = {}; "
+            "a.querySelectorAll('[data-figure]').forEach(function (f) { o[f.getAttribute('data-figure')] = "
+            "f.firstChild ? f.firstChild.textContent.trim() : ''; }); return o; });")
+        assert len(cards) == len(cli) == 4
+        for card, row in zip(cards, cli):
+            assert len(card) >= 10
+            for key, text in card.items():
+                assert_shows("" if text == "–" else text, row[key], key)
+    finally:
+        server.stop()
+
+
+def test_numbers_are_grouped_on_every_page(sqlite_url, browser):
+    """No count of 1,000 or more shows without its separators, in a table, a card or a sentence."""
+    import re
+
+    bare = re.compile(r"(?<![\w.,:/-])\d{4,}(?![\w.,:/]|-\d)")
+    server = Server(sqlite_url)
+    try:
+        pages = ["/?model=Qwen3-Next-80B-A3B&context=1M&rule=vllm&tp=auto", "/?model=Llama-3-8B&context=13000",
+                 "/models", "/models/Llama-3.1-8B", "/gpus", "/dtypes", "/plans", "/plans/docs-llama3-8b",
+                 "/procurement"]
+        for page in pages:
+            browser.get(server.base + page)
+            # the question as typed (the command line and the JSON link repeat it) is not a figure
+            browser.execute_script("document.querySelectorAll('.repro').forEach(function (e) { e.hidden = true; });")
+            text = browser.find_element("tag name", "main").text
+            assert not bare.findall(text), (page, [ln for ln in text.splitlines() if bare.search(ln)])
+        # the sentence that printed 131072: "fits, beyond the model's 8,192-token claim"
+        browser.get(server.base + "/plans")
+        assert "fits, beyond the model's 8,192-token claim" in browser.find_element("tag name", "main").text
+    finally:
+        server.stop()
+
+
+def test_wide_tables_scroll_with_their_first_column_in_view(sqlite_url, browser):
+    from selenium.webdriver.common.by import By
+
+    server = Server(sqlite_url)
+    try:
+        browser.set_window_size(900, 900)
+        browser.get(server.base + "/plans")
+        box = browser.find_element(By.CSS_SELECTOR, ".scroll")
+        sizes = browser.execute_script("var s = arguments[0]; return [s.scrollWidth, s.clientWidth, "
+                                       "document.documentElement.scrollWidth, document.documentElement.clientWidth];",
+                                       box)
+        assert sizes[0] > sizes[1]  # the table is wider than its box: it scrolls inside it ...
+        assert sizes[2] <= sizes[3]  # ... and the page itself is not cut off on the right
+        # scrolled to the far right: the last column is in view, the first (plan names) still is too
+        browser.execute_script("arguments[0].scrollLeft = arguments[0].scrollWidth;", box)
+        rects = browser.execute_script(
+            "var s = arguments[0].getBoundingClientRect(), ths = arguments[0].querySelectorAll('th'),"
+            " first = arguments[0].querySelector('tbody td').getBoundingClientRect(),"
+            " last = ths[ths.length - 1].getBoundingClientRect();"
+            " return [s.left, s.right, first.left, last.right, arguments[0].scrollLeft];", box)
+        left, right, first_left, last_right, scrolled = rects
+        assert scrolled > 0
+        assert abs(first_left - left) <= 1.5 and last_right <= right + 1.5
+        assert browser.find_element(By.CSS_SELECTOR, "tbody td").text == "chat-llama3-8b"
+        shot(browser, "plans-scrolled")
+    finally:
+        server.stop()
+
+
+def test_what_if_chart_marks_tp_changes_reaches_the_asked_context_and_the_slider_follows(sqlite_url, browser):
+    from selenium.webdriver.common.by import By
+
+    server = Server(sqlite_url)
+    try:
+        browser.get(server.base + "/?model=Llama-3.1-8B&context=1M&tp=auto")
+        # Llama-3.1-8B claims 128K; asked about 1M the chart goes on to 1M: 2K, 4K, ... 1M = 10 points
+        contexts = ",".join(f"{2 ** k}" for k in range(11, 21))
+        sweep = cli_capacity(sqlite_url, "--model", "Llama-3.1-8B", "--context", contexts, "--tp", "auto")
+        assert [r["context_tokens"] for r in sweep][-1] == 1048576
+        wait_for(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#chart circle")) == len(sweep) == 10,
+                 "the chart to 1M")
+        titles = [c.get_attribute("textContent") for c in browser.find_elements(By.CSS_SELECTOR, "#chart circle title")]
+        assert titles[-1].startswith("H100-SXM · bf16 at 1M: ") and titles[-1].endswith(f"(TP {sweep[-1]['tp']})")
+        # --tp auto switches TP where one sequence no longer fits (TP 1 to 256K, 2 at 512K, 4 at 1M, from the
+        # CLI): each switch is marked on the chart and said under it
+        switches = [(a["tp"], b["tp"], b["context_tokens"]) for a, b in zip(sweep, sweep[1:]) if a["tp"] != b["tp"]]
+        assert switches == [(1, 2, 524288), (2, 4, 1048576)]
+        marks = [(int(m.get_attribute("data-from")), int(m.get_attribute("data-to")), int(m.get_attribute("data-context")))
+                 for m in browser.find_elements(By.CSS_SELECTOR, "#chart g.tp-change")]
+        assert marks == switches
+        assert browser.find_element(By.ID, "tp-note").text.endswith(
+            "H100-SXM · bf16: TP 1 up to 256K, TP 2 from 512K; H100-SXM · bf16: TP 2 up to 512K, TP 4 from 1M.")
+        shot(browser, "whatif-1m-tp-auto")
+        # the slider reaches 1M (2^20) and follows a context as it is typed, before the field loses focus
+        slider = browser.find_element(By.ID, "context-slider")
+        assert (slider.get_attribute("max"), slider.get_attribute("value")) == ("20", "20")
+        context = browser.find_element(By.ID, "context")
+        context.clear()
+        context.send_keys("64K")
+        wait_for(browser, lambda d: d.find_element(By.ID, "context-slider").get_attribute("value") == "16",
+                 "the slider at 64K")
+        assert browser.find_element(By.ID, "context-slider").get_attribute("max") == "17"  # back to the claim, 128K
+    finally:
+        server.stop()
+
+
+def test_what_if_chart_without_a_tp_change_says_nothing_of_it(sqlite_url, browser):
+    from selenium.webdriver.common.by import By
+
+    server = Server(sqlite_url)
+    try:
+        browser.get(server.base + "/?model=Llama-3.1-8B")
+        wait_for(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#chart circle")) == 7, "chart drawn")
+        assert not browser.find_elements(By.CSS_SELECTOR, "#chart g.tp-change")
+        assert not browser.find_elements(By.ID, "tp-note")
+    finally:
+        server.stop()

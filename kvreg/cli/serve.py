@@ -6,9 +6,6 @@ import click
 
 from kvreg.cli.common import user_errors
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. The default is reachable from this machine only; 0.0.0.0 opens the "
@@ -34,7 +31,7 @@ def serve_cmd(ctx, host, port, allow_writes):
     import uvicorn
 
     from kvreg.errors import KvregError
-    from kvreg.web.app import App
+    from kvreg.web.app import App, is_loopback
 
     # Bind first: a port in use is one line, before the registry is opened or anything is printed.
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -51,7 +48,7 @@ def serve_cmd(ctx, host, port, allow_writes):
         sock.close()
         raise
     shown = f"[{host}]" if ":" in host else host
-    where = ("only this machine can reach it" if host in LOOPBACK
+    where = ("only this machine can reach it" if is_loopback(host)
              else "other machines can reach it: anyone on the network can read the registry")
     click.echo(f"kvreg serve: http://{shown}:{port}/ (listening on {host}: {where})")
     click.echo(f"registry: {app.masked_url}; "

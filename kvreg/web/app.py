@@ -7,9 +7,11 @@ server was started with --allow-writes, behind a CSRF token, each in one transac
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hmac
 import os
+import re
 import secrets
 import tempfile
 import threading
@@ -31,7 +33,20 @@ from kvreg.export.text import cell, normalise, render
 from kvreg.web import options
 
 STATIC = Path(__file__).resolve().parent / "static"
-LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1"]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether an address to listen on is this machine's alone: localhost, or any of 127.0.0.0/8 and ::1."""
+    import ipaddress
+
+    host = host.strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 # The contexts of the what-if chart: 2K, 4K, ... (binary) up to the model's claimed context.
 SWEEP_FIRST = 2048
 DEFAULT_MODEL = "Llama-3.1-8B"
@@ -56,10 +71,27 @@ QUARTER_COLUMNS = [("quarter", "quarter"), ("users", "users"), ("workload_concur
                    ("replicas_needed", "replicas"), ("gpus_needed", "GPUs"), ("nodes_needed", "nodes"),
                    ("headroom_users", "headroom users"), ("headroom_fraction", "headroom share"),
                    ("cost_per_month", "USD/month"), ("capex", "capex USD"), ("reason", "why not")]
-ROLLUP_COLUMNS = [("gpu", "GPU"), ("quarter", "quarter"), ("plans", "plans"), ("plans_not_fitting", "not fitting"),
-                  ("users", "users"), ("gpus_needed", "GPUs"), ("nodes_needed", "nodes"),
-                  ("cost_per_month", "USD/month"), ("capex", "capex USD"), ("previous_gpus_needed", "GPUs before"),
-                  ("gpus_change", "change")]
+# The procurement page: what to buy first, then why. Keys are the columns `kvreg plan rollup --format json`
+# prints (kvreg.db.read.rollup); order_by shows only when the rollup gives it (a purchase schedule).
+ROLLUP_COLUMNS = [("gpu", "GPU"), ("quarter", "quarter"), ("gpus_needed", "GPUs needed"),
+                  ("gpus_installed", "installed"), ("gpus_to_buy", "to buy"), ("capex_to_buy", "capex USD"),
+                  ("order_by", "order by"), ("gpus_spare", "spare"), ("plans", "plans"),
+                  ("plans_not_fitting", "not fitting"), ("users", "users"), ("nodes_needed", "nodes"),
+                  ("cost_per_month", "USD/month"), ("previous_quarter_gpus_needed", "GPUs needed before"),
+                  ("gpus_needed_quarter_change", "change")]
+ROLLUP_OPTIONAL = ("order_by",)
+# The per-quarter totals under the procurement table (as the workbook's Total row: counts and dollars add up).
+ROLLUP_TOTALS = [("quarter", "quarter"), ("gpus_needed", "GPUs needed"), ("gpus_installed", "installed"),
+                 ("gpus_to_buy", "to buy"), ("capex_to_buy", "capex USD"), ("users", "users"),
+                 ("cost_per_month", "USD/month")]
+# The most scenarios (models x GPUs x contexts x KV dtypes) one request may ask: 24 models x 10 GPUs x 10
+# contexts. A larger question is refused with the count, before anything is computed.
+MAX_SCENARIOS = 2400
+# The report downloads: path name -> (kvreg report format, media type).
+REPORT_FILES = {"report.zip": ("md", "application/zip"),
+                "capacity.md": ("md", "text/markdown; charset=utf-8"),
+                "capacity.xlsx": ("xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")}
+REPORTS_AT_ONCE = 2
 # The figures of one what-if answer, in the order the page shows them: (key, label, unit).
 ANSWER_FIGURES = [
     ("kv_bytes_per_token_per_gpu", "KV per token per GPU", "B"),
@@ -78,6 +110,12 @@ ANSWER_FIGURES = [
 ]
 
 
+# Text figures that are sentences with counts in them, and the bare counts in them (4+ digits, not part
+# of a word, a decimal, a date or a quarter).
+PROSE_KEYS = ("reason", "limited_by")
+_GROUP = re.compile(r"(?<![\w.,:/-])\d{4,}(?![\w.,:/]|-\d)")
+
+
 def _plain(row: dict) -> dict:
     """Decimal (PostgreSQL sums) as int or float, like every other value."""
     return {k: (int(v) if v == v.to_integral_value() else float(v)) if isinstance(v, Decimal) else v
@@ -88,16 +126,32 @@ def _fmt(value, key: str = "") -> str:
     """A value as the CLI's table prints it (fits as yes or no)."""
     if key in ("fits", "tp_valid", "weights_fit", "context_within_claim") and value in (0, 1):
         return "yes" if value else "no"
+    if key in PROSE_KEYS and isinstance(value, str):
+        # the views' sentences print counts bare ("beyond the model's 131072-token claim"): grouped here
+        # like every other number on the page; a quarter (2026Q4) or a date is not a count
+        return _GROUP.sub(lambda m: f"{int(m.group(0)):,}", " ".join(value.split()))
     return cell(normalise([{key: value}])[0][key], key)
 
 
-def _table(rows: list[dict], columns: list[tuple[str, str]], links: dict | None = None) -> dict:
-    """What templates/web/table.html.j2 needs: headings, and per row (text, sort key, link) cells."""
+class MissingColumn(RuntimeError):
+    """A page asked for a column its rows do not have (a view or library function renamed it): a server
+    error the tests see, never a silently empty column."""
+
+
+def _table(rows: list[dict], columns: list[tuple[str, str]], links: dict | None = None,
+           optional: tuple[str, ...] = ()) -> dict:
+    """What templates/web/table.html.j2 needs: headings, and per row (text, sort key, link) cells.
+
+    Every column must be a key of every row, except `optional` ones, which are shown only when some
+    row has them."""
     links = links or {}
+    columns = [(k, h) for k, h in columns if k not in optional or any(k in r for r in rows)]
     out = []
     for r in normalise([_plain(r) for r in rows]):
         cells = []
         for key, _ in columns:
+            if key not in r and key not in optional:
+                raise MissingColumn(f"the rows have no column {key!r} (they have {', '.join(r)})")
             v = r.get(key)
             sort = v if isinstance(v, (int, float)) and not isinstance(v, bool) else ("" if v is None else str(v))
             link = links[key](r) if key in links else None
@@ -132,8 +186,38 @@ class App:
         if not self.fast:
             self.engine  # noqa: B018 - open now: a bad URL or a newer registry is an error at start
             self.fast = fastpath.read(self.url, lambda conn: True)[0]
+        # The SQLite file this server opened, by device and inode: if it is deleted or replaced while the
+        # server runs, the open connections would go on reading and writing the unlinked file, and a form
+        # would say "saved" for a write nobody will see. Every request checks it (registry_moved).
+        self.registry_file = fastpath.sqlite_file(self.url)
+        self._identity = _identity(self.registry_file) if self.registry_file else None
+        # Reports are built two at a time: each holds a registry connection and a few hundred MB; more
+        # downloads wait their turn (without holding a worker thread) instead of failing.
+        self.report_slots = None
+        self._building: dict[tuple[str, str], asyncio.Future] = {}
         # A plain sqlite:///path URL holds no password; any other is masked by SQLAlchemy's parser.
         self.masked_url = self.url if fastpath.sqlite_file(self.url) else _mask(self.url)
+
+    def registry_moved(self) -> str | None:
+        """Why the registry file this server opened is no longer at its path (deleted or replaced), or None."""
+        if self._identity is None:
+            return None
+        now = _identity(self.registry_file)
+        if now == self._identity:
+            return None
+        what = "deleted" if now is None else "replaced by another file"
+        return (f"the registry {self.registry_file} was {what} after kvreg serve opened it; nothing was read "
+                "or written: restart kvreg serve to serve the file now at that path")
+
+    def check_registry(self) -> None:
+        """Raise RegistryMoved if the registry file was deleted or replaced (called inside each write
+        transaction, before it commits, so a write into an unlinked file is rolled back)."""
+        moved = self.registry_moved()
+        if moved:
+            raise RegistryMoved(moved)
+
+    def moved_page(self, message: str) -> HTMLResponse:
+        return self.page("error.html.j2", 503, title="Registry moved", message=message)
 
     @property
     def engine(self):
@@ -196,6 +280,7 @@ class App:
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), autoescape=True,
                                  undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         env.filters["fmt"] = _fmt
+        env.filters["pathpart"] = _q  # a name as one path segment: a/b as a%2Fb (urlencode keeps the slash)
         env.globals.update(app=self, figures=ANSWER_FIGURES)
         return env
 
@@ -221,15 +306,16 @@ class App:
             Route("/plans", self.plans),
             Route("/plans", self.plan_add, methods=["POST"]),
             Route("/plans/new", self.plan_new),
-            Route("/plans/{name}/demand", self.demand_set, methods=["POST"]),
-            Route("/plans/{name}", self.plan),
+            # {name:path}: a plan may be named a/b (the link quotes it as a%2Fb, which arrives decoded)
+            Route("/plans/{name:path}/demand", self.demand_set, methods=["POST"]),
+            Route("/plans/{name:path}", self.plan),
             Route("/procurement", self.procurement),
             Route("/report/{quarter}/{kind}", self.report),
             Mount("/static", StaticFiles(directory=str(STATIC)), name="static"),
         ]
-        hosts = ["127.0.0.1", "localhost", "::1"] if self.host in LOOPBACK else ["*"]
+        hosts = (sorted({*LOOPBACK_NAMES, self.host.strip("[]")}) if is_loopback(self.host) else ["*"])
         # Only names of this machine on a loopback bind: a page elsewhere cannot reach it through DNS rebinding.
-        middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
+        middleware = [Middleware(Guard, app_=self), Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
         return Starlette(routes=routes, middleware=middleware, exception_handlers={404: self._404, 405: self._405})
 
     async def _404(self, request, exc):
@@ -252,12 +338,16 @@ class App:
         try:
             pairs = options.given(items, capacity_cmd)
             q = question_from_options(**options.parse(capacity_cmd, pairs))
+
+            def answer(conn):
+                _check_size(conn, q)
+                return ask(conn, q)
+
             # As `kvreg capacity` answers: the fast path, else the registry opened the full way.
-            ok, rows = fastpath.read(self.url, lambda conn: ask(conn, q)) if self.fast and self._engine is None \
-                else (False, None)
+            ok, rows = fastpath.read(self.url, answer) if self.fast and self._engine is None else (False, None)
             if not ok:
                 with snapshot(self.engine) as conn:  # reads wait for no writer
-                    rows = ask(conn, q)
+                    rows = answer(conn)
         except user_error_types() as exc:
             return {"error": " ".join(str(exc).split()), "pairs": pairs}
         return {"error": None, "pairs": pairs, "rows": rows, "rule": q.rule, "columns": columns(q.rule)}
@@ -267,16 +357,27 @@ class App:
         if not model:
             return None
         from kvreg.capacity import SQL, runner
+        from kvreg.units import parse_token_list
 
         found = self.read(lambda conn: runner(conn).rows(SQL["model"], {"name": model}))
         if not found:
             return None
         claim = found[0]["max_position_embeddings"]
+        # Up to the claim, and on to the longest context asked when that is longer (a 1M question about a
+        # 128K model draws to 1M: the points past the claim are the ones asked about).
+        asked = 0
+        for k, v in pairs:
+            if k == "context":
+                try:
+                    asked = max([asked, *parse_token_list(v)])
+                except user_error_types():
+                    pass
+        top = max(claim, asked)
         contexts, n = [], SWEEP_FIRST
-        while n < claim:
+        while n < top:
             contexts.append(n)
             n *= 2
-        contexts.append(claim)
+        contexts = sorted(set(contexts) | {claim, top})
         return options.query(pairs, context=",".join(str(c) for c in contexts))
 
     def _answer_context(self, items) -> dict:
@@ -451,7 +552,8 @@ class App:
                          form=form or {})
 
     def procurement(self, request: Request):
-        from kvreg.plans import rollup
+        # The function `kvreg plan rollup --format json` prints: a key it adds or renames reaches this page.
+        from kvreg.db.read import rollup
         from kvreg.units import current_quarter
 
         with snapshot(self.engine) as conn:  # reads wait for no writer
@@ -459,29 +561,75 @@ class App:
         quarters = sorted({r["quarter"] for r in rows}) or [current_quarter()]
         chosen = current_quarter() if current_quarter() in quarters else quarters[-1]
         return self.page("procurement.html.j2", title="Procurement", nav="procurement",
-                         table=_table(rows, ROLLUP_COLUMNS), quarters=quarters, chosen=chosen)
+                         table=_table(rows, ROLLUP_COLUMNS, optional=ROLLUP_OPTIONAL), quarters=quarters,
+                         chosen=chosen, totals=_table(_quarter_totals(rows), ROLLUP_TOTALS))
 
-    def report(self, request: Request):
-        """This quarter's report (Markdown) or workbook, written on request into a private folder
-        (kvreg.report writes beside and swaps into place) and sent."""
-        from kvreg.report import write_report
-        from kvreg.units import parse_quarter, quarter_folder
+    async def report(self, request: Request):
+        """This quarter's report or workbook, written on request into a private folder (kvreg.report writes
+        beside and swaps into place) and sent. report.zip is the Markdown report with its charts (the PNGs
+        capacity.md embeds) and data.json, as `kvreg report` writes the quarter's folder."""
+        import anyio
+        from starlette.concurrency import run_in_threadpool
+
+        from kvreg.units import parse_quarter
 
         kind = request.path_params["kind"]
-        files = {"capacity.md": ("md", "text/markdown; charset=utf-8"),
-                 "capacity.xlsx": ("xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")}
-        if kind not in files:
-            return self.not_found(f"no report file {kind!r}: capacity.md or capacity.xlsx")
+        if kind not in REPORT_FILES:
+            return self.not_found(f"no report file {kind!r}: {', '.join(REPORT_FILES)}")
         try:
             quarter = parse_quarter(request.path_params["quarter"])
         except user_error_types() as exc:
             return self.not_found(" ".join(str(exc).split()))
-        fmt, media = files[kind]
+        # Downloads of the same file while it is being built share that build: 40 people clicking at once
+        # cost one build, not 40 (and never more registry connections than the pool holds).
+        key = (quarter, kind)
+        building = self._building.get(key)
+        if building is None:
+            building = self._building[key] = asyncio.get_running_loop().create_future()
+            try:
+                if self.report_slots is None:
+                    self.report_slots = anyio.Semaphore(REPORTS_AT_ONCE)
+                async with self.report_slots:
+                    result = await run_in_threadpool(self._report_bytes, quarter, kind)
+            except BaseException as exc:
+                building.set_exception(exc)
+                building.exception()  # retrieved: no warning when nobody else was waiting
+                raise
+            else:
+                building.set_result(result)
+            finally:
+                del self._building[key]
+        else:
+            result = await asyncio.shield(building)
+        if isinstance(result, str):
+            return self.page("error.html.j2", 400, title="No report", message=result)
+        body, name = result
+        return Response(body, media_type=REPORT_FILES[kind][1],
+                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    def _report_bytes(self, quarter: str, kind: str) -> tuple[bytes, str] | str:
+        """The file's bytes and download name, or the one-line error."""
+        import io
+        import zipfile
+
+        from kvreg.report import write_report
+        from kvreg.units import quarter_folder
+
+        fmt = REPORT_FILES[kind][0]
+        folder_name = quarter_folder(quarter)
         with tempfile.TemporaryDirectory(prefix="kvreg-serve-") as out:
-            write_report(self.engine, quarter, out, (fmt,), registry_url=self.url)
-            body = (Path(out) / quarter_folder(quarter) / kind).read_bytes()
-        name = f"kvreg-{quarter_folder(quarter)}-{kind}"
-        return Response(body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{name}"'})
+            try:
+                write_report(self.engine, quarter, out, (fmt,), registry_url=self.url)
+            except user_error_types() as exc:
+                return " ".join(str(exc).split())
+            folder = Path(out) / folder_name
+            if kind != "report.zip":
+                return (folder / kind).read_bytes(), f"kvreg-{folder_name}-{kind}"
+            buf = io.BytesIO()
+            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+                for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                    z.write(path, f"{folder_name}/{path.relative_to(folder).as_posix()}")
+            return buf.getvalue(), f"kvreg-{folder_name}-report.zip"
 
     # ------------------------------------------------------------------ writes
 
@@ -542,6 +690,9 @@ class App:
             spec = {"name": name, **spec_from_options(params, partial=False)}
             with self.engine.begin() as conn:
                 add_plan(conn, spec)
+                self.check_registry()
+        except RegistryMoved as exc:
+            return self.moved_page(str(exc))
         except user_error_types() as exc:
             return self._plan_form({"name": name, **fields}, " ".join(str(exc).split()), 400)
         return RedirectResponse(f"/plans/{_q(name)}?done=added", status_code=303)
@@ -563,6 +714,9 @@ class App:
         try:
             with self.engine.begin() as conn:
                 set_demand(conn, name, quarter, users)
+                self.check_registry()
+        except RegistryMoved as exc:
+            return self.moved_page(str(exc))
         except user_error_types() as exc:
             try:
                 with snapshot(self.engine) as conn:  # reads wait for no writer
@@ -572,6 +726,85 @@ class App:
             return self._plan_page(name, rows, error=" ".join(str(exc).split()),
                                    form={"quarter": quarter, "users": users}, status=400)
         return RedirectResponse(f"/plans/{_q(name)}?done=demand", status_code=303)
+
+
+def _quarter_totals(rows: list[dict]) -> list[dict]:
+    """The rollup's counts and dollars summed over GPU types, per quarter (the workbook's Total row)."""
+    out: dict[str, dict] = {}
+    for r in rows:
+        t = out.setdefault(r["quarter"], {"quarter": r["quarter"]})
+        for key, _ in ROLLUP_TOTALS[1:]:
+            # a blank (capex without a unit_price) adds nothing, as in the workbook's SUM
+            t[key] = t.get(key, 0) + (_plain({key: r[key]})[key] or 0)
+    return [out[q] for q in sorted(out)]
+
+
+def _check_size(conn, q) -> None:
+    """Refuse a question of more than MAX_SCENARIOS scenarios, saying how many it has and why."""
+    from kvreg.capacity import runner
+
+    models = len(q.models) or runner(conn).rows("SELECT COUNT(*) AS n FROM model")[0]["n"]
+    counts = [(models, "model"), (len(q.gpus), "GPU"), (len(q.contexts), "context"), (len(q.kv_dtypes), "KV dtype")]
+    total = 1
+    for n, _ in counts:
+        total *= n
+    if total > MAX_SCENARIOS:
+        product = " x ".join(f"{n:,} {what}{'' if n == 1 else 's'}" for n, what in counts)
+        raise KvregError(f"this question has {total:,} scenarios ({product}); the web server answers at most "
+                         f"{MAX_SCENARIOS:,} at a time: ask for fewer, or run the same `kvreg capacity` "
+                         "command, which has no limit")
+
+
+class RegistryMoved(KvregError):
+    """The registry file was deleted or replaced while the server ran."""
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+# Sent with every answer: no page of this server may be framed by another site (clickjacking of the
+# write forms); a browser must not guess another type for what it serves.
+SECURITY_HEADERS = [(b"x-frame-options", b"DENY"), (b"content-security-policy", b"frame-ancestors 'none'"),
+                    (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"same-origin")]
+
+
+class Guard:
+    """ASGI middleware in front of every route: the security headers on every answer; 403 for a POST to
+    a read-only server, whatever its path; 503 when the registry file was deleted or replaced."""
+
+    def __init__(self, app, *, app_: "App"):
+        self.asgi = app
+        self.kvreg = app_
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.asgi(scope, receive, send)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                names = {k.lower() for k, _ in message.get("headers", [])}
+                message["headers"] = list(message.get("headers", [])) + [h for h in SECURITY_HEADERS
+                                                                         if h[0] not in names]
+            await send(message)
+
+        app: App = self.kvreg
+        response = None
+        if scope["method"] == "POST" and not app.allow_writes:
+            response = app.page("error.html.j2", 403, title="Read-only",
+                                message="this server is read-only: start it with `kvreg serve --allow-writes` "
+                                        "to add plans and set demand")
+        elif not scope["path"].startswith("/static/"):
+            moved = app.registry_moved()
+            if moved:
+                response = app.moved_page(moved)
+        if response is not None:
+            return await response(scope, receive, send_with_headers)
+        return await self.asgi(scope, receive, send_with_headers)
 
 
 def _timed(response: Response, start: float) -> Response:

@@ -107,10 +107,18 @@
   }
 
   function fitSlider() {
+    // The slider runs from 2K to the model's claim, or on to the longest context typed (1M on a 128K model).
     var claim = Number(model.selectedOptions[0] && model.selectedOptions[0].getAttribute("data-claim")) || 131072;
-    slider.max = String(Math.max(11, Math.floor(Math.log2(claim))));
-    var t = tokensValue(context.value || context.placeholder);
-    if (t) slider.value = String(Math.round(Math.log2(t)));
+    var typed = context.value || context.placeholder;
+    var longest = 0;
+    typed.split(",").forEach(function (part) {
+      var v = tokensValue(part);
+      if (v && v > longest) longest = v;
+    });
+    var top = Math.max(11, Math.floor(Math.log2(claim)), longest ? Math.ceil(Math.log2(longest)) : 0);
+    slider.max = String(Math.min(top, 24));
+    var t = tokensValue(typed.split(",")[0]);
+    if (t) slider.value = String(Math.min(Math.max(Math.round(Math.log2(t)), 11), Number(slider.max)));
   }
 
   function ask() {
@@ -143,6 +151,8 @@
   form.addEventListener("input", function (e) {
     if (e.target === slider) {
       context.value = tokensLabel(Math.pow(2, Number(slider.value)));
+    } else if (e.target === context) {
+      fitSlider();  // the slider follows what is typed, as it is typed
     }
     later();
   });
@@ -173,7 +183,14 @@
     var url = body && body.getAttribute("data-sweep");
     if (!url) { holder.innerHTML = '<p class="hint">No chart for this question.</p>'; return; }
     fetch(url).then(function (r) { return r.json(); }).then(function (rows) {
-      if (!Array.isArray(rows)) { holder.innerHTML = ""; return; }
+      if (!Array.isArray(rows)) {
+        holder.innerHTML = "";
+        var p = document.createElement("p");
+        p.className = "hint";
+        p.textContent = "No chart: " + (rows && rows.error ? rows.error : "the server did not answer");
+        holder.appendChild(p);
+        return;
+      }
       plot(holder, rows);
     });
   }
@@ -203,6 +220,7 @@
     }
     el("line", {x1: L, x2: W - R, y1: Y(1), y2: Y(1), "class": "one-line"}, svg);
     el("text", {x: W - R, y: Y(1) - 4, "class": "tick", "text-anchor": "end"}, svg, "1 sequence");
+    var changes = [];
     var seen = {};
     xs.forEach(function (x) {
       if (seen[x]) return;
@@ -219,6 +237,21 @@
         el("polyline", {points: pts.map(function (r) { return X(r.context_tokens) + "," + Y(r.max_concurrency); }).join(" "),
                         fill: "none", stroke: color, "stroke-width": 2.5}, svg);
       }
+      // Where --tp auto switches TP along the line: the concurrency jumps there, so say so on the chart.
+      pts.forEach(function (r, k) {
+        var before = pts[k - 1];
+        if (!before || before.tp === r.tp) return;
+        var x = X(r.context_tokens);
+        var mark = el("g", {"class": "tp-change", "data-series": name, "data-context": r.context_tokens,
+                            "data-from": before.tp, "data-to": r.tp}, svg);
+        el("line", {x1: x, x2: x, y1: T + 20, y2: H - B}, mark);
+        var near = x > W - R - 70;  // by the right edge: the label goes left of the line
+        el("text", {x: near ? x - 4 : x + 4, y: T + 32 + 14 * (changes.length % 3), "text-anchor": near ? "end" : "start"},
+           mark,
+           "TP " + before.tp + " → " + r.tp);
+        changes.push(name + ": TP " + before.tp + " up to " + tokensLabel(before.context_tokens) + ", TP " + r.tp +
+                     " from " + tokensLabel(r.context_tokens));
+      });
       pts.forEach(function (r) {
         var dot = el("circle", {cx: X(r.context_tokens), cy: Y(r.max_concurrency), r: 3.5, fill: color}, svg);
         el("title", {}, dot, name + " at " + tokensLabel(r.context_tokens) + ": " +
@@ -227,6 +260,14 @@
       el("rect", {x: L + 12 + i * 150, y: T + 2, width: 12, height: 12, fill: color}, svg);
       el("text", {x: L + 28 + i * 150, y: T + 12, "class": "legend"}, svg, name);
     });
+    if (changes.length) {
+      var note = document.createElement("p");
+      note.className = "chart-note";
+      note.id = "tp-note";
+      note.textContent = "TP changes along the line (--tp auto takes the smallest TP that holds one sequence at " +
+        "each context, so the concurrency jumps there): " + changes.join("; ") + ".";
+      holder.appendChild(note);
+    }
   }
 
   showRuleFields();

@@ -39,14 +39,23 @@ from kvreg import __version__, limits
 from kvreg.capacity import SWEEP_MAX_PAIRS, Question, sweep
 from kvreg.db.engine import mask_url
 from kvreg.db.read import (
-    current_revision, dialect, list_dtypes, list_gpus, list_models, runner, scratch_in_temp, snapshot,
+    MAX_HORIZON_QUARTERS,
+    current_revision,
+    dialect,
+    horizon_quarters,
+    list_dtypes,
+    list_gpus,
+    list_models,
+    runner,
+    scratch_in_temp,
+    snapshot,
 )
 from kvreg.dbcopy import process_alive
 from kvreg.errors import KvregError
 from kvreg.figures.aggregates import aggregate_sql, index_of_quarter, quarters_sql
 from kvreg.figures.declarations import FIGURES, HOURS_PER_MONTH
 from kvreg.figures.inputs import INPUTS
-from kvreg.figures.quarters import previous_index, previous_quarter
+from kvreg.figures.quarters import previous_index, previous_quarter, quarter_of_index
 from kvreg.figures.views import GRAIN, views_hash
 from kvreg.fleet import rollup as rollup_of
 from kvreg.plans import list_demand
@@ -302,15 +311,47 @@ def _sweep(conn, models: list[dict], gpus: list[dict], asked: dict | None = None
     return rows, settings
 
 
+# Columns of the procurement table the grand total adds up (prices per GPU are not summed).
+TOTAL_COLUMNS = [c for c in PROCUREMENT_COLUMNS if c not in ("gpu", "unit_price")]
+
+
+def procurement_total(rows: list[dict]) -> dict:
+    """The procurement table's grand total across GPU types: each column's sum over the rows as the
+    views gave them. A blank (a purchase cost without a unit price) is left out of its sum, as the
+    workbook's Total does; `unknown` names the GPU types whose blanks were left out, per column."""
+    total: dict = {"gpu": "Total", "unknown": {}}
+    for c in TOTAL_COLUMNS:
+        values = [r.get(c) for r in rows]
+        total[c] = sum(v for v in values if v is not None)
+        missing = [r["gpu"] for r in rows if r.get(c) is None]
+        if missing:
+            total["unknown"][c] = missing
+    return total
+
+
+def _span_quarters(conn, quarter: str) -> list[str]:
+    """Every quarter from the first demand or fleet entry (or `quarter`, when earlier) to the last of
+    the horizon (HORIZON_QUARTERS from `quarter`), at most MAX_HORIZON_QUARTERS: the latest ones."""
+    first = conn.execute(text("SELECT MIN(q) FROM (SELECT quarter AS q FROM demand UNION ALL "
+                              "SELECT quarter AS q FROM fleet) entries")).scalar()
+    start = index_of_quarter(min(first, quarter) if first else quarter)
+    end = index_of_quarter(quarter) + HORIZON_QUARTERS - 1
+    start = max(start, end - MAX_HORIZON_QUARTERS + 1)
+    return horizon_quarters(quarter_of_index(start), end - start + 1)
+
+
 def gather(conn, quarter: str, *, generated_at: str, registry_url: str, asked: dict | None = None) -> dict:
     """Everything the report prints, read from the views (the content of data.json). `asked` keeps
     the capacity questions' answers by repr(question), to be reused on the same connection."""
-    rollup = sorted(_rows(conn, "SELECT * FROM procurement"), key=lambda r: (r["quarter"], r["gpu"]))
-    # One read of the horizon (computing plan_quarter is the costly part); its first quarter is the
-    # report's, entries carried into it, with the GPU types that have plans or a fleet then.
-    horizon = rollup_of(conn, start=quarter, quarters=HORIZON_QUARTERS)
+    # One read of every quarter from the first demand or fleet entry to the end of the horizon (computing
+    # plan_quarter is the costly part), entries carried forward, with the GPU types that have plans or a
+    # fleet in each: the GPUs-needed chart and table show each of these quarters, one without entries too.
+    # The horizon is its part from the report's quarter on.
+    span = _span_quarters(conn, quarter)
+    rows = rollup_of(conn, start=span[0], quarters=len(span))
+    horizon = [r for r in rows if r["quarter"] >= quarter]
     procurement = [r for r in horizon if r["quarter"] == quarter and (r["plans"] or r["gpus_installed"])]
-    by_quarter = [_pick(r, ["gpu", "quarter", "gpus_needed"]) for r in rollup]
+    by_quarter = [_pick(r, ["gpu", "quarter", "gpus_needed"]) for r in rows]
     models = _models(conn)
     gpus = _gpus(conn)
     sweep, sweep_settings = _sweep(conn, models, gpus, asked)
@@ -323,7 +364,9 @@ def gather(conn, quarter: str, *, generated_at: str, registry_url: str, asked: d
                      "hours_per_month": HOURS_PER_MONTH, "sweep": sweep_settings},
         "procurement": [_pick(r, PROCUREMENT_COLUMNS) for r in procurement],
         "horizon": [_pick(r, HORIZON_COLUMNS) for r in horizon],
+        "procurement_total": procurement_total(procurement),
         "procurement_by_quarter": by_quarter,
+        "procurement_quarters": span,
         "plans": _plans(conn, quarter),
         "models": models,
         "gpus": gpus,

@@ -424,3 +424,32 @@ def test_import_batch_with_a_bad_file_writes_nothing(kv, state, tmp_path):
 def test_import_missing_path(kv, state, tmp_path):
     kv("init")
     assert "nope.json" in fails_cleanly(kv, state, "model", "import", tmp_path / "nope.json")
+
+
+def test_import_replace_warns_once_per_batch_and_not_for_counts_it_kept(kv):
+    """Every vendored config imported with --replace into the seeded registry: one warning line per
+    kind for the whole batch (46 lines before, one per model and count). Models the catalog already
+    holds keep their published parameter counts (the config has no index: its count would be an
+    estimate), so no ESTIMATE names them; models new to the registry store the estimate and are
+    named in it, each once, with its estimate."""
+    from kvreg.importers.hf import import_path
+
+    paths = sorted(CONFIG_DIR.glob("*.json"))
+    before = {m["name"] for m in kv.json("model", "list")}
+    result = kv("model", "import", *paths, "--replace", "--format", "json")
+    written = [r["name"] for r in json.loads(result.stdout)]  # in the order of the paths
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    estimated_total = [line for line in warnings if line.startswith("warning: params_total is an ESTIMATE")]
+    assert len(estimated_total) == 1 and len(warnings) == len({w.split(" for ")[0] for w in warnings})
+    # Which models the ESTIMATE names: those new to the registry whose config gives no count.
+    new_estimated = []
+    for p, name in zip(paths, written, strict=True):
+        row, warns = import_path(p)  # an updated model may be matched by its repository, under another name
+        if name not in before and any(w.startswith("params_total") and "ESTIMATE" in w for w in warns):
+            new_estimated.append(f"{name} {row['params_total'] / 1e9:.2f}B")
+    named = estimated_total[0].split(" models: ")[1].split("; pass --params-b")[0].split(", ")
+    assert sorted(named) == sorted(new_estimated) and len(named) >= 5
+    assert not any(m in estimated_total[0] for m in ("Qwen2.5-72B", "Llama-3.1-8B", "DeepSeek-V3"))  # kept
+    assert "warning: falcon-40b, falcon-7b-instruct: config has no max_position_embeddings" in result.stderr
+    updated = [line for line in result.stderr.splitlines() if line.startswith("updated ")]
+    assert len(updated) == 1 and "'Qwen2.5-72B'" in updated[0]

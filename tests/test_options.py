@@ -50,6 +50,6 @@ def test_capacity_and_plan_add_share_the_deployment_options():
     assert len(shared) == 23
     assert sorted(n for n in shared if cap[n].help != plan[n].help) == [
         "context", "gpu", "kv-cache-memory", "kv-dtype", "model", "reserve", "tp"]
-    assert sorted(set(cap) - shared) == ["format"]
+    assert sorted(set(cap) - shared) == ["columns", "format", "wide"]  # the output options (format_option)
     assert sorted(set(plan) - shared) == ["avg-tokens", "notes", "workload"]
     assert cap["pp"].help == plan["pp"].help == "Pipeline-parallel size."

@@ -603,17 +603,109 @@ def test_sweep_covers_only_the_models_and_gpus_plans_use_in_a_large_registry(eng
     assert f"the {len(models)} models and {len(gpus)} GPUs that plans use" in data["settings"]["sweep"]["scope"]
 
 
-def test_concurrency_chart_shows_at_most_4_gpus_and_8_models_each_the_plans_first():
-    """A sweep of 6 GPUs (G0-G5) x 10 models (m0-m9) where the plans' models m3 and m9 were asked
-    about on G5 and G2 only: the panels are G2, G5 (GPUs with a plan model, by name), then G0, G1
-    (the others by name): 4, not 6. G2's panel lists m3, m9 first, then m0, m1, m2, m4, m5, m6:
-    8 lines, not 10."""
-    from kvreg.export.charts import concurrency_lines
+def test_concurrency_chart_shows_every_plan_gpu_and_only_drawn_lines(tmp_path):
+    """A sweep of 6 GPUs (G0-G5) x 10 models (m0-m9); plans run m3 on G5 and m9 on G2. Panels: G2 and
+    G5 (every GPU a plan uses, even G5, which sorts after four others), then G0 and G1 (the others by
+    name, up to 4 panels). On G2 the plans' models come first. m7's weights fit nowhere (max
+    concurrency 0 at every context): no line and no legend entry, named under "Weights do not fit".
+    m1 and m2 have the same figures everywhere (the same KV layout): one line named after both, so
+    no line hides another. m0 on G0 has a 0 at 1m: its line has the three points that are drawn."""
+    from kvreg.export.charts import MAX_LINES, concurrency_chart, concurrency_lines
 
-    plan_models = {"m3", "m9"}
-    sweep = [{"gpu": f"G{g}", "model": f"m{m}", "context_tokens": 8192, "max_concurrency": 1.0, "tp": 1}
-             for g in range(6) for m in range(10) if g in (2, 5) or f"m{m}" not in plan_models]
-    panels = concurrency_lines(sweep, plan_models)
-    assert [g for g, _ in panels] == ["G2", "G5", "G0", "G1"]
-    assert panels[0][1] == ["m3", "m9", "m0", "m1", "m2", "m4", "m5", "m6"]
-    assert panels[2][1] == ["m0", "m1", "m2", "m4", "m5", "m6", "m7", "m8"]
+    contexts = [8192, 32768, 131072, 1_000_000]
+
+    def conc(g, m, c):
+        if m == 7 or (g, m, c) == (0, 0, 1_000_000):
+            return 0.0
+        return 1000 * (1 + (1 if m == 2 else m) + g) / c  # m2 draws exactly what m1 draws
+
+    sweep = [{"gpu": f"G{g}", "model": f"m{m}", "context_tokens": c, "max_concurrency": conc(g, m, c), "tp": 1}
+             for g in range(6) for m in range(10) for c in contexts]
+    plans = [{"model": "m3", "gpu": "G5"}, {"model": "m9", "gpu": "G2"}]
+    panels = concurrency_lines(sweep, plans)
+    assert [p["gpu"] for p in panels] == ["G2", "G5", "G0", "G1"]
+    g2 = panels[0]
+    assert [line["models"] for line in g2["lines"]] == [["m3"], ["m9"], ["m0"], ["m1", "m2"], ["m4"], ["m5"], ["m6"],
+                                                        ["m8"]]
+    assert len(g2["lines"]) == MAX_LINES and g2["more"] == [] and g2["not_drawn"] == ["m7"]
+    g0 = panels[2]
+    m0 = next(line for line in g0["lines"] if line["models"] == ["m0"])
+    assert [x for x, _ in m0["points"]] == contexts[:3] and g0["more"] == []
+
+    fig = concurrency_chart(sweep, contexts, tmp_path / "c.png", plans)
+    ax = fig.axes[0]
+    drawn = ax.get_lines()[1:]  # the first is the dashed one-sequence line
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["m3 (TP 1) *", "m9 (TP 1) *", "m0 (TP 1)", "m1 = m2 (TP 1)", "m4 (TP 1)", "m5 (TP 1)",
+                      "m6 (TP 1)", "m8 (TP 1)"]
+    assert [line.get_label() for line in drawn] == legend and all(len(line.get_xdata()) == 4 for line in drawn)
+    assert list(drawn[0].get_ydata()) == [1000 * (1 + 3 + 2) / c for c in contexts]  # m3 on G2
+    # Lines told apart: no two share colour, marker and dash; each is thinner than the one before.
+    styles = [(line.get_color(), line.get_marker(), line.get_linestyle()) for line in drawn]
+    assert len(set(styles)) == len(styles) and len({s[0] for s in styles}) == len(styles)
+    widths = [line.get_linewidth() for line in drawn]
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) == len(widths)
+    assert ax.get_xlabel() == "Context (tokens)"
+    assert any(t.get_text() == "Weights do not fit: m7" for t in ax.texts)
+    assert [a.get_title() for a in fig.axes if a.get_visible()] == ["G2", "G5", "G0", "G1"]
+
+
+def test_gpus_needed_chart_and_table_show_every_quarter(small, tmp_path):
+    """Demand for 2026Q2 and 2026Q4 only, and none in force in 2026Q3 (the plan's 2026Q3 entry sets
+    0 users, which ends it until 2026Q4): the chart and the table under it show 2026Q2 through
+    2027Q3 (the report's quarter and the three after it), 2026Q3 marked as needing none; the axis
+    is "GPUs needed"; the plan's GPU type is the only series."""
+    from kvreg.export.charts import gpus_needed_chart, gpus_needed_series
+
+    with small.begin() as conn:
+        add_plan(conn, "chat")
+        add_demand(conn, "chat", "2026Q2", 40)
+        add_demand(conn, "chat", "2026Q3", 0)
+        add_demand(conn, "chat", "2026Q4", 100)
+    r = report(small, tmp_path / "reports")
+    md, data = read(r.folder)
+    quarters = ["2026Q2", "2026Q3", "2026Q4", "2027Q1", "2027Q2", "2027Q3"]
+    assert data["procurement_quarters"] == quarters
+    chart = gpus_needed_series(data["procurement_by_quarter"], quarters)
+    # 40 users / 3.4629 per replica -> 12 GPUs; 100 users -> 29 (test_procurement_summary_and_plan_figures)
+    assert chart == {"xlabel": "Quarter", "ylabel": "GPUs needed", "series": {"H100-SXM": [12, 0, 29, 29, 29, 29]},
+                     "empty": [1]}
+    fig = gpus_needed_chart(data["procurement_by_quarter"], quarters, "2026Q4", tmp_path / "g.png")
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "GPUs needed" and [t.get_text() for t in ax.get_xticklabels()] == quarters
+    # bar labels (the numbers over the bars; none over a 0) and the one "none needed" note
+    assert [t.get_text() for t in ax.texts] == ["12", "", "29", "29", "29", "29", "none\nneeded"]
+    assert ax.texts[-1].get_position()[0] == 1  # over 2026Q3
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["H100-SXM"]
+    rows = table_rows(md, "Quarter")
+    assert rows[2:] == [["2026Q2", "12"], ["2026Q3 (none needed)", "0"], ["2026Q4", "29"], ["2027Q1", "29"],
+                        ["2027Q2", "29"], ["2027Q3", "29"]]
+
+
+def test_procurement_table_has_a_grand_total(small, tmp_path):
+    """Two GPU types in 2026Q4: chat (Llama-3.1-8B, H100-SXM, 29 GPUs for 100 users, as in
+    test_procurement_summary_and_plan_figures) and h200 (Llama-3.1-8B on H200, 10 users). The Total
+    row adds each column over both rows as the view gave them; H200 without a unit price has a blank
+    purchase cost, which the total leaves out and says so."""
+    with small.begin() as conn:
+        add_plan(conn, "chat")
+        add_demand(conn, "chat", "2026Q4", 100)
+        add_plan(conn, "h200", gpu="H200")
+        add_demand(conn, "h200", "2026Q4", 10)
+        conn.execute(text("UPDATE gpu SET unit_price = NULL WHERE name = 'H200'"))
+    r = report(small, tmp_path / "reports")
+    md, data = read(r.folder)
+    from kvreg.figures.labels import label
+
+    rows = {row[0]: row for row in table_rows(md, label("gpu"))[2:]}
+    h100, h200 = data["procurement"]
+    assert (h100["gpu"], h200["gpu"]) == ("H100-SXM", "H200")
+    assert h200["capex_to_buy"] is None and h100["capex_to_buy"] == 29 * 30_000
+    total = data["procurement_total"]
+    assert total["gpus_needed"] == 29 + h200["gpus_needed"] and total["users"] == 110
+    assert total["capex_to_buy"] == 870_000 and total["unknown"] == {"capex_to_buy": ["H200"]}
+    assert total["cost_per_month"] == pytest.approx(h100["cost_per_month"] + h200["cost_per_month"])
+    n = 29 + h200["gpus_needed"]
+    assert rows["**Total**"][:5] == ["**Total**", f"**{n}**", "**870,000.00**\\*", f"**{n}**", "**0**"]
+    assert rows["**Total**"][8] == "**110**"
+    assert "\\* leaves out H200 (blank: Purchase cost of the GPUs to buy (USD) unknown)" in md

@@ -349,6 +349,7 @@ def _check_workbook(recalculated: Path, written: Path, conn, default_reserve: fl
     sweep = _sweep_expected(conn, vals["Context sweep"], default_reserve, exp["weight_dtype"])
     n += _compare(vals["Context sweep"], forms["Context sweep"], lambda r, i: sweep[r], problems, covered)
     n += _check_summary(vals["Summary"], forms["Summary"], exp["procurement"], exp["gpus"], problems, covered)
+    n += _check_cards(vals, forms, problems, covered)
 
     every = {(ws.title, c.coordinate) for ws in forms for row in ws.iter_rows() for c in row if c.data_type == "f"}
     assert every - covered == set(), f"formula cells nobody checked: {sorted(every - covered)[:10]}"
@@ -356,11 +357,38 @@ def _check_workbook(recalculated: Path, written: Path, conn, default_reserve: fl
     return n
 
 
+def _check_cards(vals, forms, problems: list, covered: set) -> int:
+    """Each Plan cards value is a reference to one cell of Plan detail or Plans (checked above):
+    it holds that cell's value, and blank stays blank."""
+    checked = 0
+    for row in forms["Plan cards"].iter_rows():
+        for c in row:
+            if c.data_type != "f":
+                continue
+            m = re.fullmatch(r"=(?:IF\((.+?)=\"\",\"\",\1\)|(.+))", c.value)
+            sheet, cell = (m.group(1) or m.group(2)).split("!")
+            source = vals[sheet.strip("'")][cell]
+            got, want = vals["Plan cards"][c.coordinate].value, source.value
+            if not _same(got, want) and not (got in (None, "") and want in (None, "")):
+                problems.append(f"Plan cards!{c.coordinate} ({c.value}): {got!r}, source {want!r}")
+            covered.add(("Plan cards", c.coordinate))
+            checked += 1
+    # A card per plan: the plan's name heads it, read from Plan detail.
+    names = [c.value for row in vals["Plan cards"].iter_rows() for c in row
+             if c.font.b and c.font.sz == 12 and c.value]
+    assert names == [vals["Plan detail"].cell(r, 1).value for r in _data_rows(forms["Plan detail"])]
+    return checked
+
+
 def _check_summary(vals, forms, procurement: dict, gpus: dict, problems: list, covered: set) -> int:
     quarter, previous = vals["B1"].value, vals["B2"].value
     assert (quarter, previous) == ("2026Q4", "2026Q3")
-    assert vals["B3"].value == 2026 * 4 + 3
-    covered.update({("Summary", "B2"), ("Summary", "B3")})
+    from kvreg.export.xlsx import SUMMARY_QUARTER_INDEX
+
+    index_cell = SUMMARY_QUARTER_INDEX.split("!")[1].replace("$", "")
+    assert vals[index_cell].value == 2026 * 4 + 3 and forms.cell(1, vals[index_cell].column - 1).value.startswith(
+        "Quarter index")
+    covered.update({("Summary", "B2"), ("Summary", index_cell)})
     names = [c.value for c in forms[5]]
     totals: dict[str, float] = {}
     checked = 0
@@ -582,11 +610,19 @@ def test_layout_for_finance(written):
     assert wb.sheetnames == SHEETS and SHEETS[0] == "Read me"
     plans = wb["Plan detail"]
     assert plans.freeze_panes == "B3" and plans.auto_filter.ref.startswith("A1:")
-    # Printing: landscape, one page wide, the header row and the plan column on every page.
-    assert plans.page_setup.orientation == "landscape" and plans.page_setup.fitToWidth in (None, 1)  # 1 is the default
-    assert plans.page_setup.fitToHeight == 0 and plans.sheet_properties.pageSetUpPr.fitToPage
-    assert plans.print_title_rows == "$1:$1" and plans.print_title_cols == "$A:$A"
-    assert "&P of &N" in plans.oddFooter.right.text and "2026Q4" in plans.oddHeader.right.text
+    # Printing: Plan detail prints nothing (its print area is one empty cell below and right of its
+    # table, no titles, no header); Demand prints landscape, one page wide, its inputs and figures
+    # (not the helpers right of them), the header row and the plan column on every page.
+    assert plans.print_title_rows is None and plans.print_title_cols is None and not plans.oddHeader.right.text
+    area = plans.print_area
+    assert re.fullmatch(r"'Plan detail'!\$[A-Z]+\$1002", area) and plans[area.split("!")[1].replace("$", "")].value is None
+    demand = wb["Demand"]
+    assert demand.page_setup.orientation == "landscape" and demand.page_setup.fitToWidth in (None, 1)  # 1 is the default
+    assert demand.page_setup.fitToHeight == 0 and demand.sheet_properties.pageSetUpPr.fitToPage
+    assert demand.print_title_rows == "$1:$1" and demand.print_title_cols == "$A:$B"
+    last_printed = demand.cell(2, _col(demand, "quarter_index") - 1).column_letter
+    assert demand.print_area == f"'Demand'!$A$1:${last_printed}${demand.max_row}"
+    assert "&P of &N" in demand.oddFooter.right.text and "2026Q4" in demand.oddHeader.right.text
     validated = {}
     for dv in plans.data_validations.dataValidation:
         assert dv.type == "list" and dv.showErrorMessage and dv.errorStyle in (None, "stop")  # stop is the default
@@ -689,23 +725,50 @@ def test_recalculated_workbook_equals_the_views(registry, recalculated):
     assert checked > 3000
 
 
-def test_seeded_workbook_prints_to_at_most_30_pages(engine, tmp_path):
-    """The seeded registry's workbook through LibreOffice to PDF (pages counted in the PDF's page tree)."""
+def test_seeded_workbook_prints_on_12_pages_at_8_pt_or_more(engine, tmp_path):
+    """The seeded registry's workbook through LibreOffice to PDF: at most 12 pages (23 before the
+    print areas and cards, 201 before any page setup), no printed character under 8 pt (text size
+    read from the PDF's text operators: font size x text matrix x transformation), the Summary's
+    tables on one landscape page without the quarter-index helper, a card per plan, and nothing of
+    the sheets left out of print (Read me names them)."""
     import subprocess
 
+    from pdftext import read_pages
+
+    from kvreg.export.xlsx import NOT_PRINTED, SHEETS
     from kvreg.report import write_workbook
 
     _need_libreoffice()
     path = tmp_path / "capacity.xlsx"
     with engine.connect() as conn:
         write_workbook(conn, path, "2026Q4", generated_at="2026-10-01T00:00:00+00:00")
+        plans = [r[0] for r in conn.execute(text("SELECT name FROM plan ORDER BY name"))]
+        gpus = [r[0] for r in conn.execute(text("SELECT name FROM gpu ORDER BY name"))]
     profile = tmp_path / "profile"
     subprocess.run([soffice(), f"-env:UserInstallation={profile.as_uri()}", "--headless", "--norestore",
                     "--convert-to", "pdf", "--outdir", str(tmp_path), str(path)], check=True, capture_output=True,
                    timeout=180, env={**os.environ, "HOME": str(profile)})
-    pdf = (tmp_path / "capacity.pdf").read_bytes()
-    pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
-    assert 11 <= pages <= 30, pages  # at least a page per sheet; 201 before the page setup
+    pages = read_pages(tmp_path / "capacity.pdf")
+    assert len(pages) <= 12, len(pages)
+    small = [(i, p.smallest) for i, p in enumerate(pages, start=1) if p.smallest < 8 - 0.005]
+    assert small == [], small  # (page, smallest size in pt)
+    # Every page's header names its sheet: "kvreg capacity workbook, quarter 2026Q4 <sheet> Quarter 2026Q4".
+    sheet_of = [re.match(r"kvreg capacity workbook, quarter 2026Q4 (.+?) Quarter 2026Q4", p.text).group(1)
+                for p in pages]
+    assert sorted(set(sheet_of), key=SHEETS.index) == [s for s in SHEETS if s not in NOT_PRINTED]
+    assert NOT_PRINTED == ("Plan detail", "Models", "GPUs", "Dtypes", "Context sweep")
+    assert sheet_of.count("Read me") == 1 and pages[0].width < pages[0].height  # one portrait page
+    summary = [p for p, s in zip(pages, sheet_of) if s == "Summary"]
+    # Page 1: the rollup (every GPU type, the Total) and the GPUs-needed-per-quarter block; page 2 the charts.
+    assert len(summary) == 2 and summary[0].width > summary[0].height
+    assert all(g in summary[0].text for g in gpus) and " Total " in summary[0].text
+    assert "Quarter index" not in " ".join(p.text for p in pages)
+    cards = " ".join(p.text for p, s in zip(pages, sheet_of) if s == "Plan cards")
+    assert [cards.count(f" {plan} ") for plan in plans] == [1] * len(plans)
+    assert sheet_of.count("Plan cards") == -(-len(plans) // 3)  # three cards a page
+    readme = pages[0].text
+    assert "Printing" in readme and "Models, GPUs, Dtypes, Context sweep are reference tables" in readme
+
     # What a reader sees first holds a number in every figure cell (only a fitting plan's reason is empty).
     from openpyxl import load_workbook
 

@@ -6,13 +6,20 @@ import functools
 
 import click
 
-from kvreg.export.text import FORMATS, cell as _cell, normalise, render  # noqa: F401  (re-exported)
+from kvreg.export.text import FORMATS, KEY_COLUMNS, cell as _cell, normalise, render  # noqa: F401  (re-exported)
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS as _D, INPUTS
 from kvreg.units import format_tokens
 
 
+def _remember(ctx, param, value):
+    """--columns and --wide reach `emit` through the context, not through every command's arguments."""
+    ctx.meta[f"kvreg.{param.name}"] = value
+    return value
+
+
 def format_option(default: str = "table"):
-    return click.option(
+    """--format, and the table's --columns and --wide."""
+    fmt = click.option(
         "--format",
         "fmt",
         type=click.Choice(FORMATS),
@@ -20,6 +27,50 @@ def format_option(default: str = "table"):
         show_default=True,
         help="Output: an aligned table for people, json (a list of objects) or csv for programs.",
     )
+    columns = click.option(
+        "--columns", metavar="A,B,...", expose_value=False, callback=_remember,
+        help="Only these columns, in this order (names as in the csv header), in every format.")
+    wide = click.option(
+        "--wide", is_flag=True, expose_value=False, callback=_remember,
+        help="Table: every column. By default a table fits the terminal (COLUMNS, else its width), the "
+        "columns naming each row first; piped, it keeps every column.")
+
+    def decorate(f):
+        return fmt(columns(wide(f)))
+
+    return decorate
+
+
+def table_width() -> int | None:
+    """How wide a table may be: COLUMNS when set, else the terminal's width; None (every column)
+    when the output is not a terminal, so a pipe or a file gets the whole table."""
+    import os
+    import shutil
+    import sys
+
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    return None
+
+
+def _chosen_columns(rows: list[dict], columns: list[str] | None) -> list[str] | None:
+    """The columns --columns names (checked against the rows'), or `columns` as given."""
+    ctx = click.get_current_context(silent=True)
+    asked = ctx.meta.get("kvreg.columns") if ctx else None
+    if not asked:
+        return columns
+    have = list(columns or [])
+    have += [k for k in (rows[0] if rows else {}) if k not in have]  # any column of the rows
+    picked = [c.strip() for c in asked.split(",") if c.strip()]
+    unknown = [c for c in picked if c not in have]
+    if unknown or not picked:
+        raise click.ClickException(
+            f"--columns: no column {', '.join(repr(c) for c in unknown) or 'given'}; the columns are "
+            f"{', '.join(have)}")
+    return picked
 
 
 def engine_options(defaults: bool) -> list:
@@ -183,9 +234,15 @@ def read(ctx: click.Context, fn, *, prepare: bool = True):
     return read_registry(ctx.find_root().obj.get("db_url"), fn, prepare=prepare, on_seeded=say_created)
 
 
-def emit(rows: list[dict], fmt: str, columns: list[str] | None = None) -> None:
-    """Print rows as a table, json or csv; columns picks and orders keys (all keys by default)."""
-    click.echo(render(rows, fmt, columns), nl=False)
+def emit(rows: list[dict], fmt: str, columns: list[str] | None = None, keys: tuple[str, ...] = KEY_COLUMNS) -> None:
+    """Print rows as a table, json or csv; columns picks and orders keys (all keys by default), and
+    --columns picks among all the rows' columns. A table fits the terminal (table_width), the `keys`
+    columns first, unless --wide or --columns."""
+    picked = _chosen_columns(rows, columns)
+    ctx = click.get_current_context(silent=True)
+    everything = picked is not columns or (ctx is not None and ctx.meta.get("kvreg.wide"))
+    width = None if fmt != "table" or everything else table_width()
+    click.echo(render(rows, fmt, picked, width, keys), nl=False)
 
 
 def emit_record(record: dict, fmt: str) -> None:

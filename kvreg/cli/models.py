@@ -147,7 +147,7 @@ def model_import(ctx, paths, name, params_b, replace, accept_unknown, fmt):
     import sys
 
     from kvreg.errors import KvregError
-    from kvreg.importers.hf import MAX_CONFIG_BYTES, import_path, import_text
+    from kvreg.importers.hf import MAX_CONFIG_BYTES, batch_warnings, import_path, import_text
     from kvreg.registry import import_model
 
     if name and len(paths) > 1:
@@ -167,14 +167,23 @@ def model_import(ctx, paths, name, params_b, replace, accept_unknown, fmt):
                 row, warns = import_path(p, name=name, params_b=params_b, accept_unknown=accept_unknown)
             rows.append(row)
             exact.append(params_b is not None or (p != "-" and _has_index(p)))
-            warnings += [f"{row['name']}: {w}" for w in warns]
-    notes = []
+            warnings.append(warns)
+    notes, imported = [], []
     with open_db(ctx).begin() as conn:
-        for i, (row, is_exact) in enumerate(zip(rows, exact)):
+        for i, (row, is_exact, warns) in enumerate(zip(rows, exact, warnings)):
             rows[i], note = import_model(conn, row, replace=replace, exact_params=is_exact, named=bool(name))
             notes += [note] if note else []
-    for w in warnings:
+            # an update (a note) from an estimate keeps the registry's counts: the estimate was not stored
+            imported.append((rows[i]["name"], warns, note is not None and not is_exact))
+    for w in batch_warnings(imported):
         click.echo(f"warning: {w}", err=True)
+    unchanged = [n for n in notes if n.endswith("; no figure changed")]
+    if len(unchanged) > 1:  # one line for the batch; a model whose figures changed keeps its own
+        notes = [n for n in notes if n not in unchanged]
+        notes.append(f"updated {len(unchanged)} models already in the registry, no figure changed: "
+                     + ", ".join(n.split(": updated the registry's model ", 1)[1].split(" (matched", 1)[0]
+                                 for n in unchanged)
+                     + " (what an update keeps: --replace in `kvreg model import --help`)")
     for note in notes:
         click.echo(note, err=True)
     emit([{k: r.get(k) for k in LIST_COLUMNS} for r in rows], fmt, LIST_COLUMNS)

@@ -9,6 +9,10 @@ from kvreg.cli.common import deployment_options, emit, emit_record, format_optio
 
 LIST_TABLE_COLUMNS = ["plan", "rule", "model", "gpu", "tp", "pp", "gpus_per_node", "context_tokens", "workload_tokens",
                       "kv_dtype", "kv_pool_gib_per_gpu", "max_concurrency", "workload_concurrency", "fits", "reason"]
+# What a table too wide for the terminal keeps first (kvreg.export.text.fit).
+LIST_KEYS = ("plan", "model", "gpu", "max_concurrency", "fits", "tp", "context_tokens", "workload_concurrency")
+QUARTER_KEYS = ("plan", "quarter", "users", "gpu", "gpus_needed", "cost_per_month")
+ROLLUP_KEYS = ("gpu", "quarter", "gpus_to_buy", "capex_to_buy", "gpus_needed", "gpus_installed")
 QUARTER_TABLE_COLUMNS = ["plan", "quarter", "users", "carried_from", "gpu", "tp", "workload_concurrency", "replicas_needed",
                          "gpus_needed", "nodes_needed", "headroom_users", "cost_per_month", "capex", "reason"]
 # `plan show` of a plan without demand: the figures a planner reads first (--all: every field).
@@ -171,7 +175,7 @@ def plan_list(ctx, fmt):
     from kvreg.db.read import list_plans
 
     rows = read(ctx, list_plans)
-    emit(rows, fmt, LIST_TABLE_COLUMNS if fmt == "table" else None)
+    emit(rows, fmt, LIST_TABLE_COLUMNS if fmt == "table" else None, keys=LIST_KEYS)
 
 
 @plan_group.command("show")
@@ -261,7 +265,7 @@ def plan_rollup(ctx, quarter, start, quarters, fmt):
         columns, table = horizon_table(rows)
         emit(table, fmt, columns)
     else:
-        emit(rows, fmt, ROLLUP_COLUMNS if fmt == "table" else None)
+        emit(rows, fmt, ROLLUP_COLUMNS if fmt == "table" else None, keys=ROLLUP_KEYS)
 
 
 # --------------------------------------------------------------------------- plan solve
@@ -439,7 +443,7 @@ def demand_list(ctx, plan, quarter, fmt):
     from kvreg.db.read import list_demand
 
     rows = read(ctx, lambda conn: list_demand(conn, plan, quarter))
-    emit(rows, fmt, QUARTER_TABLE_COLUMNS if fmt == "table" else None)
+    emit(rows, fmt, QUARTER_TABLE_COLUMNS if fmt == "table" else None, keys=QUARTER_KEYS)
 
 
 @demand_group.command("remove")

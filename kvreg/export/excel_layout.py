@@ -21,6 +21,7 @@ from kvreg.figures.labels import label
 # Where row numbers go in a formula template; replaced per row (compiling once per column keeps
 # building a large sheet fast).
 ROW = "\x00"
+ROTATED_HEADER_HEIGHT = 140  # points: a rotated header of up to about 25 characters a line
 HEADER_ROW = 2  # row 1 holds the units, row 2 the names (the filter row), data from row 3
 FIRST_ROW = 3
 # Lookup ranges reach this far so rows finance adds below a table are still found.
@@ -152,6 +153,7 @@ class Column:
     label: str | None = None  # the header in words; default: kvreg.figures.labels.label(name, unit)
     hidden: bool = False
     number_format: str | None = None  # default: number_format(unit, kind, name)
+    wrap: bool | None = None  # long text wraps in the column; default: text columns 30 or more wide
 
     @property
     def header(self) -> str:
@@ -243,8 +245,12 @@ class Book:
                 props["bg_color"] = "#" + ROLES[role]
         return self.fmt(**props)
 
-    def header(self, role: str | None):
+    def header(self, role: str | None, rotated: bool = False):
+        """A header cell's format; `rotated`: read bottom to top, so narrow columns of numbers keep
+        whole words in their headers."""
         props = {"bold": True, "text_wrap": True, "valign": "top", "bottom": 1}
+        if rotated:
+            props.update(rotation=90, valign="bottom", align="center")
         if role and ROLES[role]:
             props["bg_color"] = "#" + ROLES[role]
         return self.fmt(**props)
@@ -254,13 +260,24 @@ class Book:
         ws.set_landscape()
         ws.set_paper(9)  # A4
         ws.fit_to_pages(1, 0)  # one page wide, as many long as it takes
-        ws.set_margins(left=0.4, right=0.4, top=0.6, bottom=0.6)
+        ws.set_margins(left=0.25, right=0.25, top=0.6, bottom=0.6)
         q = self.quarter
-        ws.set_header(f"&L&8kvreg capacity workbook, quarter {q}&C&8&A&R&8Quarter {q}")
-        ws.set_footer("&L&8&F&R&8Page &P of &N")
+        # 11 pt, as the cells: a printed sheet is shrunk to fit its page width by at most 0.73, so no
+        # printed text is smaller than 8 pt (docs/workbook.md, Printing).
+        ws.set_header(f"&L&11kvreg capacity workbook, quarter {q}&C&11&A&R&11Quarter {q}")
+        ws.set_footer("&L&11&F&R&11Page &P of &N")
         if tab_color:
             ws.set_tab_color(tab_color)
         return ws
+
+
+def leave_out_of_print(ws, row: int, col: int) -> None:
+    """Print nothing of this sheet: its print area is one cell left empty (row, col; 0-based), and no
+    rows or columns repeat. LibreOffice and Excel skip a page with nothing on it; the Read me sheet
+    says which sheets are not printed and why."""
+    ws.print_area(row, col, row, col)
+    ws.set_header("")
+    ws.set_footer("")
 
 
 class Grid:
@@ -270,11 +287,15 @@ class Grid:
     def __init__(self, book: Book, ws):
         self.book, self.ws = book, ws
         self.cells: dict[tuple[int, int], tuple] = {}
+        self.merges: dict[tuple[int, int], int] = {}
 
-    def put(self, row: int, col: int, value: Any = None, fmt=None, *, result: Any = None) -> None:
+    def put(self, row: int, col: int, value: Any = None, fmt=None, *, result: Any = None,
+            merge_to: int | None = None) -> None:
         """A value (text is stored as text), or a formula (a str starting with '=' given with
-        `result`, its stored value)."""
+        `result`, its stored value); `merge_to`: the cell spans the row's columns up to that one."""
         self.cells[(row, col)] = (value, fmt, result)
+        if merge_to:
+            self.merges[(row, col)] = merge_to
 
     def text(self, row: int, col: int, value: Any, fmt=None) -> None:
         self.cells[(row, col)] = (text_value(value) or "", fmt, _TEXT)
@@ -283,6 +304,8 @@ class Grid:
         ws = self.ws
         for (r, c) in sorted(self.cells):
             value, fmt, result = self.cells[(r, c)]
+            if (r, c) in self.merges:
+                ws.merge_range(r - 1, c - 1, r - 1, self.merges[(r, c)] - 1, "", fmt)
             if result is _TEXT:
                 if value:
                     ws.write_string(r - 1, c - 1, value, fmt)
@@ -296,7 +319,7 @@ class Grid:
                 ws.write_blank(r - 1, c - 1, None, fmt)
             else:
                 ws.write_number(r - 1, c - 1, value, fmt)
-        self.cells = {}
+        self.cells, self.merges = {}, {}
 
 
 _TEXT = object()
@@ -310,8 +333,9 @@ class Table:
     (hidden: formulas, readers and `kvreg apply` find columns by them), data below. Row 1 stays
     in view and prints on every page, with the first column."""
 
-    def __init__(self, sheet: str, columns: list[Column] | None = None):
+    def __init__(self, sheet: str, columns: list[Column] | None = None, rotated_headers: bool = False):
         self.sheet = sheet
+        self.rotated_headers = rotated_headers  # all but the first column's (see Book.header)
         self.rows: list[dict] = []
         self.written = False
         self.columns: list[Column] = []
@@ -345,14 +369,14 @@ class Table:
         assert self.written, f"{self.sheet} is referred to before it is written"
         return column_range(self.sheet, self.letter(name), FIRST_ROW + max(len(self.rows), 1) - 1)
 
-    def write(self, book: Book, ws, rows: list[dict], freeze_after: str = "A") -> int:
+    def write(self, book: Book, ws, rows: list[dict], freeze_after: str = "A", print_titles: bool = True) -> int:
         """Write headers and rows to `ws`; returns the last data row (HEADER_ROW when there are none).
 
         Per row the work is one call per cell: a column's format is built once, a figure's formula
         is its template with the row number put in, and its stored result is the row's value."""
         self.rows, self.written = rows, True
         last = HEADER_ROW + len(rows)
-        self._layout(book, ws, rows, last, freeze_after)
+        self._layout(book, ws, rows, last, freeze_after, print_titles)
         plan, wrapped = [], []
         for j, c in enumerate(self.columns):
             get = c.value or (lambda row, n=c.name: row.get(n))
@@ -361,7 +385,7 @@ class Table:
             else:
                 num = c.number_format or number_format(c.unit, c.kind, c.name)
             # Long text wraps in its column instead of running over the next ones.
-            wraps = c.is_text and (c.width or 0) >= 30
+            wraps = c.wrap if c.wrap is not None else c.is_text and (c.width or 0) >= 30
             if wraps:
                 wrapped.append((get, c.width))
             fmt = book.cell(c.role, num, **({"text_wrap": True, "valign": "top"} if wraps else {}))
@@ -388,11 +412,12 @@ class Table:
                     write_number(i, j, v, fmt)
         return last
 
-    def _layout(self, book: Book, ws, rows: list[dict], last: int, freeze_after: str) -> None:
+    def _layout(self, book: Book, ws, rows: list[dict], last: int, freeze_after: str, print_titles: bool) -> None:
         ws.freeze_panes(f"{get_column_letter(_col_index(freeze_after) + 1)}{FIRST_ROW}")
         ws.autofilter(0, 0, max(last, FIRST_ROW) - 1, len(self.columns) - 1)
-        ws.repeat_rows(0)
-        ws.repeat_columns(0, _col_index(freeze_after) - 1)
+        if print_titles:
+            ws.repeat_rows(0)
+            ws.repeat_columns(0, _col_index(freeze_after) - 1)
         lines = 1
         for j, c in enumerate(self.columns):
             width = c.width or _width(c, rows)
@@ -409,11 +434,11 @@ class Table:
                                       f" (it comes from the {what} table).")
                                       + (" Keep a new one anyway?" if c.validation_style != "stop" else "")),
                 })
-        ws.set_row(0, 13 * min(lines, 6) + 4)
+        ws.set_row(0, ROTATED_HEADER_HEIGHT if self.rotated_headers else 13 * min(lines, 6) + 4)
         ws.set_row(1, None, None, {"hidden": True})
         head, name_fmt = book.header, book.fmt(font_color="#7F7F7F", font_size=8)
         for j, c in enumerate(self.columns):
-            ws.write_string(0, j, c.header, head(c.role))
+            ws.write_string(0, j, c.header, head(c.role, rotated=self.rotated_headers and j > 0))
             if c.meaning:
                 ws.write_comment(0, j, _comment_text(c), {"x_scale": 2, "y_scale": 1.6})
         for j, c in enumerate(self.columns):

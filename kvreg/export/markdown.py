@@ -161,14 +161,31 @@ def gpu_table(gpus: list[dict]) -> Md:
     return table(rows, ["gpu", "vendor", "memory_gib", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"])
 
 
-def gpus_by_quarter(rows: list[dict]) -> Md:
-    """`gpus_needed` per quarter (rows) and GPU type (columns): the numbers behind the chart."""
-    quarters = sorted({r["quarter"] for r in rows})
-    gpus = sorted({r["gpu"] for r in rows})
+def gpus_by_quarter(rows: list[dict], quarters: list[str]) -> Md:
+    """`gpus_needed` per quarter (rows) and GPU type (columns): the numbers behind the chart. Every
+    quarter of `quarters` has its row: one where no GPU type needs a GPU says so ("none needed"), and a
+    GPU type without a row in a quarter needs 0 then."""
+    gpus = sorted({r["gpu"] for r in rows if r["gpus_needed"]})
     needed = {(r["quarter"], r["gpu"]): r["gpus_needed"] for r in rows}
     lines = [cells([trusted("Quarter")] + [display(g) for g in gpus]), cells([Md("---")] * (len(gpus) + 1))]
-    lines += [cells([display(q)] + [display(needed.get((q, g)), "gpus_needed") for g in gpus]) for q in quarters]
+    for q in quarters:
+        empty = not any(needed.get((q, g)) for g in gpus)
+        lines.append(cells([Md(display(q) + (" (none needed)" if empty else ""))]
+                           + [display(needed.get((q, g)) or 0, "gpus_needed") for g in gpus]))
     return Md("\n".join(lines))
+
+
+def procurement_table(rows: list[dict], total: dict, columns: list[str]) -> Md:
+    """The procurement table with its grand total across GPU types as the last row (`total` as
+    kvreg.report.procurement_total gave it; a column whose blanks it left out is marked *)."""
+    unknown = total.get("unknown") or {}
+    last = {c: (Md(f"**{display(total[c], c)}**" + ("\\*" if c in unknown else "")) if c in total else Md(""))
+            for c in columns}
+    last[columns[0]] = trusted("**Total**")
+    out = table(rows + [last], columns)
+    notes = [f"\\* leaves out {', '.join(escape(g) for g in gpus)} (blank: {escape(header(c))} unknown)"
+             for c, gpus in unknown.items() if c in columns]
+    return Md(out + ("\n\n" + "; ".join(notes) if notes else ""))
 
 
 def horizon_table(rows: list[dict]) -> Md:
@@ -247,7 +264,8 @@ def environment():
     )
     env.globals.update(
         table=table, display=display, cells=cells, trusted=trusted, figures_table=figures_table,
-        catalog_table=catalog_table, gpu_table=gpu_table, gpus_by_quarter=gpus_by_quarter, horizon_table=horizon_table, sweep_by_gpu=sweep_by_gpu,
+        catalog_table=catalog_table, gpu_table=gpu_table, gpus_by_quarter=gpus_by_quarter, horizon_table=horizon_table,
+        procurement_table=procurement_table, sweep_by_gpu=sweep_by_gpu,
         sweep_table=sweep_table, changes=changes,
     )
     env.filters.update(tokens=lambda n: Md(format_tokens(int(n))), trusted=trusted)

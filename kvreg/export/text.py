@@ -60,9 +60,16 @@ def cell(v, key: str = "") -> str:
     return " ".join(str(v).split())
 
 
-def render(rows: list[dict], fmt: str, columns: list[str] | None = None) -> str:
+# Columns that say which row a line is: a table too wide for the terminal shows these first.
+KEY_COLUMNS = ("plan", "name", "model", "gpu", "quarter", "workload_class", "term")
+_GAP = 2  # spaces between table columns
+
+
+def render(rows: list[dict], fmt: str, columns: list[str] | None = None, width: int | None = None,
+           keys: tuple[str, ...] = KEY_COLUMNS) -> str:
     """Rows as json, csv or table text, ending in a newline; columns picks and orders keys (all keys
-    by default)."""
+    by default). `width` (table only): fit the table to that many characters, the `keys` columns
+    first, then the others in order while they fit, and say how many were left out."""
     if columns is None:
         columns = list(rows[0].keys()) if rows else []
     if fmt == "json":
@@ -87,11 +94,32 @@ def render(rows: list[dict], fmt: str, columns: list[str] | None = None) -> str:
     cells = [[cell(r.get(c), c) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     numeric = [all(_is_num(r.get(c)) for r in rows) for c in columns]
+    shown = list(range(len(columns)))
+    if width is not None and sum(widths) + _GAP * (len(widths) - 1) > width:
+        shown = fit(columns, widths, width, keys)
     line = lambda vals: "  ".join(  # noqa: E731
-        v.rjust(w) if num else v.ljust(w) for v, w, num in zip(vals, widths, numeric)
+        vals[i].rjust(widths[i]) if numeric[i] else vals[i].ljust(widths[i]) for i in shown
     ).rstrip()
-    out = [line(columns), "  ".join("-" * w for w in widths), *(line(row) for row in cells)]
+    out = [line(columns), "  ".join("-" * widths[i] for i in shown), *(line(row) for row in cells)]
+    left = len(columns) - len(shown)
+    if left:
+        out.append(f"({left} more column{'s' if left > 1 else ''}: --wide shows all, --columns a,b picks)")
     return "\n".join(out) + "\n"
+
+
+def fit(columns: list[str], widths: list[int], width: int, keys: tuple[str, ...] = KEY_COLUMNS) -> list[int]:
+    """Which columns (indexes, in the order shown) fit in `width` characters: the key columns first
+    (in the order of `keys`), then every other column, in order, that still fits; the first column
+    always."""
+    order = [columns.index(k) for k in keys if k in columns]
+    order += [i for i in range(len(columns)) if i not in order]
+    shown, used = [], 0
+    for i in order:
+        need = widths[i] + (_GAP if shown else 0)
+        if not shown or used + need <= width:
+            shown.append(i)
+            used += need
+    return shown
 
 
 

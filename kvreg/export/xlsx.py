@@ -24,12 +24,14 @@ from typing import Any, Callable
 
 import kvreg
 from kvreg.export.excel_layout import (
+    BORDER_COLOR,
     FIRST_ROW,
     HEADER_ROW,
     INPUT_FILL,
     LOOKUP_FILL,
     LOOKUP_LAST_ROW,
     NOT_FIT_FILL,
+    ROTATED_HEADER_HEIGHT,
     ROW,
     Book,
     Column,
@@ -41,6 +43,7 @@ from kvreg.export.excel_layout import (
     get_column_letter,
     index_formula,
     input_column,
+    leave_out_of_print,
     literal_key,
     match_formula,
     number_format,
@@ -70,9 +73,12 @@ from kvreg.figures.labels import label
 from kvreg.figures.quarters import previous_index_excel, previous_quarter, previous_quarter_excel
 from kvreg.figures.views import GRAIN, figure_order
 
-SHEETS = ["Read me", "Summary", "Plans", "Plan detail", "Workload", "Demand", "Fleet", "Models", "GPUs", "Dtypes",
+SHEETS = ["Read me", "Summary", "Plans", "Plan cards", "Plan detail", "Workload", "Demand", "Fleet", "Models", "GPUs", "Dtypes",
           "Context sweep", "Assumptions"]
 DEFAULT_RESERVE_CELL = "Assumptions!$B$3"
+# Sheets too wide to read on paper: left out of the print area (each plan prints as a card on Plan
+# cards instead of Plan detail's row). The Read me sheet lists them.
+NOT_PRINTED = ("Plan detail", "Models", "GPUs", "Dtypes", "Context sweep")
 QUARTER_CELL = "Summary!$B$1"
 FUNCTIONS_USED = ("INDEX", "MATCH", "IF", "AND", "OR", "ISBLANK", "MIN", "MAX", "INT", "MOD", "FIXED",
                   "SUBSTITUTE", "SUMIFS", "COUNTIFS", "SUM", "LEFT", "RIGHT", "ROUND", "SEARCH", "ISNUMBER")
@@ -179,14 +185,17 @@ def write_workbook(data: dict, path) -> None:
         refs = _References(models, gpus, dtypes, data)
         refs.plans = _deployment_sheet(book, ws["Plan detail"], "plan_capacity", data["plans"], refs, key="plan",
                                        overrides=_mix_overrides(len(data["classes"])))
-        _workload_sheet(book, ws["Workload"], data["classes"], refs)
+        workload = _workload_sheet(book, ws["Workload"], data["classes"], refs)
         demand = _demand_sheet(book, ws["Demand"], data["demand"], refs, data["block_quarters"])
         fleet = _fleet_sheet(book, ws["Fleet"], data["fleet"], refs)
         sweep = _sweep_sheet(book, ws["Context sweep"], data["sweep"], refs)
-        _plans_sheet(book, ws["Plans"], data, refs.plans, demand, quarter)
+        overview = _plans_sheet(book, ws["Plans"], data, refs.plans, demand, quarter)
+        _plan_cards_sheet(book, ws["Plan cards"], data["plans"], refs.plans, overview)
         _summary_sheet(book, ws["Summary"], quarter, data, demand, fleet, gpus, sweep)
         _assumptions_sheet(book, ws["Assumptions"])
         _readme_sheet(book, ws["Read me"], quarter, generated_at, data)
+        _print_areas(ws, {"Workload": workload, "Demand": demand, "Fleet": fleet, "GPUs": gpus, "Models": models,
+                          "Dtypes": dtypes, "Plan detail": refs.plans, "Context sweep": sweep})
         ws["Read me"].activate()
         stamp = _dt.datetime.fromisoformat(generated_at.replace("Z", "+00:00")).replace(tzinfo=None)
         book.wb.set_properties({"title": f"Capacity workbook {quarter}", "author": "kvreg", "created": stamp})
@@ -202,7 +211,7 @@ def write_workbook(data: dict, path) -> None:
         raise
 
 
-_TAB = {"Read me": "#4472C4", "Summary": "#4472C4", "Plans": "#4472C4"}
+_TAB = {"Read me": "#4472C4", "Summary": "#4472C4", "Plans": "#4472C4", "Plan cards": "#4472C4"}
 
 
 # --------------------------------------------------------------------------- input sheets
@@ -220,7 +229,7 @@ def _dtypes_sheet(book: Book, ws, rows: list[dict]) -> Table:
         input_column("notes", meaning="notes", width=48),
     ])
     t.columns[2].validation = ('"kv,weight,both"', "dtype kind")
-    t.write(book, ws, rows)
+    t.write(book, ws, rows, print_titles=False)
     return t
 
 
@@ -236,7 +245,7 @@ def _gpus_sheet(book: Book, ws, rows: list[dict]) -> Table:
             t.add(input_column(name))
     t.add(input_column("interconnect", meaning="interconnect", width=30))
     t.add(input_column("notes", meaning="notes", width=48))
-    t.write(book, ws, rows)
+    t.write(book, ws, rows, print_titles=False)
     return t
 
 
@@ -292,7 +301,7 @@ def _models_sheet(book: Book, ws, data: dict, dtypes: Table, blocks: list[str]) 
             t.columns[-1].label = f"{label(name)} [{dtype}]"
     t.add(input_column("source", meaning="where the row came from"))
     t.add(input_column("notes", meaning="notes", width=48))
-    t.write(book, ws, rows)
+    t.write(book, ws, rows, print_titles=False)
     return t
 
 
@@ -430,7 +439,7 @@ def _deployment_sheet(book: Book, ws, grain_name: str, rows: list[dict], refs: _
         _lookup(t, cells, name, "=" + src, value=value)
     for name in figures:
         cells[name] = t.add(figure_column(name, cells.__getitem__))
-    last = t.write(book, ws, rows, freeze_after=t.columns[0].letter)
+    last = t.write(book, ws, rows, freeze_after=t.columns[0].letter, print_titles=ws.name not in NOT_PRINTED)
     _not_fit_format(book, ws, t, last)
     return t
 
@@ -547,6 +556,10 @@ def _demand_sheet(book: Book, ws, rows: list[dict], refs: _References, block_qua
     for name in figures:
         cells[name] = t.add(figure_column(name, cells.__getitem__))
     _in_force_columns(t, cells, "plan", len(rows), block_quarters)
+    t.columns[0].width = 22
+    t.rotated_headers = True  # 19 printed columns on a landscape page at 73% or more: 8 pt text
+    for c in t.columns[1:]:
+        c.width = c.width or {"USD": 8, "text": 9}.get(c.unit, 5.4)
     last = t.write(book, ws, rows, freeze_after="B")
     _not_fit_format(book, ws, t, last)
     return t
@@ -554,7 +567,9 @@ def _demand_sheet(book: Book, ws, rows: list[dict], refs: _References, block_qua
 
 # The Summary's quarter as an index (2026Q4 -> 8107): the quarter the Demand and Fleet sheets'
 # in_force columns answer for.
-SUMMARY_QUARTER_INDEX = "Summary!$B$3"
+# It sits right of the Summary's table (and its print area): a helper, not something to read.
+_QUARTER_INDEX_COL = len(AGGREGATE_COLUMNS) + 3  # 1-based; its label one column left
+SUMMARY_QUARTER_INDEX = f"Summary!${get_column_letter(_QUARTER_INDEX_COL)}$1"
 
 
 def _in_force_columns(t: Table, cells: dict, key: str, n_rows: int, block_quarters: list[str] = ()) -> None:
@@ -601,9 +616,11 @@ def _fleet_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
 _PLAN_KEYS = ["plan", "model", "gpu", "tp", "pp", "context_tokens", "kv_dtype", "fits", "max_concurrency",
               "workload_concurrency", "gpus_per_replica"]
 _PLAN_QUARTER = ["users", "gpus_needed"]
+# Widths (characters) that print the sheet on a landscape page at 73% or more: 8 pt text.
+_PLANS_WIDTH = {"plan": 15, "model": 15, "gpu": 10, "tp": 6, "pp": 6, "kv_dtype": 7, "fits": 6}
 
 
-def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarter: str) -> None:
+def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarter: str) -> Table:
     """A plan per row with the figures people look for first, read from Plan detail (every figure
     and setting is there), and its users and GPUs in the Summary's quarter: its Demand entry in force
     then (the latest at or before it; carried forward)."""
@@ -615,7 +632,7 @@ def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarte
         unit, kind = (decl.unit, decl.kind) if decl else ("text", "text")
         role = "figure" if name in FIGURES else "lookup"
         t.add(Column(name, role, unit, kind, (decl.meaning if decl else f"{name} name") + " (from Plan detail)",
-                     formula=f"={detail}!{plans.letter(name)}{ROW}", width=24 if name in ("plan", "model") else None))
+                     formula=f"={detail}!{plans.letter(name)}{ROW}", width=_PLANS_WIDTH.get(name, 9)))
     plan_cell = f"A{ROW}"
     for name in _PLAN_QUARTER:
         decl = FIGURES.get(name) or INPUTS.get(name)
@@ -624,11 +641,90 @@ def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarte
         t.add(Column(name, "figure", decl.unit, decl.kind, f"{decl.meaning}, in the quarter on Summary (B1)",
                      formula=f"=SUMIFS({demand.range(name)},{crit})",
                      value=lambda row, n=name: (by_quarter.get(row["plan"]) or {}).get(n) or 0,
-                     label=label(name).replace(" (", " this quarter (", 1)))
+                     label=label(name).replace(" (", " this quarter (", 1), width=9))
     t.add(Column("reason", "figure", "text", "text", FIGURES["reason"].meaning + " (from Plan detail)",
-                 formula=f"={detail}!{plans.letter('reason')}{ROW}", width=48))
+                 formula=f"={detail}!{plans.letter('reason')}{ROW}", width=22, wrap=True))
     last = t.write(book, ws, data["plans"], freeze_after="A")
     _not_fit_format(book, ws, t, last)
+    return t
+
+
+# --------------------------------------------------------------------------- Plan cards: a plan per printed card
+
+# A card's rows: a section heading (str starting with "# "), a Plan detail column, or "plans:<name>", a
+# column of the Plans sheet (the Summary quarter's users and GPUs).
+_CARD = ["# Deployment", "model", "gpu", "tp", "pp", "context_tokens", "kv_dtype", "weight_dtype", "rule", "reserve",
+         "# Memory per GPU", "memory_gib", "weights_gib_per_gpu", "usable_gib_per_gpu", "kv_pool_gib_per_gpu",
+         "kv_bytes_per_token_per_gpu", "kv_gib_per_sequence_per_gpu",
+         "# Capacity", "max_concurrency", "workload_concurrency", "fits", "gpus_per_replica", "node_concurrency",
+         "decode_tokens_per_s_per_sequence",
+         "# In the Summary's quarter", "plans:users", "plans:gpus_needed", "reason"]
+CARDS_ACROSS = 3
+_CARD_WIDTHS = (30, 17, 3)  # label, value, gap
+_CARD_ROWS = 1 + len(_CARD)  # the plan's name, then the rows above
+_REASON_HEIGHT = 45  # three wrapped lines
+YES_NO = '[=1]"yes";[=0]"no";General'
+
+
+def _plan_cards_sheet(book: Book, ws, rows: list[dict], plans: Table, overview: Table) -> None:
+    """Each plan on a card (its name, settings, memory per GPU, capacity, this quarter's users and
+    GPUs and why it does not fit), three cards across a landscape page, for printing: Plan detail is
+    a row of some 200 columns. Every value is a reference to the plan's cell on Plan detail (or
+    Plans), so a card follows an edit; it stores the same value."""
+    g = Grid(book, ws)
+    title = book.fmt(bold=True, font_size=12, bottom=2)
+    section = book.fmt(bold=True, italic=True, font_color="#404040", bottom=1, bottom_color=BORDER_COLOR)
+    label_fmt = book.fmt(indent=1)
+    reason_fmt = book.fmt(text_wrap=True, valign="top", font_color="#9C0006")
+    by_name = {c.name: c for c in plans.columns}
+    overview_cols = {c.name: c for c in overview.columns}
+    breaks = []
+    for k, row in enumerate(rows):
+        band, across = divmod(k, CARDS_ACROSS)
+        top = 1 + band * (_CARD_ROWS + 1)
+        col = 1 + across * len(_CARD_WIDTHS)
+        src_row = FIRST_ROW + k
+        if across == 0 and band:
+            breaks.append(top - 1)
+        g.put(top, col, f"='Plan detail'!{plans.letter('plan')}{src_row}", title, result=row["plan"])
+        for i, name in enumerate(_CARD, start=1):
+            r = top + i
+            if name.startswith("# "):
+                g.put(r, col, name[2:], section)
+                g.put(r, col + 1, None, section)
+                continue
+            if name == "reason":
+                ref = f"='Plan detail'!{plans.letter('reason')}{src_row}"
+                g.put(r, col, ref, reason_fmt, result=row.get("reason"), merge_to=col + 1)
+                ws.set_row(r - 1, _REASON_HEIGHT)
+                continue
+            sheet, source = ("Plans", overview_cols[name[6:]]) if name.startswith("plans:") else (
+                "'Plan detail'", by_name[name])
+            g.text(r, col, source.header, label_fmt)
+            ref = f"{sheet}!{source.letter}{src_row}"
+            formula = f'=IF({ref}="","",{ref})' if source.role == "input" else f"={ref}"
+            if source.name == "fits":
+                num = YES_NO
+            elif source.is_text:
+                num = "General"
+            else:
+                num = source.number_format or number_format(source.unit, source.kind, source.name)
+            value = source.value(row) if source.value else row.get(source.name)
+            g.put(r, col + 1, formula, book.fmt(num_format=num, align="right"), result=value)
+    last_band = (len(rows) - 1) // CARDS_ACROSS if rows else -1
+    fits_offset = 1 + _CARD.index("fits")
+    for band in range(last_band + 1):
+        top = 1 + band * (_CARD_ROWS + 1)
+        # A plan that does not fit has its name in red: the fits value sits fits_offset rows below it,
+        # one column right (a gap or label column there holds no number, so the rule skips it).
+        ws.conditional_format(top - 1, 0, top - 1, CARDS_ACROSS * len(_CARD_WIDTHS) - 1, {
+            "type": "formula", "criteria": f"=AND(ISNUMBER(B{top + fits_offset}),B{top + fits_offset}=0)",
+            "format": book.fmt(bg_color="#" + NOT_FIT_FILL, font_color="#9C0006")})
+    for j in range(CARDS_ACROSS):
+        for i, width in enumerate(_CARD_WIDTHS):
+            ws.set_column(j * len(_CARD_WIDTHS) + i, j * len(_CARD_WIDTHS) + i, width)
+    ws.set_h_pagebreaks(breaks[:1023])  # Excel keeps at most 1,023 page breaks
+    g.flush()
 
 
 # --------------------------------------------------------------------------- summary
@@ -637,6 +733,12 @@ def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarte
 _SUMMARY_TOP = 4  # labels row; names on 5 (hidden), data from 6
 _NO_TOTAL = ("unit_price", "price_per_hour", "reserved_price_per_hour")  # prices: a sum means nothing
 MAX_LINES_PER_CHART = 8
+# Chart text in points: 11 and up, so a page shrunk to 80% to fit still prints it at 8 pt or more.
+_CHART_FONT = {"size": 11}
+_CHART_TITLE = {"size": 13, "bold": True}
+_CHART_AXIS = {"name_font": {"size": 11, "bold": False}, "num_font": _CHART_FONT}
+# Summary column widths by unit (characters); others 8.5.
+_SUMMARY_WIDTH = {"USD": 9.5, "USD/h": 7, "users": 8}
 
 
 def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, fleet: Table, gpu_table: Table,
@@ -660,9 +762,10 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
     g.put(2, 1, "Previous quarter", bold)
     g.put(2, 2, "=" + previous_quarter_excel("B1"), book.cell("lookup"),
           result=previous)
-    g.put(3, 1, "Quarter index", bold)
-    g.put(3, 2, "=" + quarter_index_excel("B1"), book.cell("lookup"), result=index_of_quarter(quarter))
-    g.put(3, 3, "Demand and fleet entries hold until the next entry of the same plan or GPU type "
+    g.put(1, _QUARTER_INDEX_COL - 1, "Quarter index (helper)", bold)
+    g.put(1, _QUARTER_INDEX_COL, "=" + quarter_index_excel("B1"), book.cell("lookup"),
+          result=index_of_quarter(quarter))
+    g.put(2, 3, "Demand and fleet entries hold until the next entry of the same plan or GPU type "
                 "(the in_force columns of the Demand and Fleet sheets).")
 
     head = _SUMMARY_TOP + 1
@@ -680,7 +783,7 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
     for name in AGGREGATE_COLUMNS:
         unit, _kind, meaning = described[name]
         col = _col0(letters[name]) + 1
-        g.put(_SUMMARY_TOP, col, label(name, unit), header)
+        g.put(_SUMMARY_TOP, col, label(name, unit), book.header(None, rotated=True))
         g.put(head, col, name, book.fmt(font_color="#7F7F7F", font_size=8))
         ws.write_comment(_SUMMARY_TOP - 1, col - 1, f"{name}: {meaning}")
     totals: dict[str, float] = {}
@@ -721,7 +824,7 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
     g.put(block - 1, 1, "GPUs needed per quarter and GPU type (sums over the Demand entries in force)", bold)
     g.put(block, 1, "Quarter", header)
     for j, gpu in enumerate(gpus, start=2):
-        g.text(block, j, gpu["name"], header)
+        g.text(block, j, gpu["name"], book.header(None, rotated=True))
     for i, q in enumerate(quarters, start=1):
         g.text(block + i, 1, q, book.fmt(num_format="@", border=1, border_color="#BFBFBF"))
         for j, gpu in enumerate(gpus, start=2):
@@ -731,9 +834,16 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
             g.put(block + i, j, f, book.cell("figure", "#,##0"),
                   result=(agg.get((gpu["name"], q)) or {}).get("gpus_needed") or 0)
     block_last = block + len(quarters)
-    ws.set_column(0, 0, 18)
-    ws.set_column(1, max(len(AGGREGATE_COLUMNS), len(gpus)), 14)
-    ws.set_row(_SUMMARY_TOP - 1, 44)
+    ws.set_row(block - 1, 80)  # GPU type names, rotated
+    # Narrow enough that the table prints on one landscape page at 80% or more (text 8 pt or more).
+    ws.set_column(0, 0, 12)
+    for name in AGGREGATE_COLUMNS:
+        j = _col0(letters[name])
+        ws.set_column(j, j, _SUMMARY_WIDTH.get(described[name][0], 6))
+    if len(gpus) > len(AGGREGATE_COLUMNS):
+        ws.set_column(len(AGGREGATE_COLUMNS) + 1, len(gpus), 6)
+    ws.set_column(_QUARTER_INDEX_COL - 2, _QUARTER_INDEX_COL - 2, 22)
+    ws.set_row(_SUMMARY_TOP - 1, ROTATED_HEADER_HEIGHT)
     ws.set_row(head - 1, None, None, {"hidden": True})
     ws.freeze_panes(first - 1, 1)
     ws.repeat_columns(0)
@@ -748,28 +858,32 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
             "categories": ["Summary", block, 0, block_last - 1, 0],
             "values": ["Summary", block, j, block_last - 1, j],
         })
-    chart.set_title({"name": "GPUs needed per quarter, per GPU type"})
-    chart.set_x_axis({"name": "Quarter"})
-    chart.set_y_axis({"name": "GPUs", "major_gridlines": {"visible": True}})
-    chart.set_legend({"position": "right"})
+    chart.set_title({"name": "GPUs needed per quarter, per GPU type", "name_font": _CHART_TITLE})
+    chart.set_x_axis({"name": "Quarter", **_CHART_AXIS})
+    chart.set_y_axis({"name": "GPUs", "major_gridlines": {"visible": True}, **_CHART_AXIS})
+    chart.set_legend({"position": "right", "font": _CHART_FONT})
     chart.set_size({"width": 720, "height": 300})
     ws.insert_chart(charts_row, 0, chart)
-    # Beside it, the purchase: GPUs needed, installed and to buy per GPU type in the Summary's quarter.
+    # Below it, the purchase: GPUs needed, installed and to buy per GPU type in the Summary's quarter.
     buy = book.wb.add_chart({"type": "column"})
     for name in ("gpus_needed", "gpus_installed", "gpus_to_buy"):
         col = _col0(letters[name])
         buy.add_series({"name": ["Summary", _SUMMARY_TOP - 1, col],
                         "categories": ["Summary", first - 1, 0, max(last, first) - 1, 0],
                         "values": ["Summary", first - 1, col, max(last, first) - 1, col]})
-    buy.set_title({"name": "GPUs needed, installed and to buy this quarter"})
-    buy.set_x_axis({"name": "GPU type"})
-    buy.set_y_axis({"name": "GPUs", "major_gridlines": {"visible": True}})
-    buy.set_legend({"position": "bottom"})
-    buy.set_size({"width": 560, "height": 300})
-    ws.insert_chart(charts_row, 7, buy)
-    n = _concurrency_charts(book, ws, sweep, charts_row + 16)
-    # Each chart starts a page or shares it with one other: none is cut in two when printed.
-    ws.set_h_pagebreaks([charts_row] + [charts_row + 16 + 34 * k for k in range((n + 1) // 2)])
+    buy.set_title({"name": "GPUs needed, installed and to buy this quarter", "name_font": _CHART_TITLE})
+    buy.set_x_axis({"name": "GPU type", **_CHART_AXIS})
+    buy.set_y_axis({"name": "GPUs", "major_gridlines": {"visible": True}, **_CHART_AXIS})
+    buy.set_legend({"position": "bottom", "font": _CHART_FONT})
+    buy.set_size({"width": 720, "height": 300})
+    ws.insert_chart(charts_row + 16, 0, buy)
+    sweep_row = charts_row + 32
+    n = _concurrency_charts(book, ws, sweep, sweep_row)
+    # Printed: the tables on page 1, the two purchase charts on page 2. The concurrency charts (one
+    # per GPU type, from the Context sweep, which is not printed) are for the screen; when printed
+    # by hand each starts a page or shares it with one other.
+    ws.set_h_pagebreaks([charts_row, sweep_row] + [sweep_row + 34 * k for k in range(1, (n + 1) // 2)])
+    ws.print_area(0, 0, sweep_row - 1, max(len(AGGREGATE_COLUMNS), len(gpus)))
 
 
 def _concurrency_charts(book: Book, ws, sweep: Table, row: int) -> int:
@@ -798,10 +912,11 @@ def _concurrency_charts(book: Book, ws, sweep: Table, row: int) -> int:
                     "values": ["Context sweep", FIRST_ROW - 1 + a, conc, FIRST_ROW - 1 + b, conc],
                 })
             more = f" ({part // MAX_LINES_PER_CHART + 1})" if len(lines) > MAX_LINES_PER_CHART else ""
-            chart.set_title({"name": f"Max concurrency against context on {gpu}{more}"})
-            chart.set_x_axis({"name": "Context (tokens)", "log_base": 2, "num_format": "#,##0"})
-            chart.set_y_axis({"name": "Sequences per replica", "log_base": 10, "major_gridlines": {"visible": True}})
-            chart.set_legend({"position": "right"})
+            chart.set_title({"name": f"Max concurrency against context on {gpu}{more}", "name_font": _CHART_TITLE})
+            chart.set_x_axis({"name": "Context (tokens)", "log_base": 2, "num_format": "#,##0", **_CHART_AXIS})
+            chart.set_y_axis({"name": "Sequences per replica", "log_base": 10, "major_gridlines": {"visible": True},
+                              **_CHART_AXIS})
+            chart.set_legend({"position": "right", "font": _CHART_FONT})
             chart.set_size({"width": 720, "height": 320})
             ws.insert_chart(row, 0, chart)
             row += 17
@@ -814,6 +929,25 @@ def _col0(letter: str) -> int:
     for ch in letter:
         n = n * 26 + ord(ch) - 64
     return n - 1
+
+
+# --------------------------------------------------------------------------- printing
+
+
+def _print_areas(ws: dict, tables: dict[str, Table]) -> None:
+    """What each table sheet prints: the sheets in NOT_PRINTED nothing; Workload, Demand and Fleet
+    their inputs and figures, not the lookups and helpers to the right of them. Each prints one page
+    wide (Book.sheet's page setup)."""
+    for name in NOT_PRINTED:
+        # below and right of everything on the sheet (drop-down lists reach lookup_last_row)
+        leave_out_of_print(ws[name], tables[name].lookup_last_row + 1, len(tables[name].columns) + 1)
+    last = lambda t, name: _col0(t.letter(name))  # noqa: E731 - a column's 0-based index
+    ends = {"Workload": last(tables["Workload"], "plan_row") - 1,
+            "Demand": last(tables["Demand"], "quarter_index") - 1,
+            "Fleet": last(tables["Fleet"], "quarter_index") - 1}
+    for name, end in ends.items():
+        t = tables[name]
+        ws[name].print_area(0, 0, max(FIRST_ROW + len(t.rows) - 1, HEADER_ROW) - 1, end)
 
 
 # --------------------------------------------------------------------------- assumptions, read me
@@ -854,7 +988,7 @@ def _assumptions_sheet(book: Book, ws) -> None:
     ws.set_column(0, 0, 22)
     ws.set_column(1, 1, 16)
     ws.set_column(2, 2, 10)
-    ws.set_column(3, 3, 90)
+    ws.set_column(3, 3, 80)
     g.flush()
 
 
@@ -898,6 +1032,12 @@ def _readme_sheet(book: Book, ws, quarter: str, generated_at: str, data: dict) -
                         "its formulas to add a plan, a quarter of demand or a workload class.", None),
         ("Blank cells", "An unknown value (no hourly price, no fixed KV pool); figures that need it stay blank.",
          None),
+        ("Printing", "Printed, each sheet fits its page width. Plan cards prints each plan on a card (Plan detail's "
+                     "row of some 200 columns does not print). " + ", ".join(n for n in NOT_PRINTED if n != "Plan detail")
+                     + " are reference tables too wide for paper: they do not print (read them on screen). "
+                     "Workload, Demand and Fleet print their inputs and figures, not the lookups right of them; "
+                     "Summary prints its tables and the purchase charts, not the concurrency charts (the GPU "
+                     "prices it prints are the GPUs sheet's).", None),
         ("", "", None),
         ("Provenance", "", "bold"),
         ("generated_at", generated_at, None),
@@ -918,10 +1058,10 @@ def _readme_sheet(book: Book, ws, quarter: str, generated_at: str, data: dict) -
         g.text(i, 1, a, book.fmt(bold=True, valign="top") if style == "bold" else fills.get(style, book.fmt(valign="top")))
         g.text(i, 2, b, wrap)
         # Rows are sized for their wrapped text (a row of unknown height would overlap the next one).
-        ws.set_row(i - 1, 15 * max(1, -(-len(b) // 105)) + 2)
+        ws.set_row(i - 1, 15 * max(1, -(-len(b) // 100)) + 2)
     ws.set_row(0, 24)
-    ws.set_column(0, 0, 18)
-    ws.set_column(1, 1, 110)
+    ws.set_column(0, 0, 16)
+    ws.set_column(1, 1, 90)
     ws.fit_to_pages(1, 1)
     ws.set_portrait()
     g.flush()

@@ -283,7 +283,9 @@ def read_changes(conn, path: str | Path, quarter: str | None = None) -> Result:
             result.overwritten += _overwritten(ed.sheet, names, data)
             result.changes += _sheet_changes(conn, ed, names, data)
         for sheet in wb.sheetnames:
-            if sheet not in {ed.sheet for ed in EDITABLE} and sheet not in ("Read me", "Summary", "Assumptions"):
+            # free-form sheets (no table of named columns); Plan cards only shows Plan detail's cells
+            if sheet not in {ed.sheet for ed in EDITABLE} and sheet not in ("Read me", "Summary", "Plan cards",
+                                                                              "Assumptions"):
                 names, data = _rows(wb[sheet])
                 result.overwritten += _overwritten(sheet, names, data)
         return result

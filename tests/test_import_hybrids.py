@@ -123,6 +123,8 @@ FAMILIES = {name: _imported(src) for name, src in {
     "LFM2-VL-1.6B": LFM2_VL,
     "Laguna-XS.2": real("poolside__Laguna-XS.2-FP8.json"),
     "Laguna-S-2.1": real("poolside__Laguna-S-2.1-FP8.json"),
+    "GLM-5.2": real("zai-org__GLM-5.2.json"),
+    "GLM-5.1": real("zai-org__GLM-5.1.json"),
 }.items()}
 
 
@@ -303,3 +305,32 @@ def test_per_layer_kv_heads_are_refused_naming_the_key():
     bad = {**load("poolside__Laguna-XS.2-FP8.json"), "num_key_value_heads_per_layer": [8, 4] * 20}
     with pytest.raises(ConfigError, match=r"num_key_value_heads_per_layer = .* could change the KV cache"):
         model_from_config(bad, name="l", source="constructed")
+
+
+# ---------------------------------------------------------------- sparse-attention indexers (GLM-5.2)
+
+
+def test_glm52_indexer_types_count_the_layers_keeping_an_indexer():
+    """zai-org__GLM-5.2.json: indexer_types marks 21 of 78 layers "full" (layers 0-2, then every 4th from 6 to 74),
+    the others "shared" (they reuse the last full layer's top-k and have no indexer); GLM-5.1 has no such list."""
+    r = row("GLM-5.2")
+    assert (r["layers"], r["full_layers"], r["kv_lora_rank"], r["qk_rope_head_dim"]) == (78, 78, 512, 64)
+    assert r["indexer_bytes_per_token_per_layer"] == 128 + 128 // 128 * 4 == 132  # fp8 key + one fp32 scale
+    assert r["indexer_layers"] == len([0, 1, 2] + list(range(6, 75, 4))) == 21
+    assert row("GLM-5.1")["indexer_layers"] is None  # every MLA layer keeps one
+
+
+@pytest.mark.parametrize("name, indexer_layers", [("GLM-5.2", 21), ("GLM-5.1", 78)])
+def test_glm5_per_gpu_bytes(registry, name, indexer_layers):
+    latent = 78 * (512 + 64) * 2  # 89,856 B: the MLA latent is whole on every GPU
+    for tp in TPS:
+        for rule, token in (("theoretical", latent), ("vllm", latent + indexer_layers * 132)):  # 92,628 / 100,152
+            got = per_gpu(registry, name, tp, rule)
+            assert (got["all"], got["full"], got[8192], got[131072]) == (token, token, token * 8192, token * 131072), \
+                (tp, rule)
+
+
+def test_indexer_types_must_be_full_or_shared_per_layer():
+    bad = {**load("zai-org__GLM-5.2.json"), "indexer_types": ["full", "lazy"] * 39}
+    with pytest.raises(ConfigError, match=r'^constructed: indexer_types must list "full" or "shared" for each of the 78'):
+        model_from_config(bad, name="g", source="constructed")

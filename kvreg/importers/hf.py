@@ -513,10 +513,19 @@ def _indexer(cfg: _Config) -> dict:
                               "cache; fix the config")
         return {}
     dim = cfg.count(("index_head_dim",), "indexer head width")
-    if key is not None and not (isinstance(types, list) and all(t == "full" for t in types)):
-        raise ConfigError(f"{cfg.source}: indexer_types = {_show(types)} could change the KV cache and kvreg does not "
-                          "understand it; enter this model by hand")
-    return {"indexer_bytes_per_token_per_layer": dim + dim // 128 * 4}
+    out = {"indexer_bytes_per_token_per_layer": dim + dim // 128 * 4, "indexer_layers": None}
+    if key is not None:
+        # GLM-5.2: "full" layers run their own indexer and cache its keys; "shared" layers reuse the last full
+        # layer's top-k and have no indexer (no weights, no cache)
+        layers = cfg.count(_LAYER_KEYS, "layer count")
+        if not isinstance(types, list) or len(types) != layers or any(t not in ("full", "shared") for t in types) \
+                or types[0] != "full":
+            raise ConfigError(f"{cfg.source}: indexer_types must list \"full\" or \"shared\" for each of the {layers} "
+                              "layers, the first one \"full\"; fix the config")
+        full = types.count("full")
+        if full < layers:
+            out["indexer_layers"] = full
+    return out
 
 
 # ------------------------------------------------------------------------- DeciLM block_configs

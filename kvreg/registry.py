@@ -270,7 +270,7 @@ _MODEL_OPTIONAL_INTS = ["sliding_window", "attention_chunk_size", "kv_lora_rank"
                         "linear_state_heads", "indexer_bytes_per_token_per_layer", "hidden_size",
                         "intermediate_size", "vocab_size", "sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads",
                         "chunked_head_dim", "linear_recurrent_elements_per_layer", "embedding_matrices",
-                        "experts", "expert_intermediate_size", "moe_layers", "rotary_dim"]
+                        "experts", "expert_intermediate_size", "moe_layers", "rotary_dim", "indexer_layers"]
 
 
 def validate_model(conn, row: dict) -> dict:
@@ -314,6 +314,9 @@ def validate_model(conn, row: dict) -> dict:
     if not mla and row.get("indexer_bytes_per_token_per_layer") is not None:
         raise KvregError(f"model {row['name']!r}: an indexer cache (--indexer-bytes-per-token-per-layer) belongs to "
                          "MLA models (DeepSeek-V3.2); give --kv-lora-rank and --qk-rope-head-dim too, or drop it")
+    if row.get("indexer_layers") is not None and row.get("indexer_bytes_per_token_per_layer") is None:
+        raise KvregError(f"model {row['name']!r}: indexer_layers counts the layers keeping an indexer cache; give "
+                         "--indexer-bytes-per-token-per-layer too, or drop it")
     for f in ("kv_heads", "sliding_kv_heads", "chunked_kv_heads"):
         if not mla and row.get(f) and row["attention_heads"] % row[f]:
             raise KvregError(

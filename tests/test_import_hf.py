@@ -93,9 +93,11 @@ PUBLISHED_PARAMS_B = {
 
 
 def test_every_config_in_the_folder_has_expectations():
-    """Each vendored config is checked here or, for the 2025-2026 layouts, in test_import_layouts.py."""
+    """Each vendored config is checked here or, for the 2025-2026 layouts, in test_import_layouts.py or
+    test_import_hybrids.py."""
     names = {p.name for p in CONFIG_DIR.glob("*.json")}
-    layouts = (Path(__file__).parent / "test_import_layouts.py").read_text(encoding="utf-8")
+    layouts = "".join((Path(__file__).parent / f).read_text(encoding="utf-8")
+                      for f in ("test_import_layouts.py", "test_import_hybrids.py"))
     assert sorted(n for n in names if n not in EXPECTED and n not in layouts) == []
     assert set(EXPECTED) <= names
 
@@ -578,7 +580,7 @@ def test_sliding_layers_need_a_window():
 
 
 def test_missing_context_outside_falcon_is_an_error():
-    with pytest.raises(ConfigError, match=r"no context length \(max_position_embeddings, seq_length or n_positions\)"):
+    with pytest.raises(ConfigError, match=r"no context length \(max_position_embeddings, seq_length, n_positions or model_max_length\)"):
         build(llama(max_position_embeddings=None))
 
 

@@ -572,12 +572,12 @@ def test_olmo3_per_gpu_bytes(registry):
 
 @pytest.mark.parametrize("change, key", [
     ({"swa_num_key_value_heads": 4}, "swa_num_key_value_heads"),  # MiMo-style: sliding layers' own heads
-    ({"attn_type_list": [0, 1] * 16}, "attn_type_list"),  # MiniMax: lightning attention layers
+    # MiniMax-M3: a block-sparse attention index beside the KV cache (sparse_index_dim per token)
+    ({"sparse_attention_config": {"use_sparse_attention": True, "sparse_index_dim": 128}}, "sparse_attention_config"),
     ({"compress_ratios": [0, 4] * 16}, "compress_ratios"),  # DeepSeek-V4: compressed KV per layer
     ({"use_cla": True}, "use_cla"),  # Hunyuan cross-layer attention shares KV across layers
     ({"num_memory_heads": 4}, "num_memory_heads"),
-    # GLM-5.2: layers marked "shared" reuse another layer's sparse-attention indexer (its key cache)
-    ({"indexer_types": ["full", "shared", "shared", "shared"] * 8}, "indexer_types"),
+    ({"num_key_value_heads_per_layer": [8, 4] * 16}, "num_key_value_heads_per_layer"),  # kv heads per layer
 ])
 def test_unknown_cache_keys_stop_the_import_with_the_key_named(change, key):
     with pytest.raises(ConfigError, match=rf"^constructed: {key} = .* could change the KV cache and kvreg does not "
@@ -771,11 +771,11 @@ def test_model_check_explains_without_writing(tmp_path):
 
 def test_model_check_reports_a_failing_config_and_exits_1(tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({**OLMO3_7B, "attn_type_list": [0, 1] * 16}))
+    bad.write_text(json.dumps({**OLMO3_7B, "compress_ratios": [0, 4] * 16}))
     result = CliRunner().invoke(cli, ["model", "check", str(real("Qwen__Qwen3.5-27B.json")), str(bad)])
     assert result.exit_code == 1
     assert "linear_state_dtype" in result.output and "fp32" in result.output
-    assert "attn_type_list = [0, 1" in result.output
+    assert "compress_ratios = [0, 4" in result.output
     assert "1 of 2 config(s) cannot be imported" in result.output
 
 

@@ -49,6 +49,8 @@ def model_group():
 @click.option("--qk-rope-head-dim", type=int, help="MLA RoPE key dimension (DeepSeek: 64).")
 @click.option("--indexer-bytes-per-token-per-layer", type=int,
               help="MLA models with a sparse-attention indexer cache (DeepSeek-V3.2: 132).")
+@click.option("--indexer-layers", type=int,
+              help="Of the MLA layers, those keeping an indexer cache of their own (GLM-5.2: 21 of 78; default: all).")
 @click.option("--hidden-size", type=int, help="Residual stream width (hidden_size); vLLM's activation estimate.")
 @click.option("--intermediate-size", type=int, help="MLP width a token passes through (MoE: expert width x experts "
               "per token); vLLM's activation estimate.")
@@ -74,7 +76,7 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
               weight_dtype, max_context, sliding_layers, sliding_window, chunked_layers, attention_chunk_size,
               sliding_kv_heads, sliding_head_dim, chunked_kv_heads, chunked_head_dim, no_cache_layers,
               linear_layers, linear_state_elements, linear_recurrent_elements, linear_state_heads, linear_state_dtype, kv_lora_rank,
-              qk_rope_head_dim, indexer_bytes_per_token_per_layer, hidden_size, intermediate_size, vocab_size,
+              qk_rope_head_dim, indexer_bytes_per_token_per_layer, indexer_layers, hidden_size, intermediate_size, vocab_size,
               tied_embeddings, experts, expert_intermediate_size, moe_layers, rotary_dim, architecture, family, notes):
     """Add a model by hand.
 
@@ -99,6 +101,7 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
         linear_recurrent_elements_per_layer=linear_recurrent_elements,
         linear_state_heads=linear_state_heads, linear_state_dtype=linear_state_dtype, kv_lora_rank=kv_lora_rank,
         qk_rope_head_dim=qk_rope_head_dim, indexer_bytes_per_token_per_layer=indexer_bytes_per_token_per_layer,
+        indexer_layers=indexer_layers,
         hidden_size=hidden_size, intermediate_size=intermediate_size, vocab_size=vocab_size,
         embedding_matrices=None if tied_embeddings is None else 1 if tied_embeddings else 2, experts=experts,
         expert_intermediate_size=expert_intermediate_size, moe_layers=moe_layers, rotary_dim=rotary_dim, architecture=architecture, family=family, notes=notes, source="manual",

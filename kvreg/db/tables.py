@@ -127,6 +127,8 @@ class Model(SQLModel, table=True):
                         name="ck_model_expert_intermediate_size"),
         CheckConstraint("moe_layers IS NULL OR (moe_layers > 0 AND moe_layers <= layers)", name="ck_model_moe_layers"),
         CheckConstraint("rotary_dim IS NULL OR rotary_dim > 0", name="ck_model_rotary_dim"),
+        CheckConstraint("indexer_layers IS NULL OR (indexer_layers > 0 AND indexer_layers <= full_layers)",
+                        name="ck_model_indexer_layers"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -200,6 +202,10 @@ class Model(SQLModel, table=True):
     # head_dim (Qwen3-Next 64 of 256, GLM-4.5 64 of 128). The engines keep a max_position_embeddings x
     # rotary_dim cos/sin table on every GPU. NULL: the whole head (MLA: qk_rope_head_dim).
     rotary_dim: Optional[int] = None
+    # Of the MLA layers, those that keep a sparse-attention indexer cache of their own (0013): GLM-5.2's
+    # indexer_types "full" (21 of 78); its "shared" layers reuse the last full layer's top-k and keep none.
+    # NULL: every MLA layer (DeepSeek-V3.2, GLM-5).
+    indexer_layers: Optional[int] = None
 
 class Gpu(SQLModel, table=True):
     """An accelerator SKU."""

@@ -91,6 +91,14 @@ def _sampler_warm_up():
     return rows * coalesce(I("vocab_size"), 0) * F("sampler_bytes_per_logit")
 
 
+def _indexer_less_bytes_per_gpu() -> Expr:
+    """KV bytes per token the MLA layers without an indexer of their own do not hold on one GPU, under an engine
+    rule (GLM-5.2's indexer_types "shared" layers); 0 when every MLA layer keeps one (indexer_layers NULL)."""
+    return if_(and_(F("is_mla"), not_(_rule("theoretical")), not_(isnull(I("indexer_layers")))),
+               (F("full_layers_per_gpu") - ceil(coalesce(I("indexer_layers"), 0) / I("pp")))
+               * coalesce(I("indexer_bytes_per_token_per_layer"), 0), 0)
+
+
 def _state_shards() -> Expr:
     """The GPUs a linear layer's state is split over: TP, up to the heads it shards by (replicated past them)."""
     return least(F("attention_tp"), coalesce(I("linear_state_heads"), 1))
@@ -162,7 +170,8 @@ def _tp_fits_heads(kv_heads: Expr) -> Expr:
 
 def _sequence_bytes_per_gpu(tokens: Expr) -> Expr:
     """KV bytes one sequence of `tokens` tokens holds on one GPU (SPEC "Per sequence")."""
-    full = F("full_layers_per_gpu") * F("kv_bytes_per_token_per_layer_per_gpu") * _round_to_blocks(tokens)
+    full = (F("full_layers_per_gpu") * F("kv_bytes_per_token_per_layer_per_gpu")
+            - _indexer_less_bytes_per_gpu()) * _round_to_blocks(tokens)
     sliding = F("sliding_layers_per_gpu") * F("kv_bytes_per_token_per_sliding_layer_per_gpu") * _round_to_blocks(
         least(tokens, coalesce(I("sliding_window"), 0)))
     chunked = F("chunked_layers_per_gpu") * F("kv_bytes_per_token_per_chunked_layer_per_gpu") * _round_to_blocks(
@@ -319,8 +328,9 @@ _FIGURES: list[Figure] = [
     Figure(
         "kv_bytes_per_token_per_gpu",
         "bytes",
-        "KV bytes one token adds on one GPU, all attention layers of the fullest stage (a token inside every window)",
-        F("full_layers_per_gpu") * F("kv_bytes_per_token_per_layer_per_gpu")
+        "KV bytes one token adds on one GPU, all attention layers of the fullest stage (a token inside every window);"
+        " under an engine rule the MLA layers that keep no indexer of their own (indexer_layers) hold none",
+        F("full_layers_per_gpu") * F("kv_bytes_per_token_per_layer_per_gpu") - _indexer_less_bytes_per_gpu()
         + F("sliding_layers_per_gpu") * F("kv_bytes_per_token_per_sliding_layer_per_gpu")
         + F("chunked_layers_per_gpu") * F("kv_bytes_per_token_per_chunked_layer_per_gpu"),
     ),
@@ -329,7 +339,7 @@ _FIGURES: list[Figure] = [
         "bytes",
         "KV bytes one token adds on one GPU in full-attention layers alone: what each token past the windows"
         " costs (equal to kv_bytes_per_token_per_gpu for a model with only full attention)",
-        F("full_layers_per_gpu") * F("kv_bytes_per_token_per_layer_per_gpu"),
+        F("full_layers_per_gpu") * F("kv_bytes_per_token_per_layer_per_gpu") - _indexer_less_bytes_per_gpu(),
     ),
     Figure(
         "kv_page_bytes_per_token_per_layer_per_gpu",

@@ -142,6 +142,8 @@ _INPUTS = [
     InputDecl("indexer_bytes_per_token_per_layer", "bytes",
               "DeepSeek-V3.2 indexer cache per token per layer, whatever the KV dtype (NULL: no indexer)",
               nullable=True, positive=True, table="model"),
+    InputDecl("indexer_layers", "layers", "MLA layers keeping an indexer cache of their own (GLM-5.2 indexer_types"
+              " \"full\"; NULL: every MLA layer)", nullable=True, positive=True, table="model"),
     # dtypes
     InputDecl("kv_dtype", "name", "KV cache dtype", "text", table="kv_dtype", column="name", default="bf16"),
     InputDecl("kv_bytes_per_element", "bytes", "bytes per KV element", "real", positive=True,

@@ -72,6 +72,8 @@ def explain(row: dict, warnings: list[str], details: dict) -> dict:
         "expert_intermediate_size": row.get("expert_intermediate_size"),
         "moe_layers": row.get("moe_layers"),
         "rotary_dim": row.get("rotary_dim"),
+        "indexer_bytes_per_token_per_layer": row.get("indexer_bytes_per_token_per_layer"),
+        "indexer_layers": row.get("indexer_layers"),
         "linear_state_heads": row.get("linear_state_heads"),
         "linear_state_dtype": row.get("linear_state_dtype") or (row["weight_dtype"] if row["linear_layers"] else None),
         "params_total": row["params_total"],

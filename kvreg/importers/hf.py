@@ -52,7 +52,8 @@ _HEAD_KEYS = ("num_attention_heads", "n_head", "n_heads", "num_heads")
 _KV_HEAD_KEYS = ("num_key_value_heads", "n_head_kv", "num_kv_heads")
 _HEAD_DIM_KEYS = ("head_dim", "kv_channels", "attention_head_dim")
 _HIDDEN_KEYS = ("hidden_size", "n_embd", "d_model")
-_MAX_POS_KEYS = ("max_position_embeddings", "seq_length", "n_positions")
+# model_max_length: Kimi-Linear names its context only there (vLLM's _get_and_verify_max_len reads it too)
+_MAX_POS_KEYS = ("max_position_embeddings", "seq_length", "n_positions", "model_max_length")
 _WINDOW_KEYS = ("sliding_window", "sliding_window_size")
 
 _FALCON_FAMILIES = {"falcon", "RefinedWeb", "RefinedWebModel"}
@@ -68,7 +69,11 @@ _LAYER_TYPE_KINDS = {
     "sliding_attention": "sliding", "local_attention": "sliding",
     "chunked_attention": "chunked",
     "linear_attention": "linear", "mamba": "linear", "mamba2": "linear",
+    "conv": "linear",  # LFM2 / LFM2.5: a gated short convolution, a fixed conv state per sequence
 }
+# Wrappers (vision-language and other multimodal configs) that nest the language model's config; vLLM's
+# get_hf_text_config reads the first of these that is set.
+_TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config")
 
 
 # What transformers' config classes fill in when a config.json leaves a key out (the defaults of their
@@ -100,8 +105,8 @@ _DEFAULTS_ALIASES = {"gemma3": "gemma3_text"}
 _CACHE_HINT = re.compile(
     r"heads?($|_)|head_dim|(^|_)kv($|_)|window|(?<!mlp_)layer_types|layers_block_type|block_config|(^|_)swa($|_)"
     r"|(^|_)global_|kv_shared|k_eq_v|cache_dtype|ssm_dtype|attn_type|sparse_attention|linear_attn|(^|_)sinks?($|_)|sink_tok"
-    r"|(^|_)cla($|_)|compress_ratio|indexer_types"
-)
+    r"|(^|_)cla($|_)|compress_ratio|indexer_types|attention_types|full_attn|conv_l_cache"
+, re.IGNORECASE)
 _UNDERSTOOD = {
     "num_attention_heads", "n_head", "n_heads", "num_heads", "num_key_value_heads", "n_head_kv", "num_kv_heads", "head_dim", "kv_channels",
     "attention_head_dim", "v_head_dim", "qk_nope_head_dim", "qk_rope_head_dim", "qk_head_dim", "kv_lora_rank",
@@ -110,6 +115,16 @@ _UNDERSTOOD = {
     "mamba_num_heads", "mamba_head_dim", "mamba_ssm_cache_dtype", "mamba_ssm_dtype", "num_global_key_value_heads",
     "global_head_dim", "attention_k_eq_v", "num_kv_shared_layers", "block_configs", "index_head_dim",
     "multi_query_group_num", "layers_block_type",
+    # MiniMax-Text-01 / M1: 0 lightning (linear) attention, 1 softmax attention per layer (vLLM also reads the
+    # older spelling decoder_attention_types)
+    "attn_type_list", "decoder_attention_types",
+    # Kimi-Linear: KDA layers, MLA layers and the KDA state's shape (read by _kda_config)
+    "linear_attn_config",
+    # Laguna: query heads per layer; the cache takes num_key_value_heads, one count for every layer
+    "num_attention_heads_per_layer",
+    # GLM-5.2: "full" layers keep their own sparse-attention indexer, "shared" ones reuse the last full one's
+    "indexer_types",
+    "full_attn_idxs", "conv_L_cache",  # LFM2: its attention layers (configs before layer_types), conv state length
 }
 _HARMLESS = {
     "pruned_heads",  # transformers' bookkeeping of removed heads, empty in released checkpoints
@@ -122,6 +137,7 @@ _HARMLESS = {
     "mtp_layers_block_type",  # the multi-token-prediction head's blocks, loaded only for speculative decoding
     "swa_rope_theta",  # MiMo-V2-Flash: the sliding layers' RoPE base
     "add_swa_attention_sink_bias",  # MiMo-V2-Flash: a learned per-head sink logit, no cached tokens
+    "index_share_for_mtp_iteration",  # GLM-5.2: the MTP head reuses the indexer's top-k, no cache of its own
 }
 
 
@@ -229,14 +245,16 @@ class _Config:
     """Key lookup over a config: ``text_config`` first (multimodal checkpoints), then the top level."""
 
     def __init__(self, config: dict, source: str):
-        text = config.get("text_config")
+        self.wrapper = next((k for k in _TEXT_CONFIG_KEYS if config.get(k) is not None), "text_config")
+        text = config.get(self.wrapper)
         if text is not None and not isinstance(text, dict):
-            raise ConfigError(f"{source}: text_config is a {_json_type(text)}, not an object; fix the config")
+            raise ConfigError(f"{source}: {self.wrapper} is a {_json_type(text)}, not an object; fix the config")
         self.top, self.text, self.source = config, text or {}, source
         # The text model's type drives the family defaults (gemma2 vs gemma3, llama4_text...).
         self.model_type = _text(self.text.get("model_type")) or _text(config.get("model_type"))
         self.defaults = ARCH_DEFAULTS.get(_DEFAULTS_ALIASES.get(self.model_type, self.model_type), {})
         self.defaulted: dict[str, Any] = {}  # architecture defaults the import relied on, in order of use
+        self.heads_per_layer: list[int] | None = None  # num_attention_heads_per_layer (Laguna), once read
 
     def raw(self, *keys: str) -> tuple[str | None, Any]:
         """``(key, value)`` of the first key set to a non-null value, or ``(None, None)``."""
@@ -411,6 +429,30 @@ def _swa_heads(cfg: _Config, att: dict, kinds: list[str]) -> dict:
     return {"k_eq_v_layers": 0, "sliding_kv_heads": swa_kv}
 
 
+def _per_layer_query_heads(cfg: _Config, layers: int, att: dict, findings: _Findings) -> None:
+    """Laguna: num_attention_heads_per_layer gives each layer its own query heads; the K/V projections keep
+    num_key_value_heads in every layer (vLLM's and transformers' Laguna attention), so the cache is an ordinary
+    one. Each count must be a whole number of kv head groups, and divide by TP as num_attention_heads does."""
+    key, value = cfg.raw("num_attention_heads_per_layer")
+    if key is None:
+        return
+    if not isinstance(value, list) or len(value) != layers:
+        size = f"{len(value)} entries" if isinstance(value, list) else f"a {_json_type(value)}"
+        raise ConfigError(f"{cfg.source}: {key} has {size} but the model has {layers} layers; fix the config")
+    counts = [_whole(v, f"{key}[{i}]", cfg.source) for i, v in enumerate(value)]
+    for i, heads in enumerate(counts):
+        if att["kv_lora_rank"] is None and heads % att["kv_heads"]:
+            raise ConfigError(f"{cfg.source}: {key}[{i}] = {heads} is not a multiple of the {att['kv_heads']} kv heads; "
+                              "fix the config")
+    # tp_valid checks attention_heads % TP: their greatest common divisor divides by TP exactly when every layer's does
+    att["attention_heads"] = math.gcd(*counts)
+    cfg.heads_per_layer = counts
+    shown = ", ".join(f"{n} heads in {counts.count(n)} layers" for n in sorted(set(counts)))
+    findings.note(f"{key}: query heads per layer ({shown}); the KV cache keeps {att['kv_heads']} kv heads in every "
+                  f"layer; attention_heads holds their greatest common divisor {att['attention_heads']}, which TP must "
+                  "divide")
+
+
 def _kv_heads(cfg: _Config, heads: int, findings: _Findings) -> int:
     """KV head count across the families' spellings; missing means one per attention head (MHA)."""
     # Falcon-7B / StarCoder: multi_query means one shared K/V head, unless Falcon's
@@ -464,10 +506,26 @@ def _mla_attention(cfg: _Config, heads: int, kv_heads: int) -> dict:
 def _indexer(cfg: _Config) -> dict:
     """DeepSeek-V3.2's sparse-attention indexer caches a key of index_head_dim fp8 bytes plus one fp32
     scale per 128 of them per token per layer (vLLM and SGLang alike: 128 + 4 = 132 B)."""
+    key, types = cfg.raw("indexer_types")
     if cfg.raw("index_head_dim")[0] is None:
+        if key is not None:
+            raise ConfigError(f"{cfg.source}: indexer_types is set but there is no index_head_dim to size the indexer "
+                              "cache; fix the config")
         return {}
     dim = cfg.count(("index_head_dim",), "indexer head width")
-    return {"indexer_bytes_per_token_per_layer": dim + dim // 128 * 4}
+    out = {"indexer_bytes_per_token_per_layer": dim + dim // 128 * 4, "indexer_layers": None}
+    if key is not None:
+        # GLM-5.2: "full" layers run their own indexer and cache its keys; "shared" layers reuse the last full
+        # layer's top-k and have no indexer (no weights, no cache)
+        layers = cfg.count(_LAYER_KEYS, "layer count")
+        if not isinstance(types, list) or len(types) != layers or any(t not in ("full", "shared") for t in types) \
+                or types[0] != "full":
+            raise ConfigError(f"{cfg.source}: indexer_types must list \"full\" or \"shared\" for each of the {layers} "
+                              "layers, the first one \"full\"; fix the config")
+        full = types.count("full")
+        if full < layers:
+            out["indexer_layers"] = full
+    return out
 
 
 # ------------------------------------------------------------------------- DeciLM block_configs
@@ -581,13 +639,6 @@ def _check_unknown_keys(cfg: _Config, findings: _Findings, accept_unknown: bool)
             continue  # MiMo-V2-Flash's sliding layers, read by _swa_heads
         if value is None or value is False or value == 0 or value == [] or value == {}:
             continue  # switched off: no effect on the cache
-        if key == "indexer_types" and isinstance(value, list) and value and all(v == "full" for v in value):
-            continue  # every layer its own sparse-attention indexer: the indexer cache kvreg counts per layer
-        if key == "attn_type_list" and isinstance(value, list) and all(v == 1 and v is not True for v in value):
-            # MiniMax's per-layer attention kinds: 1 softmax attention, 0 lightning (linear) attention.
-            # All 1 (MiniMax-M2.x) is ordinary attention in every layer: vLLM's minimax_m2.py never reads it.
-            findings.note("attn_type_list: every layer 1 (softmax attention), read as full attention")
-            continue
         _unknown(cfg, findings, accept_unknown, key, value)
 
 
@@ -615,8 +666,14 @@ def _attention_kinds(cfg: _Config, layers: int, findings: _Findings, blocks: lis
             findings.note(f"{none} of {layers} block_configs layers have no attention (no_op or a linear layer "
                           "in its place) and hold no KV cache")
         return [b.kind for b in blocks]
+    if cfg.raw("linear_attn_config")[0] is not None:
+        return _kinds_from_kda_config(cfg, layers)
+    if cfg.raw("attn_type_list", "decoder_attention_types")[0] is not None:
+        return _kinds_from_attn_type_list(cfg, layers, findings)
     if cfg.raw("layer_types")[0] is not None:
         return _kinds_from_layer_types(cfg, layers)
+    if cfg.raw("full_attn_idxs")[0] is not None:
+        return _kinds_from_full_attn_idxs(cfg, layers)
     if _hybrid_pattern(cfg) is not None:
         return _kinds_from_hybrid_pattern(cfg, layers, findings)
     if cfg.raw("hybrid_layer_pattern")[0] is not None:
@@ -650,6 +707,67 @@ def _attention_kinds(cfg: _Config, layers: int, findings: _Findings, blocks: lis
         findings.note("sliding_window with no per-layer layout (layer_types, a pattern or use_sliding_window): "
                       "every layer slides, as Mistral's do")
     return ["sliding" if has_window else "full"] * layers
+
+
+def _kinds_from_attn_type_list(cfg: _Config, layers: int, findings: _Findings) -> list[str]:
+    """MiniMax-Text-01 / M1: attn_type_list gives each layer 0 (lightning attention, a linear-attention state per
+    sequence) or 1 (softmax attention, a KV cache), as vLLM's minimax_text_01.py reads it (older configs:
+    decoder_attention_types). MiniMax-M2.x lists 62 ones: every layer ordinary attention."""
+    key, flags = cfg.raw("attn_type_list", "decoder_attention_types")
+    if not isinstance(flags, list) or len(flags) != layers or any(f not in (0, 1) or isinstance(f, bool) for f in flags):
+        raise ConfigError(f"{cfg.source}: {key} must list 0 (lightning attention) or 1 (softmax attention) for each "
+                          f"of the {layers} layers; fix the config")
+    if all(f == 1 for f in flags):
+        findings.note(f"{key}: every layer 1 (softmax attention), read as full attention")
+    else:
+        findings.note(f"{key}: {flags.count(0)} lightning (linear) attention layers holding a state per sequence, "
+                      f"{flags.count(1)} softmax attention layers holding a KV cache")
+    return ["full" if f == 1 else "linear" for f in flags]
+
+
+# linear_attn_config keys: read, or known not to change the cache (the gate's parametrisation).
+_KDA_READ = {"kda_layers", "full_attn_layers", "num_heads", "head_dim", "short_conv_kernel_size"}
+_KDA_HARMLESS = {"gate_lower_bound", "use_full_rank_gate", "use_kda_lora", "kda_use_qk_l2norm_in_kernel"}
+
+
+def _kda_config(cfg: _Config) -> dict:
+    """Kimi-Linear's linear_attn_config, its keys checked: an unknown one that could shape the state stops the import
+    (num_k_heads / head_k_dim would change the conv state vLLM's kda_state_shape sizes)."""
+    key, value = cfg.raw("linear_attn_config")
+    if not isinstance(value, dict):
+        raise ConfigError(f"{cfg.source}: linear_attn_config is {_show(value)}, not an object; fix the config")
+    for inner in value:
+        if inner not in _KDA_READ and inner not in _KDA_HARMLESS and value[inner] is not None:
+            raise ConfigError(f"{cfg.source}: linear_attn_config.{inner} = {_show(value[inner])} could change the KDA "
+                              "state and kvreg does not understand it; enter this model by hand")
+    return value
+
+
+def _kinds_from_kda_config(cfg: _Config, layers: int) -> list[str]:
+    """Kimi-Linear: linear_attn_config.kda_layers and full_attn_layers number the layers from 1 (vLLM's
+    KimiLinearConfig.is_kda_layer: ``layer_idx + 1 in kda_layers``); KDA layers keep a state, the others MLA."""
+    kda = _kda_config(cfg)
+    sets = {}
+    for name in ("kda_layers", "full_attn_layers"):
+        ids = kda.get(name)
+        if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            raise ConfigError(f"{cfg.source}: linear_attn_config.{name} must list layer numbers; fix the config")
+        sets[name] = set(ids)
+    if sets["kda_layers"] & sets["full_attn_layers"] or sets["kda_layers"] | sets["full_attn_layers"] != set(
+            range(1, layers + 1)):
+        raise ConfigError(f"{cfg.source}: linear_attn_config.kda_layers and full_attn_layers must number each of the "
+                          f"{layers} layers (from 1) exactly once; fix the config")
+    return ["linear" if i + 1 in sets["kda_layers"] else "full" for i in range(layers)]
+
+
+def _kinds_from_full_attn_idxs(cfg: _Config, layers: int) -> list[str]:
+    """LFM2's first configs: full_attn_idxs numbers the attention layers from 0; every other layer is a short
+    convolution (transformers' and vLLM's Lfm2Config build layer_types so when it is absent)."""
+    _, idxs = cfg.raw("full_attn_idxs")
+    if not isinstance(idxs, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers
+                                             for i in idxs):
+        raise ConfigError(f"{cfg.source}: full_attn_idxs must list layer numbers from 0 to {layers - 1}; fix the config")
+    return ["full" if i in idxs else "linear" for i in range(layers)]
 
 
 def _kinds_from_swa_flags(cfg: _Config, layers: int) -> list[str]:
@@ -756,10 +874,53 @@ def _layout(cfg: _Config, kinds: list[str], blocks: list[_Block] | None = None) 
 # -------------------------------------------------------------------------------- linear state
 
 
+def _state_kind(cfg: _Config) -> str:
+    """Which recurrent layer the config's linear layers are: kda, lightning, short_conv, gdn or mamba2."""
+    if cfg.raw("linear_attn_config")[0] is not None:
+        return "kda"
+    _, flags = cfg.raw("attn_type_list", "decoder_attention_types")
+    if isinstance(flags, list) and 0 in flags:
+        return "lightning"
+    _, types = cfg.raw("layer_types")
+    if (isinstance(types, list) and "conv" in types) or cfg.raw("full_attn_idxs")[0] is not None:
+        return "short_conv"
+    if cfg.raw("linear_num_key_heads")[0] is not None:
+        return "gdn"
+    if cfg.raw("mamba_num_heads")[0] is not None:
+        return "mamba2"
+    return ""
+
+
 def _linear_state(cfg: _Config) -> tuple[int, int, int]:
     """(state elements per sequence per linear layer, of which conv state, head count it shards by under TP);
-    the rest is the recurrent state."""
-    if cfg.raw("linear_num_key_heads")[0] is not None:
+    the rest is the recurrent state. Each shape is vLLM's MambaStateShapeCalculator's
+    (vllm/model_executor/layers/mamba/mamba_utils.py) for that layer, at TP1."""
+    kind = _state_kind(cfg)
+    if kind == "kda":
+        # Kimi Delta Attention (kda_state_shape): a conv state over q, k and v of num_heads x head_dim channels
+        # each, (short_conv_kernel_size - 1) deep, and one head_dim x head_dim matrix per head.
+        kda = _kda_config(cfg)
+        heads = _whole(kda.get("num_heads"), "linear_attn_config.num_heads", cfg.source)
+        dim = _whole(kda.get("head_dim"), "linear_attn_config.head_dim", cfg.source)
+        kernel = _whole(kda.get("short_conv_kernel_size"), "linear_attn_config.short_conv_kernel_size", cfg.source,
+                        minimum=2)
+        conv = 3 * heads * dim * (kernel - 1)
+        return conv + heads * dim * dim, conv, heads
+    if kind == "lightning":
+        # MiniMax lightning attention (linear_attention_state_shape): num_attention_heads x head_dim x head_dim,
+        # no conv state; vLLM's minimax_text_01.py passes num_attention_heads and head_dim.
+        heads = cfg.count(_HEAD_KEYS, "attention head count")
+        dim = _head_dim(cfg, heads)
+        return heads * dim * dim, 0, heads
+    if kind == "short_conv":
+        # LFM2 short convolution (short_conv_state_shape): hidden_size channels, conv_L_cache - 1 deep, sharded
+        # over TP by channel (vLLM's lfm2.py passes hidden_size; transformers' Lfm2Config defaults conv_L_cache to 3)
+        hidden = cfg.count(_HIDDEN_KEYS, "hidden size (the short convolution's channels)")
+        key, cache = cfg.raw("conv_L_cache")
+        depth = 3 if key is None else _whole(cache, key, cfg.source, minimum=2)
+        conv = hidden * (depth - 1)
+        return conv, conv, hidden
+    if kind == "gdn":
         # Gated DeltaNet (Qwen3-Next): conv state over q, k, v channels + one k x v matrix per value head.
         k_heads = cfg.count(("linear_num_key_heads",), "linear key heads")
         v_heads = cfg.count(("linear_num_value_heads",), "linear value heads")
@@ -768,7 +929,7 @@ def _linear_state(cfg: _Config) -> tuple[int, int, int]:
         kernel = cfg.count(("linear_conv_kernel_dim",), "linear conv kernel size")
         conv = (2 * k_heads * k_dim + v_heads * v_dim) * (kernel - 1)
         return conv + v_heads * k_dim * v_dim, conv, k_heads
-    if cfg.raw("mamba_num_heads")[0] is not None:
+    if kind == "mamba2":
         # Mamba2 (Nemotron-H): conv state over x, B, C channels + SSM state heads x head_dim x state.
         heads = cfg.count(("mamba_num_heads",), "Mamba heads")
         head_dim = cfg.count(("mamba_head_dim",), "Mamba head width")
@@ -779,7 +940,8 @@ def _linear_state(cfg: _Config) -> tuple[int, int, int]:
         return conv + heads * head_dim * state, conv, heads
     raise ConfigError(
         f"{cfg.source}: has linear/state layers but no state shape kvreg can read (Gated DeltaNet "
-        "linear_num_key_heads... or Mamba2 mamba_num_heads...); enter this model by hand"
+        "linear_num_key_heads..., Mamba2 mamba_num_heads..., Kimi-Linear linear_attn_config, MiniMax attn_type_list "
+        "or LFM2 conv layers); enter this model by hand"
     )
 
 
@@ -793,6 +955,14 @@ def _linear_fields(cfg: _Config, linear_layers: int, findings: _Findings) -> dic
         elements, conv, heads = _linear_state(cfg)
         recurrent = elements - conv
         key, value = cfg.raw("mamba_ssm_cache_dtype", "mamba_ssm_dtype")
+        if _state_kind(cfg) == "kda":
+            # vLLM's MambaStateDtypeCalculator.kda_state_dtype returns (model dtype, torch.float32): the recurrent
+            # state is float32 whatever the model dtype, the conv state in the model dtype.
+            key, value = "kda_state_dtype", "float32"
+        elif _state_kind(cfg) in ("lightning", "short_conv"):
+            # vLLM's linear_attention_state_dtype and short_conv_state_dtype: one tensor in the model dtype
+            # (--mamba-cache-dtype auto), no separate SSM dtype; not split (SGLang's float32 SSM rule does not apply)
+            key, recurrent = None, None
         if key is not None and value != "auto":
             dtype = _TORCH_DTYPES.get(value) if isinstance(value, str) else None  # lists are unhashable
             if dtype is None:
@@ -921,7 +1091,7 @@ def _max_positions(cfg: _Config, findings: _Findings) -> int:
 
 
 _EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
-_TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k_experts")
+_TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk", "top_k_experts", "num_experts_per_token")
 _SHARED_COUNT_KEYS = ("n_shared_experts", "num_shared_expert", "num_shared_experts")
 
 
@@ -1023,11 +1193,26 @@ def _attention_params(cfg: _Config, att: dict, hidden: int, kind: str = "full") 
 
 
 def _linear_layer_params(cfg: _Config, hidden: int) -> int:
-    """Projection weights of one Gated DeltaNet or Mamba2 layer."""
+    """Projection weights of one Gated DeltaNet, Mamba2, KDA, lightning-attention or short-convolution layer."""
     def get(key: str) -> int:  # shapes were validated by _linear_state already
         return cfg.count((key,), key)
 
-    if cfg.raw("linear_num_key_heads")[0] is not None:
+    kind = _state_kind(cfg)
+    if kind == "kda":
+        # q, k, v and o projections of num_heads x head_dim; the forget and output gates' low-rank pairs
+        # (hidden -> head_dim -> heads x head_dim); b_proj (one beta per head); three depthwise convolutions
+        kda = _kda_config(cfg)
+        heads, dim, kernel = kda["num_heads"], kda["head_dim"], kda["short_conv_kernel_size"]
+        return 4 * hidden * heads * dim + 2 * (hidden * dim + dim * heads * dim) + hidden * heads + 3 * heads * dim * kernel
+    if kind == "lightning":
+        # MiniMax: qkv_proj (3 x heads x head_dim), output_gate and out_proj
+        heads = cfg.count(_HEAD_KEYS, "attention head count")
+        return 5 * hidden * heads * _head_dim(cfg, heads)
+    if kind == "short_conv":
+        # LFM2 ShortConv: in_proj (B, C, x gates), out_proj, and a depthwise convolution of conv_L_cache taps
+        _, depth = cfg.raw("conv_L_cache")
+        return 4 * hidden * hidden + hidden * (depth or 3)
+    if kind == "gdn":
         keys = get("linear_num_key_heads") * get("linear_key_head_dim")
         values = get("linear_num_value_heads") * get("linear_value_head_dim")
         # in_proj_qkvz + in_proj_ba (two gates per value head) + out_proj
@@ -1107,6 +1292,10 @@ def _estimate_params(cfg: _Config, att: dict, layout: dict, blocks: list[_Block]
     linear = layout["linear_layers"]
     attention = sum(layout[f"{kind}_layers"] * _attention_params(cfg, att, hidden, kind)
                     for kind in ("full", "sliding", "chunked"))
+    if cfg.heads_per_layer is not None:  # Laguna: each layer's own query heads
+        kinds = _attention_kinds(cfg, layout["layers"] + layout["no_cache_layers"], _Findings(), None)
+        attention = sum(_attention_params(cfg, {**att, "attention_heads": heads}, hidden, kind)
+                        for heads, kind in zip(cfg.heads_per_layer, kinds) if kind in ("full", "sliding", "chunked"))
     all_layers = layout["layers"] + layout["no_cache_layers"]
     # Layers that only read another layer's cache (num_kv_shared_layers, Gemma 3n / 4) keep their own
     # attention weights, each of its own kind (Gemma 4 E2B: 16 sliding of 256 and 4 full of 512).
@@ -1201,6 +1390,7 @@ def _model_from_config(config: dict, *, name: str, source: str, sha256: str | No
     if cfg.raw("block_configs")[0] is not None:
         blocks = _decilm_blocks(cfg, layers, cfg.count(_HEAD_KEYS, "attention head count"), findings, accept_unknown)
     att = _attention(cfg, findings, blocks)
+    _per_layer_query_heads(cfg, layers, att, findings)
     kinds = _layer_kinds(cfg, layers, findings, blocks)
     att.update(_kind_heads(cfg, att, kinds, findings))
     layout = _layout(cfg, kinds, blocks)
@@ -1243,7 +1433,8 @@ def _activation_widths(config: dict, defaults: dict | None = None) -> dict:
     """hidden_size, the MLP width a token passes through (MoE: moe_intermediate_size x experts per token)
     and vocab_size: the widths vLLM's profile run holds activations at. A value the config lacks is the
     architecture's default (Gemma 3's text_config leaves vocab_size out), else None."""
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    wrapper = next((k for k in _TEXT_CONFIG_KEYS if isinstance(config.get(k), dict)), None)
+    text = config[wrapper] if wrapper else config
     text = {**(defaults or {}), **{k: v for k, v in text.items() if v is not None}}
 
     def whole(*keys):

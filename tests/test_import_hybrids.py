@@ -1,0 +1,336 @@
+"""Architectures of 2025-2026 whose layers are not all softmax attention, or not all alike: each imports with
+the cache its engines keep, or is refused naming the key and why (issue #40).
+
+- linear ("lightning") attention hybrids, their layer kinds in ``attn_type_list`` (MiniMax-Text-01 / M1);
+- KDA + MLA hybrids described by ``linear_attn_config`` (Kimi-Linear, Kimi-K3), experts per token spelt
+  ``num_experts_per_token``;
+- short-convolution hybrids (``layer_types`` "conv", or the first configs' ``full_attn_idxs``: LFM2, LFM2.5,
+  and LFM2-VL nesting one in ``text_config``);
+- per-layer query heads (``num_attention_heads_per_layer``: Laguna);
+- sparse-attention indexers per layer (``indexer_types``: GLM-5.2).
+
+Real configs are vendored under tests/data/hf-configs/ (MANIFEST.md gives each one's public source and sha256).
+Where no unedited public copy was found (MiniMax-Text-01, MiniMax-M1, LFM2-1.2B, LFM2-VL-1.6B, LFM2.5-1.2B,
+Kimi-Linear-48B-A3B), the config is built here from the keys and values the model's published config.json
+documents, and says so: those are not claimed to be the real files.
+
+State shapes and dtypes are vLLM's (vllm/model_executor/layers/mamba/mamba_utils.py,
+MambaStateShapeCalculator / MambaStateDtypeCalculator):
+- linear_attention_state_shape: (num_heads // tp, head_dim, head_dim), dtype the model's (mamba_cache_dtype auto);
+- kda_state_shape: conv (3 x num_heads x head_dim // tp, kernel - 1) in the model dtype, recurrent
+  (num_heads // tp, head_dim, head_dim) in float32 (kda_state_dtype returns (state_dtype, torch.float32));
+- short_conv_state_shape: (hidden_size // tp, conv_L_cache - 1) in the model dtype (vLLM's lfm2.py passes
+  hidden_size).
+The bytes per token and per 8,192- and 131,072-token sequence per GPU at TP 1, 2, 4 and 8 are worked by hand
+below and compared with the registry's views.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvreg.capacity import Question, ask
+from kvreg.db.engine import open_registry
+from kvreg.importers.hf import ConfigError, import_path, model_from_config
+from kvreg.registry import add_model
+
+DATA = Path(__file__).parent / "data" / "hf-configs"
+TPS = (1, 2, 4, 8)
+SEQ = (8192, 131072)
+
+
+def real(name: str) -> Path:
+    return DATA / name
+
+
+def load(name: str) -> dict:
+    return json.loads(real(name).read_text())
+
+
+# ------------------------------------------------------------------------------ constructed configs
+
+# Built from the keys MiniMaxAI/MiniMax-Text-01's config.json documents (no unedited public copy found): 80 layers
+# of 7 lightning-attention layers then one softmax layer, 64 heads of 128, 8 kv heads, 32 experts, 2 per token.
+MINIMAX_TEXT_01 = {
+    "architectures": ["MiniMaxText01ForCausalLM"], "model_type": "minimax_text_01", "torch_dtype": "bfloat16",
+    "attn_type_list": [0, 0, 0, 0, 0, 0, 0, 1] * 10, "head_dim": 128, "hidden_size": 6144,
+    "intermediate_size": 9216, "layernorm_full_attention_alpha": 3.5565588200778455,
+    "layernorm_full_attention_beta": 1.0, "layernorm_linear_attention_alpha": 3.5565588200778455,
+    "layernorm_linear_attention_beta": 1.0, "layernorm_mlp_alpha": 3.5565588200778455, "layernorm_mlp_beta": 1.0,
+    "max_position_embeddings": 10240000, "num_attention_heads": 64, "num_experts_per_tok": 2,
+    "num_hidden_layers": 80, "num_key_value_heads": 8, "num_local_experts": 32, "postnorm": True,
+    "rms_norm_eps": 1e-05, "rope_theta": 10000000, "rotary_dim": 64, "shared_intermediate_size": 0,
+    "shared_moe_mode": "sigmoid", "tie_word_embeddings": False, "vocab_size": 200064, "block_size": 256,
+}
+# MiniMaxAI/MiniMax-M1-80k: the same network (vLLM maps MiniMaxM1ForCausalLM to minimax_text_01.py), its older
+# configs spell the layer kinds decoder_attention_types.
+MINIMAX_M1 = {**{k: v for k, v in MINIMAX_TEXT_01.items() if k != "attn_type_list"},
+              "architectures": ["MiniMaxM1ForCausalLM"], "model_type": "minimax_m1",
+              "decoder_attention_types": [0, 0, 0, 0, 0, 0, 0, 1] * 10}
+
+# Built from the keys LiquidAI/LFM2-1.2B's first config.json documents: attention layers named by full_attn_idxs
+# (no layer_types), 32 heads of 64 (hidden 2,048), 8 kv heads, conv_L_cache 3.
+LFM2_FULL_ATTN = [2, 5, 8, 10, 12, 14]
+LFM2_1_2B = {
+    "architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2", "torch_dtype": "bfloat16", "block_auto_adjust_ff_dim": True,
+    "block_dim": 2048, "block_ff_dim": 12288, "block_ffn_dim_multiplier": 1.0, "block_multiple_of": 256,
+    "block_norm_eps": 1e-05, "conv_L_cache": 3, "conv_bias": False, "full_attn_idxs": LFM2_FULL_ATTN,
+    "hidden_size": 2048, "max_position_embeddings": 128000, "norm_eps": 1e-05, "num_attention_heads": 32,
+    "num_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "rope_theta": 1000000.0,
+    "vocab_size": 65536, "tie_embedding": True,
+}
+# LiquidAI/LFM2.5-1.2B-Instruct: the same shape, the layer kinds as layer_types.
+LFM25_1_2B = {**{k: v for k, v in LFM2_1_2B.items() if k != "full_attn_idxs"},
+              "layer_types": ["full_attention" if i in LFM2_FULL_ATTN else "conv" for i in range(16)]}
+# LiquidAI/LFM2-VL-1.6B: an Lfm2VlForConditionalGeneration whose text_config is LFM2-1.2B's.
+LFM2_VL = {"architectures": ["Lfm2VlForConditionalGeneration"], "model_type": "lfm2_vl", "downsample_factor": 2,
+           "projector_hidden_size": 2560, "text_config": {**LFM25_1_2B},
+           "vision_config": {"model_type": "siglip2_vision_model", "hidden_size": 1152, "num_attention_heads": 16,
+                             "num_hidden_layers": 27}}
+
+# Built from the keys moonshotai/Kimi-Linear-48B-A3B-Instruct's config.json documents: 27 layers, MLA in every
+# 4th and the last (1-based 4, 8, ..., 24, 27), KDA in the other 20 (32 heads of 128, conv kernel 4).
+KIMI_LINEAR_FULL = [4, 8, 12, 16, 20, 24, 27]
+KIMI_LINEAR_48B = {
+    "architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "torch_dtype": "bfloat16",
+    "first_k_dense_replace": 1, "head_dim": 72, "hidden_act": "silu", "hidden_size": 2304, "intermediate_size": 9216,
+    "kv_lora_rank": 512, "linear_attn_config": {"full_attn_layers": KIMI_LINEAR_FULL, "head_dim": 128,
+                                                "kda_layers": [i for i in range(1, 28) if i not in KIMI_LINEAR_FULL],
+                                                "num_heads": 32, "short_conv_kernel_size": 4},
+    "mla_use_nope": True, "model_max_length": 1048576, "moe_intermediate_size": 1024, "moe_layer_freq": 1,
+    "num_attention_heads": 32, "num_experts": 256, "num_experts_per_token": 8, "num_hidden_layers": 27,
+    "num_key_value_heads": 32, "num_shared_experts": 1, "q_lora_rank": None, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "tie_word_embeddings": False, "v_head_dim": 128, "vocab_size": 163840,
+}
+
+
+def _imported(source) -> tuple[dict, list[str]]:
+    if isinstance(source, Path):
+        return import_path(source)
+    return model_from_config(source, name="x", source="constructed")
+
+
+FAMILIES = {name: _imported(src) for name, src in {
+    "MiniMax-Text-01": MINIMAX_TEXT_01,
+    "MiniMax-M1": MINIMAX_M1,
+    "Kimi-Linear-48B": KIMI_LINEAR_48B,
+    "Kimi-K3": real("moonshotai__Kimi-K3.json"),
+    "LFM2-1.2B": LFM2_1_2B,
+    "LFM2.5-1.2B": LFM25_1_2B,
+    "LFM2-VL-1.6B": LFM2_VL,
+    "Laguna-XS.2": real("poolside__Laguna-XS.2-FP8.json"),
+    "Laguna-S-2.1": real("poolside__Laguna-S-2.1-FP8.json"),
+    "GLM-5.2": real("zai-org__GLM-5.2.json"),
+    "GLM-5.1": real("zai-org__GLM-5.1.json"),
+}.items()}
+
+
+def row(name: str) -> dict:
+    return FAMILIES[name][0]
+
+
+@pytest.fixture(scope="module")
+def registry(module_db_url):
+    engine = open_registry(module_db_url)
+    with engine.begin() as conn:
+        for name, (r, _) in FAMILIES.items():
+            add_model(conn, {**r, "name": name})
+    yield engine
+    engine.dispose()
+
+
+def per_gpu(engine, model: str, tp: int, rule: str | None = None) -> dict:
+    with engine.connect() as conn:
+        kwargs = {"rule": rule} if rule else {}
+        rows = ask(conn, Question(models=[model], contexts=list(SEQ), tp=tp, gpus=["H100-SXM"], block_size=16,
+                                  **kwargs))
+    by_ctx = {r["context_tokens"]: r for r in rows}
+    r = by_ctx[8192]
+    return {"all": r["kv_bytes_per_token_per_gpu"], "full": r["kv_bytes_per_token_full_per_gpu"],
+            "state": r["state_bytes_per_sequence_per_gpu"],
+            8192: by_ctx[8192]["kv_bytes_per_sequence_per_gpu"], 131072: by_ctx[131072]["kv_bytes_per_sequence_per_gpu"]}
+
+
+# ------------------------------------------------------------------- lightning attention (MiniMax)
+
+
+@pytest.mark.parametrize("name", ["MiniMax-Text-01", "MiniMax-M1"])
+def test_minimax_lightning_layers_hold_a_head_dim_square_per_head(name):
+    r = row(name)
+    assert (r["layers"], r["full_layers"], r["linear_layers"], r["kv_heads"], r["head_dim"]) == (80, 10, 70, 8, 128)
+    assert r["linear_state_elements_per_layer"] == 64 * 128 * 128 == 1_048_576  # no conv state
+    assert r["linear_state_heads"] == 64  # vLLM: num_heads // tp_size
+    assert r["linear_state_dtype"] is None  # the model dtype, bf16: 2,097,152 B per layer
+    assert r["linear_recurrent_elements_per_layer"] is None
+
+
+@pytest.mark.parametrize("name", ["MiniMax-Text-01", "MiniMax-M1"])
+def test_minimax_per_gpu_bytes(registry, name):
+    for tp in TPS:
+        token = 10 * max(1, 8 // tp) * 128 * 2 * 2  # 40,960 / 20,480 / 10,240 / 5,120 B
+        state = 70 * 64 * 128 * 128 * 2 // min(tp, 64)  # 146,800,640 B at TP1, split by the 64 heads
+        assert per_gpu(registry, name, tp) == {
+            "all": token, "full": token, "state": state, 8192: token * 8192 + state, 131072: token * 131072 + state}, tp
+
+
+def test_attn_type_list_of_the_wrong_length_or_values_is_refused():
+    with pytest.raises(ConfigError, match=r"^constructed: attn_type_list must list 0 \(lightning attention\) or 1"):
+        model_from_config({**MINIMAX_TEXT_01, "attn_type_list": [0, 1] * 10}, name="m", source="constructed")
+    with pytest.raises(ConfigError, match=r"attn_type_list must list 0"):
+        model_from_config({**MINIMAX_TEXT_01, "attn_type_list": [2] * 80}, name="m", source="constructed")
+
+
+# ------------------------------------------------------------------------------ KDA + MLA (Kimi)
+
+
+def test_kimi_linear_kda_state_and_mla_layers():
+    r = row("Kimi-Linear-48B")
+    assert (r["layers"], r["full_layers"], r["linear_layers"]) == (27, 7, 20)
+    assert (r["kv_lora_rank"], r["qk_rope_head_dim"]) == (512, 64)
+    conv = 3 * 32 * 128 * (4 - 1)  # 36,864 elements in bf16
+    recurrent = 32 * 128 * 128  # 524,288 elements in float32, whatever the model dtype
+    assert r["linear_state_dtype"] == "fp32"
+    assert r["linear_state_elements_per_layer"] * 4 == conv * 2 + recurrent * 4 == 2_170_880
+    assert r["linear_recurrent_elements_per_layer"] == recurrent
+    assert r["linear_state_heads"] == 32
+    assert r["max_position_embeddings"] == 1_048_576  # model_max_length
+    assert r["experts"] == 256  # num_experts_per_token read as the top-k: an estimate of 8 of 256 experts
+    assert r["params_active"] < r["params_total"] / 10
+
+
+def test_kimi_k3_real_config_in_text_config():
+    """moonshotai__Kimi-K3.json: a KimiK3ForConditionalGeneration whose text_config is a kimi_linear of 93 layers,
+    69 KDA (96 heads of 128) and 24 MLA."""
+    r = row("Kimi-K3")
+    assert (r["layers"], r["full_layers"], r["linear_layers"]) == (93, 24, 69)
+    conv, recurrent = 3 * 96 * 128 * 3, 96 * 128 * 128  # 110,592 bf16 and 1,572,864 fp32 elements
+    assert r["linear_state_elements_per_layer"] * 4 == conv * 2 + recurrent * 4 == 6_512_640
+    assert (r["linear_state_heads"], r["kv_lora_rank"], r["qk_rope_head_dim"]) == (96, 512, 64)
+    assert r["max_position_embeddings"] == 1_048_576
+
+
+@pytest.mark.parametrize("name, mla, kda, per_layer, heads", [
+    ("Kimi-Linear-48B", 7, 20, 2_170_880, 32), ("Kimi-K3", 24, 69, 6_512_640, 96)])
+def test_kimi_per_gpu_bytes(registry, name, mla, kda, per_layer, heads):
+    for tp in TPS:
+        token = mla * (512 + 64) * 2  # the latent is whole on every GPU: 8,064 / 27,648 B
+        state = kda * per_layer // min(tp, heads)  # 43,417,600 / 449,372,160 B at TP1
+        assert per_gpu(registry, name, tp) == {
+            "all": token, "full": token, "state": state, 8192: token * 8192 + state, 131072: token * 131072 + state}, tp
+
+
+def test_kda_config_keys_that_would_change_the_state_are_refused():
+    bad = {**KIMI_LINEAR_48B, "linear_attn_config": {**KIMI_LINEAR_48B["linear_attn_config"], "num_k_heads": 16}}
+    with pytest.raises(ConfigError, match=r"^constructed: linear_attn_config.num_k_heads = 16 could change the KDA "
+                                          r"state and kvreg does not understand it"):
+        model_from_config(bad, name="k", source="constructed")
+    gap = {**KIMI_LINEAR_48B, "linear_attn_config": {**KIMI_LINEAR_48B["linear_attn_config"], "full_attn_layers": [4]}}
+    with pytest.raises(ConfigError, match=r"kda_layers and full_attn_layers must number each of the 27 layers"):
+        model_from_config(gap, name="k", source="constructed")
+
+
+# --------------------------------------------------------------------------- short convolution (LFM2)
+
+
+@pytest.mark.parametrize("name", ["LFM2-1.2B", "LFM2.5-1.2B", "LFM2-VL-1.6B"])
+def test_lfm2_conv_layers_keep_a_short_conv_state(name):
+    r = row(name)
+    assert (r["layers"], r["full_layers"], r["linear_layers"], r["kv_heads"], r["head_dim"]) == (16, 6, 10, 8, 64)
+    assert r["linear_state_elements_per_layer"] == 2048 * (3 - 1) == 4096  # hidden_size x (conv_L_cache - 1)
+    assert r["linear_state_heads"] == 2048  # vLLM divides the 2,048 channels by TP
+    assert r["linear_state_dtype"] is None and r["linear_recurrent_elements_per_layer"] is None
+
+
+@pytest.mark.parametrize("name", ["LFM2-1.2B", "LFM2.5-1.2B", "LFM2-VL-1.6B"])
+def test_lfm2_per_gpu_bytes(registry, name):
+    for tp in TPS:
+        token = 6 * max(1, 8 // tp) * 64 * 2 * 2  # 12,288 / 6,144 / 3,072 / 1,536 B
+        state = 10 * 4096 * 2 // tp  # 81,920 B at TP1
+        assert per_gpu(registry, name, tp) == {
+            "all": token, "full": token, "state": state, 8192: token * 8192 + state, 131072: token * 131072 + state}, tp
+
+
+@pytest.mark.parametrize("wrapper", ["llm_config", "language_config"])
+def test_other_wrappers_nest_the_language_model_alike(wrapper):
+    nested = {k: v for k, v in LFM2_VL.items() if k != "text_config"} | {wrapper: LFM2_VL["text_config"]}
+    r, _ = model_from_config(nested, name="w", source="constructed")
+    assert {k: r[k] for k in ("full_layers", "linear_layers", "linear_state_elements_per_layer")} == {
+        "full_layers": 6, "linear_layers": 10, "linear_state_elements_per_layer": 4096}
+
+
+def test_an_unknown_layer_type_is_still_refused_by_name():
+    bad = {**LFM25_1_2B, "layer_types": ["conv"] * 15 + ["retention"]}
+    with pytest.raises(ConfigError, match=r"layer_types entry \"retention\" is not a layer kind kvreg knows"):
+        model_from_config(bad, name="l", source="constructed")
+
+
+# ------------------------------------------------------------------------ per-layer heads (Laguna)
+
+
+def test_laguna_per_layer_query_heads_keep_one_kv_head_count():
+    """poolside__Laguna-XS.2-FP8.json: 48 query heads on the full layers, 64 on the sliding ones, 8 kv heads in all."""
+    r = row("Laguna-XS.2")
+    assert (r["layers"], r["full_layers"], r["sliding_layers"], r["sliding_window"]) == (40, 10, 30, 512)
+    assert (r["kv_heads"], r["head_dim"], r["attention_heads"]) == (8, 128, 16)  # gcd(48, 64)
+    assert "num_attention_heads_per_layer: query heads per layer (48 heads in 10 layers, 64 heads in 30 layers)" \
+        in r["notes"]
+    s = row("Laguna-S-2.1")
+    assert (s["layers"], s["full_layers"], s["sliding_layers"], s["attention_heads"]) == (48, 12, 36, 24)  # gcd(48, 72)
+
+
+@pytest.mark.parametrize("name, full_layers, sliding_layers", [("Laguna-XS.2", 10, 30), ("Laguna-S-2.1", 12, 36)])
+def test_laguna_per_gpu_bytes(registry, name, full_layers, sliding_layers):
+    for tp in TPS:
+        layer = max(1, 8 // tp) * 128 * 2 * 2  # 4,096 / 2,048 / 1,024 / 512 B
+        full, sliding = full_layers * layer, sliding_layers * layer
+        assert per_gpu(registry, name, tp) == {
+            "all": full + sliding, "full": full, "state": 0,
+            8192: full * 8192 + sliding * 512, 131072: full * 131072 + sliding * 512}, tp
+
+
+def test_per_layer_heads_that_split_a_kv_group_are_refused():
+    bad = load("poolside__Laguna-XS.2-FP8.json")
+    bad["num_attention_heads_per_layer"][3] = 60
+    with pytest.raises(ConfigError, match=r"num_attention_heads_per_layer\[3\] = 60 is not a multiple of the 8 kv heads"):
+        model_from_config(bad, name="l", source="constructed")
+    bad["num_attention_heads_per_layer"] = [48] * 39
+    with pytest.raises(ConfigError, match=r"num_attention_heads_per_layer has 39 entries but the model has 40 layers"):
+        model_from_config(bad, name="l", source="constructed")
+
+
+def test_per_layer_kv_heads_are_refused_naming_the_key():
+    bad = {**load("poolside__Laguna-XS.2-FP8.json"), "num_key_value_heads_per_layer": [8, 4] * 20}
+    with pytest.raises(ConfigError, match=r"num_key_value_heads_per_layer = .* could change the KV cache"):
+        model_from_config(bad, name="l", source="constructed")
+
+
+# ---------------------------------------------------------------- sparse-attention indexers (GLM-5.2)
+
+
+def test_glm52_indexer_types_count_the_layers_keeping_an_indexer():
+    """zai-org__GLM-5.2.json: indexer_types marks 21 of 78 layers "full" (layers 0-2, then every 4th from 6 to 74),
+    the others "shared" (they reuse the last full layer's top-k and have no indexer); GLM-5.1 has no such list."""
+    r = row("GLM-5.2")
+    assert (r["layers"], r["full_layers"], r["kv_lora_rank"], r["qk_rope_head_dim"]) == (78, 78, 512, 64)
+    assert r["indexer_bytes_per_token_per_layer"] == 128 + 128 // 128 * 4 == 132  # fp8 key + one fp32 scale
+    assert r["indexer_layers"] == len([0, 1, 2] + list(range(6, 75, 4))) == 21
+    assert row("GLM-5.1")["indexer_layers"] is None  # every MLA layer keeps one
+
+
+@pytest.mark.parametrize("name, indexer_layers", [("GLM-5.2", 21), ("GLM-5.1", 78)])
+def test_glm5_per_gpu_bytes(registry, name, indexer_layers):
+    latent = 78 * (512 + 64) * 2  # 89,856 B: the MLA latent is whole on every GPU
+    for tp in TPS:
+        for rule, token in (("theoretical", latent), ("vllm", latent + indexer_layers * 132)):  # 92,628 / 100,152
+            got = per_gpu(registry, name, tp, rule)
+            assert (got["all"], got["full"], got[8192], got[131072]) == (token, token, token * 8192, token * 131072), \
+                (tp, rule)
+
+
+def test_indexer_types_must_be_full_or_shared_per_layer():
+    bad = {**load("zai-org__GLM-5.2.json"), "indexer_types": ["full", "lazy"] * 39}
+    with pytest.raises(ConfigError, match=r'^constructed: indexer_types must list "full" or "shared" for each of the 78'):
+        model_from_config(bad, name="g", source="constructed")

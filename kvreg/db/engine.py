@@ -20,7 +20,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DataError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-import kvreg.migrations
+import kvreg
 from kvreg.catalog.load import seed_if_empty
 from kvreg.db.revision import head_revision as scanned_head
 from kvreg.errors import UserError
@@ -294,7 +294,7 @@ def _sqlite_transactions(engine: Engine, url: str) -> None:
 
 
 def migrations_dir() -> Path:
-    return Path(kvreg.migrations.__file__).resolve().parent
+    return Path(kvreg.resource_dir("migrations")).resolve()
 
 
 def alembic_config(url: str, connection=None):

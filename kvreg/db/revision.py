@@ -6,9 +6,10 @@ both compare a registry's revision with this one on every command.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
+
+import kvreg
 
 _ASSIGNMENT = re.compile(r"^(revision|down_revision)\b[^=\n]*=(.*)$", re.M)
 _QUOTED = re.compile(r"""['"]([^'"]+)['"]""")
@@ -18,10 +19,7 @@ def head_revision() -> str | None:
     """The schema revision this kvreg migrates to, read from the migration files' `revision` and
     `down_revision` lines (Alembic finds the same head by importing them: 0.1 s); None when
     there is not exactly one head, which keeps every registry on the normal path."""
-    spec = importlib.util.find_spec("kvreg.migrations")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = os.path.join(list(spec.submodule_search_locations)[0], "versions")
+    folder = os.path.join(kvreg.resource_dir("migrations"), "versions")
     revisions, parents = set(), set()
     for name in os.listdir(folder):
         if not name.endswith(".py"):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jinja2
 
-import kvreg.templates
+import kvreg
 from kvreg.figures.declarations import AGGREGATES, FIGURES, INPUTS
 from kvreg.figures.labels import LABELS, label
 from kvreg.figures.python import figure_value
@@ -252,7 +252,7 @@ def _finalize(value: object) -> object:
 @functools.lru_cache(maxsize=1)
 def environment():
     """The Jinja environment: templates from the kvreg.templates package, Markdown escaping."""
-    folder = Path(kvreg.templates.__file__).resolve().parent
+    folder = Path(kvreg.resource_dir("templates"))
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(folder)),
         autoescape=False,  # HTML autoescaping is wrong for Markdown; _finalize escapes instead

@@ -274,9 +274,9 @@ class App:
     def templates(self):
         import jinja2
 
-        import kvreg.templates
+        import kvreg
 
-        folder = Path(kvreg.templates.__file__).resolve().parent / "web"
+        folder = Path(kvreg.resource_dir("templates")) / "web"
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), autoescape=True,
                                  undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
         env.filters["fmt"] = _fmt

@@ -275,9 +275,9 @@ def test_a_plan_that_does_not_fit_says_why(small, tmp_path):
     assert plan["fits"] == 0 and plan["demand"]["gpus_needed"] is None
     # 1,000,000 tokens x 131,072 B = 122.07 GiB per sequence; pool (80 x 0.88 - 14.99) GiB = 55.41 GiB.
     # and 1,000,000 tokens is past Llama-3.1-8B's 131,072-token claim: the reason says so too
-    assert plan["reason"] == ("one 1000000-token sequence needs 122.07 GiB per GPU but the KV pool holds 55.41 GiB; "
-                              "beyond the model's 131072-token claim")
-    assert "**Does not fit:** one 1000000-token sequence needs 122.07 GiB per GPU" in md
+    assert plan["reason"] == ("one 1,000,000-token sequence needs 122.07 GiB per GPU but the KV pool holds 55.41 GiB; "
+                              "beyond the model's 131,072-token claim")
+    assert "**Does not fit:** one 1,000,000-token sequence needs 122.07 GiB per GPU" in md
     assert "**Not counted:** 1 plan(s) with demand in 2026Q4 do not fit" in md
 
 

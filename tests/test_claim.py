@@ -16,10 +16,10 @@ def test_the_capacity_reason_says_beyond_the_claim(kv):
     assert [r["context_within_claim"] for r in rows] == [1, 0, 0]
     assert [r["fits"] for r in rows] == [1, 1, 0]
     assert rows[0]["reason"] == ""
-    assert rows[1]["reason"] == "fits, beyond the model's 8192-token claim"
-    assert rows[2]["reason"].endswith("GiB; beyond the model's 8192-token claim")
+    assert rows[1]["reason"] == "fits, beyond the model's 8,192-token claim"
+    assert rows[2]["reason"].endswith("GiB; beyond the model's 8,192-token claim")
     table = kv("capacity", "--model", "Llama-3-8B", "--context", "32K").stdout
-    assert table.splitlines()[2].endswith("fits, beyond the model's 8192-token claim")
+    assert table.splitlines()[2].endswith("fits, beyond the model's 8,192-token claim")
 
 
 def test_the_report_verdict_says_beyond_the_claim(tmp_path):

@@ -74,3 +74,8 @@ def test_unknown_column_is_one_line(run):
     result = run("plan", "list", "--columns", "plan,nope", ok=False)
     assert result.exit_code == 1 and len(result.output.strip().splitlines()) == 1
     assert result.output.startswith("Error: --columns: no column 'nope'; the columns are plan, rule, model")
+
+
+def test_columns_picks_the_lines_of_a_record(run):
+    lines = run("gpu", "show", "H100-SXM", "--columns", "unit_price,name").stdout.splitlines()
+    assert lines == ["unit_price  30,000.00", "name        H100-SXM"]

@@ -208,7 +208,7 @@ def test_yi_does_not_hold_one_sequence_on_h100(capacity):
     rows = capacity("--model", "Yi-34B-200K", "--context", "128K", "--weight-dtype", "bf16")
     row = rows[("Yi-34B-200K", "H100-SXM", "bf16", K128)]
     assert row["fits"] == 0 and row["whole_sequences"] == 0
-    assert row["reason"] == "one 131072-token sequence needs 30.00 GiB per GPU but the KV pool holds 5.58 GiB"
+    assert row["reason"] == "one 131,072-token sequence needs 30.00 GiB per GPU but the KV pool holds 5.58 GiB"
 
 
 # --------------------------------------------------------------------------- 8-GPU node, minimum TP

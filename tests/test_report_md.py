@@ -275,9 +275,9 @@ def test_a_plan_that_does_not_fit_says_why(small, tmp_path):
     assert plan["fits"] == 0 and plan["demand"]["gpus_needed"] is None
     # 1,000,000 tokens x 131,072 B = 122.07 GiB per sequence; pool (80 x 0.88 - 14.99) GiB = 55.41 GiB.
     # and 1,000,000 tokens is past Llama-3.1-8B's 131,072-token claim: the reason says so too
-    assert plan["reason"] == ("one 1000000-token sequence needs 122.07 GiB per GPU but the KV pool holds 55.41 GiB; "
-                              "beyond the model's 131072-token claim")
-    assert "**Does not fit:** one 1000000-token sequence needs 122.07 GiB per GPU" in md
+    assert plan["reason"] == ("one 1,000,000-token sequence needs 122.07 GiB per GPU but the KV pool holds 55.41 GiB; "
+                              "beyond the model's 131,072-token claim")
+    assert "**Does not fit:** one 1,000,000-token sequence needs 122.07 GiB per GPU" in md
     assert "**Not counted:** 1 plan(s) with demand in 2026Q4 do not fit" in md
 
 
@@ -709,3 +709,17 @@ def test_procurement_table_has_a_grand_total(small, tmp_path):
     assert rows["**Total**"][:5] == ["**Total**", f"**{n}**", "**870,000.00**\\*", f"**{n}**", "**0**"]
     assert rows["**Total**"][8] == "**110**"
     assert "\\* leaves out H200 (blank: Purchase cost of the GPUs to buy (USD) unknown)" in md
+
+
+def test_horizon_table_shows_a_quarter_without_entries(small, tmp_path):
+    """chat holds 100 users from 2026Q4 and ends (0 users) in 2027Q2: the horizon (2026Q4-2027Q3)
+    keeps 2027Q2 and 2027Q3 as columns, marked (none), with 0 GPUs, instead of leaving them out."""
+    with small.begin() as conn:
+        add_plan(conn, "chat")
+        add_demand(conn, "chat", "2026Q4", 100)
+        add_demand(conn, "chat", "2027Q2", 0)
+    md, data = read(report(small, tmp_path / "reports").folder)
+    rows = table_rows(md, "GPU type | Figure")
+    assert rows[0] == ["GPU type", "Figure", "2026Q4", "2027Q1", "2027Q2 (none)", "2027Q3 (none)"]
+    assert rows[2] == ["H100-SXM", "GPUs needed (GPUs)", "29", "29", "0", "0"]
+    assert "The next 4 quarters" in md

@@ -251,6 +251,7 @@ def emit_record(record: dict, fmt: str) -> None:
         emit([record], fmt)
         return
     rec = normalise([record])[0]
-    width = max(len(k) for k in rec)
-    for k, v in rec.items():
-        click.echo(f"{k.ljust(width)}  {_cell(v, k)}")
+    keys = _chosen_columns([rec], list(rec))  # --columns picks the lines
+    width = max(len(k) for k in keys)
+    for k in keys:
+        click.echo(f"{k.ljust(width)}  {_cell(rec[k], k)}")

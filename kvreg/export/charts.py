@@ -168,6 +168,7 @@ def gpus_needed_chart(by_quarter: list[dict], quarters: list[str], quarter: str,
     # lazy: matplotlib (about 0.3 s) loads only when a chart is drawn
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
     chart = gpus_needed_series(by_quarter, quarters)
     fig = Figure(figsize=(9, 4))
@@ -186,6 +187,7 @@ def gpus_needed_chart(by_quarter: list[dict], quarters: list[str], quarter: str,
     for i in chart["empty"]:
         ax.text(i, top * 0.02, "none\nneeded", ha="center", va="bottom", fontsize=7, color="0.35")
     ax.set_ylim(0, top * 1.12)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))  # 1,200 GPUs, not 1200
     ax.set_xticks(range(len(quarters)))
     ax.set_xticklabels(quarters)
     ax.set_xlim(-0.6, len(quarters) - 0.4)

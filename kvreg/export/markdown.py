@@ -188,19 +188,24 @@ def procurement_table(rows: list[dict], total: dict, columns: list[str]) -> Md:
     return Md(out + ("\n\n" + "; ".join(notes) if notes else ""))
 
 
-def horizon_table(rows: list[dict]) -> Md:
-    """The horizon side by side: a row per GPU type and figure, a column per quarter."""
-    quarters = sorted({r["quarter"] for r in rows})
+def horizon_table(rows: list[dict], quarters: list[str] | None = None) -> Md:
+    """The horizon side by side: a row per GPU type and figure, a column per quarter of `quarters`
+    (default: those of the rows). A GPU type without a row in a quarter has neither demand nor fleet
+    then: its figures are 0; a quarter where no GPU is needed or installed says "(none)"."""
+    quarters = quarters if quarters is not None else sorted({r["quarter"] for r in rows})
     gpus = sorted({r["gpu"] for r in rows})
     by = {(r["gpu"], r["quarter"]): r for r in rows}
+    empty = {q for q in quarters if not any((by.get((g, q)) or {}).get(n) for g in gpus
+                                            for n in ("gpus_needed", "gpus_installed"))}
     names = ["gpus_needed", "gpus_installed", "gpus_to_buy", "capex_to_buy", "gpus_spare"]
 
-    lines = [cells([trusted(label("gpu")), trusted("Figure")] + [display(q) for q in quarters]),
+    lines = [cells([trusted(label("gpu")), trusted("Figure")]
+                   + [Md(display(q) + (" (none)" if q in empty else "")) for q in quarters]),
              cells([Md("---")] * (len(quarters) + 2))]
     for g in gpus:
         for n in names:
-            lines.append(cells([display(g), trusted(label(n))] + [display((by.get((g, q)) or {}).get(n), n)
-                                                               for q in quarters]))
+            lines.append(cells([display(g), trusted(label(n))] + [
+                display((by[(g, q)].get(n)) if (g, q) in by else 0, n) for q in quarters]))
     return Md("\n".join(lines))
 
 

@@ -28,6 +28,7 @@ from .expr import (
     floor,
     fmt,
     greatest,
+    grouped,
     if_,
     isnull,
     least,
@@ -219,7 +220,7 @@ _WHY_NOT = (
                     ),
                     if_(
                         F("whole_sequences") < 1,
-                        concat("one ", I("context_tokens"), "-token sequence needs ",
+                        concat("one ", grouped(I("context_tokens")), "-token sequence needs ",
                                fmt(F("kv_gib_per_sequence_per_gpu"), 2), " GiB per GPU but the KV pool holds ",
                                fmt(F("kv_pool_gib_per_gpu"), 2), " GiB"),
                         "",
@@ -1031,9 +1032,9 @@ _FIGURES: list[Figure] = [
         if_(
             F("fits"),
             if_(F("context_within_claim"), "",
-                concat("fits, beyond the model's ", I("max_position_embeddings"), "-token claim")),
+                concat("fits, beyond the model's ", grouped(I("max_position_embeddings")), "-token claim")),
             concat(_WHY_NOT, if_(F("context_within_claim"), "",
-                                 concat("; beyond the model's ", I("max_position_embeddings"), "-token claim"))),
+                                 concat("; beyond the model's ", grouped(I("max_position_embeddings")), "-token claim"))),
         ),
         "text",
     ),

@@ -84,6 +84,8 @@ def _func(e: Func) -> tuple[str, int]:
         return '"' + "".join(_template_piece(a) for a in args) + '"', _ATOM
     if n == "fmt":
         return "{" + formula(args[0]) + ":." + str(args[1].value) + "f}", _ATOM
+    if n == "grouped":
+        return "{" + formula(args[0]) + ":,}", _ATOM
     return f"{n}({', '.join(formula(a) for a in args)})", _ATOM
 
 
@@ -91,7 +93,7 @@ def _template_piece(e: Expr) -> str:
     """Text pieces of a message as written, computed pieces in braces."""
     if isinstance(e, Const) and isinstance(e.value, str):
         return e.value
-    if isinstance(e, Func) and e.name == "fmt":
+    if isinstance(e, Func) and e.name in ("fmt", "grouped"):
         return _func(e)[0]
     return "{" + formula(e) + "}"
 

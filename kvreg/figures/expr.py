@@ -114,7 +114,7 @@ class Op(Expr):
 
 @dataclass(frozen=True, eq=False)
 class Func(Expr):
-    """ceil, floor, min, max, if, and, or, not, isnull, coalesce, concat, fmt, mod, contains."""
+    """ceil, floor, min, max, if, and, or, not, isnull, coalesce, concat, fmt, grouped, mod, contains."""
 
     name: str
     args: tuple[Expr, ...]
@@ -177,6 +177,11 @@ def concat(*xs):
 def fmt(x, decimals: int):
     """A number as text with a fixed number of decimals (for reasons shown to users)."""
     return Func("fmt", (_e(x), Const(decimals)))
+
+
+def grouped(x):
+    """A whole number as text with thousands separators, 8192 -> "8,192" (for reasons shown to users)."""
+    return Func("grouped", (_e(x),))
 
 
 def mod(a, b):
@@ -320,6 +325,10 @@ class SqlCompiler(_Compiler):
         # printf turns NULL into '0.00'; PostgreSQL's TO_CHAR keeps it NULL.
         return f"(CASE WHEN {x} IS NULL THEN NULL ELSE printf('%.{d}f', {x}) END)"
 
+    def f_grouped(self, x):
+        # printf's ',' flag groups the digits of %d (SQLite 3.38 and later)
+        return f"(CASE WHEN {x} IS NULL THEN NULL ELSE printf('%,d', {x}) END)"
+
 
 class PostgresCompiler(SqlCompiler):
     dialect = "postgresql"
@@ -349,6 +358,9 @@ class PostgresCompiler(SqlCompiler):
 
     def f_fmt(self, x, d):
         return f"TRIM(TO_CHAR(CAST({x} AS NUMERIC), 'FM999999999999990.{'0' * int(d)}'))"
+
+    def f_grouped(self, x):
+        return f"TO_CHAR(CAST({x} AS NUMERIC), 'FM999,999,999,999,990')"
 
 
 class ExcelCompiler(_Compiler):
@@ -411,6 +423,9 @@ class ExcelCompiler(_Compiler):
 
     def f_fmt(self, x, d):
         return f'FIXED({x},{d},TRUE)'
+
+    def f_grouped(self, x):
+        return f"FIXED({x},0,FALSE)"
 
 
 class PythonEvaluator:
@@ -476,6 +491,8 @@ class PythonEvaluator:
                 return int(vals[1] in str(vals[0]).lower())
             if n == "fmt":
                 return _fixed(vals[0], vals[1])
+            if n == "grouped":
+                return f"{int(vals[0]):,}"
         raise TypeError(f"not an expression: {e!r}")
 
 

@@ -26,7 +26,7 @@ POSITIVE_INPUTS = {name for name, decl in INPUTS.items() if decl.positive}
 POSITIVE_FIGURES = {"attention_tp", "replicas_per_node", "kv_bytes_per_sequence_per_gpu", "kv_bytes_per_request_per_gpu"}
 ARITH = {"+", "-", "*", "/"}
 COMPARE = {"<", "<=", ">", ">=", "=", "<>"}
-STRICT_FUNCS = {"floor", "ceil", "mod", "fmt", "concat"}
+STRICT_FUNCS = {"floor", "ceil", "mod", "fmt", "grouped", "concat"}
 FLAG_FUNCS = {"and", "or", "not"}
 
 

@@ -334,3 +334,39 @@ def test_indexer_types_must_be_full_or_shared_per_layer():
     bad = {**load("zai-org__GLM-5.2.json"), "indexer_types": ["full", "lazy"] * 39}
     with pytest.raises(ConfigError, match=r'^constructed: indexer_types must list "full" or "shared" for each of the 78'):
         model_from_config(bad, name="g", source="constructed")
+
+
+# ------------------------------------------------------------------------ kvreg model show --layers
+
+
+def test_model_show_layers_lists_each_group_with_its_bytes_on_one_gpu(tmp_path):
+    from click.testing import CliRunner
+
+    from kvreg.cli import cli
+
+    db, runner = f"sqlite:///{tmp_path / 'r.db'}", CliRunner()
+    for name in ("moonshotai__Kimi-K3.json", "zai-org__GLM-5.2.json", "poolside__Laguna-XS.2-FP8.json"):
+        assert runner.invoke(cli, ["--db", db, "model", "import", str(real(name)), "--params-b", "30"]).exit_code == 0
+
+    def groups(model, *args):
+        out = runner.invoke(cli, ["--db", db, "model", "show", model, "--layers", "--format", "json", *args])
+        assert out.exit_code == 0, out.output
+        return {g["kind"]: g for g in json.loads(out.output)}
+
+    kimi = groups("Kimi-K3", "--tp", "4")
+    assert (kimi["mla"]["layers"], kimi["mla"]["k_width"], kimi["mla"]["bytes_per_token_per_gpu"]) == (
+        24, "512 latent + 64 rope", 24 * 576 * 2)  # 27,648 B: the latent is whole on each GPU
+    assert (kimi["kda"]["layers"], kimi["kda"]["state_elements_per_layer"], kimi["kda"]["state_dtype"]) == (
+        69, 1_628_160, "fp32")
+    assert kimi["kda"]["state_bytes_per_sequence_per_gpu"] == 69 * 6_512_640 // 4 == 112_343_040
+    glm = groups("GLM-5.2", "--rule", "vllm")
+    assert (glm["mla"]["indexer_layers"], glm["mla"]["indexer_bytes_per_token_per_layer"]) == (21, 132)
+    assert glm["mla"]["bytes_per_token_per_gpu"] == 78 * 1152 + 21 * 132 == 92_628
+    assert groups("GLM-5.2")["mla"]["bytes_per_token_per_gpu"] == 78 * 1152  # theoretical: no indexer
+    laguna = groups("Laguna-XS.2-FP8", "--tp", "8")
+    assert (laguna["full"]["kv_heads_per_gpu"], laguna["full"]["bytes_per_token_per_gpu"]) == (1, 10 * 1 * 128 * 2 * 2)
+    assert (laguna["sliding"]["window"], laguna["sliding"]["bytes_per_token_per_gpu"]) == (512, 30 * 512)
+    table = runner.invoke(cli, ["--db", db, "model", "show", "Kimi-K3", "--layers"]).output
+    assert table.splitlines()[0].split()[:3] == ["kind", "layers", "layers_per_gpu"]
+    bad = runner.invoke(cli, ["--db", db, "model", "show", "Kimi-K3", "--layers", "--tp", "5"])
+    assert bad.exit_code != 0 and "TP 5" in bad.output and "Traceback" not in bad.output

@@ -980,8 +980,9 @@ def _linear_fields(cfg: _Config, linear_layers: int, findings: _Findings) -> dic
                         f"{conv:,} conv elements per layer count as {int(scaled):,} {dtype} elements "
                         f"(linear_state_elements_per_layer {elements:,})"
                     )
+    kind = {"gdn": "gated_deltanet"}.get(_state_kind(cfg), _state_kind(cfg)) if linear_layers else None
     return {"linear_state_elements_per_layer": elements, "linear_recurrent_elements_per_layer": recurrent,
-            "linear_state_heads": heads, "linear_state_dtype": dtype}
+            "linear_state_heads": heads, "linear_state_dtype": dtype, "linear_state_kind": kind or None}
 
 
 def _model_dtype(cfg: _Config) -> str:

@@ -370,3 +370,28 @@ def test_model_show_layers_lists_each_group_with_its_bytes_on_one_gpu(tmp_path):
     assert table.splitlines()[0].split()[:3] == ["kind", "layers", "layers_per_gpu"]
     bad = runner.invoke(cli, ["--db", db, "model", "show", "Kimi-K3", "--layers", "--tp", "5"])
     assert bad.exit_code != 0 and "TP 5" in bad.output and "Traceback" not in bad.output
+
+
+def test_model_check_says_which_cache_keys_were_read_and_which_ignored():
+    from click.testing import CliRunner
+
+    from kvreg.cli import cli
+
+    out = CliRunner().invoke(cli, ["model", "check", str(real("zai-org__GLM-5.2.json")), str(real("moonshotai__Kimi-K3.json")),
+                                   "--format", "json"])
+    assert out.exit_code == 0, out.output
+    glm, kimi = json.loads(out.output)
+    assert {"indexer_types", "index_head_dim", "kv_lora_rank", "qk_rope_head_dim"} <= set(glm["cache_keys_read"])
+    assert glm["cache_keys_ignored"] == ["index_n_heads", "index_share_for_mtp_iteration"]
+    assert {"linear_attn_config", "kv_lora_rank"} <= set(kimi["cache_keys_read"])
+    assert "pruned_heads" in kimi["cache_keys_ignored"]  # Kimi-K3's text_config sets it to {}: known inert
+    assert (glm["indexer_layers"], kimi["linear_state_kind"]) == (21, "kda")
+
+
+def test_docs_name_every_key_read_or_known_inert():
+    """docs/config-keys.md lists what the importer reads and what it knows not to change the cache."""
+    from kvreg.importers import hf
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "config-keys.md").read_text(encoding="utf-8")
+    keys = hf._UNDERSTOOD | hf._HARMLESS | hf._KDA_READ | hf._KDA_HARMLESS | set(hf._TEXT_CONFIG_KEYS)
+    assert sorted(k for k in keys if f"`{k}`" not in page) == []

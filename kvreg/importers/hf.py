@@ -232,6 +232,8 @@ class _Findings:
 
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    read: list[str] = field(default_factory=list)  # cache-shaping keys the config sets and the import reads
+    ignored: list[str] = field(default_factory=list)  # cache-looking keys known not to change the cache
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -633,11 +635,19 @@ def _unknown(cfg: _Config, findings: _Findings, accept_unknown: bool, key: str, 
 def _check_unknown_keys(cfg: _Config, findings: _Findings, accept_unknown: bool) -> None:
     """Stop at any key whose name says it could shape the cache and that kvreg neither reads nor knows to be inert."""
     for key, value in cfg.items():
-        if key in _UNDERSTOOD or key in _HARMLESS or not _CACHE_HINT.search(key):
+        if key in _UNDERSTOOD:
+            findings.read.append(key)
+            continue
+        if key in _HARMLESS:
+            findings.ignored.append(key)
+            continue
+        if not _CACHE_HINT.search(key):
             continue
         if key in _SWA_KEYS and isinstance(cfg.raw("hybrid_layer_pattern")[1], list):
+            findings.read.append(key)
             continue  # MiMo-V2-Flash's sliding layers, read by _swa_heads
         if value is None or value is False or value == 0 or value == [] or value == {}:
+            findings.ignored.append(f"{key} (switched off)")
             continue  # switched off: no effect on the cache
         _unknown(cfg, findings, accept_unknown, key, value)
 
@@ -1424,7 +1434,8 @@ def _model_from_config(config: dict, *, name: str, source: str, sha256: str | No
     }
     for key in ("sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads", "chunked_head_dim"):
         row.setdefault(key, None)
-    details = {"assumptions": list(findings.notes),
+    details = {"assumptions": list(findings.notes), "cache_keys_read": findings.read,
+               "cache_keys_ignored": findings.ignored,
                "params_from": "given" if params_total is not None else
                "ESTIMATE from the config's shapes (embeddings + attention + MLP)"}
     return row, findings.warnings, details

@@ -70,6 +70,8 @@ _LAYER_TYPE_KINDS = {
     "chunked_attention": "chunked",
     "linear_attention": "linear", "mamba": "linear", "mamba2": "linear",
     "conv": "linear",  # LFM2 / LFM2.5: a gated short convolution, a fixed conv state per sequence
+    # GLM-5.2 in transformers 5 (nvidia/GLM-5.2-NVFP4): an MLA layer with a DeepSeek sparse-attention indexer
+    "deepseek_sparse_attention": "full",
 }
 # Wrappers (vision-language and other multimodal configs) that nest the language model's config; vLLM's
 # get_hf_text_config reads the first of these that is set.

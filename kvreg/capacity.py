@@ -345,5 +345,51 @@ def model_context_figures(conn, model: str, gpu: str = "H100-SXM", kv_dtype: str
     return ask(conn, Question(models=[model], gpus=[gpu], contexts=contexts, kv_dtypes=[kv_dtype], tp="auto"))
 
 
-__all__ = ["Question", "question_from_options", "ask", "valid_tps", "candidate_tps", "model_context_figures", "JSON_COLUMNS", "TABLE_COLUMNS",
+# `kvreg model show --layers`: one row per layer group, every number read from the model row or the capacity view.
+LAYER_COLUMNS = ("kind", "layers", "layers_per_gpu", "kv_heads_per_gpu", "k_width", "v_width", "window",
+                 "indexer_layers", "indexer_bytes_per_token_per_layer", "state_elements_per_layer", "state_dtype",
+                 "bytes_per_token_per_gpu", "state_bytes_per_sequence_per_gpu")
+
+
+def model_layer_groups(conn, model: str, tp: int = 1, gpu: str = "H100-SXM", kv_dtype: str = "bf16",
+                       rule: str = "theoretical") -> list[dict]:
+    """The model's layer groups (full or MLA, sliding, chunked, linear, cache-less), each with its kind, count,
+    heads and widths, window, state elements and dtype, and its KV bytes per token and state bytes per sequence on
+    one GPU at `tp` under `rule`, read from the capacity view."""
+    db = runner(conn)
+    m = _model(db, model)
+    (r,) = ask(conn, Question(models=[model], gpus=[gpu], contexts=[8192], kv_dtypes=[kv_dtype], tp=tp, rule=rule))
+    mla = m["kv_lora_rank"] is not None
+    none = dict.fromkeys(LAYER_COLUMNS)
+    groups = []
+    if m["full_layers"]:
+        groups.append({**none, "kind": "mla" if mla else "full", "layers": m["full_layers"],
+                       "layers_per_gpu": r["full_layers_per_gpu"],
+                       **({} if mla else {"kv_heads_per_gpu": r["kv_heads_per_gpu"]}),
+                       "k_width": f"{m['kv_lora_rank']} latent + {m['qk_rope_head_dim']} rope" if mla else m["head_dim"],
+                       "v_width": None if mla else m["v_head_dim"],
+                       "indexer_layers": (m["indexer_layers"] or m["full_layers"])
+                       if m["indexer_bytes_per_token_per_layer"] else None,
+                       "indexer_bytes_per_token_per_layer": m["indexer_bytes_per_token_per_layer"],
+                       "bytes_per_token_per_gpu": r["kv_bytes_per_token_full_per_gpu"]})
+    for kind, size in (("sliding", "sliding_window"), ("chunked", "attention_chunk_size")):
+        if m[f"{kind}_layers"]:
+            width = None if mla else (m[f"{kind}_head_dim"] or m["head_dim"])
+            groups.append({**none, "kind": kind, "layers": m[f"{kind}_layers"],
+                           "layers_per_gpu": r[f"{kind}_layers_per_gpu"],
+                           **({} if mla else {"kv_heads_per_gpu": r[f"{kind}_kv_heads_per_gpu"]}),
+                           "k_width": width, "v_width": width if m[f"{kind}_head_dim"] else (None if mla else m["v_head_dim"]),
+                           "window": m[size], "bytes_per_token_per_gpu": r[f"kv_bytes_per_token_{kind}_per_gpu"]})
+    if m["linear_layers"]:
+        groups.append({**none, "kind": m["linear_state_kind"] or "linear", "layers": m["linear_layers"],
+                       "layers_per_gpu": r["linear_layers_per_gpu"],
+                       "state_elements_per_layer": m["linear_state_elements_per_layer"],
+                       "state_dtype": m["linear_state_dtype"] or m["weight_dtype"], "bytes_per_token_per_gpu": 0,
+                       "state_bytes_per_sequence_per_gpu": r["state_bytes_per_sequence_per_gpu"]})
+    if m["no_cache_layers"]:
+        groups.append({**none, "kind": "none", "layers": m["no_cache_layers"], "bytes_per_token_per_gpu": 0})
+    return groups
+
+
+__all__ = ["Question", "model_layer_groups", "LAYER_COLUMNS", "question_from_options", "ask", "valid_tps", "candidate_tps", "model_context_figures", "JSON_COLUMNS", "TABLE_COLUMNS",
            "ENGINE_COLUMNS", "columns", "SQL", "runner"]

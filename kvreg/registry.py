@@ -354,6 +354,10 @@ def validate_model(conn, row: dict) -> dict:
     row["weight_dtype"] = check_dtype(conn, row.get("weight_dtype") or "bf16", "weight", "weight dtype")
     if row.get("linear_state_dtype"):
         check_dtype(conn, row["linear_state_dtype"], "weight", "state dtype")
+    kinds = ("mamba2", "gated_deltanet", "kda", "lightning", "short_conv")
+    if row.get("linear_state_kind") is not None and row["linear_state_kind"] not in kinds:
+        raise KvregError(f"model {row['name']!r}: linear_state_kind {row['linear_state_kind']!r} is not one of "
+                         f"{', '.join(kinds)}; name one of those or leave it out")
     for f in TEXT_DEFAULTS:
         row.setdefault(f, model_default(f, row))
     return row

@@ -28,6 +28,7 @@ below and compared with the registry's views.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -334,3 +335,143 @@ def test_indexer_types_must_be_full_or_shared_per_layer():
     bad = {**load("zai-org__GLM-5.2.json"), "indexer_types": ["full", "lazy"] * 39}
     with pytest.raises(ConfigError, match=r'^constructed: indexer_types must list "full" or "shared" for each of the 78'):
         model_from_config(bad, name="g", source="constructed")
+
+
+# ------------------------------------------------------------------------ kvreg model show --layers
+
+
+def test_model_show_layers_lists_each_group_with_its_bytes_on_one_gpu(tmp_path):
+    from click.testing import CliRunner
+
+    from kvreg.cli import cli
+
+    db, runner = f"sqlite:///{tmp_path / 'r.db'}", CliRunner()
+    for name in ("moonshotai__Kimi-K3.json", "zai-org__GLM-5.2.json", "poolside__Laguna-XS.2-FP8.json"):
+        assert runner.invoke(cli, ["--db", db, "model", "import", str(real(name)), "--params-b", "30"]).exit_code == 0
+
+    def groups(model, *args):
+        out = runner.invoke(cli, ["--db", db, "model", "show", model, "--layers", "--format", "json", *args])
+        assert out.exit_code == 0, out.output
+        return {g["kind"]: g for g in json.loads(out.output)}
+
+    kimi = groups("Kimi-K3", "--tp", "4")
+    assert (kimi["mla"]["layers"], kimi["mla"]["k_width"], kimi["mla"]["bytes_per_token_per_gpu"]) == (
+        24, "512 latent + 64 rope", 24 * 576 * 2)  # 27,648 B: the latent is whole on each GPU
+    assert (kimi["kda"]["layers"], kimi["kda"]["state_elements_per_layer"], kimi["kda"]["state_dtype"]) == (
+        69, 1_628_160, "fp32")
+    assert kimi["kda"]["state_bytes_per_sequence_per_gpu"] == 69 * 6_512_640 // 4 == 112_343_040
+    glm = groups("GLM-5.2", "--rule", "vllm")
+    assert (glm["mla"]["indexer_layers"], glm["mla"]["indexer_bytes_per_token_per_layer"]) == (21, 132)
+    assert glm["mla"]["bytes_per_token_per_gpu"] == 78 * 1152 + 21 * 132 == 92_628
+    assert groups("GLM-5.2")["mla"]["bytes_per_token_per_gpu"] == 78 * 1152  # theoretical: no indexer
+    laguna = groups("Laguna-XS.2-FP8", "--tp", "8")
+    assert (laguna["full"]["kv_heads_per_gpu"], laguna["full"]["bytes_per_token_per_gpu"]) == (1, 10 * 1 * 128 * 2 * 2)
+    assert (laguna["sliding"]["window"], laguna["sliding"]["bytes_per_token_per_gpu"]) == (512, 30 * 512)
+    table = runner.invoke(cli, ["--db", db, "model", "show", "Kimi-K3", "--layers"]).output
+    assert table.splitlines()[0].split()[:3] == ["kind", "layers", "layers_per_gpu"]
+    bad = runner.invoke(cli, ["--db", db, "model", "show", "Kimi-K3", "--layers", "--tp", "5"])
+    assert bad.exit_code != 0 and "TP 5" in bad.output and "Traceback" not in bad.output
+
+
+def test_model_check_says_which_cache_keys_were_read_and_which_ignored():
+    from click.testing import CliRunner
+
+    from kvreg.cli import cli
+
+    out = CliRunner().invoke(cli, ["model", "check", str(real("zai-org__GLM-5.2.json")), str(real("moonshotai__Kimi-K3.json")),
+                                   "--format", "json"])
+    assert out.exit_code == 0, out.output
+    glm, kimi = json.loads(out.output)
+    assert {"indexer_types", "index_head_dim", "kv_lora_rank", "qk_rope_head_dim"} <= set(glm["cache_keys_read"])
+    assert glm["cache_keys_ignored"] == ["index_n_heads", "index_share_for_mtp_iteration"]
+    assert {"linear_attn_config", "kv_lora_rank"} <= set(kimi["cache_keys_read"])
+    assert "pruned_heads" in kimi["cache_keys_ignored"]  # Kimi-K3's text_config sets it to {}: known inert
+    assert (glm["indexer_layers"], kimi["linear_state_kind"]) == (21, "kda")
+
+
+def test_docs_name_every_key_read_or_known_inert():
+    """docs/config-keys.md lists what the importer reads and what it knows not to change the cache."""
+    from kvreg.importers import hf
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "config-keys.md").read_text(encoding="utf-8")
+    keys = hf._UNDERSTOOD | hf._HARMLESS | hf._KDA_READ | hf._KDA_HARMLESS | set(hf._TEXT_CONFIG_KEYS)
+    assert sorted(k for k in keys if f"`{k}`" not in page) == []
+
+
+# ------------------------------------------------------- 2025-2026 releases, real configs, one table
+
+# Each row read by hand from the vendored file (MANIFEST.md gives its source): attention layers as (layers, kv heads,
+# K + V width per head), sliding layers likewise with their window, MLA layers and the layers keeping an indexer, and
+# the state: layers, bytes per layer per sequence at TP1 (worked out beside it) and the heads it shards by.
+NEMOTRON_NANO_STATE = (64 * 64 + 2 * 8 * 128) * 3 * 2 + 64 * 64 * 128 * 4  # conv bf16 36,864 + SSM fp32 2,097,152
+NEMOTRON_SUPER_STATE = (128 * 64 + 2 * 8 * 128) * 3 * 2 + 128 * 64 * 128 * 4  # 61,440 + 4,194,304
+QWEN35_MOE_STATE = (2 * 16 * 128 + 64 * 128) * 3 * 2 + 64 * 128 * 128 * 4  # conv bf16 73,728 + recurrent fp32 4,194,304
+QWEN36_27B_STATE = (2 * 16 * 128 + 48 * 128) * 3 * 2 + 48 * 128 * 128 * 4  # 61,440 + 3,145,728
+QWEN36_35B_STATE = (2 * 16 * 128 + 32 * 128) * 3 * 2 + 32 * 128 * 128 * 4  # 49,152 + 2,097,152
+KIMI_K3_STATE = 3 * 96 * 128 * 3 * 2 + 96 * 128 * 128 * 4  # KDA conv bf16 221,184 + recurrent fp32 6,291,456
+RELEASES = {
+    # file: (full (layers, kv heads, K+V), sliding (layers, kv heads, K+V, window), MLA (layers, indexer layers),
+    #        state (layers, bytes per layer, shard heads))
+    "Qwen__Qwen3-VL-8B-Instruct.json": ((36, 8, 256), None, None, None),  # text_config
+    "Qwen__Qwen3-VL-30B-A3B-Instruct.json": ((48, 4, 256), None, None, None),  # text_config
+    "MiniMaxAI__MiniMax-M2.5.json": ((62, 8, 256), None, None, None),  # attn_type_list all 1
+    "openai__gpt-oss-20b.json": ((12, 8, 128), (12, 8, 128, 128), None, None),
+    "stepfun-ai__Step-3.7-Flash.json": ((12, 8, 256), (33, 8, 256, 512), None, None),
+    "poolside__Laguna-XS.2-FP8.json": ((10, 8, 256), (30, 8, 256, 512), None, None),  # per-layer query heads
+    "poolside__Laguna-S-2.1-FP8.json": ((12, 8, 256), (36, 8, 256, 512), None, None),
+    "deepseek-ai__DeepSeek-V3.2.json": (None, None, (61, 61), None),
+    "zai-org__GLM-5.json": (None, None, (78, 78), None),
+    "zai-org__GLM-5.1.json": (None, None, (78, 78), None),
+    "zai-org__GLM-5.2.json": (None, None, (78, 21), None),  # indexer_types
+    "zai-org__GLM-5.3.json": (None, None, (78, 21), None),
+    "nvidia__GLM-5.2-NVFP4.json": (None, None, (78, 21), None),  # layer_types "deepseek_sparse_attention"
+    "moonshotai__Kimi-K2.5.json": (None, None, (61, 0), None),  # text_config
+    "nvidia__Kimi-K2.6-NVFP4.json": (None, None, (61, 0), None),
+    "moonshotai__Kimi-K3.json": (None, None, (24, 0), (69, KIMI_K3_STATE, 96)),  # KDA, text_config
+    "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json": ((6, 2, 256), None, None, (23, NEMOTRON_NANO_STATE, 64)),
+    "nvidia__NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4.json": ((6, 2, 256), None, None,
+                                                                  (23, NEMOTRON_NANO_STATE, 64)),
+    "nvidia__NVIDIA-Nemotron-3-Super-120B-A12B-FP8.json": ((8, 2, 256), None, None, (40, NEMOTRON_SUPER_STATE, 128)),
+    "Qwen__Qwen3.5-122B-A10B.json": ((12, 2, 512), None, None, (36, QWEN35_MOE_STATE, 16)),
+    "Qwen__Qwen3.5-397B-A17B.json": ((15, 2, 512), None, None, (45, QWEN35_MOE_STATE, 16)),
+    "nvidia__Qwen3.6-27B-NVFP4.json": ((16, 4, 512), None, None, (48, QWEN36_27B_STATE, 16)),
+    "nvidia__Qwen3.6-35B-A3B-NVFP4.json": ((10, 2, 512), None, None, (30, QWEN36_35B_STATE, 16)),
+}
+# Real configs whose cache kvreg cannot model: refused with the key named and why.
+REFUSED = {
+    "MiniMaxAI__MiniMax-M3.json": "sparse_attention_config",  # a block-sparse index beside the KV cache
+    "deepseek-ai__DeepSeek-V4-Flash.json": "compress_ratios",  # KV compressed 4x or 128x per layer
+}
+
+
+@pytest.fixture(scope="module")
+def releases(module_db_url):
+    engine = open_registry(module_db_url)
+    with engine.begin() as conn:
+        for name in RELEASES:
+            r, _ = import_path(real(name))
+            add_model(conn, {**r, "name": name})
+    yield engine
+    engine.dispose()
+
+
+@pytest.mark.parametrize("name", sorted(RELEASES))
+def test_release_per_token_and_per_sequence_bytes(releases, name):
+    full, sliding, mla, state = RELEASES[name]
+    for tp in TPS:
+        for rule in ("theoretical", "vllm"):
+            f = full[0] * max(1, full[1] // tp) * full[2] * 2 if full else 0  # bf16: 2 B an element
+            s = sliding[0] * max(1, sliding[1] // tp) * sliding[2] * 2 if sliding else 0
+            if mla:  # the 512 + 64 latent whole on each GPU; vLLM adds 132 B of indexer on the layers keeping one
+                f = mla[0] * (512 + 64) * 2 + (mla[1] * 132 if rule == "vllm" else 0)
+            st = state[0] * state[1] // min(tp, state[2]) if state else 0
+            window = sliding[3] if sliding else 0
+            got = per_gpu(releases, name, tp, rule)
+            assert got == {"all": f + s, "full": f, "state": st, 8192: f * 8192 + s * min(8192, window) + st,
+                           131072: f * 131072 + s * min(131072, window) + st}, (tp, rule)
+
+
+@pytest.mark.parametrize("name, key", sorted(REFUSED.items()))
+def test_release_whose_cache_kvreg_cannot_model_is_refused_naming_the_key(name, key):
+    with pytest.raises(ConfigError, match=rf"^{re.escape(name)}: {key} = .* could change the KV cache"):
+        import_path(real(name))

@@ -289,13 +289,30 @@ def model_list(ctx, fmt):
 @click.argument("name")
 @click.option("--gpu", default="H100-SXM", show_default=True, help="GPU for the context figures.")
 @click.option("--kv-dtype", default="bf16", show_default=True)
+@click.option("--layers", "layers", is_flag=True,
+              help="List the model's layer groups instead: kind (full, mla, sliding, chunked, mamba2, gated_deltanet, "
+              "kda, lightning, short_conv, linear, none), count, heads and widths, window, indexer, state elements and "
+              "dtype, KV bytes per token and state bytes per sequence on one GPU at --tp.")
+@click.option("--tp", type=int, default=1, show_default=True, help="With --layers: tensor parallelism of the per-GPU bytes.")
+@click.option("--rule", type=click.Choice(["theoretical", "vllm", "sglang"]), default="theoretical", show_default=True,
+              help="With --layers: whose reading of the cache (vllm and sglang count an MLA model's indexer cache).")
 @format_option()
 @click.pass_context
 @user_errors
-def model_show(ctx, name, gpu, kv_dtype, fmt):
-    """Show a model and its figures at 8K, 32K, 128K, 1m and its claimed context (minimum TP in a node)."""
-    from kvreg.capacity import JSON_COLUMNS, TABLE_COLUMNS, model_context_figures
+def model_show(ctx, name, gpu, kv_dtype, layers, tp, rule, fmt):
+    """Show a model and its figures at 8K, 32K, 128K, 1m and its claimed context (minimum TP in a node).
+
+    With --layers, the layer groups the import read, one line each, and what each holds on one GPU at --tp.
+
+    Example: kvreg model show Kimi-Linear-48B-A3B-Instruct --layers --tp 4 --rule vllm
+    """
+    from kvreg.capacity import JSON_COLUMNS, LAYER_COLUMNS, TABLE_COLUMNS, model_context_figures, model_layer_groups
     from kvreg.db.read import get_model
+
+    if layers:
+        groups = read(ctx, lambda conn: model_layer_groups(conn, name, tp, gpu, kv_dtype, rule))
+        emit(groups, fmt, LAYER_COLUMNS)
+        return
 
     model, figures = read(ctx, lambda conn: (get_model(conn, name), model_context_figures(conn, name, gpu, kv_dtype)))
     if fmt == "json":

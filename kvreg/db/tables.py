@@ -129,6 +129,8 @@ class Model(SQLModel, table=True):
         CheckConstraint("rotary_dim IS NULL OR rotary_dim > 0", name="ck_model_rotary_dim"),
         CheckConstraint("indexer_layers IS NULL OR (indexer_layers > 0 AND indexer_layers <= full_layers)",
                         name="ck_model_indexer_layers"),
+        CheckConstraint("linear_state_kind IS NULL OR linear_state_kind IN ('mamba2', 'gated_deltanet', 'kda',"
+                        " 'lightning', 'short_conv')", name="ck_model_linear_state_kind"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -206,6 +208,9 @@ class Model(SQLModel, table=True):
     # indexer_types "full" (21 of 78); its "shared" layers reuse the last full layer's top-k and keep none.
     # NULL: every MLA layer (DeepSeek-V3.2, GLM-5).
     indexer_layers: Optional[int] = None
+    # Which recurrent layer the linear layers are (0013), as `model show --layers` names them: mamba2,
+    # gated_deltanet, kda, lightning or short_conv. NULL: not named (the state shape is what counts).
+    linear_state_kind: Optional[str] = None
 
 class Gpu(SQLModel, table=True):
     """An accelerator SKU."""

@@ -342,6 +342,11 @@ _FIGURES: list[Figure] = [
         " costs (equal to kv_bytes_per_token_per_gpu for a model with only full attention)",
         F("full_layers_per_gpu") * F("kv_bytes_per_token_per_layer_per_gpu") - _indexer_less_bytes_per_gpu(),
     ),
+    *[Figure(f"kv_bytes_per_token_{kind}_per_gpu", "bytes",
+             f"KV bytes one token inside the {'window' if kind == 'sliding' else 'chunk'} adds on one GPU in the"
+             f" {kind} layers of the fullest stage (the {kind} layer group of `kvreg model show --layers`)",
+             F(f"{kind}_layers_per_gpu") * F(f"kv_bytes_per_token_per_{kind}_layer_per_gpu"))
+      for kind in ("sliding", "chunked")],
     Figure(
         "kv_page_bytes_per_token_per_layer_per_gpu",
         "bytes",

@@ -82,6 +82,10 @@ def explain(row: dict, warnings: list[str], details: dict) -> dict:
         "weight_dtype": row["weight_dtype"],
         "max_position_embeddings": row["max_position_embeddings"],
         **{f"{name}_bf16_tp1": value for name, value in figures.items()},
+        "linear_state_kind": row.get("linear_state_kind"),
+        # which of the config's cache-shaping keys the import read, and which it knows not to change the cache
+        "cache_keys_read": details.get("cache_keys_read", []),
+        "cache_keys_ignored": details.get("cache_keys_ignored", []),
         "assumptions": [n for n in details["assumptions"] if n not in warnings],
         "warnings": list(warnings),
     }

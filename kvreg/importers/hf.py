@@ -70,6 +70,8 @@ _LAYER_TYPE_KINDS = {
     "chunked_attention": "chunked",
     "linear_attention": "linear", "mamba": "linear", "mamba2": "linear",
     "conv": "linear",  # LFM2 / LFM2.5: a gated short convolution, a fixed conv state per sequence
+    # GLM-5.2 in transformers 5 (nvidia/GLM-5.2-NVFP4): an MLA layer with a DeepSeek sparse-attention indexer
+    "deepseek_sparse_attention": "full",
 }
 # Wrappers (vision-language and other multimodal configs) that nest the language model's config; vLLM's
 # get_hf_text_config reads the first of these that is set.
@@ -232,6 +234,8 @@ class _Findings:
 
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    read: list[str] = field(default_factory=list)  # cache-shaping keys the config sets and the import reads
+    ignored: list[str] = field(default_factory=list)  # cache-looking keys known not to change the cache
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -633,11 +637,19 @@ def _unknown(cfg: _Config, findings: _Findings, accept_unknown: bool, key: str, 
 def _check_unknown_keys(cfg: _Config, findings: _Findings, accept_unknown: bool) -> None:
     """Stop at any key whose name says it could shape the cache and that kvreg neither reads nor knows to be inert."""
     for key, value in cfg.items():
-        if key in _UNDERSTOOD or key in _HARMLESS or not _CACHE_HINT.search(key):
+        if key in _UNDERSTOOD:
+            findings.read.append(key)
+            continue
+        if key in _HARMLESS:
+            findings.ignored.append(key)
+            continue
+        if not _CACHE_HINT.search(key):
             continue
         if key in _SWA_KEYS and isinstance(cfg.raw("hybrid_layer_pattern")[1], list):
+            findings.read.append(key)
             continue  # MiMo-V2-Flash's sliding layers, read by _swa_heads
         if value is None or value is False or value == 0 or value == [] or value == {}:
+            findings.ignored.append(f"{key} (switched off)")
             continue  # switched off: no effect on the cache
         _unknown(cfg, findings, accept_unknown, key, value)
 
@@ -980,8 +992,9 @@ def _linear_fields(cfg: _Config, linear_layers: int, findings: _Findings) -> dic
                         f"{conv:,} conv elements per layer count as {int(scaled):,} {dtype} elements "
                         f"(linear_state_elements_per_layer {elements:,})"
                     )
+    kind = {"gdn": "gated_deltanet"}.get(_state_kind(cfg), _state_kind(cfg)) if linear_layers else None
     return {"linear_state_elements_per_layer": elements, "linear_recurrent_elements_per_layer": recurrent,
-            "linear_state_heads": heads, "linear_state_dtype": dtype}
+            "linear_state_heads": heads, "linear_state_dtype": dtype, "linear_state_kind": kind or None}
 
 
 def _model_dtype(cfg: _Config) -> str:
@@ -1423,7 +1436,8 @@ def _model_from_config(config: dict, *, name: str, source: str, sha256: str | No
     }
     for key in ("sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads", "chunked_head_dim"):
         row.setdefault(key, None)
-    details = {"assumptions": list(findings.notes),
+    details = {"assumptions": list(findings.notes), "cache_keys_read": findings.read,
+               "cache_keys_ignored": findings.ignored,
                "params_from": "given" if params_total is not None else
                "ESTIMATE from the config's shapes (embeddings + attention + MLP)"}
     return row, findings.warnings, details

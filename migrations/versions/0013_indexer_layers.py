@@ -1,4 +1,4 @@
-"""the MLA layers that keep a sparse-attention indexer cache of their own
+"""the MLA layers that keep a sparse-attention indexer cache of their own, and the kind of a model's linear layers
 
 Revision ID: 0013
 Revises: 0012
@@ -11,7 +11,11 @@ layer "full" (its own indexer) or "shared" (it reuses the last full layer's top-
 changes and every figure of an existing model stays the same. The constraint text is copied from
 kvreg.db.tables as it was when this revision was written.
 
-Downgrading drops the column: such models then count an indexer cache in every MLA layer.
+A second nullable column, linear_state_kind, names which recurrent layer a model's linear layers are
+(mamba2, gated_deltanet, kda, lightning or short_conv), for `kvreg model show --layers`; no figure reads it,
+and existing rows keep NULL (shown as "linear").
+
+Downgrading drops the columns: such models then count an indexer cache in every MLA layer.
 """
 from typing import Sequence, Union
 
@@ -31,6 +35,9 @@ def _columns() -> dict[str, list[tuple[sa.Column, list[tuple[str, str]]]]]:
     return {'model': [
         (sa.Column('indexer_layers', sa.Integer(), nullable=True), [
             ("ck_model_indexer_layers", "indexer_layers IS NULL OR (indexer_layers > 0 AND indexer_layers <= full_layers)")]),
+        (sa.Column('linear_state_kind', sa.String(), nullable=True), [
+            ("ck_model_linear_state_kind", "linear_state_kind IS NULL OR linear_state_kind IN ('mamba2', 'gated_deltanet',"
+                                           " 'kda', 'lightning', 'short_conv')")]),
     ]}
 
 

@@ -474,4 +474,4 @@ def test_release_per_token_and_per_sequence_bytes(releases, name):
 @pytest.mark.parametrize("name, key", sorted(REFUSED.items()))
 def test_release_whose_cache_kvreg_cannot_model_is_refused_naming_the_key(name, key):
     with pytest.raises(ConfigError, match=rf"^{re.escape(name)}: {key} = .* could change the KV cache"):
-        import_path(real(name))
+        import_path(DATA / "refused" / name)

@@ -475,3 +475,22 @@ def test_release_per_token_and_per_sequence_bytes(releases, name):
 def test_release_whose_cache_kvreg_cannot_model_is_refused_naming_the_key(name, key):
     with pytest.raises(ConfigError, match=rf"^{re.escape(name)}: {key} = .* could change the KV cache"):
         import_path(DATA / "refused" / name)
+
+
+def test_model_add_takes_the_layers_keeping_an_indexer(tmp_path):
+    from click.testing import CliRunner
+
+    from kvreg.cli import cli
+
+    db, runner = f"sqlite:///{tmp_path / 'r.db'}", CliRunner()
+    base = ["--db", db, "model", "add", "G", "--layers", "78", "--attention-heads", "64", "--kv-heads", "64",
+            "--head-dim", "256", "--kv-lora-rank", "512", "--qk-rope-head-dim", "64", "--params-b", "744"]
+    out = runner.invoke(cli, [*base, "--indexer-layers", "21"])
+    assert out.exit_code != 0 and "give --indexer-bytes-per-token-per-layer too" in out.output
+    out = runner.invoke(cli, [*base, "--indexer-bytes-per-token-per-layer", "132", "--indexer-layers", "79"])
+    assert out.exit_code != 0 and "indexer_layers (79) must be between 1 and the 78 MLA layers" in out.output
+    out = runner.invoke(cli, [*base, "--indexer-bytes-per-token-per-layer", "132", "--indexer-layers", "21"])
+    assert out.exit_code == 0, out.output
+    shown = runner.invoke(cli, ["--db", db, "model", "show", "G", "--layers", "--rule", "sglang", "--format", "json"])
+    (mla,) = json.loads(shown.output)
+    assert mla["bytes_per_token_per_gpu"] == 78 * 1152 + 21 * 132

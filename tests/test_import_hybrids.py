@@ -177,6 +177,17 @@ def test_minimax_per_gpu_bytes(registry, name):
             "all": token, "full": token, "state": state, 8192: token * 8192 + state, 131072: token * 131072 + state}, tp
 
 
+def test_minimax_in_transformers_layer_types_imports_alike():
+    """transformers' MiniMaxConfig (model_type minimax) writes the kinds as layer_types, 0 -> "linear_attention"."""
+    hf = {k: v for k, v in MINIMAX_TEXT_01.items() if k != "attn_type_list"} | {
+        "model_type": "minimax", "architectures": ["MiniMaxForCausalLM"],
+        "layer_types": (["linear_attention"] * 7 + ["full_attention"]) * 10}
+    r, _ = model_from_config(hf, name="m", source="constructed")
+    keys = ("full_layers", "linear_layers", "linear_state_elements_per_layer", "linear_state_heads", "linear_state_kind")
+    assert {k: r[k] for k in keys} == {k: row("MiniMax-Text-01")[k] for k in keys}
+    assert r["linear_state_kind"] == "lightning"
+
+
 def test_attn_type_list_of_the_wrong_length_or_values_is_refused():
     with pytest.raises(ConfigError, match=r"^constructed: attn_type_list must list 0 \(lightning attention\) or 1"):
         model_from_config({**MINIMAX_TEXT_01, "attn_type_list": [0, 1] * 10}, name="m", source="constructed")

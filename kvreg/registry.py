@@ -354,6 +354,9 @@ def validate_model(conn, row: dict) -> dict:
     row["weight_dtype"] = check_dtype(conn, row.get("weight_dtype") or "bf16", "weight", "weight dtype")
     if row.get("linear_state_dtype"):
         check_dtype(conn, row["linear_state_dtype"], "weight", "state dtype")
+    if row.get("indexer_layers") is not None and not 0 < row["indexer_layers"] <= (row.get("full_layers") or 0):
+        raise KvregError(f"model {row['name']!r}: indexer_layers ({row['indexer_layers']}) must be between 1 and the "
+                         f"{row.get('full_layers')} MLA layers; leave it out when every MLA layer keeps an indexer")
     kinds = ("mamba2", "gated_deltanet", "kda", "lightning", "short_conv")
     if row.get("linear_state_kind") is not None and row["linear_state_kind"] not in kinds:
         raise KvregError(f"model {row['name']!r}: linear_state_kind {row['linear_state_kind']!r} is not one of "

@@ -177,6 +177,17 @@ def test_minimax_per_gpu_bytes(registry, name):
             "all": token, "full": token, "state": state, 8192: token * 8192 + state, 131072: token * 131072 + state}, tp
 
 
+def test_minimax_in_transformers_layer_types_imports_alike():
+    """transformers' MiniMaxConfig (model_type minimax) writes the kinds as layer_types, 0 -> "linear_attention"."""
+    hf = {k: v for k, v in MINIMAX_TEXT_01.items() if k != "attn_type_list"} | {
+        "model_type": "minimax", "architectures": ["MiniMaxForCausalLM"],
+        "layer_types": (["linear_attention"] * 7 + ["full_attention"]) * 10}
+    r, _ = model_from_config(hf, name="m", source="constructed")
+    keys = ("full_layers", "linear_layers", "linear_state_elements_per_layer", "linear_state_heads", "linear_state_kind")
+    assert {k: r[k] for k in keys} == {k: row("MiniMax-Text-01")[k] for k in keys}
+    assert r["linear_state_kind"] == "lightning"
+
+
 def test_attn_type_list_of_the_wrong_length_or_values_is_refused():
     with pytest.raises(ConfigError, match=r"^constructed: attn_type_list must list 0 \(lightning attention\) or 1"):
         model_from_config({**MINIMAX_TEXT_01, "attn_type_list": [0, 1] * 10}, name="m", source="constructed")
@@ -474,4 +485,23 @@ def test_release_per_token_and_per_sequence_bytes(releases, name):
 @pytest.mark.parametrize("name, key", sorted(REFUSED.items()))
 def test_release_whose_cache_kvreg_cannot_model_is_refused_naming_the_key(name, key):
     with pytest.raises(ConfigError, match=rf"^{re.escape(name)}: {key} = .* could change the KV cache"):
-        import_path(real(name))
+        import_path(DATA / "refused" / name)
+
+
+def test_model_add_takes_the_layers_keeping_an_indexer(tmp_path):
+    from click.testing import CliRunner
+
+    from kvreg.cli import cli
+
+    db, runner = f"sqlite:///{tmp_path / 'r.db'}", CliRunner()
+    base = ["--db", db, "model", "add", "G", "--layers", "78", "--attention-heads", "64", "--kv-heads", "64",
+            "--head-dim", "256", "--kv-lora-rank", "512", "--qk-rope-head-dim", "64", "--params-b", "744"]
+    out = runner.invoke(cli, [*base, "--indexer-layers", "21"])
+    assert out.exit_code != 0 and "give --indexer-bytes-per-token-per-layer too" in out.output
+    out = runner.invoke(cli, [*base, "--indexer-bytes-per-token-per-layer", "132", "--indexer-layers", "79"])
+    assert out.exit_code != 0 and "indexer_layers (79) must be between 1 and the 78 MLA layers" in out.output
+    out = runner.invoke(cli, [*base, "--indexer-bytes-per-token-per-layer", "132", "--indexer-layers", "21"])
+    assert out.exit_code == 0, out.output
+    shown = runner.invoke(cli, ["--db", db, "model", "show", "G", "--layers", "--rule", "sglang", "--format", "json"])
+    (mla,) = json.loads(shown.output)
+    assert mla["bytes_per_token_per_gpu"] == 78 * 1152 + 21 * 132

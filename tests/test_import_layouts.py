@@ -51,8 +51,8 @@ def load(name: str) -> dict:
 
 
 @pytest.mark.parametrize("folder, pattern", [(DATA, "*.json"), (DATA / "later-revisions", "*.json"),
-                                             (DATA / "model-folders", "*/*.json")],
-                         ids=["hf-configs", "later-revisions", "model-folders"])
+                                             (DATA / "model-folders", "*/*.json"), (DATA / "refused", "*.json")],
+                         ids=["hf-configs", "later-revisions", "model-folders", "refused"])
 def test_manifest_lists_every_vendored_file_with_its_sha256(folder, pattern):
     manifest = (folder / "MANIFEST.md").read_text()
     files = list(folder.glob(pattern))

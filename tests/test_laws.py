@@ -41,7 +41,8 @@ def figures(**inputs) -> dict:
         gpus_per_node=8, tp=1, pp=1, dp_attention=1, context_tokens=131072, avg_tokens=None, reserve=0.12,
         kv_cache_memory_bytes=None, block_size=16, users=None,
         # engine rules (tests/test_engine_rules.py): the theoretical rule, engine knobs unset
-        rule="theoretical", indexer_bytes_per_token_per_layer=None, kv_scale_bytes_per_token_per_head=None,
+        rule="theoretical", indexer_bytes_per_token_per_layer=None, indexer_layers=None,
+        kv_scale_bytes_per_token_per_head=None,
         gpu_memory_utilization=None, max_num_batched_tokens=None, max_concurrent_batches=None, activation_bytes=None,
         cuda_graph_bytes=None, mem_fraction_static=None, max_num_seqs=None,
         # engine memory (0006): nothing measured, no reported memory, the latest release

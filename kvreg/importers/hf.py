@@ -893,6 +893,9 @@ def _state_kind(cfg: _Config) -> str:
     _, flags = cfg.raw("attn_type_list", "decoder_attention_types")
     if isinstance(flags, list) and 0 in flags:
         return "lightning"
+    if cfg.model_type.startswith("minimax") and cfg.raw("linear_num_key_heads")[0] is None:
+        # transformers' MiniMaxConfig (model_type minimax) spells the same layers layer_types "linear_attention"
+        return "lightning"
     _, types = cfg.raw("layer_types")
     if (isinstance(types, list) and "conv" in types) or cfg.raw("full_attn_idxs")[0] is not None:
         return "short_conv"

@@ -30,6 +30,20 @@ def _row(ws, *key) -> int:
     raise KeyError(key)
 
 
+def _copy_row(ws, src: int, dst: int, **inputs) -> None:
+    """What the workbook tells finance to do to add a row: copy the row above, formulas and all (the
+    formulas' row references move with it, as Excel's fill-down moves them), then type its inputs."""
+    from openpyxl.formula.translate import Translator
+
+    for c in ws[src]:
+        v = c.value
+        if isinstance(v, str) and v.startswith("="):
+            v = Translator(v, origin=c.coordinate).translate_formula(f"{c.column_letter}{dst}")
+        ws.cell(dst, c.column).value = v
+    for name, value in inputs.items():
+        ws.cell(dst, _col(ws, name)).value = value
+
+
 def _edit(src: Path, dst: Path, *, typed_over: bool = True, **extra) -> None:
     """What finance does: triple a plan's users, add a quarter, change a reserve, a share, a GPU's
     memory (in GiB) and price, and type a number over a figure."""
@@ -38,8 +52,7 @@ def _edit(src: Path, dst: Path, *, typed_over: bool = True, **extra) -> None:
     wb = load_workbook(src)
     d = wb["Demand"]
     d.cell(_row(d, "chat-llama3-8b", "2026Q4"), _col(d, "users")).value = 750  # 250 x 3
-    new = d.max_row + 1
-    d.cell(new, 1).value, d.cell(new, 2).value, d.cell(new, 3).value = "chat-llama3-8b", "2027Q1", 900
+    _copy_row(d, d.max_row, d.max_row + 1, plan="chat-llama3-8b", quarter="2027Q1", users=900)
     p = wb["Plan detail"]
     p.cell(_row(p, "docs-llama3-8b"), _col(p, "reserve")).value = 0.2
     if typed_over:
@@ -68,7 +81,7 @@ EXPECTED = [
 def test_dry_run_lists_the_changes_and_writes_nothing(kv, state, tmp_path):
     book = _workbook(kv, tmp_path)
     assert kv("apply", book, "--quarter", "2026Q4", "--dry-run").stdout.splitlines() == [
-        "no input differs from the registry"]
+        "nothing to apply: every input is as written or as the registry holds it"]
     _edit(book, tmp_path / "edited.xlsx")
     before = state()
     out = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4", "--dry-run").stdout.splitlines()
@@ -100,7 +113,7 @@ def test_apply_writes_the_inputs_and_the_views_follow(kv, engine, tmp_path):
         assert q("SELECT users FROM plan_quarter WHERE plan = 'chat-llama3-8b' AND quarter = '2027Q1'") == [(900,)]
     # Applying the same workbook again finds nothing left to change.
     assert kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4").stdout.splitlines()[-2:] == [
-        out[-2], "no input differs from the registry"]
+        out[-2], "nothing to apply: every input is as written or as the registry holds it"]
 
 
 def test_workbook_from_another_registry_or_quarter_is_refused(kv, state, tmp_path):
@@ -128,9 +141,9 @@ def test_workbook_from_another_registry_or_quarter_is_refused(kv, state, tmp_pat
 
 @pytest.mark.parametrize("cells, message", [
     ({("Demand", ("docs-llama3-8b", "2026Q4"), "users"): "lots"}, "Demand!C"),
-    ({("Plan detail", ("docs-llama3-8b",), "reserve"): 1.5}, "must be at most 0.99"),
-    ({("Workload", ("mixed-llama3-8b", "chat"), "share"): 0}, "must be above 0"),
-    ({("GPUs", ("H200",), "price_per_hour"): -1}, "must be at least 0"),
+    ({("Plan detail", ("docs-llama3-8b",), "reserve"): 1.5}, "reserve 1.5 must be at least 0 and below 1"),
+    ({("Workload", ("mixed-llama3-8b", "chat"), "share"): 0}, "must be a number above 0"),
+    ({("GPUs", ("H200",), "price_per_hour"): -1}, "must be a finite number of at least 0"),
 ])
 def test_a_bad_cell_names_itself_and_nothing_is_written(kv, state, tmp_path, cells, message):
     book = _workbook(kv, tmp_path)
@@ -154,10 +167,9 @@ def test_fleet_counts_come_back_through_set_fleet(kv, engine, state, tmp_path):
     f = wb["Fleet"]
     f.cell(_row(f, "H100-SXM", "2026Q3"), _col(f, "gpus_owned")).value = 7
     f.cell(_row(f, "H200", "2026Q4"), _col(f, "reserved_price_per_hour")).value = 2.5
-    new = f.max_row + 1
     # gpus_reserved left blank: none reserved, 0 (the registry's default), not an error.
-    for name, value in (("gpu", "H200"), ("quarter", "2027Q1"), ("gpus_owned", 30)):
-        f.cell(new, _col(f, name)).value = value
+    _copy_row(f, f.max_row, f.max_row + 1, gpu="H200", quarter="2027Q1", gpus_owned=30, gpus_reserved=None,
+              reserved_price_per_hour=None)
     wb.save(tmp_path / "fleet.xlsx")
     out = kv("apply", tmp_path / "fleet.xlsx", "--quarter", "2026Q4", "--dry-run").stdout.splitlines()
     assert out == ["~ fleet H100-SXM 2026Q3 gpus_owned: 40 -> 7",
@@ -174,10 +186,12 @@ def test_fleet_counts_come_back_through_set_fleet(kv, engine, state, tmp_path):
                                       " WHERE gpu = 'H100-SXM' AND quarter = '2026Q4'")).scalar_one()
         assert installed == 7  # the 2026Q3 entry carries forward
     assert kv("apply", tmp_path / "fleet.xlsx", "--quarter", "2026Q4").stdout.splitlines()[-1] == (
-        "no input differs from the registry")
-    f.cell(_row(f, "H100-SXM", "2026Q3"), _col(f, "gpus_owned")).value = 7.5
+        "nothing to apply: every input is as written or as the registry holds it")
+    # (The H100-SXM count typed before is applied; a workbook still holding the 40 it was written with
+    # would now be a conflict there, so the bad count goes where neither side changed: H200 reserved.)
+    f.cell(_row(f, "H200", "2026Q4"), _col(f, "gpus_reserved")).value = 2.5
     wb.save(tmp_path / "bad.xlsx")
     before = state()
     result = kv("apply", tmp_path / "bad.xlsx", "--quarter", "2026Q4", ok=False)
-    assert result.exit_code == 1 and "Fleet!C" in result.output and "whole number" in result.output
+    assert result.exit_code == 1 and "Fleet!D" in result.output and "whole number" in result.output
     assert state() == before

@@ -576,10 +576,12 @@ def test_a_formula_reads_like_its_declaration(written):
 def test_layout_for_finance(written):
     from openpyxl import load_workbook
 
-    from kvreg.export.xlsx import SHEETS
+    from kvreg.export.xlsx import SHEETS, STATE_SHEET
 
     wb = load_workbook(written)
-    assert wb.sheetnames == SHEETS and SHEETS[0] == "Read me"
+    # Last, very hidden (no menu unhides it): the inputs as written, for `kvreg apply`.
+    assert wb.sheetnames == [*SHEETS, STATE_SHEET] and SHEETS[0] == "Read me"
+    assert wb[STATE_SHEET].sheet_state == "veryHidden"
     plans = wb["Plan detail"]
     assert plans.freeze_panes == "B3" and plans.auto_filter.ref.startswith("A1:")
     # Printing: landscape, one page wide, the header row and the plan column on every page.

@@ -195,3 +195,80 @@ def test_fleet_counts_come_back_through_set_fleet(kv, engine, state, tmp_path):
     result = kv("apply", tmp_path / "bad.xlsx", "--quarter", "2026Q4", ok=False)
     assert result.exit_code == 1 and "Fleet!D" in result.output and "whole number" in result.output
     assert state() == before
+
+
+def _users(engine, plan: str, quarter: str):
+    with engine.connect() as conn:
+        return conn.execute(text("SELECT d.users FROM demand d JOIN plan p ON p.id = d.plan_id"
+                                 " WHERE p.name = :p AND d.quarter = :q"), {"p": plan, "q": quarter}).scalar()
+
+
+def test_a_workbook_handed_back_late_keeps_the_registrys_later_values(kv, engine, state, tmp_path):
+    """#42: export, change a demand row with the CLI (250 -> 300), apply the unchanged workbook: the
+    registry keeps 300. A cell finance changed where the registry did not is applied beside it."""
+    book = _workbook(kv, tmp_path)
+    kv("demand", "set", "chat-llama3-8b", "2026Q4", "300")
+    before = state()
+    assert kv("apply", book, "--quarter", "2026Q4").stdout.splitlines() == [
+        "nothing to apply: every input is as written or as the registry holds it"]
+    assert state() == before and _users(engine, "chat-llama3-8b", "2026Q4") == 300
+    from openpyxl import load_workbook
+
+    wb = load_workbook(book)
+    d = wb["Demand"]
+    d.cell(_row(d, "docs-llama3-8b", "2026Q4"), _col(d, "users")).value = 80
+    wb.save(tmp_path / "late.xlsx")
+    old = _users(engine, "docs-llama3-8b", "2026Q4")
+    assert kv("apply", tmp_path / "late.xlsx", "--quarter", "2026Q4").stdout.splitlines() == [
+        f"~ plan docs-llama3-8b 2026Q4 users: {old} -> 80", "applied 1 change(s) in one transaction"]
+    assert _users(engine, "chat-llama3-8b", "2026Q4") == 300 and _users(engine, "docs-llama3-8b", "2026Q4") == 80
+
+
+def test_a_cell_changed_in_both_is_a_conflict_until_a_side_is_taken(kv, engine, state, tmp_path):
+    """Finance triples chat's users (250 -> 750) while someone sets 300 with the CLI: apply lists the
+    conflict and writes nothing, not even the edits without a conflict; --take picks a side."""
+    book = _workbook(kv, tmp_path)
+    _edit(book, tmp_path / "edited.xlsx", typed_over=False)
+    kv("demand", "set", "chat-llama3-8b", "2026Q4", "300")
+    before = state()
+    conflict = ("x plan chat-llama3-8b 2026Q4 users: workbook 750, registry 300, both changed since the workbook "
+                "was written (250) [Demand!C")
+    for args in ((), ("--dry-run",)):
+        result = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4", *args, ok=False)
+        lines = result.stdout.splitlines()
+        assert EXPECTED[1:] == lines[:5] and lines[5].startswith(conflict)
+        assert state() == before
+    assert result.exit_code == 0  # a dry run shows the conflict ...
+    assert lines[-1] == ("1 conflict(s): changed in the workbook and in the registry since it was written; nothing "
+                         "written: pick a side with --take workbook or --take registry")
+    result = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4", ok=False)
+    assert result.exit_code == 1 and result.stderr.strip() == "Error: " + lines[-1]  # ... apply refuses
+    out = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4", "--take", "registry").stdout.splitlines()
+    assert out == [*EXPECTED[1:], "= plan chat-llama3-8b 2026Q4 users: kept the registry's 300 (--take registry)",
+                   "applied 5 change(s) in one transaction"]
+    assert _users(engine, "chat-llama3-8b", "2026Q4") == 300 and _users(engine, "chat-llama3-8b", "2027Q1") == 900
+    out = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4", "--take", "workbook").stdout.splitlines()
+    assert out == ["~ plan chat-llama3-8b 2026Q4 users: 300 -> 750", "applied 1 change(s) in one transaction"]
+    assert _users(engine, "chat-llama3-8b", "2026Q4") == 750
+
+
+def test_a_row_typed_in_without_its_formulas_is_refused_naming_it(kv, state, tmp_path):
+    """#42: a Fleet row typed in has none of the hidden helper formulas (quarter_index, in_force), so
+    the workbook's Summary leaves it out while the registry would count it: refused, the row named."""
+    from openpyxl import load_workbook
+
+    kv("fleet", "set", "H100-SXM", "2026Q3", "40")
+    book = _workbook(kv, tmp_path)
+    wb = load_workbook(book)
+    f = wb["Fleet"]
+    new = f.max_row + 1
+    for name, value in (("gpu", "H200"), ("quarter", "2026Q4"), ("gpus_owned", 32)):
+        f.cell(new, _col(f, name)).value = value
+    wb.save(tmp_path / "typed.xlsx")
+    before = state()
+    result = kv("apply", tmp_path / "typed.xlsx", "--quarter", "2026Q4", ok=False)
+    assert result.exit_code == 1 and result.stderr.strip() == (
+        f"Error: Fleet row {new} (H200 2026Q4) was typed in without the formulas of its columns quarter_index, "
+        "in_force, previous_quarter_in_force (hidden ones included), so the workbook's figures leave it out: copy "
+        "the row above (formulas and all), change its inputs, then apply")
+    assert state() == before

@@ -266,6 +266,9 @@ def _count_sheet(zf, member, sheet: str, where: str, cells: int, ET) -> int:
                     ref = el.get("r") or ""
                     m = _CELL_REF.match(ref)
                     col = _column_number(m.group(1)) if m else col + 1
+                    if m and int(m.group(2)) > MAX_XLSX_ROWS:
+                        refuse(f"reaches row {int(m.group(2)):,} (cell {ref}): more than {MAX_XLSX_ROWS:,}",
+                               "delete the rows below the data, or give the capacity.xlsx kvreg report wrote")
                     if col > MAX_XLSX_COLUMNS:
                         refuse(f"reaches column {col:,} (cell {ref or '?'}): more than {MAX_XLSX_COLUMNS:,}",
                                "delete the columns right of the data")

@@ -52,11 +52,15 @@ def apply_cmd(ctx, file, dry_run, prune, quarter, take):
     """
     if file.lower().endswith(".xlsx"):
         from kvreg.errors import KvregError
-        from kvreg.importers.workbook import apply_workbook
+        from kvreg.importers.workbook import apply_workbook, read_workbook
+        from kvreg.units import parse_quarter
 
         if prune:
             raise KvregError("--prune is for TOML files: a workbook never deletes rows")
-        result = apply_workbook(open_db(ctx), file, quarter=quarter, dry_run=dry_run, take=take)
+        if quarter:
+            parse_quarter(quarter)
+        book = read_workbook(file)  # whole, before the registry is opened: a bad file creates and locks nothing
+        result = apply_workbook(open_db(ctx), book, quarter=quarter, dry_run=dry_run, take=take)
         lines = result.lines()
         for line in lines[:-1] if result.unresolved and not dry_run else lines:
             click.echo(line)

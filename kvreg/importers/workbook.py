@@ -326,7 +326,8 @@ def _key_value(raw: Any, where: str, quarter: bool) -> str:
         try:
             q = parse_quarter(str(raw))
         except UnitError as exc:
-            raise KvregError(f"{where}: {exc}") from None
+            fix = "" if "YEARQn" in str(exc) else ": type it as YEARQn, for example 2027Q1"
+            raise KvregError(f"{where}: {exc}{fix}") from None
         if str(raw) != q:
             raise KvregError(f"{where}: quarter {raw!r} is not written YEARQn, the way the workbook's formulas read "
                              f"a quarter: type {q}")
@@ -341,7 +342,10 @@ def _value(ed: Editable, column: str, raw: Any, where: str):
         raise KvregError(f"{where} holds a formula ({raw[:40]}): type a value in an input cell")
     value = _number(raw, where, blank_is_zero=column in ed.blank_is_zero)
     if column in ed.convert and value is not None:
-        value = ed.convert[column](value)
+        converted = ed.convert[column](value)
+        if not math.isfinite(converted):
+            raise KvregError(f"{where}: {value:g} is too large a number: type the value in the column's unit")
+        value = converted
     return value
 
 
@@ -536,13 +540,14 @@ def _check_identity(conn, book: Book, quarter: str | None) -> None:
                          f"{book.quarter} to apply it, or write a new workbook for {want}")
 
 
-def apply_workbook(engine, path: str | Path, *, quarter: str | None = None, dry_run: bool = False,
+def apply_workbook(engine, source: str | Path | Book, *, quarter: str | None = None, dry_run: bool = False,
                    take: str | None = None) -> Result:
-    """Read the workbook whole (no lock held), then in one short transaction compare it with the
-    registry and write the changes; a dry run, or unresolved conflicts, roll the transaction back."""
+    """Read the workbook whole (no lock held; `source` may be what read_workbook returned), then in one
+    short transaction compare it with the registry and write the changes; a dry run, or unresolved
+    conflicts, roll the transaction back."""
     if quarter:
         parse_quarter(quarter)
-    book = read_workbook(path)
+    book = source if isinstance(source, Book) else read_workbook(source)
     with engine.connect() as conn:
         trans = conn.begin()
         try:

@@ -272,3 +272,45 @@ def test_a_row_typed_in_without_its_formulas_is_refused_naming_it(kv, state, tmp
         "in_force, previous_quarter_in_force (hidden ones included), so the workbook's figures leave it out: copy "
         "the row above (formulas and all), change its inputs, then apply")
     assert state() == before
+
+
+def test_the_workbook_records_its_inputs_as_written(kv, tmp_path):
+    """The very hidden sheet holds, per sheet apply reads, its input columns and each row's inputs
+    as JSON: chat-llama3-8b's 2026Q4 demand as seeded (250 users), H100-SXM's memory in GiB (80)."""
+    import json
+
+    from openpyxl import load_workbook
+
+    from kvreg.export.xlsx import STATE_SHEET
+
+    wb = load_workbook(_workbook(kv, tmp_path))
+    rows = [tuple(r) for r in wb[STATE_SHEET].iter_rows(values_only=True)]
+    assert rows[0] == ("sheet", "kind", "value (JSON)")
+    assert ("Demand", "inputs", '["plan", "quarter", "users"]') in rows
+    assert ("Demand", "row", '{"plan": "chat-llama3-8b", "quarter": "2026Q4", "users": 250}') in rows
+    gpu = next(json.loads(v) for s, k, v in rows if s == "GPUs" and k == "row" and '"H100-SXM"' in v)
+    assert gpu["memory_gib_input"] == 80 and gpu["gpu"] == "H100-SXM"
+    assert [s for s, k, _v in rows[1:] if k == "inputs"] == ["Plan detail", "Workload", "Demand", "Fleet", "GPUs"]
+
+
+def test_a_workbook_from_an_older_kvreg_is_refused(kv, state, tmp_path):
+    """Format 2 recorded no state: apply could not tell finance's edits from stale values."""
+    import zipfile
+
+    book = _workbook(kv, tmp_path)
+    old = tmp_path / "old.xlsx"
+    with zipfile.ZipFile(book) as zin, zipfile.ZipFile(old, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename == "docProps/custom.xml":
+                data = data.replace(b'name="kvreg_workbook"><vt:lpwstr>3<', b'name="kvreg_workbook"><vt:lpwstr>2<')
+            zout.writestr(info.filename, data)
+    before = state()
+    result = kv("apply", old, "--quarter", "2026Q4", ok=False)
+    assert result.exit_code == 1 and result.stderr.strip() == (
+        f"Error: {old} was written by an older kvreg (workbook format 2, this kvreg reads 3) that did not record the "
+        "registry state it was made from: write a new workbook with `kvreg report --format xlsx`, make the edits "
+        "there and apply that")
+    assert state() == before
+    result = kv("apply", "-", "--take", "workbook", input="", ok=False)
+    assert result.exit_code == 1 and "--take is for workbooks (.xlsx)" in result.stderr

@@ -134,6 +134,9 @@ def parse_json(raw: bytes, where: str, what: str):
 MAX_XLSX_BYTES = 128 * MB  # the file as it lies on disk
 MAX_XLSX_INFLATED_BYTES = 1024 * MB  # all its parts inflated
 MAX_XLSX_PARTS = 10_000  # zip members
+# openpyxl streams the sheets but holds the shared strings in memory (a few times their size):
+# kvreg writes none (inline strings); LibreOffice's copy of the seeded workbook has 81 KB.
+MAX_XLSX_SHARED_STRINGS_BYTES = 64 * MB
 MAX_XLSX_ROWS = 200_000  # the last row any sheet reaches
 MAX_XLSX_COLUMNS = 1_024  # the last column any sheet reaches
 MAX_XLSX_CELLS = 10_000_000  # cells in all sheets together
@@ -204,6 +207,11 @@ def check_workbook(path) -> None:
         if inflated > MAX_XLSX_INFLATED_BYTES:
             raise InputError(f"{where} inflates to {inflated / MB:,.0f} MB: more than {MAX_XLSX_INFLATED_BYTES // MB} MB"
                              ", too big for a capacity workbook; give the capacity.xlsx kvreg report wrote")
+        strings = sum(m.file_size for m in members if m.filename.lower() == "xl/sharedstrings.xml")
+        if strings > MAX_XLSX_SHARED_STRINGS_BYTES:
+            raise InputError(f"{where}: its shared strings inflate to {strings / MB:,.0f} MB: more than "
+                             f"{MAX_XLSX_SHARED_STRINGS_BYTES // MB} MB, too big for a capacity workbook; give the "
+                             "capacity.xlsx kvreg report wrote")
         xml_parts = [m for m in members if m.filename.endswith((".xml", ".rels", ".vml")) and not m.is_dir()]
         for m in xml_parts:  # every part first: the sheet names come from two of them
             _screen_part(zf, m, where)

@@ -868,6 +868,12 @@ def _rezip(src: Path, dst: Path, edits: dict, pad: tuple[str, int] | None = None
                         fh.write(block)
             else:
                 zout.writestr(info.filename, data)
+        if pad and pad[0] not in zin.namelist():  # a part of its own (kvreg writes no shared strings)
+            with zout.open(pad[0], "w", force_zip64=True) as fh:
+                fh.write(b'<?xml version="1.0"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/'
+                         b'main"/>')
+                for _ in range(pad[1]):
+                    fh.write(b" " * (1 << 20))
     return dst
 
 
@@ -956,6 +962,8 @@ HOSTILE_WORKBOOKS = {
                            r"sheet Demand reaches column 16,384 \(cell XFD40\): more than 1,024; delete the columns"),
     "sheet-inflating-to-1.1GB": (lambda b, d: _rezip(b, d, {}, pad=(_sheet_part("Demand"), 1100)),
                                  r"inflates to 1,\d{3} MB: more than 1024 MB, too big for a capacity workbook"),
+    "shared-strings-inflating-to-65MB": (lambda b, d: _rezip(b, d, {}, pad=("xl/sharedStrings.xml", 65)),
+                                         r"its shared strings inflate to 6\d MB: more than 64 MB"),
     "nan-in-a-cell": (lambda b, d: _rezip(b, d, {_sheet_part("Demand"): _cell_value("C3", b"NaN")}),
                       r"sheet Demand cell C3 holds 'NaN', not a finite number; type a number in Demand!C3 \(or "
                       r"clear it\) and save again$"),

@@ -851,6 +851,12 @@ def _sheet_part(name: str) -> str:
     return f"xl/worksheets/sheet{SHEETS.index(name) + 1}.xml"
 
 
+def _state_part() -> str:
+    from kvreg.export.xlsx import SHEETS
+
+    return f"xl/worksheets/sheet{len(SHEETS) + 1}.xml"  # the very hidden state sheet, written last
+
+
 def _rezip(src: Path, dst: Path, edits: dict, pad: tuple[str, int] | None = None) -> Path:
     """A copy of the workbook with some parts' bytes edited (part -> function of the bytes); `pad`:
     (part, MB of spaces) after that part's XML, which stays well-formed."""
@@ -1009,7 +1015,9 @@ def test_a_workbook_declaring_a_huge_dimension_is_read_by_its_cells(kv, tmp_path
     book = _apply_book(kv, tmp_path)
     declared = _rezip(book, tmp_path / "declared.xlsx", {
         _sheet_part(s): (lambda data: re.sub(rb'<dimension ref="[^"]*"/>', b'<dimension ref="A1:XFD1048576"/>', data))
-        for s in ("Demand", "Fleet", "Plan detail", "GPUs", "Workload")})
+        for s in ("Demand", "Fleet", "Plan detail", "GPUs", "Workload", "Summary", "Models")}
+        | {_state_part(): lambda data: re.sub(rb'<dimension ref="[^"]*"/>',
+                                                             b'<dimension ref="A1:XFD1048576"/>', data)})
     assert kv("apply", declared, "--quarter", "2026Q4").stdout.splitlines() == [
         "nothing to apply: every input is as written or as the registry holds it"]
 

@@ -352,8 +352,10 @@ def _value(ed: Editable, column: str, raw: Any, where: str):
 def _state(wb, where: str) -> tuple[dict, dict]:
     """STATE_SHEET: (sheet -> input columns, sheet -> [row values as written])."""
     inputs, rows = {}, {}
+    ws = wb[STATE_SHEET]
+    ws.reset_dimensions()  # as in _rows: the cells there are, not a declared dimension
     try:
-        for r in wb[STATE_SHEET].iter_rows(min_row=2, values_only=True):
+        for r in ws.iter_rows(min_row=2, values_only=True):
             sheet, kind, value = (tuple(r) + (None, None, None))[:3]
             if sheet is None:
                 continue

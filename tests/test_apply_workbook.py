@@ -314,3 +314,13 @@ def test_a_workbook_from_an_older_kvreg_is_refused(kv, state, tmp_path):
     assert state() == before
     result = kv("apply", "-", "--take", "workbook", input="", ok=False)
     assert result.exit_code == 1 and "--take is for workbooks (.xlsx)" in result.stderr
+
+
+def test_every_sheet_apply_reads_has_its_inputs_recorded():
+    """A sheet added to EDITABLE without its name in STATE_SHEETS would have no record to compare
+    finance's edits with: every row of it would look new."""
+    from kvreg.export.xlsx import STATE_SHEETS
+    from kvreg.importers.workbook import EDITABLE
+
+    assert sorted(ed.sheet for ed in EDITABLE) == sorted(STATE_SHEETS) == [
+        "Demand", "Fleet", "GPUs", "Plan detail", "Workload"]

@@ -29,12 +29,12 @@ from typing import Any, Callable
 from sqlalchemy import text
 
 from kvreg.catalog.load import ensure_registry_id
-from kvreg.db.read import get_gpu
+from kvreg.db.read import get_gpu, get_plan
 from kvreg.errors import KvregError, UserError
 from kvreg.export.xlsx import CONVERTED, PROP_FORMAT, PROP_QUARTER, PROP_REGISTRY, STATE_SHEET, WORKBOOK_FORMAT
 from kvreg.fleet import set_fleet
 from kvreg.limits import check_workbook, show_path
-from kvreg.plans import get_plan, get_workload, set_demand, set_plan
+from kvreg.plans import get_workload, set_demand, set_plan
 from kvreg.registry import add_gpu
 from kvreg.units import UnitError, current_quarter, parse_quarter
 

@@ -12,6 +12,7 @@ Stdlib only: the fast path and the CLI import this at start-up.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -120,3 +121,182 @@ def parse_json(raw: bytes, where: str, what: str):
     if depth(data) > MAX_DEPTH:
         raise _too_deep(where, what)
     return data
+
+
+# --------------------------------------------------------------------------- workbooks (kvreg apply WORKBOOK.xlsx)
+#
+# A workbook is a zip of XML parts that openpyxl inflates and parses. Before it does, and before
+# the registry is opened, `check_workbook` reads the zip's directory and streams every XML part
+# once: a part declaring a DOCTYPE or an ENTITY (billion laughs, external entities) is refused,
+# and so is anything past the limits below. Measured on a 1,006-plan registry's workbook (bench/synth.py):
+# 9.0 MB on disk, 60.6 MB inflated, 431,000 cells, its longest sheet 3,536 rows (kvreg state), its widest
+# 221 columns (Plan detail); a 10,006-plan one has about ten times the rows and cells.
+
+MAX_XLSX_BYTES = 128 * MB  # the file as it lies on disk
+MAX_XLSX_INFLATED_BYTES = 1024 * MB  # all its parts inflated
+MAX_XLSX_PARTS = 10_000  # zip members
+# openpyxl streams the sheets but holds the shared strings in memory (a few times their size):
+# kvreg writes none (inline strings); LibreOffice's copy of the seeded workbook has 81 KB.
+MAX_XLSX_SHARED_STRINGS_BYTES = 64 * MB
+MAX_XLSX_ROWS = 200_000  # the last row any sheet reaches
+MAX_XLSX_COLUMNS = 1_024  # the last column any sheet reaches
+MAX_XLSX_CELLS = 10_000_000  # cells in all sheets together
+_XML_DECLS = re.compile(rb"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
+_CELL_REF = re.compile(r"^([A-Za-z]{1,3})([0-9]+)$")
+_XLSX_CHUNK = 1 << 20
+
+
+def _column_number(letters: str) -> int:
+    n = 0
+    for ch in letters.upper():
+        n = n * 26 + ord(ch) - 64
+    return n
+
+
+def _workbook_sheet_names(zf) -> dict[str, str]:
+    """Zip member -> sheet name, from xl/workbook.xml and its relationships (already screened)."""
+    import xml.etree.ElementTree as ET  # lazy: only a workbook read back needs it
+
+    rel_ns = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
+    try:
+        targets = {r.get("Id"): r.get("Target", "") for r in ET.fromstring(zf.read("xl/_rels/workbook.xml.rels"))}
+        sheets = [(s.get("name"), s.get(rel_ns)) for s in ET.fromstring(zf.read("xl/workbook.xml")).iter()
+                  if s.tag.endswith("}sheet")]
+    except (KeyError, ET.ParseError):
+        return {}
+    out = {}
+    for name, rid in sheets:
+        target = targets.get(rid, "")
+        member = target.lstrip("/") if target.startswith("/") else "xl/" + target
+        out[member] = name
+    return out
+
+
+def check_workbook(path) -> None:
+    """Refuse, in one line, a workbook that could hang kvreg, exhaust its memory or make the XML
+    parser fetch or expand entities: not a regular file, larger than MAX_XLSX_BYTES, more than
+    MAX_XLSX_INFLATED_BYTES inflated, a DOCTYPE or ENTITY in any XML part, a sheet reaching past
+    MAX_XLSX_ROWS rows or MAX_XLSX_COLUMNS columns, more than MAX_XLSX_CELLS cells, or a number cell
+    that is not a finite number (NaN, inf: openpyxl would stop with a traceback). A sheet's declared
+    dimension (`A1:XFD1048576`) is not trusted: the cells are counted.
+
+    Not a zip at all is left to the caller (openpyxl says so)."""
+    import xml.etree.ElementTree as ET  # lazy: only a workbook read back needs it
+    import zipfile  # lazy: as above
+
+    where = show_path(path)
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise InputError(f"cannot read {where}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a pipe, device or socket)"
+        raise InputError(f"cannot read {where}: it is {kind}; give the capacity.xlsx kvreg report wrote")
+    if st.st_size > MAX_XLSX_BYTES:
+        raise InputError(f"{where} is {st.st_size / MB:,.1f} MB: larger than {MAX_XLSX_BYTES // MB} MB, too big for "
+                         "a capacity workbook; give the capacity.xlsx kvreg report wrote")
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return
+    with zf:
+        members = zf.infolist()
+        if len(members) > MAX_XLSX_PARTS:
+            raise InputError(f"{where} holds {len(members):,} parts: more than {MAX_XLSX_PARTS:,}, not a capacity "
+                             "workbook; give the capacity.xlsx kvreg report wrote")
+        inflated = sum(m.file_size for m in members)
+        if inflated > MAX_XLSX_INFLATED_BYTES:
+            raise InputError(f"{where} inflates to {inflated / MB:,.0f} MB: more than {MAX_XLSX_INFLATED_BYTES // MB} MB"
+                             ", too big for a capacity workbook; give the capacity.xlsx kvreg report wrote")
+        strings = sum(m.file_size for m in members if m.filename.lower() == "xl/sharedstrings.xml")
+        if strings > MAX_XLSX_SHARED_STRINGS_BYTES:
+            raise InputError(f"{where}: its shared strings inflate to {strings / MB:,.0f} MB: more than "
+                             f"{MAX_XLSX_SHARED_STRINGS_BYTES // MB} MB, too big for a capacity workbook; give the "
+                             "capacity.xlsx kvreg report wrote")
+        xml_parts = [m for m in members if m.filename.endswith((".xml", ".rels", ".vml")) and not m.is_dir()]
+        for m in xml_parts:  # every part first: the sheet names come from two of them
+            _screen_part(zf, m, where)
+        names = _workbook_sheet_names(zf)
+        cells = 0
+        for m in xml_parts:
+            if m.filename.startswith("xl/worksheets/") and m.filename.count("/") == 2:
+                cells = _count_sheet(zf, m, names.get(m.filename, m.filename), where, cells, ET)
+
+
+def _screen_part(zf, member, where: str) -> None:
+    import zipfile  # lazy: only a workbook read back needs it
+
+    tail = b""
+    try:
+        with zf.open(member) as fh:
+            first = True
+            while chunk := fh.read(_XLSX_CHUNK):
+                if first and (chunk[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in chunk[:4]):
+                    raise InputError(f"{where}: part {member.filename} is not UTF-8 XML, not a capacity workbook; "
+                                     "give the capacity.xlsx kvreg report wrote")
+                first = False
+                if _XML_DECLS.search(tail + chunk):
+                    raise InputError(f"{where}: part {member.filename} declares a DOCTYPE or ENTITY, which no "
+                                     "spreadsheet writes (an entity expansion or external-file attack); give the "
+                                     "capacity.xlsx kvreg report wrote, saved from Excel or LibreOffice")
+                tail = chunk[-16:]
+    except (OSError, EOFError, ValueError, NotImplementedError, zipfile.BadZipFile) as exc:
+        raise InputError(f"{where} is a damaged zip ({member.filename}: {' '.join(str(exc).split())}): give the "
+                         "capacity.xlsx kvreg report wrote") from None
+
+
+def _count_sheet(zf, member, sheet: str, where: str, cells: int, ET) -> int:
+    """Stream one worksheet: the last row and column its cells reach, the cells so far, and every
+    number cell's value finite. Returns the running count of cells."""
+    parser = ET.XMLPullParser(events=("end",))
+    row, col = 0, 0
+
+    def refuse(what: str, fix: str):
+        raise InputError(f"{where}: sheet {sheet} {what}; {fix}")
+
+    with zf.open(member) as fh:
+        while chunk := fh.read(_XLSX_CHUNK):
+            try:
+                parser.feed(chunk)
+                events = list(parser.read_events())
+            except ET.ParseError as exc:
+                refuse(f"is not well-formed XML ({exc})", "give the capacity.xlsx kvreg report wrote")
+            for _event, el in events:
+                tag = el.tag.rpartition("}")[2]
+                if tag == "row":
+                    r = el.get("r")
+                    row = int(r) if r and r.isdigit() else row + 1
+                    if row > MAX_XLSX_ROWS:
+                        refuse(f"reaches row {row:,}: more than {MAX_XLSX_ROWS:,}",
+                               "delete the rows below the data, or give the capacity.xlsx kvreg report wrote")
+                    col = 0
+                    el.clear()
+                elif tag == "c":
+                    cells += 1
+                    ref = el.get("r") or ""
+                    m = _CELL_REF.match(ref)
+                    col = _column_number(m.group(1)) if m else col + 1
+                    if m and int(m.group(2)) > MAX_XLSX_ROWS:
+                        refuse(f"reaches row {int(m.group(2)):,} (cell {ref}): more than {MAX_XLSX_ROWS:,}",
+                               "delete the rows below the data, or give the capacity.xlsx kvreg report wrote")
+                    if col > MAX_XLSX_COLUMNS:
+                        refuse(f"reaches column {col:,} (cell {ref or '?'}): more than {MAX_XLSX_COLUMNS:,}",
+                               "delete the columns right of the data")
+                    if cells > MAX_XLSX_CELLS:
+                        refuse(f"brings the workbook past {MAX_XLSX_CELLS:,} cells",
+                               "give the capacity.xlsx kvreg report wrote")
+                    if el.get("t", "n") == "n":
+                        v = next((x.text for x in el if x.tag.rpartition("}")[2] == "v"), None)
+                        if v is not None and v.strip():
+                            try:
+                                ok = math.isfinite(float(v))
+                            except ValueError:
+                                ok = False
+                            if not ok:
+                                refuse(f"cell {ref or '?'} holds {v.strip()[:20]!r}, not a finite number",
+                                       f"type a number in {sheet}!{ref or '?'} (or clear it) and save again")
+    try:
+        parser.close()
+    except ET.ParseError as exc:
+        refuse(f"is not well-formed XML ({exc})", "give the capacity.xlsx kvreg report wrote")
+    return cells

@@ -30,6 +30,20 @@ def _row(ws, *key) -> int:
     raise KeyError(key)
 
 
+def _copy_row(ws, src: int, dst: int, **inputs) -> None:
+    """What the workbook tells finance to do to add a row: copy the row above, formulas and all (the
+    formulas' row references move with it, as Excel's fill-down moves them), then type its inputs."""
+    from openpyxl.formula.translate import Translator
+
+    for c in ws[src]:
+        v = c.value
+        if isinstance(v, str) and v.startswith("="):
+            v = Translator(v, origin=c.coordinate).translate_formula(f"{c.column_letter}{dst}")
+        ws.cell(dst, c.column).value = v
+    for name, value in inputs.items():
+        ws.cell(dst, _col(ws, name)).value = value
+
+
 def _edit(src: Path, dst: Path, *, typed_over: bool = True, **extra) -> None:
     """What finance does: triple a plan's users, add a quarter, change a reserve, a share, a GPU's
     memory (in GiB) and price, and type a number over a figure."""
@@ -38,8 +52,7 @@ def _edit(src: Path, dst: Path, *, typed_over: bool = True, **extra) -> None:
     wb = load_workbook(src)
     d = wb["Demand"]
     d.cell(_row(d, "chat-llama3-8b", "2026Q4"), _col(d, "users")).value = 750  # 250 x 3
-    new = d.max_row + 1
-    d.cell(new, 1).value, d.cell(new, 2).value, d.cell(new, 3).value = "chat-llama3-8b", "2027Q1", 900
+    _copy_row(d, d.max_row, d.max_row + 1, plan="chat-llama3-8b", quarter="2027Q1", users=900)
     p = wb["Plan detail"]
     p.cell(_row(p, "docs-llama3-8b"), _col(p, "reserve")).value = 0.2
     if typed_over:
@@ -68,7 +81,7 @@ EXPECTED = [
 def test_dry_run_lists_the_changes_and_writes_nothing(kv, state, tmp_path):
     book = _workbook(kv, tmp_path)
     assert kv("apply", book, "--quarter", "2026Q4", "--dry-run").stdout.splitlines() == [
-        "no input differs from the registry"]
+        "nothing to apply: every input is as written or as the registry holds it"]
     _edit(book, tmp_path / "edited.xlsx")
     before = state()
     out = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4", "--dry-run").stdout.splitlines()
@@ -100,7 +113,7 @@ def test_apply_writes_the_inputs_and_the_views_follow(kv, engine, tmp_path):
         assert q("SELECT users FROM plan_quarter WHERE plan = 'chat-llama3-8b' AND quarter = '2027Q1'") == [(900,)]
     # Applying the same workbook again finds nothing left to change.
     assert kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4").stdout.splitlines()[-2:] == [
-        out[-2], "no input differs from the registry"]
+        out[-2], "nothing to apply: every input is as written or as the registry holds it"]
 
 
 def test_workbook_from_another_registry_or_quarter_is_refused(kv, state, tmp_path):
@@ -128,9 +141,9 @@ def test_workbook_from_another_registry_or_quarter_is_refused(kv, state, tmp_pat
 
 @pytest.mark.parametrize("cells, message", [
     ({("Demand", ("docs-llama3-8b", "2026Q4"), "users"): "lots"}, "Demand!C"),
-    ({("Plan detail", ("docs-llama3-8b",), "reserve"): 1.5}, "must be at most 0.99"),
-    ({("Workload", ("mixed-llama3-8b", "chat"), "share"): 0}, "must be above 0"),
-    ({("GPUs", ("H200",), "price_per_hour"): -1}, "must be at least 0"),
+    ({("Plan detail", ("docs-llama3-8b",), "reserve"): 1.5}, "reserve 1.5 must be at least 0 and below 1"),
+    ({("Workload", ("mixed-llama3-8b", "chat"), "share"): 0}, "must be a number above 0"),
+    ({("GPUs", ("H200",), "price_per_hour"): -1}, "must be a finite number of at least 0"),
 ])
 def test_a_bad_cell_names_itself_and_nothing_is_written(kv, state, tmp_path, cells, message):
     book = _workbook(kv, tmp_path)
@@ -154,10 +167,9 @@ def test_fleet_counts_come_back_through_set_fleet(kv, engine, state, tmp_path):
     f = wb["Fleet"]
     f.cell(_row(f, "H100-SXM", "2026Q3"), _col(f, "gpus_owned")).value = 7
     f.cell(_row(f, "H200", "2026Q4"), _col(f, "reserved_price_per_hour")).value = 2.5
-    new = f.max_row + 1
     # gpus_reserved left blank: none reserved, 0 (the registry's default), not an error.
-    for name, value in (("gpu", "H200"), ("quarter", "2027Q1"), ("gpus_owned", 30)):
-        f.cell(new, _col(f, name)).value = value
+    _copy_row(f, f.max_row, f.max_row + 1, gpu="H200", quarter="2027Q1", gpus_owned=30, gpus_reserved=None,
+              reserved_price_per_hour=None)
     wb.save(tmp_path / "fleet.xlsx")
     out = kv("apply", tmp_path / "fleet.xlsx", "--quarter", "2026Q4", "--dry-run").stdout.splitlines()
     assert out == ["~ fleet H100-SXM 2026Q3 gpus_owned: 40 -> 7",
@@ -174,10 +186,141 @@ def test_fleet_counts_come_back_through_set_fleet(kv, engine, state, tmp_path):
                                       " WHERE gpu = 'H100-SXM' AND quarter = '2026Q4'")).scalar_one()
         assert installed == 7  # the 2026Q3 entry carries forward
     assert kv("apply", tmp_path / "fleet.xlsx", "--quarter", "2026Q4").stdout.splitlines()[-1] == (
-        "no input differs from the registry")
-    f.cell(_row(f, "H100-SXM", "2026Q3"), _col(f, "gpus_owned")).value = 7.5
+        "nothing to apply: every input is as written or as the registry holds it")
+    # (The H100-SXM count typed before is applied; a workbook still holding the 40 it was written with
+    # would now be a conflict there, so the bad count goes where neither side changed: H200 reserved.)
+    f.cell(_row(f, "H200", "2026Q4"), _col(f, "gpus_reserved")).value = 2.5
     wb.save(tmp_path / "bad.xlsx")
     before = state()
     result = kv("apply", tmp_path / "bad.xlsx", "--quarter", "2026Q4", ok=False)
-    assert result.exit_code == 1 and "Fleet!C" in result.output and "whole number" in result.output
+    assert result.exit_code == 1 and "Fleet!D" in result.output and "whole number" in result.output
     assert state() == before
+
+
+def _users(engine, plan: str, quarter: str):
+    with engine.connect() as conn:
+        return conn.execute(text("SELECT d.users FROM demand d JOIN plan p ON p.id = d.plan_id"
+                                 " WHERE p.name = :p AND d.quarter = :q"), {"p": plan, "q": quarter}).scalar()
+
+
+def test_a_workbook_handed_back_late_keeps_the_registrys_later_values(kv, engine, state, tmp_path):
+    """#42: export, change a demand row with the CLI (250 -> 300), apply the unchanged workbook: the
+    registry keeps 300. A cell finance changed where the registry did not is applied beside it."""
+    book = _workbook(kv, tmp_path)
+    kv("demand", "set", "chat-llama3-8b", "2026Q4", "300")
+    before = state()
+    assert kv("apply", book, "--quarter", "2026Q4").stdout.splitlines() == [
+        "nothing to apply: every input is as written or as the registry holds it"]
+    assert state() == before and _users(engine, "chat-llama3-8b", "2026Q4") == 300
+    from openpyxl import load_workbook
+
+    wb = load_workbook(book)
+    d = wb["Demand"]
+    d.cell(_row(d, "docs-llama3-8b", "2026Q4"), _col(d, "users")).value = 80
+    wb.save(tmp_path / "late.xlsx")
+    old = _users(engine, "docs-llama3-8b", "2026Q4")
+    assert kv("apply", tmp_path / "late.xlsx", "--quarter", "2026Q4").stdout.splitlines() == [
+        f"~ plan docs-llama3-8b 2026Q4 users: {old} -> 80", "applied 1 change(s) in one transaction"]
+    assert _users(engine, "chat-llama3-8b", "2026Q4") == 300 and _users(engine, "docs-llama3-8b", "2026Q4") == 80
+
+
+def test_a_cell_changed_in_both_is_a_conflict_until_a_side_is_taken(kv, engine, state, tmp_path):
+    """Finance triples chat's users (250 -> 750) while someone sets 300 with the CLI: apply lists the
+    conflict and writes nothing, not even the edits without a conflict; --take picks a side."""
+    book = _workbook(kv, tmp_path)
+    _edit(book, tmp_path / "edited.xlsx", typed_over=False)
+    kv("demand", "set", "chat-llama3-8b", "2026Q4", "300")
+    before = state()
+    conflict = ("x plan chat-llama3-8b 2026Q4 users: workbook 750, registry 300, both changed since the workbook "
+                "was written (250) [Demand!C")
+    for args in ((), ("--dry-run",)):
+        result = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4", *args, ok=False)
+        lines = result.stdout.splitlines()
+        assert EXPECTED[1:] == lines[:5] and lines[5].startswith(conflict)
+        assert state() == before
+    assert result.exit_code == 0  # a dry run shows the conflict ...
+    assert lines[-1] == ("1 conflict(s): changed in the workbook and in the registry since it was written; nothing "
+                         "written: pick a side with --take workbook or --take registry")
+    result = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4", ok=False)
+    assert result.exit_code == 1 and result.stderr.strip() == "Error: " + lines[-1]  # ... apply refuses
+    out = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4", "--take", "registry").stdout.splitlines()
+    assert out == [*EXPECTED[1:], "= plan chat-llama3-8b 2026Q4 users: kept the registry's 300 (--take registry)",
+                   "applied 5 change(s) in one transaction"]
+    assert _users(engine, "chat-llama3-8b", "2026Q4") == 300 and _users(engine, "chat-llama3-8b", "2027Q1") == 900
+    out = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4", "--take", "workbook").stdout.splitlines()
+    assert out == ["~ plan chat-llama3-8b 2026Q4 users: 300 -> 750", "applied 1 change(s) in one transaction"]
+    assert _users(engine, "chat-llama3-8b", "2026Q4") == 750
+
+
+def test_a_row_typed_in_without_its_formulas_is_refused_naming_it(kv, state, tmp_path):
+    """#42: a Fleet row typed in has none of the hidden helper formulas (quarter_index, in_force), so
+    the workbook's Summary leaves it out while the registry would count it: refused, the row named."""
+    from openpyxl import load_workbook
+
+    kv("fleet", "set", "H100-SXM", "2026Q3", "40")
+    book = _workbook(kv, tmp_path)
+    wb = load_workbook(book)
+    f = wb["Fleet"]
+    new = f.max_row + 1
+    for name, value in (("gpu", "H200"), ("quarter", "2026Q4"), ("gpus_owned", 32)):
+        f.cell(new, _col(f, name)).value = value
+    wb.save(tmp_path / "typed.xlsx")
+    before = state()
+    result = kv("apply", tmp_path / "typed.xlsx", "--quarter", "2026Q4", ok=False)
+    assert result.exit_code == 1 and result.stderr.strip() == (
+        f"Error: Fleet row {new} (H200 2026Q4) was typed in without the formulas of its columns quarter_index, "
+        "in_force, previous_quarter_in_force (hidden ones included), so the workbook's figures leave it out: copy "
+        "the row above (formulas and all), change its inputs, then apply")
+    assert state() == before
+
+
+def test_the_workbook_records_its_inputs_as_written(kv, tmp_path):
+    """The very hidden sheet holds, per sheet apply reads, its input columns and each row's inputs
+    as JSON: chat-llama3-8b's 2026Q4 demand as seeded (250 users), H100-SXM's memory in GiB (80)."""
+    import json
+
+    from openpyxl import load_workbook
+
+    from kvreg.export.xlsx import STATE_SHEET
+
+    wb = load_workbook(_workbook(kv, tmp_path))
+    rows = [tuple(r) for r in wb[STATE_SHEET].iter_rows(values_only=True)]
+    assert rows[0] == ("sheet", "kind", "value (JSON)")
+    assert ("Demand", "inputs", '["plan", "quarter", "users"]') in rows
+    assert ("Demand", "row", '{"plan": "chat-llama3-8b", "quarter": "2026Q4", "users": 250}') in rows
+    gpu = next(json.loads(v) for s, k, v in rows if s == "GPUs" and k == "row" and '"H100-SXM"' in v)
+    assert gpu["memory_gib_input"] == 80 and gpu["gpu"] == "H100-SXM"
+    assert [s for s, k, _v in rows[1:] if k == "inputs"] == ["Plan detail", "Workload", "Demand", "Fleet", "GPUs"]
+
+
+def test_a_workbook_from_an_older_kvreg_is_refused(kv, state, tmp_path):
+    """Format 2 recorded no state: apply could not tell finance's edits from stale values."""
+    import zipfile
+
+    book = _workbook(kv, tmp_path)
+    old = tmp_path / "old.xlsx"
+    with zipfile.ZipFile(book) as zin, zipfile.ZipFile(old, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename == "docProps/custom.xml":
+                data = data.replace(b'name="kvreg_workbook"><vt:lpwstr>3<', b'name="kvreg_workbook"><vt:lpwstr>2<')
+            zout.writestr(info.filename, data)
+    before = state()
+    result = kv("apply", old, "--quarter", "2026Q4", ok=False)
+    assert result.exit_code == 1 and result.stderr.strip() == (
+        f"Error: {old} was written by an older kvreg (workbook format 2, this kvreg reads 3) that did not record the "
+        "registry state it was made from: write a new workbook with `kvreg report --format xlsx`, make the edits "
+        "there and apply that")
+    assert state() == before
+    result = kv("apply", "-", "--take", "workbook", input="", ok=False)
+    assert result.exit_code == 1 and "--take is for workbooks (.xlsx)" in result.stderr
+
+
+def test_every_sheet_apply_reads_has_its_inputs_recorded():
+    """A sheet added to EDITABLE without its name in STATE_SHEETS would have no record to compare
+    finance's edits with: every row of it would look new."""
+    from kvreg.export.xlsx import STATE_SHEETS
+    from kvreg.importers.workbook import EDITABLE
+
+    assert sorted(ed.sheet for ed in EDITABLE) == sorted(STATE_SHEETS) == [
+        "Demand", "Fleet", "GPUs", "Plan detail", "Workload"]

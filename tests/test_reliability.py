@@ -911,3 +911,207 @@ def test_a_what_if_on_an_open_engine_waits_for_no_writer(tmp_path):
         engine.dispose()
     # Llama-3-8B: 2 (K and V) x 32 layers x 8 KV heads x 128 x 2 B (bf16) = 131,072 B per token.
     assert expected[0]["kv_bytes_per_token"] == 131_072
+
+
+# =========================================================================== issue 45: hostile workbooks
+
+
+def _apply_book(kv, tmp_path: Path) -> Path:
+    kv("report", "--quarter", "2026Q4", "--format", "xlsx", "--out", tmp_path / "reports")
+    return tmp_path / "reports" / "2026-Q4" / "capacity.xlsx"
+
+
+def _sheet_part(name: str) -> str:
+    from kvreg.export.xlsx import SHEETS
+
+    return f"xl/worksheets/sheet{SHEETS.index(name) + 1}.xml"
+
+
+def _state_part() -> str:
+    from kvreg.export.xlsx import SHEETS
+
+    return f"xl/worksheets/sheet{len(SHEETS) + 1}.xml"  # the very hidden state sheet, written last
+
+
+def _rezip(src: Path, dst: Path, edits: dict, pad: tuple[str, int] | None = None) -> Path:
+    """A copy of the workbook with some parts' bytes edited (part -> function of the bytes); `pad`:
+    (part, MB of spaces) after that part's XML, which stays well-formed."""
+    import zipfile
+
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            data = edits.get(info.filename, lambda b: b)(data)
+            if pad and pad[0] == info.filename:
+                with zout.open(info.filename, "w", force_zip64=True) as fh:
+                    fh.write(data)
+                    block = b" " * (1 << 20)
+                    for _ in range(pad[1]):
+                        fh.write(block)
+            else:
+                zout.writestr(info.filename, data)
+        if pad and pad[0] not in zin.namelist():  # a part of its own (kvreg writes no shared strings)
+            with zout.open(pad[0], "w", force_zip64=True) as fh:
+                fh.write(b'<?xml version="1.0"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/'
+                         b'main"/>')
+                for _ in range(pad[1]):
+                    fh.write(b" " * (1 << 20))
+    return dst
+
+
+def _typed_row(src: Path, dst: Path, sheet: str, **values) -> Path:
+    """The workbook with one row typed under the last (what finance does in Excel)."""
+    from openpyxl import load_workbook
+
+    wb = load_workbook(src)
+    ws = wb[sheet]
+    names = {c.value: c.column for c in ws[2]}
+    new = ws.max_row + 1
+    for name, value in values.items():
+        ws.cell(new, names[name]).value = value
+    wb.save(dst)
+    return dst
+
+
+def _set_cell(src: Path, dst: Path, sheet: str, key: str, column: str, value) -> Path:
+    from openpyxl import load_workbook
+
+    wb = load_workbook(src)
+    ws = wb[sheet]
+    names = {c.value: c.column for c in ws[2]}
+    row = next(r for r in range(3, ws.max_row + 1) if ws.cell(r, 1).value == key)
+    ws.cell(row, names[column]).value = value
+    wb.save(dst)
+    return dst
+
+
+_LAUGHS = (b'<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+           + b"".join(b'<!ENTITY lol%d "%s">' % (i, (b"&lol%d;" % (i - 1) if i > 1 else b"&lol;") * 10)
+                      for i in range(1, 10))
+           + b"]>")
+_EXTERNAL = b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]>'
+
+
+def _after_declaration(prefix: bytes):
+    """Edit: the part's own XML declaration replaced by `prefix` (a declaration and a DOCTYPE), and an
+    entity reference put in its first text, as an attacker would."""
+    import re
+
+    def edit(data: bytes) -> bytes:
+        data = re.sub(rb"^<\?xml[^>]*\?>", b"", data.lstrip())
+        return prefix + re.sub(rb"<v>[^<]*</v>", b"<v>&lol9;</v>" if b"lol" in prefix else b"<v>&e;</v>", data, 1)
+    return edit
+
+
+def _cell_value(ref: str, value: bytes):
+    import re
+
+    return lambda data: re.sub(rb'(<c r="%s"[^>]*>(?:<f>[^<]*</f>)?<v>)[^<]*(</v>)' % ref.encode(),
+                               rb"\g<1>" + value + rb"\g<2>", data, count=1)
+
+
+def _add_cell(row: int, ref: str):
+    import re
+
+    def edit(data: bytes) -> bytes:
+        return re.sub(rb"</sheetData>", b'<row r="%d"><c r="%s"><v>1</v></c></row></sheetData>'
+                      % (row, ref.encode()), data, count=1)
+    return edit
+
+
+# name -> (how to make it from the workbook kvreg wrote, the one line expected). Each: exit 1, that
+# line alone on stderr, nothing on stdout, the registry unchanged. docs/reliability.md lists them.
+HOSTILE_WORKBOOKS = {
+    "demand-quarter-abcdQ1": (lambda b, d: _typed_row(b, d, "Demand", plan="chat-llama3-8b", quarter="abcdQ1",
+                                                      users=5),
+                              r"^Error: Demand!B\d+ \(quarter\): quarter 'abcdQ1' is not understood: write it as "
+                              r"YEARQn, for example 2026Q4$"),
+    "demand-quarter-0000Q1": (lambda b, d: _typed_row(b, d, "Demand", plan="chat-llama3-8b", quarter="0000Q1",
+                                                      users=5),
+                              r"^Error: Demand!B\d+ \(quarter\): quarter '0000Q1' has an implausible year 0: type it "
+                              r"as YEARQn, for example 2027Q1$"),
+    "demand-quarter-2026Q5": (lambda b, d: _typed_row(b, d, "Demand", plan="chat-llama3-8b", quarter="2026Q5",
+                                                      users=5),
+                              r"quarter '2026Q5' has no quarter 5: quarters run Q1 to Q4: type it as YEARQn"),
+    "demand-quarter-2027-Q1": (lambda b, d: _typed_row(b, d, "Demand", plan="chat-llama3-8b", quarter="2027-Q1",
+                                                       users=5),
+                               r"^Error: Demand!B\d+ \(quarter\): quarter '2027-Q1' is not written YEARQn, the way the "
+                               r"workbook's formulas read a quarter: type 2027Q1$"),
+    "cell-at-XFD1048576": (lambda b, d: _rezip(b, d, {_sheet_part("Demand"): _add_cell(1048576, "XFD1048576")}),
+                           r"^Error: .*capacity-cell-at-XFD1048576\.xlsx: sheet Demand reaches row 1,048,576 \(cell "
+                           r"XFD1048576\): more than 200,000; delete the rows below the data"),
+    "cell-in-column-XFD": (lambda b, d: _rezip(b, d, {_sheet_part("Demand"): _add_cell(40, "XFD40")}),
+                           r"sheet Demand reaches column 16,384 \(cell XFD40\): more than 1,024; delete the columns"),
+    "sheet-inflating-to-1.1GB": (lambda b, d: _rezip(b, d, {}, pad=(_sheet_part("Demand"), 1100)),
+                                 r"inflates to 1,\d{3} MB: more than 1024 MB, too big for a capacity workbook"),
+    "shared-strings-inflating-to-65MB": (lambda b, d: _rezip(b, d, {}, pad=("xl/sharedStrings.xml", 65)),
+                                         r"its shared strings inflate to 6\d MB: more than 64 MB"),
+    "nan-in-a-cell": (lambda b, d: _rezip(b, d, {_sheet_part("Demand"): _cell_value("C3", b"NaN")}),
+                      r"sheet Demand cell C3 holds 'NaN', not a finite number; type a number in Demand!C3 \(or "
+                      r"clear it\) and save again$"),
+    "users-1e300": (lambda b, d: _set_cell(b, d, "Demand", "chat-llama3-8b", "users", 1e300),
+                    r"^Error: Demand!C\d+ \(users\): users 1e\+300 is too large"),
+    "memory-1e300-GiB": (lambda b, d: _set_cell(b, d, "GPUs", "H100-SXM", "memory_gib_input", 1e300),
+                         r"^Error: GPUs!\w+\d+ \(memory_gib_input\): 1e\+300 is too large a number: type the value in "
+                         r"the column's unit$"),
+    "billion-laughs": (lambda b, d: _rezip(b, d, {_sheet_part("Demand"): _after_declaration(_LAUGHS)}),
+                       r"part xl/worksheets/sheet6\.xml declares a DOCTYPE or ENTITY, which no spreadsheet writes"),
+    "external-entity": (lambda b, d: _rezip(b, d, {"docProps/custom.xml": _after_declaration(_EXTERNAL)}),
+                        r"part docProps/custom\.xml declares a DOCTYPE or ENTITY"),
+}
+
+
+def test_hostile_workbooks_are_one_line_and_write_nothing(kv, state, tmp_path):
+    """#45: every case of HOSTILE_WORKBOOKS, made from a real workbook, against one registry."""
+    book = _apply_book(kv, tmp_path)
+    before = state()
+    for name, (make, expected) in HOSTILE_WORKBOOKS.items():
+        path = make(book, tmp_path / f"capacity-{name}.xlsx")
+        result = kv("apply", path, "--quarter", "2026Q4", ok=False)
+        assert result.stdout == "", name
+        _one_line_error(result, expected)
+        assert state() == before, name
+        path.unlink()
+
+
+def test_a_fifo_named_xlsx_is_refused_without_opening_it(kv, state, tmp_path):
+    before = state()
+    os.mkfifo(tmp_path / "capacity.xlsx")  # no writer: opening it would block for ever
+    result = kv("apply", tmp_path / "capacity.xlsx", "--quarter", "2026Q4", ok=False)
+    _one_line_error(result, r"capacity\.xlsx: it is not a regular file \(a pipe, device or socket\); give the "
+                            r"capacity\.xlsx kvreg report wrote$")
+    assert state() == before
+
+
+def test_a_workbook_declaring_a_huge_dimension_is_read_by_its_cells(kv, tmp_path):
+    """A sheet declaring A1:XFD1048576 (openpyxl would pad every row to 16,384 cells and read for
+    minutes) is read by the cells it holds: nothing to apply."""
+    import re
+
+    book = _apply_book(kv, tmp_path)
+    declared = _rezip(book, tmp_path / "declared.xlsx", {
+        _sheet_part(s): (lambda data: re.sub(rb'<dimension ref="[^"]*"/>', b'<dimension ref="A1:XFD1048576"/>', data))
+        for s in ("Demand", "Fleet", "Plan detail", "GPUs", "Workload", "Summary", "Models")}
+        | {_state_part(): lambda data: re.sub(rb'<dimension ref="[^"]*"/>',
+                                                             b'<dimension ref="A1:XFD1048576"/>', data)})
+    assert kv("apply", declared, "--quarter", "2026Q4").stdout.splitlines() == [
+        "nothing to apply: every input is as written or as the registry holds it"]
+
+
+def test_a_workbook_is_read_before_the_write_lock_is_taken(tmp_path):
+    """#45: a bad workbook is refused while another writer holds the lock, without waiting for it: the
+    workbook is read and checked before `apply` begins its transaction."""
+    url = f"sqlite:///{tmp_path}/registry.db"
+    Kvreg(url)("plan", "list")
+    book = _apply_book(Kvreg(url), tmp_path)
+    bad = _rezip(book, tmp_path / "nan.xlsx", {_sheet_part("Demand"): _cell_value("C3", b"NaN")})
+    holder = _hold_write_lock(tmp_path / "registry.db", 120)
+    try:
+        run = subprocess.run([*kvreg_command(), "--db", url, "apply", str(bad), "--quarter", "2026Q4"],
+                             capture_output=True, text=True, timeout=120, env={**os.environ, "KVREG_LOCK_TIMEOUT": "2"})
+    finally:
+        holder.communicate("release\n", timeout=60)
+    assert run.returncode == 1 and run.stdout == ""
+    assert run.stderr.splitlines() == [
+        f"Error: {bad}: sheet Demand cell C3 holds 'NaN', not a finite number; type a number in Demand!C3 (or clear "
+        "it) and save again"]

@@ -604,10 +604,12 @@ def test_a_formula_reads_like_its_declaration(written):
 def test_layout_for_finance(written):
     from openpyxl import load_workbook
 
-    from kvreg.export.xlsx import SHEETS
+    from kvreg.export.xlsx import SHEETS, STATE_SHEET
 
     wb = load_workbook(written)
-    assert wb.sheetnames == SHEETS and SHEETS[0] == "Read me"
+    # Last, very hidden (no menu unhides it): the inputs as written, for `kvreg apply`.
+    assert wb.sheetnames == [*SHEETS, STATE_SHEET] and SHEETS[0] == "Read me"
+    assert wb[STATE_SHEET].sheet_state == "veryHidden"
     plans = wb["Plan detail"]
     assert plans.freeze_panes == "B3" and plans.auto_filter.ref.startswith("A1:")
     # Printing: Plan detail prints nothing (its print area is one empty cell below and right of its
@@ -944,3 +946,17 @@ def test_capex_to_buy_is_blank_without_a_unit_price(registry, written):
     assert vals.cell(row, names.index("gpus_to_buy") + 1).value == view["gpus_to_buy"]
     assert vals.cell(row, capex).value in (None, "")
     assert forms.cell(row, capex).value.startswith(f'=IF({forms.cell(row, price).column_letter}{row}="","",')
+
+
+def test_a_workbook_saved_by_libreoffice_reads_back(registry, recalculated):
+    """LibreOffice keeps the very hidden state sheet and the document properties: its copy of the
+    unedited workbook has nothing to apply, and its copy of the edited one is refused for the
+    Workload row typed in without formulas (the workbook's figures leave that row out)."""
+    from kvreg.errors import KvregError
+    from kvreg.importers.workbook import apply_workbook
+
+    result = apply_workbook(registry, recalculated["before"][0], quarter="2026Q4", dry_run=True)
+    assert result.changes == [] and result.conflicts == [] and not result.applied
+    with pytest.raises(KvregError, match=r"^Workload row \d+ \(qwen235-h100-tp8 typed\) was typed in without the "
+                                         r"formulas of its columns"):
+        apply_workbook(registry, recalculated["after"][0], quarter="2026Q4", dry_run=True)

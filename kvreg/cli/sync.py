@@ -16,9 +16,13 @@ from kvreg.cli.common import open_db, read, user_errors
 @click.option("--quarter", metavar="YYYYQn",
               help="Workbook only: the quarter the workbook must have been written for. Default: the current "
                    "quarter.")
+@click.option("--take", type=click.Choice(["workbook", "registry"]),
+              help="Workbook only: settle the cells changed both in the workbook and in the registry since the "
+                   "workbook was written (conflicts) for the workbook's value or the registry's. Without it, a "
+                   "conflict writes nothing.")
 @click.pass_context
 @user_errors
-def apply_cmd(ctx, file, dry_run, prune, quarter):
+def apply_cmd(ctx, file, dry_run, prune, quarter, take):
     """Sync the [[dtype]], [[gpu]], [[model]], [[plan]], [[demand]] and [[fleet]] tables of a TOML FILE
     (- for stdin) into the registry, or read back the inputs finance changed in a capacity workbook
     (a FILE ending in .xlsx).
@@ -32,28 +36,42 @@ def apply_cmd(ctx, file, dry_run, prune, quarter):
 
     Workbook (the capacity.xlsx `kvreg report --format xlsx` wrote): users per plan and quarter
     (Demand; a new quarter's row is added), plan reserves (Plan detail), workload shares and tokens
-    (Workload), GPU prices, memory (GiB) and bandwidth (GB/s) (GPUs). Formulas are never read; a
-    formula typed over with a number is reported and not applied. A workbook from another registry
-    or written for another quarter is refused. Examples:
+    (Workload), GPU prices, memory (GiB) and bandwidth (GB/s) (GPUs), fleet counts and reserved
+    prices (Fleet; a new quarter's row is added). Only the cells changed since the workbook was
+    written are applied: a value changed since in the registry stays. A cell changed in both is a
+    conflict (listed with x): nothing is written until --take picks a side. Formulas are never read;
+    a formula typed over with a number is reported and not applied. A row typed in without the
+    formulas of the rows around it is refused (copy the row above instead). A workbook from another
+    registry or written for another quarter is refused. Examples:
 
       kvreg apply reports/2026-Q4/capacity.xlsx --quarter 2026Q4 --dry-run
 
       kvreg apply capacity.xlsx --quarter 2026Q4
+
+      kvreg apply capacity.xlsx --quarter 2026Q4 --take registry
     """
     if file.lower().endswith(".xlsx"):
         from kvreg.errors import KvregError
-        from kvreg.importers.workbook import apply_workbook
+        from kvreg.importers.workbook import apply_workbook, read_workbook
+        from kvreg.units import parse_quarter
 
         if prune:
             raise KvregError("--prune is for TOML files: a workbook never deletes rows")
-        result = apply_workbook(open_db(ctx), file, quarter=quarter, dry_run=dry_run)
-        for line in result.lines():
+        if quarter:
+            parse_quarter(quarter)
+        book = read_workbook(file)  # whole, before the registry is opened: a bad file creates and locks nothing
+        result = apply_workbook(open_db(ctx), book, quarter=quarter, dry_run=dry_run, take=take)
+        lines = result.lines()
+        for line in lines[:-1] if result.unresolved and not dry_run else lines:
             click.echo(line)
+        if result.unresolved and not dry_run:
+            raise KvregError(lines[-1])
         return
-    if quarter:
+    if quarter or take:
         from kvreg.errors import KvregError
 
-        raise KvregError("--quarter is for workbooks (.xlsx): a TOML file has no quarter")
+        raise KvregError(f"{'--quarter' if quarter else '--take'} is for workbooks (.xlsx): a TOML file has no "
+                         f"{'quarter' if quarter else 'workbook state to take a side against'}")
     from kvreg.sync import describe, read_file, sync
 
     declared = read_file(file)  # before opening the registry: a missing file creates nothing

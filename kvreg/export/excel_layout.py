@@ -412,6 +412,23 @@ class Table:
                     write_number(i, j, v, fmt)
         return last
 
+    def input_state(self) -> tuple[list[str], list[dict]]:
+        """The input columns' names and, per written row, their values as the cells hold them (text as
+        written, blank as None): what `kvreg apply` compares finance's edits with."""
+        inputs = [c for c in self.columns if c.role == "input"]
+        rows = []
+        for row in self.rows:
+            values = {}
+            for c in inputs:
+                v = (c.value or (lambda r, n=c.name: r.get(n)))(row)
+                if v is None or v == "":
+                    v = None
+                elif c.is_text or isinstance(v, str):
+                    v = text_value(v)
+                values[c.name] = v
+            rows.append(values)
+        return [c.name for c in inputs], rows
+
     def _layout(self, book: Book, ws, rows: list[dict], last: int, freeze_after: str, print_titles: bool) -> None:
         ws.freeze_panes(f"{get_column_letter(_col_index(freeze_after) + 1)}{FIRST_ROW}")
         ws.autofilter(0, 0, max(last, FIRST_ROW) - 1, len(self.columns) - 1)

@@ -16,6 +16,8 @@ EDITABLE).
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -85,7 +87,13 @@ FUNCTIONS_USED = ("INDEX", "MATCH", "IF", "AND", "OR", "ISBLANK", "MIN", "MAX", 
 # Custom document properties naming the registry and quarter a workbook was written from: `kvreg apply`
 # refuses a workbook from another registry or quarter.
 PROP_REGISTRY, PROP_QUARTER, PROP_FORMAT = "kvreg_registry_id", "kvreg_quarter", "kvreg_workbook"
-WORKBOOK_FORMAT = "2"
+# 3: the workbook records the registry state it was made from (STATE_SHEET).
+WORKBOOK_FORMAT = "3"
+# A very hidden sheet (Excel and LibreOffice offer no way to unhide it) holding, for each sheet
+# `kvreg apply` reads back, its input columns and every row's input values as written: `apply`
+# applies only the cells finance changed since, and names a cell changed in the registry too.
+STATE_SHEET = "kvreg state"
+STATE_SHEETS = ("Plan detail", "Workload", "Demand", "Fleet", "GPUs")
 
 # The model inputs in the Models sheet's order: their declarations'.
 _MODEL_INPUTS = inputs_of("model")
@@ -127,7 +135,10 @@ class Converted:
         return None if value is None else value / self.factor
 
     def to_registry(self, value):
-        return None if value is None else round(value * self.factor)
+        if value is None:
+            return None
+        v = value * self.factor
+        return round(v) if math.isfinite(v) else v  # inf (1e300 GiB) is left for the validator to refuse
 
 
 CONVERTED = {c.name: c for c in (
@@ -196,6 +207,8 @@ def write_workbook(data: dict, path) -> None:
         _readme_sheet(book, ws["Read me"], quarter, generated_at, data)
         _print_areas(ws, {"Workload": workload, "Demand": demand, "Fleet": fleet, "GPUs": gpus, "Models": models,
                           "Dtypes": dtypes, "Plan detail": refs.plans, "Context sweep": sweep})
+        _state_sheet(book, {"Plan detail": refs.plans, "Workload": workload, "Demand": demand, "Fleet": fleet,
+                            "GPUs": gpus})
         ws["Read me"].activate()
         stamp = _dt.datetime.fromisoformat(generated_at.replace("Z", "+00:00")).replace(tzinfo=None)
         book.wb.set_properties({"title": f"Capacity workbook {quarter}", "author": "kvreg", "created": stamp})
@@ -209,6 +222,25 @@ def write_workbook(data: dict, path) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _state_sheet(book: Book, tables: dict) -> None:
+    """STATE_SHEET: per sheet of STATE_SHEETS a row (sheet, "inputs", [column, ...]) and per data row
+    (sheet, "row", {column: value}), both JSON text."""
+    assert tuple(tables) == STATE_SHEETS
+    ws = book.wb.add_worksheet(STATE_SHEET)
+    ws.very_hidden()
+    ws.write_string(0, 0, "sheet")
+    ws.write_string(0, 1, "kind")
+    ws.write_string(0, 2, "value (JSON)")
+    r = 1
+    for sheet, t in tables.items():
+        columns, rows = t.input_state()
+        for kind, value in [("inputs", columns), *(("row", row) for row in rows)]:
+            ws.write_string(r, 0, sheet)
+            ws.write_string(r, 1, kind)
+            ws.write_string(r, 2, json.dumps(value, sort_keys=True, ensure_ascii=False))
+            r += 1
 
 
 _TAB = {"Read me": "#4472C4", "Summary": "#4472C4", "Plans": "#4472C4", "Plan cards": "#4472C4"}

@@ -10,10 +10,10 @@ the cache its engines keep, or is refused naming the key and why (issue #40).
 - sparse-attention indexers per layer (``indexer_types``: GLM-5.2).
 
 Real configs are vendored under tests/data/hf-configs/ (MANIFEST.md gives each one's public source and sha256):
-MiniMax-M1 (the config.json MiniMax ships in its model card's GitHub repository, MiniMax-AI/MiniMax-M1) and LFM2-350M
-(LiquidAI/LFM2-350M's first config.json, with full_attn_idxs, as a project downloaded it), besides Kimi-K3 and the
-others below. Where no unedited public copy was found (MiniMax-Text-01, LFM2-1.2B, LFM2-VL-1.6B, LFM2.5-1.2B,
-Kimi-Linear-48B-A3B), the config is built here from the keys and values the model's published config.json
+MiniMax-M1 (the config.json MiniMax ships in its model card's GitHub repository, MiniMax-AI/MiniMax-M1), LFM2-1.2B
+and LFM2-350M (LiquidAI's first config.json form, with full_attn_idxs, as mirrored or downloaded by other projects),
+besides Kimi-K3 and the others below. Where no unedited public copy was found (MiniMax-Text-01, LFM2-VL-1.6B,
+LFM2.5-1.2B, Kimi-Linear-48B-A3B), the config is built here from the keys and values the model's published config.json
 documents, and says so: those are not claimed to be the real files.
 
 State shapes and dtypes are vLLM's (vllm/model_executor/layers/mamba/mamba_utils.py,
@@ -74,21 +74,15 @@ MINIMAX_DECODER_ATTENTION_TYPES = {**{k: v for k, v in MINIMAX_TEXT_01.items() i
               "architectures": ["MiniMaxM1ForCausalLM"], "model_type": "minimax_m1",
               "decoder_attention_types": [0, 0, 0, 0, 0, 0, 0, 1] * 10}
 
-# Built from the keys LiquidAI/LFM2-1.2B's first config.json documents: attention layers named by full_attn_idxs
-# (no layer_types), 32 heads of 64 (hidden 2,048), 8 kv heads, conv_L_cache 3.
+# LiquidAI/LFM2-1.2B's real first config.json is vendored (LiquidAI__LFM2-1.2B.json): attention layers named by
+# full_attn_idxs (no layer_types), 32 heads of 64 (hidden 2,048), 8 kv heads, conv_L_cache 3.
 LFM2_FULL_ATTN = [2, 5, 8, 10, 12, 14]
-LFM2_1_2B = {
-    "architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2", "torch_dtype": "bfloat16", "block_auto_adjust_ff_dim": True,
-    "block_dim": 2048, "block_ff_dim": 12288, "block_ffn_dim_multiplier": 1.0, "block_multiple_of": 256,
-    "block_norm_eps": 1e-05, "conv_L_cache": 3, "conv_bias": False, "full_attn_idxs": LFM2_FULL_ATTN,
-    "hidden_size": 2048, "max_position_embeddings": 128000, "norm_eps": 1e-05, "num_attention_heads": 32,
-    "num_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "rope_theta": 1000000.0,
-    "vocab_size": 65536, "tie_embedding": True,
-}
-# LiquidAI/LFM2.5-1.2B-Instruct: the same shape, the layer kinds as layer_types.
-LFM25_1_2B = {**{k: v for k, v in LFM2_1_2B.items() if k != "full_attn_idxs"},
+# Built (no real copy found): LiquidAI/LFM2.5-1.2B-Instruct is the same shape with the layer kinds as layer_types,
+# so it is the real LFM2-1.2B file with full_attn_idxs rewritten that way.
+LFM25_1_2B = {**{k: v for k, v in load("LiquidAI__LFM2-1.2B.json").items() if k != "full_attn_idxs"},
               "layer_types": ["full_attention" if i in LFM2_FULL_ATTN else "conv" for i in range(16)]}
-# LiquidAI/LFM2-VL-1.6B: an Lfm2VlForConditionalGeneration whose text_config is LFM2-1.2B's.
+# Built (no real copy found): LiquidAI/LFM2-VL-1.6B, an Lfm2VlForConditionalGeneration whose text_config is
+# LFM2-1.2B's.
 LFM2_VL = {"architectures": ["Lfm2VlForConditionalGeneration"], "model_type": "lfm2_vl", "downsample_factor": 2,
            "projector_hidden_size": 2560, "text_config": {**LFM25_1_2B},
            "vision_config": {"model_type": "siglip2_vision_model", "hidden_size": 1152, "num_attention_heads": 16,
@@ -122,7 +116,7 @@ FAMILIES = {name: _imported(src) for name, src in {
     "MiniMax-decoder_attention_types": MINIMAX_DECODER_ATTENTION_TYPES,
     "Kimi-Linear-48B": KIMI_LINEAR_48B,
     "Kimi-K3": real("moonshotai__Kimi-K3.json"),
-    "LFM2-1.2B": LFM2_1_2B,
+    "LFM2-1.2B": real("LiquidAI__LFM2-1.2B.json"),
     "LFM2.5-1.2B": LFM25_1_2B,
     "LFM2-VL-1.6B": LFM2_VL,
     "LFM2-350M": real("LiquidAI__LFM2-350M.json"),
@@ -283,6 +277,19 @@ def test_lfm2_per_gpu_bytes(registry, name):
         state = 10 * 4096 * 2 // tp  # 81,920 B at TP1
         assert per_gpu(registry, name, tp) == {
             "all": token, "full": token, "state": state, 8192: token * 8192 + state, 131072: token * 131072 + state}, tp
+
+
+def test_lfm2_1_2b_real_config_is_the_first_form():
+    """LiquidAI__LFM2-1.2B.json names its attention layers by full_attn_idxs and has no layer_types; the built
+    LFM2.5 config (layer_types) and LFM2-VL (the same in text_config) must import exactly as it does."""
+    cfg = load("LiquidAI__LFM2-1.2B.json")
+    assert "layer_types" not in cfg and cfg["full_attn_idxs"] == LFM2_FULL_ATTN
+    assert (cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["conv_L_cache"]) == (
+        2048, 32, 8, 3)  # head_dim 2,048 / 32 = 64
+    keys = ("layers", "full_layers", "linear_layers", "kv_heads", "head_dim", "linear_state_elements_per_layer",
+            "linear_state_heads", "linear_state_dtype", "linear_state_kind")
+    for built in ("LFM2.5-1.2B", "LFM2-VL-1.6B"):
+        assert {k: row(built)[k] for k in keys} == {k: row("LFM2-1.2B")[k] for k in keys}, built
 
 
 def test_lfm2_350m_real_config():

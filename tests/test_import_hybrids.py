@@ -88,19 +88,28 @@ LFM2_VL = {"architectures": ["Lfm2VlForConditionalGeneration"], "model_type": "l
            "vision_config": {"model_type": "siglip2_vision_model", "hidden_size": 1152, "num_attention_heads": 16,
                              "num_hidden_layers": 27}}
 
-# Built from the keys moonshotai/Kimi-Linear-48B-A3B-Instruct's config.json documents: 27 layers, MLA in every
-# 4th and the last (1-based 4, 8, ..., 24, 27), KDA in the other 20 (32 heads of 128, conv kernel 4).
+# Built from moonshotai/Kimi-Linear-48B-A3B-Instruct's published config.json, every key and value as it ships (no
+# standalone public copy of the file was found to vendor; copies seen only inside other documents): 27 layers, MLA
+# in every 4th and the last (1-based 4, 8, ..., 24, 27), KDA in the other 20 (32 heads of 128, conv kernel 4); the
+# model dtype spelt "dtype" (transformers 4.57), no torch_dtype.
 KIMI_LINEAR_FULL = [4, 8, 12, 16, 20, 24, 27]
 KIMI_LINEAR_48B = {
-    "architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "torch_dtype": "bfloat16",
-    "first_k_dense_replace": 1, "head_dim": 72, "hidden_act": "silu", "hidden_size": 2304, "intermediate_size": 9216,
+    "architectures": ["KimiLinearForCausalLM"],
+    "auto_map": {"AutoConfig": "configuration_kimi.KimiLinearConfig", "AutoModel": "modeling_kimi.KimiLinearModel",
+                 "AutoModelForCausalLM": "modeling_kimi.KimiLinearForCausalLM"},
+    "bos_token_id": 163584, "dtype": "bfloat16", "eos_token_id": 163586, "first_k_dense_replace": 1, "head_dim": 72,
+    "hidden_act": "silu", "hidden_size": 2304, "initializer_range": 0.02, "intermediate_size": 9216,
     "kv_lora_rank": 512, "linear_attn_config": {"full_attn_layers": KIMI_LINEAR_FULL, "head_dim": 128,
                                                 "kda_layers": [i for i in range(1, 28) if i not in KIMI_LINEAR_FULL],
                                                 "num_heads": 32, "short_conv_kernel_size": 4},
-    "mla_use_nope": True, "model_max_length": 1048576, "moe_intermediate_size": 1024, "moe_layer_freq": 1,
-    "num_attention_heads": 32, "num_experts": 256, "num_experts_per_token": 8, "num_hidden_layers": 27,
-    "num_key_value_heads": 32, "num_shared_experts": 1, "q_lora_rank": None, "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64, "tie_word_embeddings": False, "v_head_dim": 128, "vocab_size": 163840,
+    "mla_use_nope": True, "model_max_length": 1048576, "model_type": "kimi_linear", "moe_intermediate_size": 1024,
+    "moe_layer_freq": 1, "moe_renormalize": True, "moe_router_activation_func": "sigmoid", "num_attention_heads": 32,
+    "num_expert_group": 1, "num_experts": 256, "num_experts_per_token": 8, "num_hidden_layers": 27,
+    "num_key_value_heads": 32, "num_nextn_predict_layers": 0, "num_shared_experts": 1, "pad_token_id": 163839,
+    "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "rms_norm_eps": 1e-05, "rope_scaling": None,
+    "rope_theta": 10000.0, "routed_scaling_factor": 2.446, "tie_word_embeddings": False, "topk_group": 1,
+    "transformers_version": "4.57.1", "use_cache": True, "use_grouped_topk": True, "v_head_dim": 128,
+    "vocab_size": 163840,
 }
 
 
@@ -224,6 +233,8 @@ def test_kimi_linear_kda_state_and_mla_layers():
     assert r["linear_state_heads"] == 32
     assert r["max_position_embeddings"] == 1_048_576  # model_max_length
     assert r["experts"] == 256  # num_experts_per_token read as the top-k: an estimate of 8 of 256 experts
+    assert r["weight_dtype"] == "bf16"  # read from "dtype", the only spelling the file has
+    assert not [w for w in FAMILIES["Kimi-Linear-48B"][1] if "torch_dtype" in w or "ignored" in w]
     assert r["params_active"] < r["params_total"] / 10
 
 

@@ -71,8 +71,8 @@ MINIMAX_TEXT_01 = {
 # MiniMax-M1's real config.json is vendored (MiniMaxAI__MiniMax-M1-80k.json): the same network, attn_type_list and all.
 # This one spells the layer kinds decoder_attention_types, the other key vLLM's minimax_text_01.py reads.
 MINIMAX_DECODER_ATTENTION_TYPES = {**{k: v for k, v in MINIMAX_TEXT_01.items() if k != "attn_type_list"},
-              "architectures": ["MiniMaxM1ForCausalLM"], "model_type": "minimax_m1",
-              "decoder_attention_types": [0, 0, 0, 0, 0, 0, 0, 1] * 10}
+                                   "architectures": ["MiniMaxM1ForCausalLM"], "model_type": "minimax_m1",
+                                   "decoder_attention_types": [0, 0, 0, 0, 0, 0, 0, 1] * 10}
 
 # LiquidAI/LFM2-1.2B's real first config.json is vendored (LiquidAI__LFM2-1.2B.json): attention layers named by
 # full_attn_idxs (no layer_types), 32 heads of 64 (hidden 2,048), 8 kv heads, conv_L_cache 3.

@@ -9,9 +9,11 @@ the cache its engines keep, or is refused naming the key and why (issue #40).
 - per-layer query heads (``num_attention_heads_per_layer``: Laguna);
 - sparse-attention indexers per layer (``indexer_types``: GLM-5.2).
 
-Real configs are vendored under tests/data/hf-configs/ (MANIFEST.md gives each one's public source and sha256).
-Where no unedited public copy was found (MiniMax-Text-01, MiniMax-M1, LFM2-1.2B, LFM2-VL-1.6B, LFM2.5-1.2B,
-Kimi-Linear-48B-A3B), the config is built here from the keys and values the model's published config.json
+Real configs are vendored under tests/data/hf-configs/ (MANIFEST.md gives each one's public source and sha256):
+MiniMax-M1 (the config.json MiniMax ships in its model card's GitHub repository, MiniMax-AI/MiniMax-M1), LFM2-1.2B
+and LFM2-350M (LiquidAI's first config.json form, with full_attn_idxs, as mirrored or downloaded by other projects),
+besides Kimi-K3 and the others below. Where no unedited public copy was found (MiniMax-Text-01, LFM2-VL-1.6B,
+LFM2.5-1.2B, Kimi-Linear-48B-A3B), the config is built here from the keys and values the model's published config.json
 documents, and says so: those are not claimed to be the real files.
 
 State shapes and dtypes are vLLM's (vllm/model_executor/layers/mamba/mamba_utils.py,
@@ -66,45 +68,48 @@ MINIMAX_TEXT_01 = {
     "rms_norm_eps": 1e-05, "rope_theta": 10000000, "rotary_dim": 64, "shared_intermediate_size": 0,
     "shared_moe_mode": "sigmoid", "tie_word_embeddings": False, "vocab_size": 200064, "block_size": 256,
 }
-# MiniMaxAI/MiniMax-M1-80k: the same network (vLLM maps MiniMaxM1ForCausalLM to minimax_text_01.py), its older
-# configs spell the layer kinds decoder_attention_types.
-MINIMAX_M1 = {**{k: v for k, v in MINIMAX_TEXT_01.items() if k != "attn_type_list"},
-              "architectures": ["MiniMaxM1ForCausalLM"], "model_type": "minimax_m1",
-              "decoder_attention_types": [0, 0, 0, 0, 0, 0, 0, 1] * 10}
+# MiniMax-M1's real config.json is vendored (MiniMaxAI__MiniMax-M1-80k.json): the same network, attn_type_list and all.
+# This one spells the layer kinds decoder_attention_types, the other key vLLM's minimax_text_01.py reads.
+MINIMAX_DECODER_ATTENTION_TYPES = {**{k: v for k, v in MINIMAX_TEXT_01.items() if k != "attn_type_list"},
+                                   "architectures": ["MiniMaxM1ForCausalLM"], "model_type": "minimax_m1",
+                                   "decoder_attention_types": [0, 0, 0, 0, 0, 0, 0, 1] * 10}
 
-# Built from the keys LiquidAI/LFM2-1.2B's first config.json documents: attention layers named by full_attn_idxs
-# (no layer_types), 32 heads of 64 (hidden 2,048), 8 kv heads, conv_L_cache 3.
+# LiquidAI/LFM2-1.2B's real first config.json is vendored (LiquidAI__LFM2-1.2B.json): attention layers named by
+# full_attn_idxs (no layer_types), 32 heads of 64 (hidden 2,048), 8 kv heads, conv_L_cache 3.
 LFM2_FULL_ATTN = [2, 5, 8, 10, 12, 14]
-LFM2_1_2B = {
-    "architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2", "torch_dtype": "bfloat16", "block_auto_adjust_ff_dim": True,
-    "block_dim": 2048, "block_ff_dim": 12288, "block_ffn_dim_multiplier": 1.0, "block_multiple_of": 256,
-    "block_norm_eps": 1e-05, "conv_L_cache": 3, "conv_bias": False, "full_attn_idxs": LFM2_FULL_ATTN,
-    "hidden_size": 2048, "max_position_embeddings": 128000, "norm_eps": 1e-05, "num_attention_heads": 32,
-    "num_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "rope_theta": 1000000.0,
-    "vocab_size": 65536, "tie_embedding": True,
-}
-# LiquidAI/LFM2.5-1.2B-Instruct: the same shape, the layer kinds as layer_types.
-LFM25_1_2B = {**{k: v for k, v in LFM2_1_2B.items() if k != "full_attn_idxs"},
+# Built (no real copy found): LiquidAI/LFM2.5-1.2B-Instruct is the same shape with the layer kinds as layer_types,
+# so it is the real LFM2-1.2B file with full_attn_idxs rewritten that way.
+LFM25_1_2B = {**{k: v for k, v in load("LiquidAI__LFM2-1.2B.json").items() if k != "full_attn_idxs"},
               "layer_types": ["full_attention" if i in LFM2_FULL_ATTN else "conv" for i in range(16)]}
-# LiquidAI/LFM2-VL-1.6B: an Lfm2VlForConditionalGeneration whose text_config is LFM2-1.2B's.
+# Built (no real copy found): LiquidAI/LFM2-VL-1.6B, an Lfm2VlForConditionalGeneration whose text_config is
+# LFM2-1.2B's.
 LFM2_VL = {"architectures": ["Lfm2VlForConditionalGeneration"], "model_type": "lfm2_vl", "downsample_factor": 2,
            "projector_hidden_size": 2560, "text_config": {**LFM25_1_2B},
            "vision_config": {"model_type": "siglip2_vision_model", "hidden_size": 1152, "num_attention_heads": 16,
                              "num_hidden_layers": 27}}
 
-# Built from the keys moonshotai/Kimi-Linear-48B-A3B-Instruct's config.json documents: 27 layers, MLA in every
-# 4th and the last (1-based 4, 8, ..., 24, 27), KDA in the other 20 (32 heads of 128, conv kernel 4).
+# Built from moonshotai/Kimi-Linear-48B-A3B-Instruct's published config.json, every key and value as it ships (no
+# standalone public copy of the file was found to vendor; copies seen only inside other documents): 27 layers, MLA
+# in every 4th and the last (1-based 4, 8, ..., 24, 27), KDA in the other 20 (32 heads of 128, conv kernel 4); the
+# model dtype spelt "dtype" (transformers 4.57), no torch_dtype.
 KIMI_LINEAR_FULL = [4, 8, 12, 16, 20, 24, 27]
 KIMI_LINEAR_48B = {
-    "architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear", "torch_dtype": "bfloat16",
-    "first_k_dense_replace": 1, "head_dim": 72, "hidden_act": "silu", "hidden_size": 2304, "intermediate_size": 9216,
+    "architectures": ["KimiLinearForCausalLM"],
+    "auto_map": {"AutoConfig": "configuration_kimi.KimiLinearConfig", "AutoModel": "modeling_kimi.KimiLinearModel",
+                 "AutoModelForCausalLM": "modeling_kimi.KimiLinearForCausalLM"},
+    "bos_token_id": 163584, "dtype": "bfloat16", "eos_token_id": 163586, "first_k_dense_replace": 1, "head_dim": 72,
+    "hidden_act": "silu", "hidden_size": 2304, "initializer_range": 0.02, "intermediate_size": 9216,
     "kv_lora_rank": 512, "linear_attn_config": {"full_attn_layers": KIMI_LINEAR_FULL, "head_dim": 128,
                                                 "kda_layers": [i for i in range(1, 28) if i not in KIMI_LINEAR_FULL],
                                                 "num_heads": 32, "short_conv_kernel_size": 4},
-    "mla_use_nope": True, "model_max_length": 1048576, "moe_intermediate_size": 1024, "moe_layer_freq": 1,
-    "num_attention_heads": 32, "num_experts": 256, "num_experts_per_token": 8, "num_hidden_layers": 27,
-    "num_key_value_heads": 32, "num_shared_experts": 1, "q_lora_rank": None, "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64, "tie_word_embeddings": False, "v_head_dim": 128, "vocab_size": 163840,
+    "mla_use_nope": True, "model_max_length": 1048576, "model_type": "kimi_linear", "moe_intermediate_size": 1024,
+    "moe_layer_freq": 1, "moe_renormalize": True, "moe_router_activation_func": "sigmoid", "num_attention_heads": 32,
+    "num_expert_group": 1, "num_experts": 256, "num_experts_per_token": 8, "num_hidden_layers": 27,
+    "num_key_value_heads": 32, "num_nextn_predict_layers": 0, "num_shared_experts": 1, "pad_token_id": 163839,
+    "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "rms_norm_eps": 1e-05, "rope_scaling": None,
+    "rope_theta": 10000.0, "routed_scaling_factor": 2.446, "tie_word_embeddings": False, "topk_group": 1,
+    "transformers_version": "4.57.1", "use_cache": True, "use_grouped_topk": True, "v_head_dim": 128,
+    "vocab_size": 163840,
 }
 
 
@@ -116,12 +121,14 @@ def _imported(source) -> tuple[dict, list[str]]:
 
 FAMILIES = {name: _imported(src) for name, src in {
     "MiniMax-Text-01": MINIMAX_TEXT_01,
-    "MiniMax-M1": MINIMAX_M1,
+    "MiniMax-M1": real("MiniMaxAI__MiniMax-M1-80k.json"),
+    "MiniMax-decoder_attention_types": MINIMAX_DECODER_ATTENTION_TYPES,
     "Kimi-Linear-48B": KIMI_LINEAR_48B,
     "Kimi-K3": real("moonshotai__Kimi-K3.json"),
-    "LFM2-1.2B": LFM2_1_2B,
+    "LFM2-1.2B": real("LiquidAI__LFM2-1.2B.json"),
     "LFM2.5-1.2B": LFM25_1_2B,
     "LFM2-VL-1.6B": LFM2_VL,
+    "LFM2-350M": real("LiquidAI__LFM2-350M.json"),
     "Laguna-XS.2": real("poolside__Laguna-XS.2-FP8.json"),
     "Laguna-S-2.1": real("poolside__Laguna-S-2.1-FP8.json"),
     "GLM-5.2": real("zai-org__GLM-5.2.json"),
@@ -158,7 +165,7 @@ def per_gpu(engine, model: str, tp: int, rule: str | None = None) -> dict:
 # ------------------------------------------------------------------- lightning attention (MiniMax)
 
 
-@pytest.mark.parametrize("name", ["MiniMax-Text-01", "MiniMax-M1"])
+@pytest.mark.parametrize("name", ["MiniMax-Text-01", "MiniMax-M1", "MiniMax-decoder_attention_types"])
 def test_minimax_lightning_layers_hold_a_head_dim_square_per_head(name):
     r = row(name)
     assert (r["layers"], r["full_layers"], r["linear_layers"], r["kv_heads"], r["head_dim"]) == (80, 10, 70, 8, 128)
@@ -168,13 +175,29 @@ def test_minimax_lightning_layers_hold_a_head_dim_square_per_head(name):
     assert r["linear_recurrent_elements_per_layer"] is None
 
 
-@pytest.mark.parametrize("name", ["MiniMax-Text-01", "MiniMax-M1"])
+@pytest.mark.parametrize("name", ["MiniMax-Text-01", "MiniMax-M1", "MiniMax-decoder_attention_types"])
 def test_minimax_per_gpu_bytes(registry, name):
     for tp in TPS:
         token = 10 * max(1, 8 // tp) * 128 * 2 * 2  # 40,960 / 20,480 / 10,240 / 5,120 B
         state = 70 * 64 * 128 * 128 * 2 // min(tp, 64)  # 146,800,640 B at TP1, split by the 64 heads
         assert per_gpu(registry, name, tp) == {
             "all": token, "full": token, "state": state, 8192: token * 8192 + state, 131072: token * 131072 + state}, tp
+
+
+def test_minimax_m1_real_config():
+    """MiniMaxAI__MiniMax-M1-80k.json: attn_type_list of 80 entries, 0 in layers 0-6, 8-14, ..., 72-78 and 1 in every
+    8th (7, 15, ..., 79); 64 query heads of head_dim 128, 8 kv heads; no torch_dtype, so bf16 is assumed and said."""
+    cfg = load("MiniMaxAI__MiniMax-M1-80k.json")
+    assert [i for i, t in enumerate(cfg["attn_type_list"]) if t == 1] == list(range(7, 80, 8))
+    r, warnings = FAMILIES["MiniMax-M1"]
+    assert (r["architecture"], r["linear_state_kind"], r["weight_dtype"]) == (
+        "MiniMaxM1ForCausalLM", "lightning", "bf16")
+    assert "config names no torch_dtype: weight_dtype bf16 assumed; correct the row if not" in warnings
+    assert r["max_position_embeddings"] == 10_240_000
+    keys = ("layers", "full_layers", "linear_layers", "kv_heads", "head_dim", "linear_state_elements_per_layer",
+            "linear_state_heads", "linear_state_kind")
+    for other in ("MiniMax-Text-01", "MiniMax-decoder_attention_types"):  # the built configs import alike
+        assert {k: row(other)[k] for k in keys} == {k: r[k] for k in keys}, other
 
 
 def test_minimax_in_transformers_layer_types_imports_alike():
@@ -210,6 +233,8 @@ def test_kimi_linear_kda_state_and_mla_layers():
     assert r["linear_state_heads"] == 32
     assert r["max_position_embeddings"] == 1_048_576  # model_max_length
     assert r["experts"] == 256  # num_experts_per_token read as the top-k: an estimate of 8 of 256 experts
+    assert r["weight_dtype"] == "bf16"  # read from "dtype", the only spelling the file has
+    assert not [w for w in FAMILIES["Kimi-Linear-48B"][1] if "torch_dtype" in w or "ignored" in w]
     assert r["params_active"] < r["params_total"] / 10
 
 
@@ -263,6 +288,42 @@ def test_lfm2_per_gpu_bytes(registry, name):
         state = 10 * 4096 * 2 // tp  # 81,920 B at TP1
         assert per_gpu(registry, name, tp) == {
             "all": token, "full": token, "state": state, 8192: token * 8192 + state, 131072: token * 131072 + state}, tp
+
+
+def test_lfm2_1_2b_real_config_is_the_first_form():
+    """LiquidAI__LFM2-1.2B.json names its attention layers by full_attn_idxs and has no layer_types; the built
+    LFM2.5 config (layer_types) and LFM2-VL (the same in text_config) must import exactly as it does."""
+    cfg = load("LiquidAI__LFM2-1.2B.json")
+    assert "layer_types" not in cfg and cfg["full_attn_idxs"] == LFM2_FULL_ATTN
+    assert (cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["conv_L_cache"]) == (
+        2048, 32, 8, 3)  # head_dim 2,048 / 32 = 64
+    keys = ("layers", "full_layers", "linear_layers", "kv_heads", "head_dim", "linear_state_elements_per_layer",
+            "linear_state_heads", "linear_state_dtype", "linear_state_kind")
+    for built in ("LFM2.5-1.2B", "LFM2-VL-1.6B"):
+        assert {k: row(built)[k] for k in keys} == {k: row("LFM2-1.2B")[k] for k in keys}, built
+
+
+def test_lfm2_350m_real_config():
+    """LiquidAI__LFM2-350M.json: the first LFM2 form, full_attn_idxs [2, 5, 8, 10, 12, 14] and no layer_types; hidden
+    1,024 = 16 heads of 64, 8 kv heads, conv_L_cache 3 (conv_dim 1,024, the hidden size vLLM sizes the state by)."""
+    cfg = load("LiquidAI__LFM2-350M.json")
+    assert "layer_types" not in cfg and cfg["full_attn_idxs"] == LFM2_FULL_ATTN
+    r = row("LFM2-350M")
+    assert (r["layers"], r["full_layers"], r["linear_layers"], r["kv_heads"], r["head_dim"]) == (16, 6, 10, 8, 64)
+    assert r["linear_state_elements_per_layer"] == 1024 * (3 - 1) == 2048  # hidden_size x (conv_L_cache - 1)
+    assert (r["linear_state_heads"], r["linear_state_kind"], r["weight_dtype"]) == (1024, "short_conv", "bf16")
+    assert r["linear_state_dtype"] is None and r["linear_recurrent_elements_per_layer"] is None
+
+
+def test_lfm2_350m_per_gpu_bytes(registry):
+    for tp in TPS:
+        # 6 attention layers x 8/4/2/1 kv heads x (K + V) 2 x 64 x 2 B: 12,288 / 6,144 / 3,072 / 1,536 B
+        token = 6 * max(1, 8 // tp) * 64 * 2 * 2
+        state = 10 * 2048 * 2 // tp  # 10 conv layers x 2,048 bf16 elements = 40,960 B at TP1, 1,024 channels split
+        assert per_gpu(registry, "LFM2-350M", tp) == {
+            "all": token, "full": token, "state": state, 8192: token * 8192 + state, 131072: token * 131072 + state}, tp
+    assert per_gpu(registry, "LFM2-350M", 1)[131072] == 12_288 * 131_072 + 40_960 == 1_610_653_696
+    assert per_gpu(registry, "LFM2-350M", 8)[8192] == 1_536 * 8_192 + 5_120 == 12_588_032
 
 
 @pytest.mark.parametrize("wrapper", ["llm_config", "language_config"])

@@ -240,6 +240,8 @@ def _screen_part(zf, member, where: str) -> None:
                                      "spreadsheet writes (an entity expansion or external-file attack); give the "
                                      "capacity.xlsx kvreg report wrote, saved from Excel or LibreOffice")
                 tail = chunk[-16:]
+    except InputError:
+        raise  # already the one line to print (a KvregError is a ValueError too)
     except (OSError, EOFError, ValueError, NotImplementedError, zipfile.BadZipFile) as exc:
         raise InputError(f"{where} is a damaged zip ({member.filename}: {' '.join(str(exc).split())}): give the "
                          "capacity.xlsx kvreg report wrote") from None

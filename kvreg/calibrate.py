@@ -249,7 +249,8 @@ def compare(conn, log: EngineLog, *, model: str | None = None, gpu: str | None =
         "predicted_kv_cache_tokens": alone["kv_cache_tokens"],
         "predicted_max_concurrency": alone["sequences_per_rank"],
         "logged": {k: v for k, v in log.as_dict().items() if v is not None},
-        "notes": [note] if (note := None if engine_version else untagged_note(log)) else [],
+        "notes": ([log.startup_note] if log.startup_note else [])
+        + ([note] if (note := None if engine_version else untagged_note(log)) else []),
         "has_kv_line": log.has_kv_line(),
         "terms": terms,
         "question": q,

@@ -94,10 +94,13 @@ class EngineLog:
     # vLLM V1 at PP > 1: each pipeline stage's "Available KV cache memory" (the smallest of its TP workers'), by stage
     kv_cache_gib_by_stage: dict | None = None
     lines: list[str] = field(default_factory=list)  # the lines each field came from
+    # Set when the text holds several startups: which one was read (the last complete one)
+    startup_note: str | None = None
 
     def as_dict(self) -> dict:
         out = asdict(self)
         out.pop("lines")
+        out.pop("startup_note")
         return out
 
     @property
@@ -288,8 +291,60 @@ def _kv_by_stage(text: str, tp: int | None, pp: int | None) -> dict | None:
     return out or None
 
 
+# The line each startup prints once, before its memory profile: where a log that holds several startups
+# (a server restarted, two runs appended to one file) is cut, so that no run's figures are mixed with
+# another's (version and weights from one, KV from the other).
+_STARTUP = re.compile(r"vLLM API server version \d|Initializing an? (?:V1 )?LLM engine \(v\d|server_args=ServerArgs\(",
+                      re.IGNORECASE)
+
+
+# A line of a startup's memory profile: after one, a startup marker begins the next startup (before one,
+# it is the same startup's second banner: vLLM prints its API server version, then its engine's).
+_PROFILE_LINE = re.compile(r"Model loading took|Loading model weights took|Load weight end|KV cache|mem usage=",
+                           re.IGNORECASE)
+
+
+def _startups(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) of each startup in the log: a new one begins at a startup marker that
+    follows a memory-profile line; one part when the log holds one startup."""
+    lines = text.splitlines()
+    starts, profiled = [0], False
+    for i, line in enumerate(lines):
+        if profiled and _STARTUP.search(line):
+            starts.append(i)
+            profiled = False
+        elif not profiled and _PROFILE_LINE.search(line):
+            profiled = True
+    if len(starts) == 1:
+        return [(1, text)]
+    bounds = starts + [len(lines)]
+    return [(a + 1, "\n".join(lines[a:b])) for a, b in zip(bounds, bounds[1:])]
+
+
 def parse_log(text: str) -> EngineLog:
-    """Every field a startup log shows (see the module docstring for the formats)."""
+    """Every field a startup log shows (see the module docstring for the formats). A log holding several
+    startups is read for the last complete one (one that reached its KV cache line), and says so
+    (EngineLog.startup_note); none complete: the last one."""
+    parts = _startups(text)
+    if len(parts) == 1:
+        return _parse_one(text)
+    logs = []
+    for first, part in parts:
+        try:
+            logs.append((first, _parse_one(part)))
+        except KvregError:
+            continue
+    if not logs:
+        return _parse_one(text)
+    complete = [(first, log) for first, log in logs if log.has_kv_line()]
+    first, log = (complete or logs)[-1]
+    log.startup_note = (f"the log holds {len(parts)} startups; read the last {'complete ' if complete else ''}one, "
+                        f"from line {first:,}")
+    return log
+
+
+def _parse_one(text: str) -> EngineLog:
+    """The fields of one startup's text."""
     log = EngineLog()
     found: dict[str, object] = {}
     fmt_seen: list[str] = []

@@ -87,6 +87,9 @@ def read_file(path: str) -> dict[str, list[dict]]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise KvregError(f"{where} is not UTF-8 text: save it as UTF-8 TOML") from None
+    # A byte-order mark, as Windows editors write: TOML does not allow one, and tomllib's error
+    # ("Invalid statement (at line 1, column 1)") did not say what was there. It carries no content.
+    text = text.removeprefix("\ufeff")
     if not text.strip():  # a truncated file or a wrong path, not a declaration of nothing
         raise KvregError(f"{where} is empty: declare [[dtype]], [[gpu]] or [[model]] tables in it (see `kvreg export`)")
     return parse_text(text, where)

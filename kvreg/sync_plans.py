@@ -46,7 +46,13 @@ def check_keys(kind: str, row: dict) -> None:
 def row_key(kind: str, row: dict) -> str:
     if kind == "plan":
         return str(row.get("name"))
-    return f"{row.get('plan' if kind == 'demand' else 'gpu')} {row.get('quarter')}"
+    # The quarter as stored: 2027Q2 and 2027-Q2 are one entry (declared twice, not "2 added" and one row).
+    quarter = row.get("quarter")
+    try:
+        quarter = parse_quarter(quarter) if isinstance(quarter, str) else quarter
+    except ValueError:  # left as written; normalise() names the bad quarter
+        pass
+    return f"{row.get('plan' if kind == 'demand' else 'gpu')} {quarter}"
 
 
 # --------------------------------------------------------------------------- current state

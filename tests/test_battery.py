@@ -98,6 +98,16 @@ FILES = {
     "deep-prev/2026-Q3/data.json": '{"format": "kvreg-report/1", "models": ' + "[" * 100_000 + "]" * 100_000 + "}",
     "good-then-bad.toml": ("[[gpu]]\nname = 'fine'\nmemory_bytes = '80GiB'\n"
                            "[[gpu]]\nname = 'broken'\nmemory_bytes = '-80GiB'\n"),
+    # issue 45 (round 3): values past a declared bound, numbers Python would read but nobody else does
+    "price-1e308.toml": "[[gpu]]\nname = 'g'\nmemory_bytes = '80GiB'\nprice_per_hour = 1e308\n",
+    "plan-400-digit-context.toml": ("[[plan]]\nname = 'p'\nmodel = 'Llama-3-8B'\ngpu = 'H100-SXM'\n"
+                                    f"context_tokens = {'9' * 400}\n"),
+    "demand-quarter-twice.toml": ("[[demand]]\nplan = 'chat-llama3-8b'\nquarter = '2027Q2'\nusers = 5\n"
+                                  "[[demand]]\nplan = 'chat-llama3-8b'\nquarter = '2027-Q2'\nusers = 6\n"),
+    "demand-underscore.csv": "plan,quarter,users\nchat-llama3-8b,2027Q1,1_000\n",
+    "demand-arabic-indic.csv": "plan,quarter,users\nchat-llama3-8b,2027Q1,\u0661\u0660\u0660\n",
+    "demand-long-field.csv": "plan,quarter,users\nchat-llama3-8b,2027Q1,\"" + "1" * 200_000 + "\"\n",
+    "fleet-price-1e308.csv": "gpu,quarter,gpus_owned,gpus_reserved,reserved_price_per_hour\nH100-SXM,2026Q4,1,1,1e308\n",
 }
 BIG_JSON_BYTES = 50 * 2**20
 
@@ -122,6 +132,8 @@ def inputs(tmp_path_factory):
         fh.write('"}')
     (folder / "a-file").write_text("not a folder\n")
     os.mkfifo(folder / "fifo.toml")  # no writer: opening it would wait for ever
+    os.mkfifo(folder / "fifo.csv")
+    os.mkfifo(folder / "fifo.log")
     not_utf8 = os.fsencode(folder) + b"/model-\xff"  # a folder name that is not UTF-8
     os.mkdir(not_utf8)
     with open(not_utf8 + b"/config.json", "w") as fh:
@@ -523,6 +535,43 @@ CASES = [
     case("demand", "remove", "chat-llama3-8b", "1999Q1", match=r"has no demand in 1999Q1", id="demand-remove-absent"),
     case("demand", "list", "--quarter", "2026Q0", match=r"quarter '2026Q0'", id="demand-list-2026Q0"),
     # ---------------------------------------------------------------- report (issue 5)
+    # ---------------------------------------------------------------- round 3 (issue 45)
+    case("gpu", "add", "g", "--memory", "80GiB", "--price-per-hour", "1e308",
+         match=r"price_per_hour must be a finite number of at least 0 and at most 1,000,000, not 1e\+308",
+         id="gpu-price-1e308"),
+    case("gpu", "add", "g", "--memory", "80GiB", "--unit-price", "1e12",
+         match=r"unit_price must be .* at most 1,000,000,000", id="gpu-unit-price-1e12"),
+    case("apply", "{in}/price-1e308.toml", match=r"price_per_hour must be a finite number .* not 1e\+308",
+         id="apply-price-1e308"),
+    case("fleet", "import", "{in}/fleet-price-1e308.csv",
+         match=r"fleet-price-1e308.csv line 2: reserved_price_per_hour must be .* at most 1,000,000, not '1e308'",
+         id="fleet-import-price-1e308"),
+    case("fleet", "set", "H100-SXM", "2026Q4", "1", "--reserved", "1", "--reserved-price", "1e308",
+         match=r"reserved_price_per_hour must be .* at most 1,000,000", id="fleet-set-price-1e308"),
+    case("capacity", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--context", "9" * 400,
+         match=r"token count '9{19}\.\.\. \(400 characters\) is too large \(at most 2\^40\)", id="capacity-400-digit-context"),
+    case("plan", "add", "p", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--avg-tokens", "9" * 400,
+         match=r"token count .* is too large \(at most 2\^40\)", id="plan-add-400-digit-avg-tokens"),
+    case("apply", "{in}/plan-400-digit-context.toml", match=r"too large", id="apply-400-digit-context"),
+    case("apply", "{in}/demand-quarter-twice.toml",
+         match=r"\[\[demand\]\] #2 'chat-llama3-8b 2027Q2' is declared twice \(also #1\)", id="apply-quarter-twice"),
+    case("demand", "import", "{in}/demand-underscore.csv",
+         match=r"line 2: users must be a whole number, not '1_000' \(write the digits 0-9 only", id="demand-import-1_000"),
+    case("demand", "import", "{in}/demand-arabic-indic.csv",
+         match=r"line 2: users must be a whole number, not '\u0661\u0660\u0660' \(write the digits 0-9 only",
+         id="demand-import-arabic-indic"),
+    case("demand", "import", "{in}/demand-long-field.csv",
+         match=r"line 2: a field is longer than 131,072 characters", id="demand-import-128KB-field"),
+    case("demand", "import", "/dev/zero", match=r"cannot read /dev/zero: it is not a regular file",
+         id="demand-import-dev-zero"),
+    case("demand", "import", "-", stdin=b"\0" * (64_000_000 + 2), match=r"stdin: larger than 64 MB",
+         id="demand-import-stdin-dev-zero"),
+    case("fleet", "import", "{in}/fifo.csv", match=r"fifo\.csv: it is not a regular file", id="fleet-import-fifo"),
+    case("calibrate", "--log", "/dev/zero", match=r"cannot read /dev/zero: it is not a regular file",
+         id="calibrate-log-dev-zero"),
+    case("calibrate", "--log", "/dev/urandom", match=r"cannot read /dev/urandom: it is not a regular file",
+         id="calibrate-log-dev-urandom"),
+    case("calibrate", "--log", "{in}/fifo.log", match=r"fifo\.log: it is not a regular file", id="calibrate-log-fifo"),
     case("report", "--quarter", "2026-13", "--out", "{tmp}/reports", match=r"quarter '2026-13'", id="report-2026-13"),
     case("report", "--quarter", "2026Q5", "--out", "{tmp}/reports",
          match=r"quarter '2026Q5' has no quarter 5", id="report-2026Q5"),

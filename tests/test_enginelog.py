@@ -263,3 +263,39 @@ def test_a_v025_log_gives_its_cuda_graph_estimate_and_its_model_runner():
     cut = parse_log("\n".join(line for line in (LOGS / "vllm-lyell-qwen15-moe-4090-tp2-v0251.log").read_text()
                               .splitlines() if "Graph capturing" not in line))
     assert cut.graphs_captured is None and cuda_graph_in_budget(cut, "0.25.1")
+
+
+def test_two_startups_appended_in_one_log_are_not_mixed():
+    """Issue 45 item 8: two runs appended to one file gave version and weights from one run and the KV
+    cache from the other. The last complete startup is read, and the log says which. The A100 run
+    (v0.19.1, 71 lines: weights 29.54 GiB, 54,912 KV tokens) and the H200 run (v0.10.2: weights
+    74.2812 GiB, 973,760 tokens), each as its own log file prints them, appended both ways."""
+    a = (LOGS / "vllm-durango-qwen3-coder-30b-fp8-a100-40gb.log").read_text()
+    b = (LOGS / "vllm-sungwonchae-qwen3-next-80b-h200-tp2.log").read_text()
+    ab, ba = parse_log(a + "\n" + b), parse_log(b + "\n" + a)
+    assert (ab.engine_version, ab.weights_gib, ab.kv_cache_tokens) == ("0.10.2", 74.2812, 973_760)
+    assert (ba.engine_version, ba.weights_gib, ba.kv_cache_tokens) == ("0.19.1", 29.54, 54_912)
+    assert ab.startup_note.startswith("the log holds 2 startups; read the last complete one, from line ")
+    # The second run cut before its KV cache line: the first, complete, run is read whole.
+    lines = b.splitlines()
+    cut = "\n".join(lines[:next(i for i, ln in enumerate(lines) if "KV cache" in ln)])
+    first = parse_log(a + "\n" + cut)
+    assert (first.engine_version, first.weights_gib, first.kv_cache_tokens) == ("0.19.1", 29.54, 54_912)
+    assert first.startup_note == "the log holds 2 startups; read the last complete one, from line 1"
+    assert parse_log(a).startup_note is None
+
+
+def test_a_long_hostile_line_parses_in_linear_time():
+    """Issue 45 item 5: a rule `HEAD.*?REST` searched a line holding HEAD thousands of times from each,
+    and `#?\\s*(?:GPU|cuda) blocks` from every blank: 176 KB took 28 s. Searched from the first HEAD
+    only, each of these 176,000-character lines parses with the real log in well under a second
+    (before: a line of 20,000 blanks alone took 8 s); the figures are the log's own."""
+    import time
+
+    base = (LOGS / "vllm-durango-qwen3-coder-30b-fp8-a100-40gb.log").read_text()
+    for line in (" " * 176_000, "rank=1 " * 25_000 + "Available KV cache memory: x GiB",
+                 "Load weight end. " * 10_000, "ServerArgs( " * 14_000):
+        started = time.perf_counter()
+        parsed = parse_log(base + "\n" + line + "\n")
+        assert time.perf_counter() - started < 10  # a bound against a hang, not a benchmark
+        assert (parsed.weights_gib, parsed.kv_cache_tokens) == (29.54, 54_912)

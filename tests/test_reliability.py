@@ -1116,3 +1116,80 @@ def test_a_workbook_is_read_before_the_write_lock_is_taken(tmp_path):
     assert run.stderr.splitlines() == [
         f"Error: {bad}: sheet Demand cell C3 holds 'NaN', not a finite number; type a number in Demand!C3 (or clear "
         "it) and save again"]
+
+
+def test_the_rollup_over_501_quarters_runs_on_sqlite(tmp_path):
+    """Issue 45 item 6: the workbook's rollup axis was one UNION ALL term per quarter, and SQLite
+    refuses a compound SELECT of more than 500 ("too many terms in compound SELECT"): `report` failed
+    on a registry with more than 500 demand quarters. The axis is one VALUES list now. The compiled
+    query the report runs (aggregate_sql over quarters_sql) is run here on 501 quarters, 2000Q1 to
+    2125Q1, with chat-llama3-8b's demand set in each (users 10 + i in the i-th quarter).
+    (PostgreSQL has no such limit; a 600-quarter report was run there by hand.)"""
+    from kvreg.db.read import runner
+    from kvreg.figures.aggregates import aggregate_sql, quarters_sql
+
+    url = f"sqlite:///{tmp_path}/registry.db"
+    quarters = [f"{2000 + i // 4}Q{i % 4 + 1}" for i in range(501)]
+    (tmp_path / "many.csv").write_text("plan,quarter,users\n" + "".join(
+        f"chat-llama3-8b,{q},{10 + i}\n" for i, q in enumerate(quarters)))
+    Kvreg(url)("demand", "import", tmp_path / "many.csv")
+    engine = open_registry(url)
+    try:
+        with engine.connect() as conn:
+            rows = runner(conn).rows(aggregate_sql(quarters_sql(quarters), "sqlite", every_gpu=True))
+    finally:
+        engine.dispose()
+    h100 = {r["quarter"]: r for r in rows if r["gpu"] == "H100-SXM"}
+    assert len(h100) == 501
+    # The last quarter, 2125Q1 (i = 500): chat-llama3-8b's 510 users plus the other example plans' demand,
+    # which carries forward from their last entries; the first quarter has chat-llama3-8b's 10 alone.
+    assert h100["2000Q1"]["users"] == 10
+    assert h100["2125Q1"]["users"] - h100["2124Q4"]["users"] == 1
+
+
+def test_ctrl_c_during_a_report_is_one_line_exit_130_and_leaves_nothing(tmp_path):
+    """Issue 45 item 6 (a regression): Ctrl-C while the report's sweep ran a statement ended with exit
+    1 and a PendingRollbackError traceback (SQLAlchemy invalidates the connection on a
+    KeyboardInterrupt, the error handler called it a lost connection, and the read snapshot's cleanup
+    touched the invalidated connection). A real SIGINT at three moments of a real report: each is
+    "interrupted; nothing was written", exit 130, no temporary folder left, the registry unchanged."""
+    path = tmp_path / "registry.db"
+    url = f"sqlite:///{path}"
+    Kvreg(url)("init")
+    before = registry_state(url)
+    out = tmp_path / "reports"
+    env = {**os.environ, "KVREG_DB": url}
+    interrupted = 0
+    for delay in (1.0, 2.0, 3.0):
+        proc = subprocess.Popen([*kvreg_command(), "report", "--quarter", "2026Q4", "--out", str(out)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        if proc.returncode == 0:  # it finished first: a whole report, nothing to check here
+            continue
+        interrupted += 1
+        assert (proc.returncode, [ln for ln in err.splitlines() if ln.strip()]) == \
+            (130, ["kvreg: interrupted; nothing was written"])
+        assert not [p.name for p in out.glob(".*")] if out.exists() else True
+        assert registry_state(url) == before
+    assert interrupted >= 1
+
+
+def test_db_copy_refuses_a_value_past_its_declared_bound(tmp_path, empty_db_url):
+    """Issue 45 item 1: a price of 1e308, stored by an older kvreg, broke `report` (inf in JSON) on
+    SQLite and `plan rollup`, `report` and the procurement page on PostgreSQL. `kvreg db copy` runs
+    the same validator as every entry path: it names the row and copies nothing."""
+    import sqlite3
+
+    src = tmp_path / "old.db"
+    Kvreg(f"sqlite:///{src}")("init")
+    con = sqlite3.connect(src)
+    con.execute("UPDATE gpu SET price_per_hour = 1e308 WHERE name = 'H100-SXM'")
+    con.commit()
+    con.close()
+    result = Kvreg(f"sqlite:///{src}")("db", "copy", "--to", empty_db_url, ok=False)
+    line = _one_line_error(result, r"cannot copy gpu 'H100-SXM' into .*: price_per_hour must be a finite "
+                                   r"number of at least 0 and at most 1,000,000, not 1e\+308")
+    assert "nothing was written" in line

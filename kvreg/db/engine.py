@@ -177,6 +177,10 @@ def _mask_connect_errors(engine: Engine, url: str) -> None:
     callers can still catch and retry them."""
     @event.listens_for(engine, "handle_error")
     def _handle(ctx):
+        if not isinstance(ctx.original_exception, Exception):
+            # Ctrl-C (KeyboardInterrupt) or SystemExit inside a statement: SQLAlchemy counts it as a
+            # disconnect, but it is the user's, answered by the CLI ("interrupted", exit 130).
+            return
         if ctx.connection is None:
             raise connect_error(url, ctx.original_exception)
         if ctx.is_disconnect:  # it was open: the server went away partway through the command

@@ -171,6 +171,7 @@ class _SqliteRunner:
 # kvreg.db.engine.READ_SNAPSHOT, the Connection.info key of a connection that only reads (engine
 # imports SQLAlchemy; this module must not at import time).
 _READ_SNAPSHOT = "kvreg_read_snapshot"
+_TEMP_SCRATCH = "kvreg_temp_scratch"  # Connection.info: this connection holds TEMP scratch objects
 _FOREIGN_KEY = re.compile(r",\s*FOREIGN KEY\s*\([^)]*\)\s*REFERENCES\s+[^,)]+\([^)]*\)(\s+ON \w+ \w+( \w+)?)*", re.I)
 
 
@@ -194,6 +195,8 @@ def scratch_in_temp(conn) -> None:
 
     if run("SELECT 1 FROM temp.sqlite_master WHERE type = 'table' AND name = 'scenario'"):
         return
+    if raw is None:
+        conn.info[_TEMP_SCRATCH] = True
     objects = run("SELECT type, name, sql FROM main.sqlite_master WHERE (type = 'table' AND "
                   "name = 'scenario') OR type = 'view' ORDER BY rowid")
     for kind, name, sql in sorted(objects, key=lambda o: o[0] != "table"):  # the table first, views in order
@@ -220,7 +223,14 @@ def snapshot(engine):
         try:
             yield conn
         finally:
-            del conn.info[_READ_SNAPSHOT]
+            # An interrupted statement (Ctrl-C) leaves the connection invalidated: touching its info
+            # then raised PendingRollbackError over the user's Ctrl-C. It is discarded anyway.
+            if not conn.invalidated:
+                conn.info.pop(_READ_SNAPSHOT, None)
+                if conn.info.pop(_TEMP_SCRATCH, None):
+                    # Its TEMP copies of the views must not shadow the registry's for the next user of
+                    # this pooled connection (a writer, or a read after the views were rebuilt).
+                    conn.invalidate()
 
 
 def runner(conn):

@@ -172,8 +172,11 @@ def one_quarter_sql(dialect: str = "sqlite") -> str:
 
 
 def quarters_sql(quarters: list[str]) -> str:
-    """An axis of given quarters (already validated YEARQn texts) for a horizon."""
-    return " UNION ALL ".join(f"SELECT '{q}' AS quarter, {index_of_quarter(q)} AS quarter_index" for q in quarters)
+    """An axis of given quarters (already validated YEARQn texts) for a horizon: one VALUES list, not
+    a UNION ALL per quarter (SQLite refuses a compound SELECT of more than 500 terms, and a report
+    over 600 demand quarters failed with "too many terms in compound SELECT")."""
+    rows = ", ".join(f"('{q}', {index_of_quarter(q)})" for q in quarters)
+    return f"WITH axis (quarter, quarter_index) AS (VALUES {rows}) SELECT quarter, quarter_index FROM axis"
 
 
 # --------------------------------------------------------------------------- Excel

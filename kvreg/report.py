@@ -46,7 +46,7 @@ from kvreg.figures.declarations import FIGURES, HOURS_PER_MONTH
 from kvreg.figures.inputs import INPUTS
 from kvreg.figures.quarters import previous_index, previous_quarter
 from kvreg.figures.views import GRAIN, views_hash
-from kvreg.fleet import rollup as rollup_of
+from kvreg.fleet import purchase_schedule
 from kvreg.plans import list_demand
 from kvreg.units import current_quarter, parse_quarter, quarter_folder
 
@@ -61,7 +61,8 @@ REGISTRY_TABLES = ("dtype", "model", "gpu", "plan", "workload_class", "demand", 
 PROCUREMENT_COLUMNS = ["gpu", "gpus_to_buy", "capex_to_buy", "gpus_needed", "gpus_installed", "gpus_spare",
                        "plans", "plans_not_fitting", "users", "nodes_needed", "cost_per_month",
                        "previous_quarter_gpus_needed", "gpus_needed_quarter_change", "unit_price"]
-HORIZON_COLUMNS = ["gpu", "quarter", "gpus_needed", "gpus_installed", "gpus_to_buy", "capex_to_buy", "gpus_spare"]
+HORIZON_COLUMNS = ["gpu", "quarter", "gpus_needed", "gpus_installed", "gpus_bought", "gpus_to_buy", "capex_to_buy",
+                   "order_by", "order_late", "gpus_spare", "driving_plans"]
 HORIZON_QUARTERS = 4
 CLASS_COLUMNS = ["workload_class", "class_tokens", "share", "class_kv_bytes_per_request_per_gpu", "class_concurrency"]
 PLAN_COLUMNS = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens",
@@ -306,7 +307,8 @@ def gather(conn, quarter: str, *, generated_at: str, registry_url: str, asked: d
     rollup = sorted(_rows(conn, "SELECT * FROM procurement"), key=lambda r: (r["quarter"], r["gpu"]))
     # One read of the horizon (computing plan_quarter is the costly part); its first quarter is the
     # report's, entries carried into it, with the GPU types that have plans or a fleet then.
-    horizon = rollup_of(conn, start=quarter, quarters=HORIZON_QUARTERS)
+    schedule = purchase_schedule(conn, start=quarter, quarters=HORIZON_QUARTERS)
+    horizon = schedule["schedule"]
     procurement = [r for r in horizon if r["quarter"] == quarter and (r["plans"] or r["gpus_installed"])]
     by_quarter = [_pick(r, ["gpu", "quarter", "gpus_needed"]) for r in rollup]
     models = _models(conn)
@@ -321,6 +323,8 @@ def gather(conn, quarter: str, *, generated_at: str, registry_url: str, asked: d
                      "hours_per_month": HOURS_PER_MONTH, "sweep": sweep_settings},
         "procurement": [_pick(r, PROCUREMENT_COLUMNS) for r in procurement],
         "horizon": [_pick(r, HORIZON_COLUMNS) for r in horizon],
+        "schedule_totals": schedule["totals"],
+        "schedule_total": schedule["total"],
         "procurement_by_quarter": by_quarter,
         "plans": _plans(conn, quarter),
         "models": models,

@@ -172,11 +172,16 @@ def gpus_by_quarter(rows: list[dict]) -> Md:
 
 
 def horizon_table(rows: list[dict]) -> Md:
-    """The horizon side by side: a row per GPU type and figure, a column per quarter."""
+    """The purchase schedule side by side: a row per GPU type and figure, a column per quarter; an
+    order-by quarter already past is marked late."""
     quarters = sorted({r["quarter"] for r in rows})
     gpus = sorted({r["gpu"] for r in rows})
-    by = {(r["gpu"], r["quarter"]): r for r in rows}
-    names = ["gpus_needed", "gpus_installed", "gpus_to_buy", "capex_to_buy", "gpus_spare"]
+    by = {(r["gpu"], r["quarter"]): dict(r) for r in rows}
+    for r in by.values():
+        if r.get("order_by") and r.get("order_late"):
+            r["order_by"] = Md(escape(r["order_by"]) + " **late**")
+    names = ["gpus_needed", "gpus_installed", "gpus_bought", "gpus_to_buy", "capex_to_buy", "order_by", "gpus_spare",
+             "driving_plans"]
 
     lines = [cells([trusted(label("gpu")), trusted("Figure")] + [display(q) for q in quarters]),
              cells([Md("---")] * (len(quarters) + 2))]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import uuid
 
-from sqlalchemy import Integer, func, insert, select
+from sqlalchemy import func, insert, select
 
 from kvreg.catalog import load_catalog
-from kvreg.db.tables import Demand, Dtype, Gpu, Meta, Model, Plan, WorkloadClass
+from kvreg.db.tables import Demand, Dtype, Gpu, Meta, Model, Plan, WorkloadClass, server_default_value
 
 from .defaults import model_defaults
 
@@ -42,15 +42,9 @@ def ensure_registry_id(conn) -> str:
     return value
 
 
-def _server_value(column):
-    """A column's server default as the value it stands for (a count's '0' is 0, a text's '' is '')."""
-    arg = column.server_default.arg
-    return int(arg) if isinstance(column.type, Integer) else arg
-
-
 def _fill(table, rows: list[dict]) -> list[dict]:
     """Give every row every optional column, so one executemany can insert them all."""
-    optional = {c.name: (_server_value(c) if c.server_default is not None else None)
+    optional = {c.name: (server_default_value(c) if c.server_default is not None else None)
                 for c in table.__table__.columns if c.nullable or c.server_default is not None}
     return [{**optional, **r} for r in rows]
 

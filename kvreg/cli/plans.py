@@ -287,6 +287,71 @@ def plan_rollup(ctx, quarter, start, quarters, whole_nodes, fmt):
          ["gpu", "gpus_to_buy", "capex_to_buy", "first_order_by", "orders_late"])
 
 
+@plan_group.command("optimize")
+@click.option("--from", "start", required=True, help="First quarter of the horizon (2026Q4).")
+@click.option("--quarters", help="Quarters in the horizon (default 4).")
+@click.option("--allow-gpus", help="GPU types any plan may move to, comma-separated (H100-SXM,H200). Default: each "
+                                   "plan's own.")
+@click.option("--allow-kv-dtypes", help="KV dtypes any plan may use, comma-separated (bf16,fp8). Default: each "
+                                        "plan's own.")
+@click.option("--whole-nodes", is_flag=True, help="Buy whole nodes of the GPU type's node_gpus.")
+@click.option("--budget", type=float, help="At most this much capex (USD) landing in any one quarter.")
+@click.option("--residual", type=float, default=0.0, show_default=True,
+              help="Share of the capex recovered at the horizon's end (resale), taken off the purchases' cost.")
+@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds the solver may take.")
+@click.option("--apply", "apply_", is_flag=True, help="Write the chosen settings to the plans (one transaction). "
+                                                      "Default: a dry run.")
+@format_option()
+@click.pass_context
+@user_errors
+def plan_optimize(ctx, start, quarters, allow_gpus, allow_kv_dtypes, whole_nodes, budget, residual, time_limit,
+                  apply_, fmt):
+    """The cheapest fleet for the horizon: per plan a GPU type, TP and KV dtype (TP free, GPU and KV
+    dtype within --allow-gpus / --allow-kv-dtypes), per GPU type and quarter the GPUs to buy.
+
+    The cost is the purchases' capex (less --residual) plus the running cost of the GPUs in use
+    (price_per_hour x 730 h x 3 per quarter) over the horizon. Every plan's users are served in every
+    quarter (capacity from the views), the installed fleet is reused, purchases land no earlier than
+    the GPU type's lead time allows, and --budget caps each quarter's capex. Solved exactly as a
+    mixed-integer program (scipy's HiGHS); status and gap say how. current_cost is today's plans
+    with the purchases they need; saving the difference.
+
+    table: the summary, the plans' settings and the purchases; json: one object; csv: the plans.
+
+    Example: kvreg plan optimize --from 2026Q4 --quarters 4 --allow-gpus H100-SXM,H200 --allow-kv-dtypes bf16,fp8
+    """
+    from kvreg.optimize import PLAN_COLUMNS, PURCHASE_COLUMNS, apply_optimum, optimize
+
+    args = dict(allow_gpus=allow_gpus, allow_kv_dtypes=allow_kv_dtypes, whole_nodes=whole_nodes, budget=budget,
+                residual=residual, time_limit=time_limit)
+    if apply_:
+        with open_db(ctx).begin() as conn:
+            result = optimize(conn, start, quarters, **args)
+            changed = apply_optimum(conn, result)
+    else:
+        with open_db(ctx).connect() as conn:  # candidates are scratch plans, rolled back
+            result = optimize(conn, start, quarters, **args)
+        changed = None
+    if fmt == "json":
+        import json  # lazy: only json output needs it (start-up time)
+
+        click.echo(json.dumps({**result, "applied": changed}))
+        return
+    if fmt == "csv":
+        emit(result["plans"], fmt, PLAN_COLUMNS)
+        return
+    summary = {k: result[k] for k in ("status", "gap", "current_cost", "optimal_cost", "saving")}
+    emit([summary], fmt)
+    click.echo("")
+    emit(result["plans"], fmt, PLAN_COLUMNS)
+    click.echo("")
+    emit(result["purchases"], fmt, PURCHASE_COLUMNS)
+    if changed is not None:
+        click.echo(f"applied: {len(changed)} plan(s) changed" + (f" ({', '.join(changed)})" if changed else ""))
+    else:
+        click.echo("dry run: nothing written (--apply writes the plans' settings)")
+
+
 # --------------------------------------------------------------------------- plan solve
 
 

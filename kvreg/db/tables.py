@@ -394,6 +394,12 @@ class Scenario(Deployment, table=True):
 
 MODEL_FIELDS = [c.name for c in Model.__table__.columns if c.name != "id"]
 GPU_FIELDS = [c.name for c in Gpu.__table__.columns if c.name != "id"]
+
+
+def server_default_value(column):
+    """A column's server default as the value it stands for: a count's '0' is 0, a text's '' is ''."""
+    arg = column.server_default.arg
+    return int(arg) if isinstance(column.type, Integer) else arg
 DTYPE_FIELDS = [c.name for c in Dtype.__table__.columns]
 
 

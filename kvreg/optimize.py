@@ -68,33 +68,32 @@ def _split(values, what: str) -> list[str] | None:
 
 
 def _candidates(conn, plans: list[str], allow_gpus, allow_kv_dtypes) -> dict[str, list[dict]]:
-    """Per plan: its own setting first, then every other allowed GPU x TP x KV dtype that fits, each
-    with its plan_quarter row for one user (read through the views)."""
+    """Per plan: its own setting (when valid) and every other allowed GPU x TP x KV dtype that fits,
+    each with its plan_quarter row for one user (read through the views). A plan is validated once
+    (validate_plan, TP left open); its candidates differ from that row in GPU, TP and KV dtype only,
+    the TPs being those the `tp_valid` figure accepts for the model (kvreg.capacity.valid_tps)."""
     gpus = [get_gpu(conn, g)["name"] for g in allow_gpus] if allow_gpus else None
     kv_dtypes = [check_dtype(conn, d, "kv", "KV dtype") for d in allow_kv_dtypes] if allow_kv_dtypes else None
+    gpu_ids: dict = {}
+    tps_of: dict = {}
     specs, keys = [], []
     for name in plans:
         spec = plan_solver_spec(conn, name)
+        base = validate_plan(conn, {**spec, "tp": "auto"}, named=False, choose_tp=False)
+        base["workload"] = validate_workload(spec.get("workload"), base["context_tokens"], base["avg_tokens"])
+        layout = (spec["model"], base["gpus_per_node"], base["pp"])
+        if layout not in tps_of:
+            tps_of[layout] = valid_tps(conn, *layout)
+        tps = [t for t in tps_of[layout] if t % base["dp_attention"] == 0]
         own = (spec["gpu"], spec["tp"], spec["kv_dtype"])
-        tps_of: dict = {}
-        options = [own]
+        options = [own] if spec["tp"] in tps else []
         for g in gpus or [spec["gpu"]]:
             for kvd in kv_dtypes or [spec["kv_dtype"]]:
-                if (spec["model"], spec["gpus_per_node"], spec["pp"]) not in tps_of:
-                    tps_of[(spec["model"], spec["gpus_per_node"], spec["pp"])] = valid_tps(
-                        conn, spec["model"], spec["gpus_per_node"], spec["pp"])
-                for t in tps_of[(spec["model"], spec["gpus_per_node"], spec["pp"])]:
-                    if t % spec["dp_attention"] == 0 and (g, t, kvd) not in options:
-                        options.append((g, t, kvd))
+                options += [(g, t, kvd) for t in tps if (g, t, kvd) != own]
         for g, t, kvd in options:
-            try:
-                row = validate_plan(conn, {**spec, "gpu": g, "tp": t, "kv_dtype": kvd}, named=False, choose_tp=False)
-            except KvregError:
-                if (g, t, kvd) == own:
-                    raise
-                continue  # a layout this GPU or dtype does not allow
-            row["workload"] = validate_workload(spec.get("workload"), row["context_tokens"], row["avg_tokens"])
-            specs.append({**row, "users": 1})
+            if g not in gpu_ids:
+                gpu_ids[g] = get_gpu(conn, g)["id"]
+            specs.append({**base, "gpu_id": gpu_ids[g], "tp": t, "kv_dtype": kvd, "users": 1})
             keys.append((name, g, t, kvd, (g, t, kvd) == own))
     out: dict[str, list[dict]] = {name: [] for name in plans}
     for (name, g, t, kvd, own), r in zip(keys, evaluate(conn, specs)):
@@ -185,6 +184,10 @@ class Program:
         return (self.facts[g]["unit_price"] or 0) * self.unit(g) * (1 - self.residual)
 
     def solve(self, time_limit: float, fixed: bool = False, last: int | None = None) -> dict:
+        """Solve the program (`fixed`: every plan at today's setting; `last`: the first `last`
+        quarters only, capacity alone)."""
+        if fixed and any(not any(self.cands[p][ci]["own"] for (q, ci) in self.x if q == p) for p in self.cands):
+            return {"status": "infeasible", "cost": None, "gap": None}  # a plan's setting today does not serve
         # lazy: scipy and numpy load only when a program is solved (start-up time of every other command)
         import numpy as np
         from scipy.optimize import Bounds, LinearConstraint, milp
@@ -265,10 +268,11 @@ class Program:
                 chosen[p] = ci
         plans = []
         for p in sorted(self.cands):
-            own = next(c for c in self.cands[p] if c["own"])
+            own = next((c for c in self.cands[p] if c["own"]), {})
             c = self.cands[p][chosen[p]]
             plans.append({"plan": p, "gpu": c["gpu"], "tp": c["tp"], "kv_dtype": c["kv_dtype"], "changed": not c["own"],
-                          "current_gpu": own["gpu"], "current_tp": own["tp"], "current_kv_dtype": own["kv_dtype"],
+                          "current_gpu": own.get("gpu"), "current_tp": own.get("tp"),
+                          "current_kv_dtype": own.get("kv_dtype"),
                           "gpus_in_last_quarter": self.need[(p, chosen[p])][-1]})
         purchases = []
         for j, (g, qi) in enumerate(self.k):

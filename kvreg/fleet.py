@@ -20,7 +20,7 @@ from kvreg.figures.aggregates import (
 from kvreg.registry import check_input, check_int, get_gpu
 from kvreg.units import parse_quarter
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
-    FLEET_COLUMNS, MAX_HORIZON_QUARTERS, horizon_quarters, in_force, list_fleet, rollup,
+    FLEET_COLUMNS, MAX_HORIZON_QUARTERS, horizon_quarters, in_force, list_fleet, purchase_schedule, rollup,
 )
 
 
@@ -79,20 +79,25 @@ def remove_fleet(conn, gpu: str, quarter: str) -> None:
 # --------------------------------------------------------------------------- rollup
 
 
-HORIZON_FIGURES = ["gpus_needed", "gpus_installed", "gpus_to_buy", "capex_to_buy", "gpus_spare"]
+HORIZON_FIGURES = ["gpus_needed", "gpus_installed", "gpus_bought", "gpus_to_buy", "capex_to_buy", "order_by",
+                   "driving_plans"]
 
 
 def horizon_table(rows: list[dict]) -> tuple[list[str], list[dict]]:
-    """The horizon side by side: one row per GPU type and figure, one column per quarter, and the
-    quarter the first purchase must land in (the first quarter with GPUs to buy)."""
+    """The horizon side by side: one row per GPU type and figure, one column per quarter, the
+    figures of kvreg.db.read.purchase_schedule's rows (order_by flagged LATE when it is before the
+    horizon's first quarter)."""
     quarters = sorted({r["quarter"] for r in rows})
     by = {(r["gpu"], r["quarter"]): r for r in rows}
     out = []
     for gpu in sorted({r["gpu"] for r in rows}):
-        first_buy = next((q for q in quarters if by.get((gpu, q), {}).get("gpus_to_buy")), None)
         for name in HORIZON_FIGURES:
             row = {"gpu": gpu, "figure": name}
-            row.update({q: (by.get((gpu, q)) or {}).get(name) for q in quarters})
-            row["first_purchase_lands_by"] = (first_buy or "none") if name == "gpus_to_buy" else ""
+            for q in quarters:
+                r = by.get((gpu, q)) or {}
+                v = r.get(name)
+                if name == "order_by" and v and r.get("order_late"):
+                    v = f"{v} LATE"
+                row[q] = v
             out.append(row)
-    return ["gpu", "figure", *quarters, "first_purchase_lands_by"], out
+    return ["gpu", "figure", *quarters], out

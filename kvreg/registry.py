@@ -486,6 +486,14 @@ def validate_gpu(row: dict) -> dict:
             raise KvregError(f"gpu {row['name']!r}: fabric is 1 (NVLink or another GPU fabric) or 0 (PCIe only), "
                              f"not {v!r}")
         row["fabric"] = int(v)
+    if row.get("lead_time_quarters") is None:
+        row.pop("lead_time_quarters", None)
+    else:
+        row["lead_time_quarters"] = check_int(row["lead_time_quarters"], "lead_time_quarters", minimum=0)
+    if row.get("node_gpus") is None:
+        row.pop("node_gpus", None)
+    else:
+        row["node_gpus"] = check_int(row["node_gpus"], "node_gpus", minimum=1)
     for f in ("vendor", "interconnect", "notes"):
         row.setdefault(f, "")
     return row
@@ -502,6 +510,26 @@ def add_gpu(conn, row: dict, *, replace: bool = False) -> dict:
     except IntegrityError as exc:
         raise _integrity(exc, "gpu", row["name"]) from None
     return row
+
+
+# What `kvreg gpu set` may change on an existing GPU type: its procurement facts.
+GPU_SETTABLE = ("lead_time_quarters", "node_gpus", "unit_price", "price_per_hour")
+
+
+def set_gpu(conn, name: str, changes: dict) -> dict:
+    """Change a GPU type's procurement facts (GPU_SETTABLE; None: left as it is): the row as stored."""
+    g = get_gpu(conn, name)
+    changes = {k: v for k, v in changes.items() if v is not None}
+    unknown = sorted(set(changes) - set(GPU_SETTABLE))
+    if unknown:
+        raise KvregError(f"gpu set cannot change {', '.join(unknown)}: only {', '.join(GPU_SETTABLE)}")
+    if not changes:
+        raise KvregError("gpu set needs something to change: --lead-time, --node-gpus, --unit-price or "
+                         "--price-per-hour")
+    row = validate_gpu({**{k: g.get(k) for k in GPU_FIELDS}, **changes})
+    values = {k: row[k] for k in changes}
+    conn.execute(update(Gpu).where(Gpu.id == g["id"]).values(**values))
+    return {**g, **values}
 
 
 def remove_gpu(conn, name: str) -> None:

@@ -46,6 +46,8 @@ from kvreg.db.read import (
     list_dtypes,
     list_gpus,
     list_models,
+    purchase_schedule,
+    rollup,
     runner,
     scratch_in_temp,
     snapshot,
@@ -57,7 +59,6 @@ from kvreg.figures.declarations import FIGURES, HOURS_PER_MONTH
 from kvreg.figures.inputs import INPUTS
 from kvreg.figures.quarters import previous_index, previous_quarter, quarter_of_index
 from kvreg.figures.views import GRAIN, views_hash
-from kvreg.fleet import rollup as rollup_of
 from kvreg.plans import list_demand
 from kvreg.units import current_quarter, parse_quarter, quarter_folder
 
@@ -72,7 +73,8 @@ REGISTRY_TABLES = ("dtype", "model", "gpu", "plan", "workload_class", "demand", 
 PROCUREMENT_COLUMNS = ["gpu", "gpus_to_buy", "capex_to_buy", "gpus_needed", "gpus_installed", "gpus_spare",
                        "plans", "plans_not_fitting", "users", "nodes_needed", "cost_per_month",
                        "previous_quarter_gpus_needed", "gpus_needed_quarter_change", "unit_price"]
-HORIZON_COLUMNS = ["gpu", "quarter", "gpus_needed", "gpus_installed", "gpus_to_buy", "capex_to_buy", "gpus_spare"]
+HORIZON_COLUMNS = ["gpu", "quarter", "gpus_needed", "gpus_installed", "gpus_bought", "gpus_to_buy", "capex_to_buy",
+                   "order_by", "order_late", "gpus_spare", "driving_plans"]
 HORIZON_QUARTERS = 4
 CLASS_COLUMNS = ["workload_class", "class_tokens", "share", "class_kv_bytes_per_request_per_gpu", "class_concurrency"]
 PLAN_COLUMNS = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens",
@@ -343,13 +345,16 @@ def _span_quarters(conn, quarter: str) -> list[str]:
 def gather(conn, quarter: str, *, generated_at: str, registry_url: str, asked: dict | None = None) -> dict:
     """Everything the report prints, read from the views (the content of data.json). `asked` keeps
     the capacity questions' answers by repr(question), to be reused on the same connection."""
-    # One read of every quarter from the first demand or fleet entry to the end of the horizon (computing
-    # plan_quarter is the costly part), entries carried forward, with the GPU types that have plans or a
-    # fleet in each: the GPUs-needed chart and table show each of these quarters, one without entries too.
-    # The horizon is its part from the report's quarter on.
+    # The GPUs-needed chart and table show every quarter from the first demand or fleet entry to the end
+    # of the horizon, entries carried forward, one without entries too. The purchase schedule is the
+    # horizon's: its first quarter is the report's (GPUs bought stay bought from there on), with the GPU
+    # types that have plans or a fleet then. Computing plan_quarter is the costly part: a span that
+    # starts at the report's quarter is the horizon itself and is read once.
     span = _span_quarters(conn, quarter)
-    rows = rollup_of(conn, start=span[0], quarters=len(span))
-    horizon = [r for r in rows if r["quarter"] >= quarter]
+    schedule = purchase_schedule(conn, start=quarter, quarters=HORIZON_QUARTERS)
+    horizon = schedule["schedule"]
+    rows = horizon if span == horizon_quarters(quarter, HORIZON_QUARTERS) \
+        else rollup(conn, start=span[0], quarters=len(span))
     procurement = [r for r in horizon if r["quarter"] == quarter and (r["plans"] or r["gpus_installed"])]
     by_quarter = [_pick(r, ["gpu", "quarter", "gpus_needed"]) for r in rows]
     models = _models(conn)
@@ -365,6 +370,8 @@ def gather(conn, quarter: str, *, generated_at: str, registry_url: str, asked: d
         "procurement": [_pick(r, PROCUREMENT_COLUMNS) for r in procurement],
         "horizon": [_pick(r, HORIZON_COLUMNS) for r in horizon],
         "procurement_total": procurement_total(procurement),
+        "schedule_totals": schedule["totals"],
+        "schedule_total": schedule["total"],
         "procurement_by_quarter": by_quarter,
         "procurement_quarters": span,
         "plans": _plans(conn, quarter),

@@ -27,7 +27,7 @@ from sqlalchemy.exc import IntegrityError
 
 from kvreg import sync_plans as sp
 from kvreg.db.read import SIZE_FIELDS
-from kvreg.db.tables import DTYPE_FIELDS, GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, Model, Plan
+from kvreg.db.tables import DTYPE_FIELDS, GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, Model, Plan, server_default_value
 from kvreg.errors import KvregError
 from kvreg.limits import MAX_TOML_BYTES, parse_toml, read_input, show_path
 from kvreg.registry import check_bytes_per_element, check_int, check_name, validate_gpu, validate_model
@@ -220,7 +220,8 @@ def validate_dtype(row: dict) -> dict:
 
 
 def _full_row(kind: str, row: dict) -> dict:
-    defaults = {c.name: ("" if c.server_default is not None else None) for c in _TABLES[kind].__table__.columns}
+    defaults = {c.name: (server_default_value(c) if c.server_default is not None else None)
+                for c in _TABLES[kind].__table__.columns}
     return {f: row.get(f, defaults[f]) for f in _FIELDS[kind]}
 
 

@@ -29,7 +29,7 @@ def _by(rows, *keys):
 def test_fleet_40_need_93_buy_53_and_a_quarter_with_spare(kv):
     kv("fleet", "set", H100, "2026Q3", 40)
     kv("fleet", "set", H200, "2026Q4", 10, "--reserved", 2, "--reserved-price", "3.5")
-    r = _by(kv.json("plan", "rollup"), "gpu", "quarter")
+    r = _by(kv.json("plan", "rollup")["schedule"], "gpu", "quarter")
     # 2026Q3: 39 needed, 40 owned -> nothing to buy, 1 spare.
     q3 = r[(H100, "2026Q3")]
     assert (q3["gpus_needed"], q3["gpus_installed"], q3["gpus_to_buy"], q3["gpus_spare"]) == (39, 40, 0, 40 - 39)
@@ -40,7 +40,7 @@ def test_fleet_40_need_93_buy_53_and_a_quarter_with_spare(kv):
     assert q4["capex_to_buy"] == pytest.approx(53 * H100_PRICE) == 1_590_000
     assert (q4["previous_quarter_gpus_needed"], q4["gpus_needed_quarter_change"]) == (39, 93 - 39)
     # H200 in 2026Q3: no fleet yet, 2 needed -> buy 2 (70,000 USD); in 2026Q4: 10 owned + 2 reserved
-    # = 12 installed, 3 needed -> 9 spare, nothing to buy; reserved cost 2 x 3.5 x 730 = 5,110 USD a month.
+    # = 12 installed, 3 needed -> 9 spare, nothing more to buy (the 2 bought in 2026Q3 stay); reserved cost 2 x 3.5 x 730 = 5,110 USD a month.
     assert (r[(H200, "2026Q3")]["gpus_to_buy"], r[(H200, "2026Q3")]["capex_to_buy"]) == (2, 2 * H200_PRICE)
     h200 = r[(H200, "2026Q4")]
     assert (h200["gpus_installed"], h200["gpus_to_buy"], h200["gpus_spare"]) == (10 + 2, 0, 12 - 3)
@@ -96,21 +96,22 @@ def test_demand_carries_forward_over_three_quarters_until_an_explicit_0(kv):
     assert seen["2027Q4"] is None  # ended: not carried as a plan with 0 users
     # The rollup over the horizon: H100 needs 93 while chat's one GPU carries, 92 once it ends
     # (250 users / 268.85 per replica = 1 replica = 1 GPU); every other plan carries its 2026Q4 demand.
-    horizon = _by(kv.json("plan", "rollup", "--from", "2026Q4", "--quarters", 4), "gpu", "quarter")
+    horizon = _by(kv.json("plan", "rollup", "--from", "2026Q4", "--quarters", 4)["schedule"], "gpu", "quarter")
     assert [horizon[(H100, q)]["gpus_needed"] for q in ("2026Q4", "2027Q1", "2027Q2", "2027Q3")] == [93, 93, 93, 92]
     assert [horizon[(H100, q)]["plans"] for q in ("2026Q4", "2027Q1", "2027Q2", "2027Q3")] == [5, 5, 5, 4]
     assert horizon[(H100, "2027Q3")]["gpus_needed_quarter_change"] == -1
-    # The table: quarters side by side, and the quarter the first purchase lands in.
+    # The table: quarters side by side. GPUs bought stay bought: the 93 bought in 2026Q4 (no fleet) serve
+    # the later quarters, so nothing more is bought and the row adds up to the 93 the horizon buys.
     out = kv("plan", "rollup", "--from", "2026Q4", "--quarters", 4).stdout.splitlines()
-    assert out[0].split() == ["gpu", "figure", "2026Q4", "2027Q1", "2027Q2", "2027Q3", "first_purchase_lands_by"]
+    assert out[0].split() == ["gpu", "figure", "2026Q4", "2027Q1", "2027Q2", "2027Q3"]
     to_buy = next(line for line in out if line.startswith(H100) and "gpus_to_buy" in line).split()
-    assert to_buy == [H100, "gpus_to_buy", "93", "93", "93", "92", "2026Q4"]
+    assert to_buy == [H100, "gpus_to_buy", "93", "0", "0", "0"]
 
 
 def test_a_new_quarter_no_longer_makes_demand_vanish(kv):
     """The issue's bug: one plan with a new quarter made the rollup show gpus_change -91."""
     kv("demand", "set", "chat-llama3-8b", "2027Q1", 300)
-    q1 = _by(kv.json("plan", "rollup"), "gpu", "quarter")[(H100, "2027Q1")]
+    q1 = _by(kv.json("plan", "rollup")["schedule"], "gpu", "quarter")[(H100, "2027Q1")]
     # chat: 300 / 268.85 -> 2 replicas = 2 GPUs; the rest carry: 93 - 1 + 2 = 94.
     assert (q1["gpus_needed"], q1["gpus_needed_quarter_change"]) == (93 - 1 + 2, 1)
 
@@ -303,7 +304,8 @@ def test_fleet_migration_with_data_up_and_down(empty_db_url):
             assert conn.execute(text("SELECT COUNT(*) FROM demand")).scalar_one() == open_rows["demand"]
     finally:
         eng.dispose()
-    assert (rows[(H100, "2026Q4")]["gpus_installed"], rows[(H100, "2026Q4")]["gpus_to_buy"]) == (0, 93)
+    # No fleet: 39 bought in 2026Q3 stay bought, 93 - 39 = 54 more in 2026Q4 (the purchase schedule).
+    assert (rows[(H100, "2026Q4")]["gpus_installed"], rows[(H100, "2026Q4")]["gpus_to_buy"]) == (0, 93 - 39)
 
 
 # ---------------------------------------------------------------- one declaration, two targets
@@ -313,13 +315,19 @@ def test_an_aggregate_compiles_to_sql_and_to_excel_from_one_declaration():
     """Table-driven: each aggregate's SQL (in the procurement view) and its Excel formula (the
     workbook's Summary) come from the same declaration; the LibreOffice test in test_xlsx.py checks
     that they give equal numbers."""
-    from kvreg.figures.aggregates import aggregate_excel, aggregate_sql, in_force_sql, quarters_sql
+    from kvreg.figures.aggregates import aggregate_excel, aggregate_sql, in_force_sql, quarters_sql, running_excel
 
     def excel(name):
         return aggregate_excel(name, demand=lambda c: f"D!{c}", fleet=lambda c: f"F!{c}",
                                gpu_criterion=lambda rng: f'{rng},"="&A6', cell_of=lambda n: f"{n.upper()}6")
 
-    assert excel("gpus_to_buy") == "=MAX(0,(GPUS_NEEDED6 - GPUS_INSTALLED6))"
+    assert excel("gpus_short") == "=MAX(0,(GPUS_NEEDED6 - GPUS_INSTALLED6))"
+    assert excel("gpus_to_buy") == "=(GPUS_BOUGHT6 - PREVIOUS_GPUS_BOUGHT6)"
+    # The running largest shortfall: over a per-quarter block of gpus_short, up to the quarter (before it).
+    assert running_excel("gpus_bought", "B20:B23", "A20:A23", "$B$3") == (
+        "=SUMPRODUCT(MAX(((LEFT(A20:A23,4)*4+RIGHT(A20:A23,1)-1)<=$B$3)*B20:B23))")
+    assert running_excel("previous_gpus_bought", "B20:B23", "A20:A23", "$B$3") == (
+        "=SUMPRODUCT(MAX(((LEFT(A20:A23,4)*4+RIGHT(A20:A23,1)-1)<$B$3)*B20:B23))")
     # A GPU without a unit_price: blank, as NULL in SQL (never 0).
     assert excel("capex_to_buy") == '=IF(UNIT_PRICE6="","",(GPUS_TO_BUY6 * UNIT_PRICE6))'
     assert excel("plans_not_fitting") == '=COUNTIFS(D!gpu,"="&A6,D!in_force,1,D!users,">0",D!fits,0)'
@@ -331,4 +339,6 @@ def test_an_aggregate_compiles_to_sql_and_to_excel_from_one_declaration():
     assert f"SUM(CASE WHEN {this} AND d.users > 0 AND d.fits = 0 THEN 1 ELSE 0 END) AS plans_not_fitting" in sql
     assert f"COALESCE(SUM(CASE WHEN {before} THEN d.gpus_needed END), 0) AS previous_quarter_gpus_needed" in sql
     assert ("(CASE WHEN (src.gpus_needed - src.gpus_installed) IS NULL OR 0 >= (src.gpus_needed - src.gpus_installed)"
-            " THEN 0 ELSE (src.gpus_needed - src.gpus_installed) END) AS gpus_to_buy") in sql
+            " THEN 0 ELSE (src.gpus_needed - src.gpus_installed) END) AS gpus_short") in sql
+    assert ("MAX(src.gpus_short) OVER (PARTITION BY src.gpu ORDER BY src.quarter_index ROWS BETWEEN UNBOUNDED"
+            " PRECEDING AND CURRENT ROW) AS gpus_bought") in sql

@@ -152,7 +152,7 @@ def test_rollup_is_the_sum_of_plan_quarter_rows(kv):
         s["plans_not_fitting"] += 0 if r["fits"] else 1
         for k in ("users", "gpus_needed", "nodes_needed", "cost_per_month"):
             s[k] += r[k] or 0  # a plan that does not fit needs no GPUs: its figures are empty
-    rollup = kv.json("plan", "rollup")
+    rollup = kv.json("plan", "rollup")["schedule"]
     assert {(r["gpu"], r["quarter"]) for r in rollup} == set(sums)
     for r in rollup:
         s = sums[(r["gpu"], r["quarter"])]
@@ -170,10 +170,11 @@ def test_rollup_is_the_sum_of_plan_quarter_rows(kv):
     assert (h100_q4["plans"], h100_q4["plans_not_fitting"]) == (6, 1)
     assert h100_q4["cost_per_month"] == pytest.approx(93 * 2.5 * 730)
     assert by_key[("H200", "2026Q4")]["gpus_needed_quarter_change"] == 3 - 2
-    # No fleet entered: every GPU needed is to buy, at unit_price (H100-SXM 30,000 USD).
-    assert (h100_q4["gpus_installed"], h100_q4["gpus_to_buy"]) == (0, 93)
-    assert h100_q4["capex_to_buy"] == pytest.approx(93 * 30_000)
-    only_q4 = kv.json("plan", "rollup", "--quarter", "2026q4")
+    # No fleet entered: every GPU needed is bought, at unit_price (H100-SXM 30,000 USD): 39 in 2026Q3, and
+    # in 2026Q4 the increment beyond them, 93 - 39 = 54 (GPUs bought stay bought).
+    assert (h100_q4["gpus_installed"], h100_q4["gpus_bought"], h100_q4["gpus_to_buy"]) == (0, 93, 93 - 39)
+    assert h100_q4["capex_to_buy"] == pytest.approx(54 * 30_000)
+    only_q4 = kv.json("plan", "rollup", "--quarter", "2026q4")["schedule"]
     assert {r["quarter"] for r in only_q4} == {"2026Q4"}
 
 

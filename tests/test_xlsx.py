@@ -239,7 +239,9 @@ def _expected(conn) -> dict:
             (r["gpu"], r["quarter"]): dict(r) for r in conn.execute(text("SELECT * FROM fleet_quarter")).mappings()}),
         "model_kv": _grain_rows(conn, "model_kv", lambda r: (r["model"], r["kv_dtype"])),
         # The declared aggregates through SQL (carry-forward included), per GPU type and quarter.
-        "procurement": {(r["gpu"], r["quarter"]): r for q in BLOCK_QUARTERS for r in rollup(conn, quarter=q)},
+        # Over the block's quarters as a horizon (consecutive here): GPUs bought in 2026Q3 stay bought in 2026Q4.
+        "procurement": {(r["gpu"], r["quarter"]): r
+                        for r in rollup(conn, start=BLOCK_QUARTERS[0], quarters=len(BLOCK_QUARTERS))},
         "gpus": {r["name"]: dict(r) for r in conn.execute(text("SELECT * FROM gpu")).mappings()},
         "state_dtype": {n: m["linear_state_dtype"] or m["weight_dtype"] for n, m in models.items()},
         "weight_dtype": {n: m["weight_dtype"] for n, m in models.items()},
@@ -381,31 +383,39 @@ def _check_cards(vals, forms, problems: list, covered: set) -> int:
 
 
 def _check_summary(vals, forms, procurement: dict, gpus: dict, problems: list, covered: set) -> int:
+    from kvreg.figures.quarters import index_of_quarter
+
     quarter, previous = vals["B1"].value, vals["B2"].value
     assert (quarter, previous) == ("2026Q4", "2026Q3")
-    from kvreg.export.xlsx import SUMMARY_QUARTER_INDEX
+    from kvreg.export.xlsx import SUMMARY_HORIZON_START, SUMMARY_QUARTER_INDEX
 
     index_cell = SUMMARY_QUARTER_INDEX.split("!")[1].replace("$", "")
     assert vals[index_cell].value == 2026 * 4 + 3 and forms.cell(1, vals[index_cell].column - 1).value.startswith(
         "Quarter index")
-    covered.update({("Summary", "B2"), ("Summary", index_cell)})
+    start_cell = SUMMARY_HORIZON_START.split("!")[1].replace("$", "")
+    assert vals[start_cell].value == index_of_quarter(BLOCK_QUARTERS[0])  # the horizon's first quarter
+    covered.update({("Summary", "B2"), ("Summary", index_cell), ("Summary", start_cell)})
     names = [c.value for c in forms[5]]
     totals: dict[str, float] = {}
     checked = 0
     total_row = next(r for r in range(6, forms.max_row + 1) if vals.cell(r, 1).value == "Total")
-    # GPUs needed per quarter (rows) and GPU type (columns), below the totals.
-    block = next(r for r in range(total_row + 1, forms.max_row + 1) if vals.cell(r, 1).value == "Quarter")
-    gpu_cols = {c: vals.cell(block, c).value for c in range(2, forms.max_column + 1) if vals.cell(block, c).value}
-    assert tuple(vals.cell(r, 1).value for r in range(block + 1, forms.max_row + 1)
-                 if vals.cell(r, 1).value) == BLOCK_QUARTERS
-    for r in range(block + 1, forms.max_row + 1):
-        q = vals.cell(r, 1).value
-        for c, gpu in gpu_cols.items():
-            covered.add(("Summary", forms.cell(r, c).coordinate))
-            want = (procurement.get((gpu, q)) or {}).get("gpus_needed") or 0
-            if not _same(vals.cell(r, c).value, want):
-                problems.append(f"Summary!{forms.cell(r, c).coordinate} {gpu} {q}: {vals.cell(r, c).value!r}, view {want}")
-            checked += 1
+    # GPUs needed, then GPUs short, per quarter (rows) and GPU type (columns), below the totals.
+    blocks = [r for r in range(total_row + 1, forms.max_row + 1) if vals.cell(r, 1).value == "Quarter"]
+    assert len(blocks) == 2
+    for block, figure in zip(blocks, ("gpus_needed", "gpus_short")):
+        gpu_cols = {c: vals.cell(block, c).value for c in range(2, forms.max_column + 1) if vals.cell(block, c).value}
+        rows = range(block + 1, block + 1 + len(BLOCK_QUARTERS))
+        assert tuple(vals.cell(r, 1).value for r in rows) == BLOCK_QUARTERS
+        assert vals.cell(rows[-1] + 1, 1).value in (None, "")
+        for r in rows:
+            q = vals.cell(r, 1).value
+            for c, gpu in gpu_cols.items():
+                covered.add(("Summary", forms.cell(r, c).coordinate))
+                want = (procurement.get((gpu, q)) or {}).get(figure) or 0
+                if not _same(vals.cell(r, c).value, want):
+                    problems.append(f"Summary!{forms.cell(r, c).coordinate} {gpu} {q} {figure}: "
+                                    f"{vals.cell(r, c).value!r}, view {want}")
+                checked += 1
     for r in range(6, total_row + 1):
         gpu = vals.cell(r, 1).value
         for i, name in enumerate(names, start=1):
@@ -415,12 +425,12 @@ def _check_summary(vals, forms, procurement: dict, gpus: dict, problems: list, c
             got = vals.cell(r, i).value
             if gpu == "Total":
                 want = totals.get(name, 0)
-            elif name in ("unit_price", "price_per_hour"):
+            elif name in ("unit_price", "price_per_hour", "lead_time_quarters", "node_gpus"):
                 want = gpus[gpu][name]
-            else:  # a GPU type with no demand and no fleet: every aggregate is 0
+            else:  # a GPU type with no demand and no fleet: every aggregate is 0, no order-by quarter
                 row = procurement.get((gpu, quarter))
-                want = row.get(name) if row else 0  # capex_to_buy without a unit_price: None (blank)
-                totals[name] = totals.get(name, 0) + (want or 0)
+                want = row.get(name) if row else (None if name.startswith("order_by") else 0)  # capex_to_buy without a unit_price: None (blank)
+                totals[name] = totals.get(name, 0) + (want if isinstance(want, (int, float)) else 0)
             if not _same(got, want):
                 problems.append(f"Summary!{forms.cell(r, i).coordinate} {gpu} {name}: workbook {got!r}, view {want!r}")
             checked += 1
@@ -778,7 +788,10 @@ def test_seeded_workbook_prints_on_12_pages_at_8_pt_or_more(engine, tmp_path):
     for sheet in ("Summary", "Plans"):
         reason = _col(forms["Plans"], "reason") if sheet == "Plans" else None
         # A GPU type's own prices on Summary stay blank when unknown (no hourly price for a Mac).
-        prices = {c.column for c in forms["Summary"][5] if c.value in ("unit_price", "price_per_hour")}
+        # So do the order-by quarters of a GPU type with nothing to buy.
+        prices = {c.column for c in forms["Summary"][5] if c.value in (
+            "unit_price", "price_per_hour", "order_by", "order_by_whole_nodes", "order_by_index",
+            "order_by_index_whole_nodes")}
         blank_ok = {reason} if sheet == "Plans" else prices
         cells = [(c.row, c.column) for row in forms[sheet].iter_rows() for c in row if c.data_type == "f"]
         assert len(cells) > 50
@@ -912,15 +925,22 @@ def test_to_buy_cells_follow_a_fleet_edit(registry, recalculated):
     with registry.connect() as conn:
         trans = conn.begin()
         try:
-            view_before = next(r for r in rollup(conn, "2026Q4") if r["gpu"] == "H100-SXM")
+            def view():  # the Summary's horizon: the block's quarters, 2026Q3 first
+                rows = rollup(conn, start=BLOCK_QUARTERS[0], quarters=len(BLOCK_QUARTERS))
+                return next(r for r in rows if (r["gpu"], r["quarter"]) == ("H100-SXM", "2026Q4"))
+
+            view_before = view()
             _edit_registry(conn)
-            view_after = next(r for r in rollup(conn, "2026Q4") if r["gpu"] == "H100-SXM")
+            view_after = view()
         finally:
             trans.rollback()
     assert (before["gpus_installed"], after["gpus_installed"]) == (40, 7)
     for got, view in ((before, view_before), (after, view_after)):
         assert {k: got[k] for k in keys} == pytest.approx({k: view[k] for k in keys})
-        assert got["gpus_to_buy"] == max(0, got["gpus_needed"] - got["gpus_installed"])
+        # GPUs bought stay bought: the largest shortfall so far less what 2026Q3 bought.
+        assert got["gpus_short"] == max(0, got["gpus_needed"] - got["gpus_installed"])
+        assert got["gpus_bought"] == max(got["gpus_short"], got["previous_gpus_bought"])
+        assert got["gpus_to_buy"] == got["gpus_bought"] - got["previous_gpus_bought"]
         assert got["capex_to_buy"] == pytest.approx(got["gpus_to_buy"] * 30_000)
     # The Summary leads with the purchase.
     ws = load_workbook(recalculated["before"][0])["Summary"]

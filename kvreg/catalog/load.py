@@ -7,7 +7,7 @@ import uuid
 from sqlalchemy import func, insert, select
 
 from kvreg.catalog import load_catalog
-from kvreg.db.tables import Demand, Dtype, Gpu, Meta, Model, Plan, WorkloadClass
+from kvreg.db.tables import Demand, Dtype, Gpu, Meta, Model, Plan, WorkloadClass, server_default_value
 
 from .defaults import model_defaults
 
@@ -44,7 +44,7 @@ def ensure_registry_id(conn) -> str:
 
 def _fill(table, rows: list[dict]) -> list[dict]:
     """Give every row every optional column, so one executemany can insert them all."""
-    optional = {c.name: ("" if c.server_default is not None else None)
+    optional = {c.name: (server_default_value(c) if c.server_default is not None else None)
                 for c in table.__table__.columns if c.nullable or c.server_default is not None}
     return [{**optional, **r} for r in rows]
 

@@ -7,7 +7,7 @@ import click
 from kvreg.cli.common import emit, emit_record, format_option, open_db, read, user_errors
 
 GPU_COLUMNS = ["name", "vendor", "memory_bytes", "memory_gib", "reported_memory_bytes", "memory_bandwidth_bytes_per_s",
-               "interconnect", "compute_capability", "fabric", "price_per_hour", "unit_price", "notes"]
+               "interconnect", "compute_capability", "fabric", "price_per_hour", "unit_price", "lead_time_quarters", "node_gpus", "notes"]
 
 
 def _gpu_out(row: dict) -> dict:
@@ -40,11 +40,14 @@ def gpu_group():
                    "fabric).")
 @click.option("--price-per-hour", type=float, help="USD per GPU-hour (for monthly cost).")
 @click.option("--unit-price", type=float, help="USD to buy one GPU (for capex).")
+@click.option("--lead-time", "lead_time", type=int,
+              help="Quarters from placing an order to the GPUs serving (plan rollup's order_by). Default: 0.")
+@click.option("--node-gpus", type=int, help="GPUs in one node as bought (plan rollup --whole-nodes). Default: 8.")
 @click.option("--notes", default="")
 @click.pass_context
 @user_errors
 def gpu_add(ctx, name, memory, reported_memory, bandwidth, vendor, interconnect, compute_capability, fabric,
-            price_per_hour, unit_price, notes):
+            price_per_hour, unit_price, lead_time, node_gpus, notes):
     """Add a GPU: kvreg gpu add H100-PCIe --memory 80GiB --reported-memory 79.19GiB --bandwidth 2TB
     --compute-capability 9.0 --pcie-only."""
     from kvreg.registry import add_gpu
@@ -53,8 +56,30 @@ def gpu_add(ctx, name, memory, reported_memory, bandwidth, vendor, interconnect,
         add_gpu(conn, dict(name=name, memory_bytes=memory, reported_memory_bytes=reported_memory,
                            memory_bandwidth_bytes_per_s=bandwidth, vendor=vendor, interconnect=interconnect,
                            compute_capability=compute_capability, fabric=fabric, price_per_hour=price_per_hour,
-                           unit_price=unit_price, notes=notes))
+                           unit_price=unit_price, lead_time_quarters=lead_time, node_gpus=node_gpus,
+                           notes=notes))
     click.echo(f"added gpu {name}")
+
+
+@gpu_group.command("set")
+@click.argument("name")
+@click.option("--lead-time", "lead_time", type=int,
+              help="Quarters from placing an order to the GPUs serving: plan rollup's order_by is the quarter a "
+                   "purchase lands in less this many.")
+@click.option("--node-gpus", type=int, help="GPUs in one node as bought: plan rollup --whole-nodes rounds purchases "
+                                            "up to whole nodes.")
+@click.option("--unit-price", type=float, help="USD to buy one GPU (for capex).")
+@click.option("--price-per-hour", type=float, help="USD per GPU-hour (for monthly cost).")
+@click.pass_context
+@user_errors
+def gpu_set(ctx, name, lead_time, node_gpus, unit_price, price_per_hour):
+    """Change a GPU type's procurement facts: kvreg gpu set H100-SXM --lead-time 2 --node-gpus 8."""
+    from kvreg.registry import set_gpu
+
+    with open_db(ctx).begin() as conn:
+        set_gpu(conn, name, dict(lead_time_quarters=lead_time, node_gpus=node_gpus, unit_price=unit_price,
+                                 price_per_hour=price_per_hour))
+    click.echo(f"changed gpu {name}")
 
 
 @gpu_group.command("list")

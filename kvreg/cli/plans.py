@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from kvreg.cli.common import deployment_options, emit, emit_record, format_option, open_db, read, user_errors
+from kvreg.cli.common import deployment_options, emit, emit_record, format_option, open_db, read, render, user_errors
 
 LIST_TABLE_COLUMNS = ["plan", "rule", "model", "gpu", "tp", "pp", "gpus_per_node", "context_tokens", "workload_tokens",
                       "kv_dtype", "kv_pool_gib_per_gpu", "max_concurrency", "workload_concurrency", "fits", "reason"]
@@ -29,9 +29,9 @@ CALIBRATION_COLUMNS = ["plan", "rule", "measured_engine_version", "kv_cache_toke
 LOG_CALIBRATION_COLUMNS = ["calibration_source", "measured_kv_cache_bytes", "kv_pool_gib_per_gpu",
                            "kv_cache_memory_error_fraction", "weights_measured_bytes", "activation_bytes",
                            "non_torch_bytes", "cuda_graph_bytes", "max_num_seqs", "engine_version"]
-ROLLUP_COLUMNS = ["gpu", "quarter", "gpus_to_buy", "capex_to_buy", "gpus_needed", "gpus_installed", "gpus_spare",
-                  "plans", "plans_not_fitting", "users", "cost_per_month", "previous_quarter_gpus_needed",
-                  "gpus_needed_quarter_change"]
+ROLLUP_COLUMNS = ["gpu", "quarter", "gpus_to_buy", "capex_to_buy", "order_by", "gpus_needed", "gpus_installed",
+                  "gpus_bought", "gpus_spare", "plans", "plans_not_fitting", "users", "cost_per_month",
+                  "gpus_needed_quarter_change", "driving_plans"]
 SOLVE_TABLE = {
     "context": ["model", "gpu", "tp", "users", "gpus", "context_tokens", "max_concurrency",
                 "workload_concurrency", "replicas_needed", "gpus_needed", "context_within_claim", "limited_by"],
@@ -243,29 +243,117 @@ def plan_remove(ctx, name):
 @click.option("--quarter", help="Only this quarter (2026Q4); demand and fleet entries carry forward into it.")
 @click.option("--from", "start", help="First quarter of a horizon (2026Q4): the quarters side by side.")
 @click.option("--quarters", help="Quarters in the horizon from --from (default 4).")
+@click.option("--whole-nodes", is_flag=True,
+              help="Buy whole nodes: purchases rounded up to the GPU type's node_gpus (kvreg gpu set --node-gpus).")
 @format_option()
 @click.pass_context
 @user_errors
-def plan_rollup(ctx, quarter, start, quarters, fmt):
-    """What to buy per GPU type and quarter: GPUs the plans need, GPUs installed (kvreg fleet), GPUs
-    to buy = max(0, needed - installed) and their capex, spare GPUs, cost per month, and the change
-    in GPUs needed from the quarter before. Demand and fleet entries hold until their next entry.
+def plan_rollup(ctx, quarter, start, quarters, whole_nodes, fmt):
+    """The purchase schedule per GPU type and quarter: GPUs the plans need, GPUs installed (kvreg
+    fleet), GPUs to buy and their capex, the quarter each order must be placed by, and the plans that
+    drive it; totals per GPU type and overall.
 
-    With --from Q --quarters N the table shows N quarters side by side per GPU type and the quarter
-    the first purchase must land in (json/csv: one row per GPU type and quarter).
+    GPUs bought stay bought: gpus_to_buy is the increment beyond the installed fleet and the
+    horizon's earlier purchases (gpus_bought, the largest shortfall so far), so the column adds up to
+    what the horizon buys. order_by is the quarter the purchase lands in less the GPU type's lead
+    time (kvreg gpu set --lead-time 2); order_late is 1 when that is before the horizon's first
+    quarter. Demand and fleet entries hold until their next entry.
 
-    Example: kvreg plan rollup --from 2026Q4 --quarters 4
+    With --from Q --quarters N the table shows N quarters side by side per GPU type. Without them:
+    every quarter with an entry. json: an object with the schedule's rows, the totals per GPU type
+    and the total; csv: the schedule's rows.
+
+    Example: kvreg plan rollup --from 2026Q4 --quarters 4 --whole-nodes
     """
-    from kvreg.db.read import rollup
+    from kvreg.db.read import SCHEDULE_COLUMNS, purchase_schedule
 
-    rows = read(ctx, lambda conn: rollup(conn, quarter, start, quarters))
-    if (start or quarters) and fmt == "table":
+    sched = read(ctx, lambda conn: purchase_schedule(conn, quarter, start, quarters, whole_nodes=whole_nodes))
+    rows = sched["schedule"]
+    if fmt == "json":
+        import json  # lazy: only json output needs it (start-up time)
+
+        body = render(rows, "json")
+        head = json.dumps({k: v for k, v in sched.items() if k != "schedule"})
+        click.echo(head[:-1] + ', "schedule": ' + body.rstrip("\n") + "}")
+        return
+    if fmt == "csv":
+        emit(rows, fmt)
+        return
+    if start or quarters:
         from kvreg.fleet import horizon_table
 
         columns, table = horizon_table(rows)
         emit(table, fmt, columns)
     else:
         emit(rows, fmt, ROLLUP_COLUMNS if fmt == "table" else None, keys=ROLLUP_KEYS)
+    click.echo("")
+    emit([*sched["totals"], {"gpu": "total", **sched["total"]}], fmt,
+         ["gpu", "gpus_to_buy", "capex_to_buy", "first_order_by", "orders_late"])
+
+
+@plan_group.command("optimize")
+@click.option("--from", "start", required=True, help="First quarter of the horizon (2026Q4).")
+@click.option("--quarters", help="Quarters in the horizon (default 4).")
+@click.option("--allow-gpus", help="GPU types any plan may move to, comma-separated (H100-SXM,H200). Default: each "
+                                   "plan's own.")
+@click.option("--allow-kv-dtypes", help="KV dtypes any plan may use, comma-separated (bf16,fp8). Default: each "
+                                        "plan's own.")
+@click.option("--whole-nodes", is_flag=True, help="Buy whole nodes of the GPU type's node_gpus.")
+@click.option("--budget", type=float, help="At most this much capex (USD) landing in any one quarter.")
+@click.option("--residual", type=float, default=0.0, show_default=True,
+              help="Share of the capex recovered at the horizon's end (resale), taken off the purchases' cost.")
+@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds the solver may take.")
+@click.option("--apply", "apply_", is_flag=True, help="Write the chosen settings to the plans (one transaction). "
+                                                      "Default: a dry run.")
+@format_option()
+@click.pass_context
+@user_errors
+def plan_optimize(ctx, start, quarters, allow_gpus, allow_kv_dtypes, whole_nodes, budget, residual, time_limit,
+                  apply_, fmt):
+    """The cheapest fleet for the horizon: per plan a GPU type, TP and KV dtype (TP free, GPU and KV
+    dtype within --allow-gpus / --allow-kv-dtypes), per GPU type and quarter the GPUs to buy.
+
+    The cost is the purchases' capex (less --residual) plus the running cost of the GPUs in use
+    (price_per_hour x 730 h x 3 per quarter) over the horizon. Every plan's users are served in every
+    quarter (capacity from the views), the installed fleet is reused, purchases land no earlier than
+    the GPU type's lead time allows, and --budget caps each quarter's capex. Solved exactly as a
+    mixed-integer program (scipy's HiGHS); status and gap say how. current_cost is today's plans
+    with the purchases they need; saving the difference.
+
+    table: the summary, the plans' settings and the purchases; json: one object; csv: the plans.
+
+    Example: kvreg plan optimize --from 2026Q4 --quarters 4 --allow-gpus H100-SXM,H200 --allow-kv-dtypes bf16,fp8
+    """
+    from kvreg.optimize import PLAN_COLUMNS, PURCHASE_COLUMNS, apply_optimum, optimize
+
+    args = dict(allow_gpus=allow_gpus, allow_kv_dtypes=allow_kv_dtypes, whole_nodes=whole_nodes, budget=budget,
+                residual=residual, time_limit=time_limit)
+    if apply_:
+        with open_db(ctx).begin() as conn:
+            result = optimize(conn, start, quarters, **args)
+            changed = apply_optimum(conn, result)
+    else:
+        with open_db(ctx).connect() as conn:  # candidates are scratch plans, rolled back
+            result = optimize(conn, start, quarters, **args)
+        changed = None
+    if fmt == "json":
+        import json  # lazy: only json output needs it (start-up time)
+
+        click.echo(json.dumps({**result, "applied": changed}))
+        return
+    if fmt == "csv":
+        emit(result["plans"], fmt, PLAN_COLUMNS)
+        return
+    summary = {k: result[k] for k in ("status", "gap", "current_cost", "optimal_cost", "saving")}
+    emit([summary], fmt)
+    click.echo("")
+    emit(result["plans"], fmt, PLAN_COLUMNS)
+    click.echo("")
+    emit(result["purchases"], fmt, PURCHASE_COLUMNS)
+    if changed is not None:
+        click.echo(f"applied: {len(changed)} plan(s) changed" + (f" ({', '.join(changed)})" if changed else ""))
+    else:
+        click.echo("dry run: nothing written (--apply writes the plans' settings)")
 
 
 # --------------------------------------------------------------------------- plan solve

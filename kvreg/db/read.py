@@ -34,7 +34,8 @@ from kvreg.units import parse_quarter
 DTYPE_COLUMNS = ("name", "bytes_per_element", "kind", "mla_bytes_per_token_per_layer",
                  "scale_bytes_per_token_per_head", "notes")
 GPU_COLUMNS = ("id", "name", "vendor", "memory_bytes", "memory_bandwidth_bytes_per_s", "interconnect",
-               "price_per_hour", "unit_price", "notes", "reported_memory_bytes", "compute_capability", "fabric")
+               "price_per_hour", "unit_price", "notes", "reported_memory_bytes", "compute_capability", "fabric",
+               "lead_time_quarters", "node_gpus")
 MODEL_COLUMNS = (
     "id", "name", "architecture", "family", "layers", "full_layers", "sliding_layers", "sliding_window",
     "chunked_layers", "attention_chunk_size", "linear_layers", "linear_state_elements_per_layer",
@@ -564,3 +565,79 @@ def _one_quarter_sql(conn) -> str:
     from kvreg.figures.aggregates import one_quarter_sql
 
     return one_quarter_sql(dialect(conn))
+
+
+# --------------------------------------------------------------------------- the purchase schedule
+
+# What `--whole-nodes` reads in place of each schedule column (the declared whole-node aggregates).
+WHOLE_NODE_COLUMNS = {"gpus_to_buy": "gpus_to_buy_whole_nodes", "capex_to_buy": "capex_to_buy_whole_nodes",
+                      "order_by": "order_by_whole_nodes", "order_late": "order_late_whole_nodes",
+                      "gpus_bought": "gpus_bought_whole_nodes"}
+SCHEDULE_COLUMNS = ["gpu", "quarter", "gpus_to_buy", "capex_to_buy", "order_by", "order_late", "gpus_needed",
+                    "gpus_installed", "gpus_bought", "driving_plans"]
+
+
+def _driving_plans(conn, rows: list[dict]) -> None:
+    """Each row with a purchase gets `driving_plans`: the plans on its GPU type whose GPUs needed grew
+    since the axis's quarter before (in the first quarter: every plan needing GPUs), largest growth
+    first, as 'plan +N'. Read from plan_quarter's gpus_needed with the carry-forward rule."""
+    axis = sorted({index_of_quarter(r["quarter"]) for r in rows})
+    entries = runner(conn).rows("SELECT plan, gpu, quarter_index, until_index, users, gpus_needed FROM plan_quarter")
+
+    def needed(plan_rows, at):
+        for e in plan_rows:
+            if e["quarter_index"] <= at and (e["until_index"] is None or e["until_index"] > at):
+                return (e["gpus_needed"] or 0) if (e["users"] or 0) > 0 else 0
+        return 0
+
+    by_plan: dict = {}
+    for e in entries:
+        by_plan.setdefault((e["gpu"], e["plan"]), []).append(e)
+    for r in rows:
+        r["driving_plans"] = ""
+        if not r.get("gpus_to_buy"):
+            continue
+        at = index_of_quarter(r["quarter"])
+        before = [q for q in axis if q < at]
+        grew = []
+        for (gpu, plan), plan_rows in sorted(by_plan.items()):
+            if gpu != r["gpu"]:
+                continue
+            change = needed(plan_rows, at) - (needed(plan_rows, before[-1]) if before else 0)
+            if change > 0:
+                grew.append((-change, plan))
+        r["driving_plans"] = ", ".join(f"{plan} +{-c}" for c, plan in sorted(grew))
+
+
+def purchase_schedule(conn, quarter: str | None = None, start: str | None = None, quarters=None, *,
+                      whole_nodes: bool = False) -> dict:
+    """The purchase schedule: `rollup`'s rows (the same arguments), each with the plans that drive its
+    purchase, and the totals of GPUs to buy and their capex per GPU type and overall. GPUs bought stay
+    bought: gpus_to_buy is the increment beyond the fleet and the horizon's earlier purchases, so the
+    totals are what the horizon buys. `whole_nodes`: the purchases rounded up to whole nodes
+    (the GPU type's node_gpus), read from the declared *_whole_nodes aggregates."""
+    rows = rollup(conn, quarter, start, quarters)
+    if whole_nodes:
+        for r in rows:
+            for col, whole in WHOLE_NODE_COLUMNS.items():
+                r[col] = r[whole]
+    _driving_plans(conn, rows)
+    totals: dict = {}
+    for r in rows:
+        t = totals.setdefault(r["gpu"], {"gpu": r["gpu"], "gpus_to_buy": 0, "capex_to_buy": 0.0, "first_order_by": None,
+                                         "orders_late": 0})
+        t["gpus_to_buy"] += r["gpus_to_buy"] or 0
+        if r["capex_to_buy"] is None and r["gpus_to_buy"]:
+            t["capex_to_buy"] = None  # no unit price: the capex is not known
+        elif t["capex_to_buy"] is not None:
+            t["capex_to_buy"] += r["capex_to_buy"] or 0
+        if r["order_by"] is not None and (t["first_order_by"] is None or r["order_by"] < t["first_order_by"]):
+            t["first_order_by"] = r["order_by"]
+        t["orders_late"] += r["order_late"] or 0
+    by_gpu = [totals[g] for g in sorted(totals)]
+    costs = [t["capex_to_buy"] for t in by_gpu]
+    total = {"gpus_to_buy": sum(t["gpus_to_buy"] for t in by_gpu),
+             "capex_to_buy": None if None in costs else sum(costs),
+             "first_order_by": min((t["first_order_by"] for t in by_gpu if t["first_order_by"]), default=None),
+             "orders_late": sum(t["orders_late"] for t in by_gpu)}
+    return {"whole_nodes": whole_nodes, "schedule": rows, "totals": by_gpu, "total": total}

@@ -226,6 +226,8 @@ class Gpu(SQLModel, table=True):
                         " reported_memory_bytes <= memory_bytes)", name="ck_gpu_reported_memory"),
         CheckConstraint("compute_capability IS NULL OR compute_capability > 0", name="ck_gpu_compute_capability"),
         CheckConstraint("fabric IS NULL OR fabric IN (0, 1)", name="ck_gpu_fabric"),
+        CheckConstraint("lead_time_quarters >= 0", name="ck_gpu_lead_time"),
+        CheckConstraint("node_gpus > 0", name="ck_gpu_node_gpus"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -247,6 +249,11 @@ class Gpu(SQLModel, table=True):
     # only (0011): NCCL's and the custom all-reduce's buffers, which the engines count before sizing the KV cache, are
     # large on a fabric and small over PCIe. NULL: not known, taken as a fabric.
     fabric: Optional[int] = Field(default=None, sa_column=Column(Integer, nullable=True))
+    # Quarters from placing an order to the GPUs serving (0014): the purchase schedule's order_by is the
+    # quarter a purchase lands in less this many. 0: bought in the quarter it is needed.
+    lead_time_quarters: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
+    # GPUs in one node of this type as it is bought (0014): `plan rollup --whole-nodes` rounds purchases up to it.
+    node_gpus: int = Field(default=8, sa_column=Column(Integer, nullable=False, server_default="8"))
 
 
 class Deployment(SQLModel):
@@ -398,6 +405,12 @@ class Scenario(Deployment, table=True):
 
 MODEL_FIELDS = [c.name for c in Model.__table__.columns if c.name != "id"]
 GPU_FIELDS = [c.name for c in Gpu.__table__.columns if c.name != "id"]
+
+
+def server_default_value(column):
+    """A column's server default as the value it stands for: a count's '0' is 0, a text's '' is ''."""
+    arg = column.server_default.arg
+    return int(arg) if isinstance(column.type, Integer) else arg
 DTYPE_FIELDS = [c.name for c in Dtype.__table__.columns]
 
 

@@ -189,15 +189,20 @@ def procurement_table(rows: list[dict], total: dict, columns: list[str]) -> Md:
 
 
 def horizon_table(rows: list[dict], quarters: list[str] | None = None) -> Md:
-    """The horizon side by side: a row per GPU type and figure, a column per quarter of `quarters`
-    (default: those of the rows). A GPU type without a row in a quarter has neither demand nor fleet
-    then: its figures are 0; a quarter where no GPU is needed or installed says "(none)"."""
+    """The purchase schedule side by side: a row per GPU type and figure, a column per quarter of
+    `quarters` (default: those of the rows). A GPU type without a row in a quarter has neither demand
+    nor fleet then: its figures are 0; a quarter where no GPU is needed or installed says "(none)"; an
+    order-by quarter already past is marked late."""
     quarters = quarters if quarters is not None else sorted({r["quarter"] for r in rows})
     gpus = sorted({r["gpu"] for r in rows})
-    by = {(r["gpu"], r["quarter"]): r for r in rows}
+    by = {(r["gpu"], r["quarter"]): dict(r) for r in rows}
+    for r in by.values():
+        if r.get("order_by") and r.get("order_late"):
+            r["order_by"] = Md(escape(r["order_by"]) + " **late**")
     empty = {q for q in quarters if not any((by.get((g, q)) or {}).get(n) for g in gpus
                                             for n in ("gpus_needed", "gpus_installed"))}
-    names = ["gpus_needed", "gpus_installed", "gpus_to_buy", "capex_to_buy", "gpus_spare"]
+    names = ["gpus_needed", "gpus_installed", "gpus_bought", "gpus_to_buy", "capex_to_buy", "order_by", "gpus_spare",
+             "driving_plans"]
 
     lines = [cells([trusted(label("gpu")), trusted("Figure")]
                    + [Md(display(q) + (" (none)" if q in empty else "")) for q in quarters]),
@@ -205,7 +210,8 @@ def horizon_table(rows: list[dict], quarters: list[str] | None = None) -> Md:
     for g in gpus:
         for n in names:
             lines.append(cells([display(g), trusted(label(n))] + [
-                display((by[(g, q)].get(n)) if (g, q) in by else 0, n) for q in quarters]))
+                display(by[(g, q)].get(n) if (g, q) in by else (None if n in ("order_by", "driving_plans") else 0), n)
+                for q in quarters]))
     return Md("\n".join(lines))
 
 

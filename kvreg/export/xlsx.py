@@ -52,10 +52,15 @@ from kvreg.export.excel_layout import (
 )
 from kvreg.figures.aggregates import (
     AGGREGATE_COLUMNS,
+    QUARTER_TEXTS,
     aggregate_excel,
+    aggregate_excel_at,
+    horizon_start_excel,
     in_force_excel,
     index_of_quarter,
     quarter_index_excel,
+    quarter_of_index_excel,
+    running_excel,
 )
 from kvreg.figures.declarations import (
     AGGREGATES,
@@ -83,7 +88,8 @@ DEFAULT_RESERVE_CELL = "Assumptions!$B$3"
 NOT_PRINTED = ("Plan detail", "Models", "GPUs", "Dtypes", "Context sweep")
 QUARTER_CELL = "Summary!$B$1"
 FUNCTIONS_USED = ("INDEX", "MATCH", "IF", "AND", "OR", "ISBLANK", "MIN", "MAX", "INT", "MOD", "FIXED",
-                  "SUBSTITUTE", "SUMIFS", "COUNTIFS", "SUM", "LEFT", "RIGHT", "ROUND", "SEARCH", "ISNUMBER")
+                  "SUBSTITUTE", "SUMIFS", "COUNTIFS", "SUM", "LEFT", "RIGHT", "ROUND", "SEARCH", "ISNUMBER",
+                  "SUMPRODUCT")
 # Custom document properties naming the registry and quarter a workbook was written from: `kvreg apply`
 # refuses a workbook from another registry or quarter.
 PROP_REGISTRY, PROP_QUARTER, PROP_FORMAT = "kvreg_registry_id", "kvreg_quarter", "kvreg_workbook"
@@ -198,7 +204,7 @@ def write_workbook(data: dict, path) -> None:
                                        overrides=_mix_overrides(len(data["classes"])))
         workload = _workload_sheet(book, ws["Workload"], data["classes"], refs)
         demand = _demand_sheet(book, ws["Demand"], data["demand"], refs, data["block_quarters"])
-        fleet = _fleet_sheet(book, ws["Fleet"], data["fleet"], refs)
+        fleet = _fleet_sheet(book, ws["Fleet"], data["fleet"], refs, data["block_quarters"])
         sweep = _sweep_sheet(book, ws["Context sweep"], data["sweep"], refs)
         overview = _plans_sheet(book, ws["Plans"], data, refs.plans, demand, quarter)
         _plan_cards_sheet(book, ws["Plan cards"], data["plans"], refs.plans, overview)
@@ -624,7 +630,7 @@ def _in_force_columns(t: Table, cells: dict, key: str, n_rows: int, block_quarte
                                    f" entry of its {key} at or before it", formula="=" + f, label=text_label))
 
 
-def _fleet_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
+def _fleet_sheet(book: Book, ws, rows: list[dict], refs: _References, block_quarters: list[str]) -> Table:
     """GPUs installed per GPU type from a quarter on (owned, reserved and its price): finance edits
     these; an entry holds until the GPU type's next one."""
     t = Table("Fleet", [
@@ -636,7 +642,8 @@ def _fleet_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
           for n in ("gpus_owned", "gpus_reserved", "reserved_price_per_hour")],
     ])
     cells = {c.name: c.letter for c in t.columns}
-    _in_force_columns(t, cells, "gpu", len(rows))
+    # Per block quarter too: the Summary's GPUs-short block sums the fleet in force in each quarter.
+    _in_force_columns(t, cells, "gpu", len(rows), block_quarters)
     t.write(book, ws, rows, freeze_after="B")
     return t
 
@@ -763,7 +770,14 @@ def _plan_cards_sheet(book: Book, ws, rows: list[dict], plans: Table, overview: 
 
 
 _SUMMARY_TOP = 4  # labels row; names on 5 (hidden), data from 6
-_NO_TOTAL = ("unit_price", "price_per_hour", "reserved_price_per_hour")  # prices: a sum means nothing
+# Prices, quarters, flags and GPU facts: a sum means nothing. Running figures (bought so far) neither.
+_NO_TOTAL = ("unit_price", "price_per_hour", "reserved_price_per_hour", "order_by", "order_by_whole_nodes",
+             "order_by_index", "order_by_index_whole_nodes", "lead_time_quarters", "node_gpus", "gpus_bought",
+             "previous_gpus_bought", "gpus_bought_whole_nodes")
+_GPU_FACTS = ("unit_price", "price_per_hour", "lead_time_quarters", "node_gpus")  # looked up on the GPUs sheet
+# The first quarter's index of the per-quarter blocks (horizon_start_index): a helper beside the quarter
+# index, outside the print area.
+SUMMARY_HORIZON_START = f"Summary!${get_column_letter(_QUARTER_INDEX_COL)}$2"
 MAX_LINES_PER_CHART = 8
 # Chart text in points: 11 and up, so a page shrunk to 80% to fit still prints it at 8 pt or more.
 _CHART_FONT = {"size": 11}
@@ -803,12 +817,25 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
     head = _SUMMARY_TOP + 1
     first = head + 1
     last = first + len(gpus) - 1
+    quarters = data["block_quarters"]
+    # The per-quarter blocks below the rows: GPUs needed, then GPUs short (the running purchase reads it).
+    block = last + 1 + 3
+    block_last = block + len(quarters)
+    short = block_last + 3
+    short_last = short + len(quarters)
+    short_quarters = f"$A${short + 1}:$A${short_last}"
+    g.put(2, _QUARTER_INDEX_COL - 1, "First quarter index (helper)", bold)
+    g.put(2, _QUARTER_INDEX_COL, horizon_start_excel(short_quarters), book.cell("lookup"),
+          result=min(index_of_quarter(q) for q in quarters))
     letters = {"gpu": "A"}
     for i, name in enumerate(AGGREGATE_COLUMNS):
         letters[name] = get_column_letter(i + 2)
     described = {n: (a.unit, a.kind, a.meaning) for n, a in AGGREGATES.items()}
     described.update({n: (INPUTS[n].unit, INPUTS[n].kind, INPUTS[n].meaning + " (from GPUs)")
-                      for n in ("unit_price", "price_per_hour")})
+                      for n in _GPU_FACTS})
+    described.update({t: ("quarter", "text", AGGREGATES[i].meaning.replace("(YEAR x 4 + quarter - 1)",
+                                                                             "written YEARQn"))
+                      for t, i in QUARTER_TEXTS.items()})
     header = book.header(None)
     g.put(_SUMMARY_TOP, 1, "GPU type", header)
     g.put(head, 1, "gpu", book.fmt(font_color="#7F7F7F", font_size=8))
@@ -825,15 +852,25 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
         # The compiled rollup's row (none: no demand and no fleet on this GPU type, every aggregate 0).
         cur = agg.get((gpu["name"], quarter)) or {}
         key = literal_key(f"$A{row}")
+        axis = {"quarter_index": SUMMARY_QUARTER_INDEX.split("!")[1], "horizon_start_index":
+                SUMMARY_HORIZON_START.split("!")[1]}
         for name in AGGREGATE_COLUMNS:
             unit, kind, _meaning = described[name]
-            if name in ("unit_price", "price_per_hour"):
+            if name in _GPU_FACTS:
                 f = "=" + index_formula(gpu_table, name, match_formula(f"$A{row}", gpu_table, "gpu"), True)
                 value = gpu.get(name)
+            elif name in QUARTER_TEXTS:
+                f = "=" + quarter_of_index_excel(f"{letters[QUARTER_TEXTS[name]]}{row}")
+                value = cur.get(name)
+            elif AGGREGATES[name].running:
+                col = get_column_letter(i + 2)  # this GPU type's column of the GPUs-short block
+                f = running_excel(name, f"{col}${short + 1}:{col}${short_last}", short_quarters,
+                                  axis["quarter_index"])
+                value = cur.get(name) or 0
             else:
                 f = aggregate_excel(name, demand=demand.range, fleet=fleet.range,
                                     gpu_criterion=lambda r_, key=key: f'{r_},"="&{key}',
-                                    cell_of=lambda n, row=row: f"{letters[n]}{row}")
+                                    cell_of=lambda n, row=row: axis.get(n) or f"{letters[n]}{row}")
                 value = cur.get(name)  # None: blank (capex_to_buy without a unit_price)
                 totals[name] = totals.get(name, 0) + (value or 0)
             g.put(row, _col0(letters[name]) + 1, f, book.cell("figure", number_format(unit, kind)), result=value)
@@ -851,8 +888,7 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
         "format": book.fmt(bg_color="#" + NOT_FIT_FILL, font_color="#9C0006")})
 
     # GPUs needed per quarter (rows) and GPU type (columns): the chart's cells.
-    quarters = data["block_quarters"]
-    block = total + 3
+    assert block == total + 3
     g.put(block - 1, 1, "GPUs needed per quarter and GPU type (sums over the Demand entries in force)", bold)
     g.put(block, 1, "Quarter", header)
     for j, gpu in enumerate(gpus, start=2):
@@ -865,7 +901,22 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
                                 gpu_criterion=lambda r_, key=key: f'{r_},"="&{key}', cell_of=None)
             g.put(block + i, j, f, book.cell("figure", "#,##0"),
                   result=(agg.get((gpu["name"], q)) or {}).get("gpus_needed") or 0)
-    block_last = block + len(quarters)
+    # GPUs short per quarter: gpus_short over each quarter's entries in force; GPUs bought so far (the
+    # Summary's gpus_bought) is the largest of them up to the quarter in B1.
+    g.put(short - 1, 1, "GPUs short per quarter and GPU type (needed less installed, never below 0): GPUs "
+                        "bought stay bought, so the purchase up to a quarter is the largest shortfall so far", bold)
+    g.put(short, 1, "Quarter", header)
+    for j, gpu in enumerate(gpus, start=2):
+        g.text(short, j, gpu["name"], book.header(None, rotated=True))
+    for i, q in enumerate(quarters, start=1):
+        g.text(short + i, 1, q, book.fmt(num_format="@", border=1, border_color="#BFBFBF"))
+        for j, gpu in enumerate(gpus, start=2):
+            key = literal_key(f"{get_column_letter(j)}${short}")
+            f = "=" + aggregate_excel_at("gpus_short", demand=demand.range, fleet=fleet.range, in_force=f"in_force_{q}",
+                                         gpu_criterion=lambda r_, key=key: f'{r_},"="&{key}')
+            g.put(short + i, j, f, book.cell("figure", "#,##0"),
+                  result=(agg.get((gpu["name"], q)) or {}).get("gpus_short") or 0)
+    ws.set_row(short - 1, 80)  # GPU type names, rotated
     ws.set_row(block - 1, 80)  # GPU type names, rotated
     # Narrow enough that the table prints on one landscape page at 80% or more (text 8 pt or more).
     ws.set_column(0, 0, 12)
@@ -881,7 +932,7 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
     ws.repeat_columns(0)
     g.flush()
 
-    charts_row = block_last + 2
+    charts_row = short_last + 2
     # Each chart starts a page or shares it with one other: none is cut in two when printed.
     chart = book.wb.add_chart({"type": "column"})
     for j, gpu in enumerate(gpus, start=1):

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .declarations import AGGREGATE_GPU_INPUTS, AGGREGATES, FIGURES, INPUTS, Aggregate
+from .declarations import AGGREGATE_AXIS_INPUTS, AGGREGATE_GPU_INPUTS, AGGREGATES, FIGURES, INPUTS, Aggregate
 from .expr import ExcelCompiler, Input, PostgresCompiler, Ref, SqlCompiler
 from .quarters import (  # noqa: F401  (the carry-forward rule's pieces, re-exported)
     in_force_excel, in_force_sql, index_of_quarter, previous_index_sql, quarter_index_excel, quarter_index_sql,
-    quarter_of_index, until_sql,
+    quarter_of_index, quarter_of_index_excel, quarter_of_index_sql, until_sql,
 )
 
 # --------------------------------------------------------------------------- order
@@ -44,6 +44,8 @@ def aggregate_order() -> list[str]:
 
 
 def _refs(a: Aggregate) -> list[str]:
+    if a.running:
+        return [a.of]
     if a.expr is None:
         return []
     out, stack = [], [a.expr]
@@ -103,7 +105,9 @@ def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool =
     comp_cls = PostgresCompiler if dialect == "postgresql" else SqlCompiler
     order = aggregate_order()
     # Each source is read once, into a CTE the joins below scan (fenced: not re-evaluated per quarter).
-    ctes = [f"ax AS (SELECT quarter, quarter_index FROM ({axis_sql}) a{fence})"]
+    # The horizon starts at the axis's first quarter (order_late: an order due before it is late).
+    ctes = [f"ax AS (SELECT quarter, quarter_index, MIN(quarter_index) OVER () AS horizon_start_index"
+            f" FROM ({axis_sql}) a{fence})"]
     for over in ("demand", "fleet"):
         cols = sorted({"gpu", "quarter_index", "until_index"}
                       | {a.of for a in AGGREGATES.values() if a.over == over and a.of}
@@ -124,7 +128,8 @@ def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool =
         parts += [f"COALESCE(s_{over}.{a.name}, 0) AS {a.name}" for a in sums]
     gpu_cols = ", ".join(f"g.{c} AS {c}" for c in AGGREGATE_GPU_INPUTS)
     ctes.append(
-        f"layer0 AS (SELECT gq.gpu AS gpu, ax.quarter AS quarter, ax.quarter_index AS quarter_index, {gpu_cols}, "
+        "layer0 AS (SELECT gq.gpu AS gpu, ax.quarter AS quarter, ax.quarter_index AS quarter_index,"
+        f" ax.horizon_start_index AS horizon_start_index, {gpu_cols}, "
         + ", ".join(parts)
         + " FROM gq CROSS JOIN ax JOIN gpu g ON g.name = gq.gpu"
         " LEFT JOIN s_demand ON s_demand.gpu = gq.gpu AND s_demand.quarter_index = ax.quarter_index"
@@ -134,23 +139,43 @@ def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool =
     resolve = lambda name: f"src.{name}"  # noqa: E731 - every name is a column of the layer below
     comp = comp_cls(resolve, resolve)
     below = "layer0"
-    for i, name in enumerate((n for n in order if AGGREGATES[n].expr is not None), start=1):
-        ctes.append(f"layer{i} AS (SELECT src.*, {comp.compile(AGGREGATES[name].expr)} AS {name}"
-                    f" FROM {below} src{fence})")
+    for i, name in enumerate((n for n in order if AGGREGATES[n].expr is not None or AGGREGATES[n].running),
+                             start=1):
+        a = AGGREGATES[name]
+        value = running_sql(a) if a.running else comp.compile(a.expr)
+        ctes.append(f"layer{i} AS (SELECT src.*, {value} AS {name} FROM {below} src{fence})")
         below = f"layer{i}"
-    out = ", ".join(f"src.{c}" for c in ["gpu", "quarter", *AGGREGATE_COLUMNS])
+    out = ", ".join(f"{quarter_of_index_sql('src.' + QUARTER_TEXTS[c])} AS {c}" if c in QUARTER_TEXTS
+                    else f"src.{c}" for c in ["gpu", "quarter", *AGGREGATE_COLUMNS])
     where = " WHERE src.plans > 0 OR src.gpus_installed > 0" if only_active else ""
     return "WITH " + ",\n".join(ctes) + f"\nSELECT {out}\nFROM {below} src{where}"
 
 
+def running_sql(a: Aggregate) -> str:
+    """A running aggregate over the horizon's rows of one GPU type: the largest `of` up to this quarter
+    (previous: before it, 0 in the horizon's first quarter)."""
+    assert a.running == "max", a.name
+    frame = "CURRENT ROW" if a.quarter == "this" else "1 PRECEDING"
+    window = (f"MAX(src.{a.of}) OVER (PARTITION BY src.gpu ORDER BY src.quarter_index"
+              f" ROWS BETWEEN UNBOUNDED PRECEDING AND {frame})")
+    return window if a.quarter == "this" else f"COALESCE({window}, 0)"
+
+
+# Quarter indexes the rollup also gives as quarters (2027Q1): the only columns that are not an aggregate
+# or a GPU input.
+QUARTER_TEXTS = {"order_by": "order_by_index", "order_by_whole_nodes": "order_by_index_whole_nodes"}
+
 # The columns a rollup shows, in the order a reader wants them: the purchase first.
 AGGREGATE_COLUMNS = [
-    "gpus_to_buy", "capex_to_buy", "gpus_needed", "gpus_installed", "gpus_spare", "gpus_owned", "gpus_reserved",
-    "plans", "plans_not_fitting", "users", "nodes_needed", "cost_per_month", "reserved_price_per_hour",
-    "reserved_cost_per_month", "previous_quarter_gpus_needed", "gpus_needed_quarter_change", "unit_price",
-    "price_per_hour",
+    "gpus_to_buy", "capex_to_buy", "order_by", "order_late", "gpus_needed", "gpus_installed", "gpus_short",
+    "gpus_bought", "gpus_spare", "gpus_owned", "gpus_reserved", "plans", "plans_not_fitting", "users", "nodes_needed",
+    "cost_per_month", "reserved_price_per_hour", "reserved_cost_per_month", "previous_quarter_gpus_needed",
+    "gpus_needed_quarter_change", "gpus_to_buy_whole_nodes", "capex_to_buy_whole_nodes", "order_by_whole_nodes",
+    "order_late_whole_nodes", "gpus_bought_whole_nodes", "previous_gpus_bought", "order_by_index",
+    "order_by_index_whole_nodes", "unit_price", "price_per_hour", "lead_time_quarters", "node_gpus",
 ]
-assert set(AGGREGATE_COLUMNS) - set(AGGREGATE_GPU_INPUTS) == set(AGGREGATES), "every aggregate has a column"
+assert set(AGGREGATE_COLUMNS) - set(AGGREGATE_GPU_INPUTS) - set(QUARTER_TEXTS) == set(AGGREGATES), \
+    "every aggregate has a column"
 
 
 def entered_quarters_sql() -> str:
@@ -194,10 +219,12 @@ def aggregate_excel(name: str, *, demand: Callable[[str], str], fleet: Callable[
     column that says which entries hold, for a sum or count over this quarter's entries in another
     quarter than the one asked (the Summary's per-quarter block: in_force_2027Q1)."""
     a = AGGREGATES[name]
+    if a.running:
+        raise ValueError(f"aggregate {name} runs over the horizon: write it with running_excel")
     if a.expr is not None:
         formula = ExcelCompiler(cell_of, cell_of).compile(a.expr)
         # A GPU input may be blank (no unit_price): the figure is blank, as NULL is in SQL.
-        blank = [f'{cell_of(n)}=""' for n in _inputs(a.expr)]
+        blank = [f'{cell_of(n)}=""' for n in _inputs(a.expr) if n not in AGGREGATE_AXIS_INPUTS]
         if blank:
             test = blank[0] if len(blank) == 1 else f"OR({','.join(blank)})"
             formula = f'IF({test},"",{formula})'
@@ -214,3 +241,39 @@ def aggregate_excel(name: str, *, demand: Callable[[str], str], fleet: Callable[
     if a.of is None:
         return f"=COUNTIFS({','.join(crit)})"
     return f"=SUMIFS({rng(a.of)},{','.join(crit)})"
+
+
+def aggregate_excel_at(name: str, *, demand: Callable[[str], str], fleet: Callable[[str], str],
+                       gpu_criterion: Callable[[str], str], in_force: str) -> str:
+    """One aggregate of this quarter's entries (no '='), with every aggregate it refers to written
+    out in place, over the entries the helper column `in_force` says hold: the cells of a
+    per-quarter block, where no row of the aggregate's own exists (gpus_short per quarter)."""
+    a = AGGREGATES[name]
+    if a.running or a.quarter != "this" or (a.expr is not None and _inputs(a.expr)):
+        raise ValueError(f"aggregate {name} cannot be written out per quarter")
+    if a.expr is None:
+        return aggregate_excel(name, demand=demand, fleet=fleet, gpu_criterion=gpu_criterion, cell_of=None,
+                               in_force=in_force)[1:]
+
+    def inline(n: str) -> str:
+        return "(" + aggregate_excel_at(n, demand=demand, fleet=fleet, gpu_criterion=gpu_criterion,
+                                        in_force=in_force) + ")"
+
+    return ExcelCompiler(inline, inline).compile(a.expr)
+
+
+def running_excel(name: str, values: str, quarters: str, quarter_index_ref: str) -> str:
+    """A running aggregate's cell formula (with '='): the largest of `values` (the per-quarter block's
+    cells of the aggregate it runs over, one per quarter of the horizon, written YEARQn in the range
+    `quarters`) over the quarters up to the quarter of index `quarter_index_ref` (previous: before
+    it); 0 when none. SUMPRODUCT makes both Excel and LibreOffice take the comparison cell by cell."""
+    a = AGGREGATES[name]
+    assert a.running == "max", name
+    op = "<=" if a.quarter == "this" else "<"
+    index = f"(LEFT({quarters},4)*4+RIGHT({quarters},1)-1)"
+    return f"=SUMPRODUCT(MAX(({index}{op}{quarter_index_ref})*{values}))"
+
+
+def horizon_start_excel(quarters: str) -> str:
+    """horizon_start_index's cell formula: the first quarter's index among `quarters` (written YEARQn)."""
+    return f"=SUMPRODUCT(MIN(LEFT({quarters},4)*4+RIGHT({quarters},1)-1))"

@@ -1229,6 +1229,11 @@ class Aggregate:
     the latest entry at or before the quarter (carry-forward; a demand of 0 ends a plan's demand).
     `quarter="previous"` takes the rows in force in the quarter before: the one declared notion of
     "previous quarter". kvreg.figures.aggregates compiles these to SQL GROUP BY and to SUMIFS.
+
+    `running="max"`: the largest value of the aggregate `of` over the horizon's quarters up to this
+    one (`quarter="previous"`: before this one; 0 in the horizon's first quarter), per GPU type: GPUs
+    bought stay bought. SQL: a MAX window over the horizon's rows; Excel: the largest of a per-quarter
+    block of the same aggregate.
     """
 
     name: str
@@ -1240,6 +1245,7 @@ class Aggregate:
     where: tuple[tuple[str, str, object], ...] = ()  # (column, "=" or ">", number): only such rows
     quarter: str = "this"  # "this" | "previous"
     expr: Expr | None = None  # Ref(name): another aggregate; Input(name): a GPU input
+    running: str = ""  # "max": the running largest of the aggregate `of` over the horizon
 
 
 _LIVE = (("users", ">", 0),)  # a plan whose demand is 0 has ended: it is not counted
@@ -1262,12 +1268,39 @@ _AGGREGATES = [
               over="fleet", of="reserved_price_per_hour"),
     Aggregate("gpus_installed", "GPUs", "GPUs installed: owned + reserved",
               expr=Ref("gpus_owned") + Ref("gpus_reserved")),
-    Aggregate("gpus_to_buy", "GPUs", "the purchase: max(0, gpus_needed - gpus_installed)",
+    Aggregate("gpus_short", "GPUs", "the shortfall against the fleet alone: max(0, gpus_needed - gpus_installed)",
               expr=greatest(0, Ref("gpus_needed") - Ref("gpus_installed"))),
-    Aggregate("gpus_spare", "GPUs", "installed GPUs no plan needs: max(0, gpus_installed - gpus_needed)",
-              expr=greatest(0, Ref("gpus_installed") - Ref("gpus_needed"))),
+    Aggregate("gpus_bought", "GPUs", "GPUs bought in the horizon up to this quarter: the largest gpus_short so far"
+              " (GPUs bought stay bought)", over="schedule", of="gpus_short", running="max"),
+    Aggregate("previous_gpus_bought", "GPUs", "GPUs bought in the horizon before this quarter (0 in its first)",
+              over="schedule", of="gpus_short", running="max", quarter="previous"),
+    Aggregate("gpus_to_buy", "GPUs", "the purchase landing this quarter: gpus_bought - previous_gpus_bought, the"
+              " increment beyond the fleet and the horizon's earlier purchases",
+              expr=Ref("gpus_bought") - Ref("previous_gpus_bought")),
     Aggregate("capex_to_buy", "USD", "the purchase's cost: gpus_to_buy x unit_price", "real",
               expr=Ref("gpus_to_buy") * Input("unit_price")),
+    Aggregate("gpus_bought_whole_nodes", "GPUs", "gpus_bought rounded up to whole nodes of node_gpus",
+              expr=ceil(Ref("gpus_bought") / Input("node_gpus")) * Input("node_gpus")),
+    Aggregate("gpus_to_buy_whole_nodes", "GPUs", "the purchase landing this quarter in whole nodes:"
+              " gpus_bought_whole_nodes less the same rounding of previous_gpus_bought",
+              expr=Ref("gpus_bought_whole_nodes") - ceil(Ref("previous_gpus_bought") / Input("node_gpus"))
+              * Input("node_gpus")),
+    Aggregate("capex_to_buy_whole_nodes", "USD", "the whole-node purchase's cost: gpus_to_buy_whole_nodes x"
+              " unit_price", "real", expr=Ref("gpus_to_buy_whole_nodes") * Input("unit_price")),
+    Aggregate("order_by_index", "quarter index", "the quarter the purchase must be ordered in (YEAR x 4 + quarter"
+              " - 1): this quarter less lead_time_quarters; blank with nothing to buy",
+              expr=if_(Ref("gpus_to_buy") > 0, Input("quarter_index") - Input("lead_time_quarters"), None)),
+    Aggregate("order_late", "flag", "1 when the purchase's order-by quarter is before the horizon's first quarter:"
+              " too late to land it in time", expr=if_(and_(Ref("gpus_to_buy") > 0, Input("quarter_index")
+              - Input("lead_time_quarters") < Input("horizon_start_index")), 1, 0)),
+    Aggregate("order_by_index_whole_nodes", "quarter index", "order_by_index of the whole-node purchase",
+              expr=if_(Ref("gpus_to_buy_whole_nodes") > 0, Input("quarter_index") - Input("lead_time_quarters"),
+                       None)),
+    Aggregate("order_late_whole_nodes", "flag", "order_late of the whole-node purchase",
+              expr=if_(and_(Ref("gpus_to_buy_whole_nodes") > 0, Input("quarter_index") - Input("lead_time_quarters")
+                            < Input("horizon_start_index")), 1, 0)),
+    Aggregate("gpus_spare", "GPUs", "installed GPUs no plan needs: max(0, gpus_installed - gpus_needed)",
+              expr=greatest(0, Ref("gpus_installed") - Ref("gpus_needed"))),
     Aggregate("reserved_cost_per_month", "USD", "cost per month of the reserved GPUs: gpus_reserved x"
               f" reserved_price_per_hour x {HOURS_PER_MONTH}", "real",
               expr=Ref("gpus_reserved") * Ref("reserved_price_per_hour") * HOURS_PER_MONTH),
@@ -1282,4 +1315,6 @@ for _a in _AGGREGATES:
     assert _a.name not in AGGREGATES, _a.name
     AGGREGATES[_a.name] = _a
 # The GPU type's own inputs an aggregate expression reads.
-AGGREGATE_GPU_INPUTS = ("unit_price", "price_per_hour")
+AGGREGATE_GPU_INPUTS = ("unit_price", "price_per_hour", "lead_time_quarters", "node_gpus")
+# The axis's own columns an aggregate expression reads: the quarter's index and the horizon's first.
+AGGREGATE_AXIS_INPUTS = ("quarter_index", "horizon_start_index")

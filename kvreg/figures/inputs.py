@@ -175,6 +175,10 @@ _INPUTS = [
     InputDecl("price_per_hour", "USD/h", "price per GPU-hour", "real", nullable=True, table="gpu",
               maximum=MAX_PRICE_PER_HOUR),
     InputDecl("unit_price", "USD", "price to buy one GPU", "real", nullable=True, table="gpu", maximum=MAX_UNIT_PRICE),
+    InputDecl("lead_time_quarters", "quarters", "quarters from placing an order for this GPU type to the GPUs"
+              " serving", table="gpu"),
+    InputDecl("node_gpus", "GPUs", "GPUs in one node of this type as it is bought (purchases by whole nodes)",
+              positive=True, table="gpu"),
     # deployment
     InputDecl("tp", "GPUs", "tensor-parallel size", positive=True, table="deployment", default=1),
     InputDecl("pp", "GPUs", "pipeline-parallel size", positive=True, table="deployment", default=1),

@@ -66,6 +66,18 @@ LABELS = {
     "max_num_seqs": "Max running requests given (sequences)",
     "memory_gib": "Memory (GiB)",
     "weight_bytes_per_param": "Weight per parameter (bytes)",
+    "gpus_to_buy": "GPUs to buy, beyond the fleet and earlier purchases (GPUs)",
+    "gpus_bought": "GPUs bought so far in the horizon (GPUs)",
+    "gpus_short": "GPUs short of the fleet alone (GPUs)",
+    "order_by": "Order by (quarter)",
+    "order_by_whole_nodes": "Order by, whole nodes (quarter)",
+    "order_late": "Order late (1 = yes, 0 = no)",
+    "order_by_index": "Order by (quarter index)",
+    "driving_plans": "Plans driving the purchase (GPUs more)",
+    "first_order_by": "First order by (quarter)",
+    "orders_late": "Orders already late (count)",
+    "lead_time_quarters": "Lead time (quarters)",
+    "node_gpus": "GPUs per node bought (GPUs)",
 }
 
 

@@ -22,6 +22,17 @@ def quarter_index_sql(col: str) -> str:
     return f"(CAST(substr({col}, 1, 4) AS INTEGER) * 4 + CAST(substr({col}, 6, 1) AS INTEGER) - 1)"
 
 
+def quarter_of_index_sql(col: str) -> str:
+    """quarter_of_index in SQL: an integer index column as YEARQn text (NULL: NULL)."""
+    return (f"(CASE WHEN {col} IS NULL THEN NULL ELSE CAST(CAST(({col}) / 4 AS INTEGER) AS VARCHAR(4)) || 'Q' ||"
+            f" CAST(({col}) % 4 + 1 AS VARCHAR(1)) END)")
+
+
+def quarter_of_index_excel(ref: str) -> str:
+    """quarter_of_index in a cell formula (blank: blank)."""
+    return f'IF({ref}="","",INT({ref}/4)&"Q"&(MOD({ref},4)+1))'
+
+
 def quarter_index_excel(ref: str) -> str:
     """The same index of a quarter cell written YEARQn (blank: blank)."""
     return f'IF({ref}="","",LEFT({ref},4)*4+RIGHT({ref},1)-1)'

@@ -1,0 +1,299 @@
+"""`kvreg plan optimize`: the cheapest fleet for a horizon, solved exactly as a mixed-integer program.
+
+Per plan the program picks one setting (GPU type, TP, KV dtype) among the allowed ones, held over
+the horizon; per GPU type and quarter it picks the GPUs to buy. Every candidate's capacity is read
+from the views: each plan x GPU x TP x KV dtype is written as a scratch plan and read back through
+`plan_quarter` (kvreg.plans.evaluate), and its GPUs needed for a quarter's users is the declared
+`gpus_needed` figure evaluated on that row (kvreg.figures.expr.PythonEvaluator), never a second
+formula.
+
+The program (scipy.optimize.milp, HiGHS's branch and bound):
+
+- x[p, c] in {0, 1}: plan p runs setting c; sum_c x[p, c] = 1.
+- k[g, q] >= 0 whole: purchases of GPU type g landing in quarter q, in units of node_gpus with
+  --whole-nodes, else of single GPUs. GPUs bought stay bought.
+- For every GPU type g and quarter q: sum_{p, c on g} gpus_needed[p, c, q] x[p, c]
+  <= installed[g, q] + sum_{q' <= q} unit[g] k[g, q'] (the installed fleet is reused).
+- Lead times: k[g, q] = 0 when q - lead_time_quarters[g] is before the horizon's first quarter; a
+  GPU type without a unit_price cannot be bought.
+- An optional budget per quarter: sum_g unit_price[g] unit[g] k[g, q] <= budget (the capex landing
+  in q).
+- Objective: sum capex (1 - residual) + sum_q running cost, the running cost of a quarter being
+  price_per_hour x 730 h x 3 months x the GPUs in use (a GPU type without a price_per_hour runs free).
+
+`current_cost` is the same program with every plan held at its own setting: today's plans with the
+purchases they need (within the same lead times and budget).
+"""
+
+from __future__ import annotations
+
+import math
+
+from kvreg.capacity import valid_tps
+from kvreg.db.read import horizon_quarters, list_demand, rollup
+from kvreg.errors import KvregError
+from kvreg.figures.declarations import FIGURES, HOURS_PER_MONTH
+from kvreg.figures.expr import PythonEvaluator
+from kvreg.figures.quarters import index_of_quarter, quarter_of_index
+from kvreg.plans import evaluate, plan_solver_spec, set_plan, validate_plan, validate_workload
+from kvreg.registry import check_dtype, get_gpu
+
+MONTHS_PER_QUARTER = 3
+STATUS = {0: "optimal", 1: "time limit reached", 2: "infeasible", 3: "unbounded", 4: "solver error"}
+PLAN_COLUMNS = ["plan", "gpu", "tp", "kv_dtype", "changed", "current_gpu", "current_tp", "current_kv_dtype",
+                "gpus_in_last_quarter"]
+PURCHASE_COLUMNS = ["gpu", "quarter", "gpus_to_buy", "capex_to_buy", "order_by"]
+
+
+def gpus_needed(view_row: dict, users: int) -> int | None:
+    """The declared gpus_needed for `users` on a candidate whose plan_quarter row is `view_row`
+    (read for 1 user): None when it does not fit."""
+    def ref(name):
+        if name in ("replicas_needed", "gpus_needed"):
+            return ev.eval(FIGURES[name].expr)
+        return view_row[name]
+
+    ev = PythonEvaluator(lambda n: users if n == "users" else view_row[n], ref)
+    value = ev.eval(FIGURES["gpus_needed"].expr)
+    return None if value is None else int(value)
+
+
+def _split(values, what: str) -> list[str] | None:
+    if values is None:
+        return None
+    items = [v.strip() for v in (values.split(",") if isinstance(values, str) else values) if v.strip()]
+    if not items:
+        raise KvregError(f"--allow-{what} needs at least one name, comma-separated")
+    return items
+
+
+def _candidates(conn, plans: list[str], allow_gpus, allow_kv_dtypes) -> dict[str, list[dict]]:
+    """Per plan: its own setting (when valid) and every other allowed GPU x TP x KV dtype that fits,
+    each with its plan_quarter row for one user (read through the views). A plan is validated once
+    (validate_plan, TP left open); its candidates differ from that row in GPU, TP and KV dtype only,
+    the TPs being those the `tp_valid` figure accepts for the model (kvreg.capacity.valid_tps)."""
+    gpus = [get_gpu(conn, g)["name"] for g in allow_gpus] if allow_gpus else None
+    kv_dtypes = [check_dtype(conn, d, "kv", "KV dtype") for d in allow_kv_dtypes] if allow_kv_dtypes else None
+    gpu_ids: dict = {}
+    tps_of: dict = {}
+    specs, keys = [], []
+    for name in plans:
+        spec = plan_solver_spec(conn, name)
+        base = validate_plan(conn, {**spec, "tp": "auto"}, named=False, choose_tp=False)
+        base["workload"] = validate_workload(spec.get("workload"), base["context_tokens"], base["avg_tokens"])
+        layout = (spec["model"], base["gpus_per_node"], base["pp"])
+        if layout not in tps_of:
+            tps_of[layout] = valid_tps(conn, *layout)
+        tps = [t for t in tps_of[layout] if t % base["dp_attention"] == 0]
+        own = (spec["gpu"], spec["tp"], spec["kv_dtype"])
+        options = [own] if spec["tp"] in tps else []
+        for g in gpus or [spec["gpu"]]:
+            for kvd in kv_dtypes or [spec["kv_dtype"]]:
+                options += [(g, t, kvd) for t in tps if (g, t, kvd) != own]
+        for g, t, kvd in options:
+            if g not in gpu_ids:
+                gpu_ids[g] = get_gpu(conn, g)["id"]
+            specs.append({**base, "gpu_id": gpu_ids[g], "tp": t, "kv_dtype": kvd, "users": 1})
+            keys.append((name, g, t, kvd, (g, t, kvd) == own))
+    out: dict[str, list[dict]] = {name: [] for name in plans}
+    for (name, g, t, kvd, own), r in zip(keys, evaluate(conn, specs)):
+        if own or r["fits"]:
+            out[name].append({"gpu": g, "tp": t, "kv_dtype": kvd, "own": own, "row": r})
+    return out
+
+
+def _demand(conn, quarters: list[str]) -> dict[str, list[int]]:
+    """Users per plan in each quarter (carried forward), for plans with users in some quarter."""
+    users: dict[str, list[int]] = {}
+    for i, q in enumerate(quarters):
+        for d in list_demand(conn, quarter=q):
+            users.setdefault(d["plan"], [0] * len(quarters))[i] = d["users"] or 0
+    return {p: u for p, u in sorted(users.items()) if any(u)}
+
+
+def build_program(conn, start: str, quarters=None, *, allow_gpus=None, allow_kv_dtypes=None,
+                  whole_nodes: bool = False, budget=None, residual=0.0) -> "Program":
+    """The program for the horizon from `start` (`quarters` long, default 4): demand, candidates and
+    their GPUs needed (from the views), the GPU types' facts and installed fleet."""
+    axis = horizon_quarters(start, quarters or 4)
+    residual = float(residual or 0)
+    if not 0 <= residual < 1:
+        raise KvregError(f"--residual is the share of capex recovered at the horizon's end, from 0 up to 1, not {residual}")
+    if budget is not None:
+        budget = float(budget)
+        if not math.isfinite(budget) or budget < 0:
+            raise KvregError(f"--budget must be a number of USD per quarter, at least 0, not {budget}")
+    users = _demand(conn, axis)
+    cands = _candidates(conn, list(users), _split(allow_gpus, "gpus"), _split(allow_kv_dtypes, "kv-dtypes"))
+    need: dict = {}
+    for p, cs in cands.items():
+        for ci, c in enumerate(cs):
+            need[(p, ci)] = [gpus_needed(c["row"], u) if u else 0 for u in users[p]]
+        for qi, q in enumerate(axis):
+            if users[p][qi] and not any(need[(p, ci)][qi] is not None for ci in range(len(cs))):
+                raise KvregError(f"plan {p} cannot be served in {q}: no allowed setting fits (widen --allow-gpus or "
+                                 "--allow-kv-dtypes, or change the plan)")
+    gpu_names = sorted({c["gpu"] for cs in cands.values() for c in cs})
+    facts = {g: get_gpu(conn, g) for g in gpu_names}
+    installed = {(r["gpu"], r["quarter"]): r["gpus_installed"]
+                 for r in rollup(conn, start=axis[0], quarters=len(axis))}
+    return Program(axis, users, cands, need, facts, installed, whole_nodes, budget, residual)
+
+
+def optimize(conn, start: str, quarters=None, *, allow_gpus=None, allow_kv_dtypes=None, whole_nodes: bool = False,
+             budget=None, residual=0.0, time_limit: float = 60.0) -> dict:
+    """The cheapest fleet for the horizon from `start` (`quarters` long, default 4): the chosen
+    setting per plan, the purchases per GPU type and quarter, the cost of today's plans and the
+    saving. Nothing is written (`apply_optimum` writes the settings)."""
+    problem = build_program(conn, start, quarters, allow_gpus=allow_gpus, allow_kv_dtypes=allow_kv_dtypes,
+                            whole_nodes=whole_nodes, budget=budget, residual=residual)
+    best = problem.solve(time_limit)
+    if best["status"] == "infeasible":
+        raise KvregError(problem.why_infeasible(time_limit))
+    current = problem.solve(time_limit, fixed=True)
+    out = problem.answer(best)
+    out["current_cost"] = current["cost"] if current["status"] == "optimal" else None
+    out["current_status"] = current["status"]
+    out["saving"] = None if out["current_cost"] is None else out["current_cost"] - out["optimal_cost"]
+    return out
+
+
+class Program:
+    """The mixed-integer program over one horizon (the module docstring writes it out). `x` lists the
+    (plan, candidate index) columns, `need[(plan, index)]` their GPUs needed per quarter, `cands[plan]`
+    the candidates (gpu, tp, kv_dtype, own), `installed[(gpu, quarter)]` the fleet."""
+
+    def __init__(self, axis, users, cands, need, facts, installed, whole_nodes, budget, residual):
+        self.axis, self.users, self.cands, self.need, self.facts = axis, users, cands, need, facts
+        self.installed, self.whole_nodes, self.budget, self.residual = installed, whole_nodes, budget, residual
+        self.start = index_of_quarter(axis[0])
+        self.gpus = sorted(facts)
+        # x: one column per (plan, candidate) whose needs are known in every quarter with users
+        self.x = [(p, ci) for p, cs in cands.items() for ci in range(len(cs))
+                  if all(n is not None for n in need[(p, ci)])]
+        self.k = [(g, qi) for g in self.gpus for qi in range(len(axis))]
+
+    def unit(self, g) -> int:
+        return self.facts[g]["node_gpus"] if self.whole_nodes else 1
+
+    def run_cost(self, p, ci) -> float:
+        price = self.facts[self.cands[p][ci]["gpu"]]["price_per_hour"] or 0
+        return sum(self.need[(p, ci)]) * price * HOURS_PER_MONTH * MONTHS_PER_QUARTER
+
+    def buy_cost(self, g) -> float:
+        return (self.facts[g]["unit_price"] or 0) * self.unit(g) * (1 - self.residual)
+
+    def solve(self, time_limit: float, fixed: bool = False, last: int | None = None) -> dict:
+        """Solve the program (`fixed`: every plan at today's setting; `last`: the first `last`
+        quarters only, capacity alone)."""
+        if fixed and any(not any(self.cands[p][ci]["own"] for (q, ci) in self.x if q == p) for p in self.cands):
+            return {"status": "infeasible", "cost": None, "gap": None}  # a plan's setting today does not serve
+        # lazy: scipy and numpy load only when a program is solved (start-up time of every other command)
+        import numpy as np
+        from scipy.optimize import Bounds, LinearConstraint, milp
+        from scipy.sparse import coo_matrix
+
+        nq = len(self.axis) if last is None else last
+        nx, nk = len(self.x), len(self.k)
+        cost = np.zeros(nx + nk)
+        lower, upper = np.zeros(nx + nk), np.ones(nx + nk)
+        for j, (p, ci) in enumerate(self.x):
+            cost[j] = self.run_cost(p, ci) if last is None else 0
+            if fixed:
+                lower[j] = upper[j] = 1 if self.cands[p][ci]["own"] else 0
+        real = cost.copy()
+        for j, (g, qi) in enumerate(self.k, start=nx):
+            real[j] = self.buy_cost(g)
+            # Ties go to buying later (capital spent no earlier than needed): a purchase costs a
+            # billionth more per quarter early, too little to change which fleet is cheapest.
+            cost[j] = real[j] * (1 + 1e-9 * (len(self.axis) - qi)) + 1e-6 * (len(self.axis) - qi)
+            lead = self.facts[g]["lead_time_quarters"] or 0
+            can_buy = self.facts[g]["unit_price"] is not None and self.start + qi - lead >= self.start and qi < nq
+            upper[j] = np.inf if can_buy else 0
+        rows, cols, vals, lo, hi = [], [], [], [], []
+        r = 0
+        plan_cols: dict = {}
+        for j, (p, _ci) in enumerate(self.x):
+            plan_cols.setdefault(p, []).append(j)
+        for p in self.cands:  # one setting per plan
+            for j in plan_cols.get(p, []):
+                rows.append(r), cols.append(j), vals.append(1)
+            lo.append(1), hi.append(1)
+            r += 1
+        kcol = {key: j for j, key in enumerate(self.k, start=nx)}
+        for g in self.gpus:  # GPUs in use within the fleet and the purchases so far
+            for qi in range(nq):
+                for j, (p, ci) in enumerate(self.x):
+                    n = self.need[(p, ci)][qi]
+                    if n and self.cands[p][ci]["gpu"] == g:
+                        rows.append(r), cols.append(j), vals.append(n)
+                for q2 in range(qi + 1):
+                    rows.append(r), cols.append(kcol[(g, q2)]), vals.append(-self.unit(g))
+                lo.append(-np.inf), hi.append(self.installed.get((g, self.axis[qi]), 0))
+                r += 1
+        if self.budget is not None:
+            for qi in range(nq):
+                for g in self.gpus:
+                    rows.append(r), cols.append(kcol[(g, qi)]), vals.append((self.facts[g]["unit_price"] or 0)
+                                                                           * self.unit(g))
+                lo.append(-np.inf), hi.append(self.budget)
+                r += 1
+        a = coo_matrix((vals, (rows, cols)), shape=(r, nx + nk))
+        integrality = np.ones(nx + nk)
+        res = milp(cost, constraints=LinearConstraint(a, lo, hi), integrality=integrality,
+                   bounds=Bounds(lower, upper), options={"time_limit": time_limit, "mip_rel_gap": 0})
+        status = STATUS.get(res.status, "solver error")
+        if res.x is None:
+            return {"status": "infeasible" if res.status == 2 else status, "cost": None, "gap": None}
+        return {"status": status, "cost": float(real @ np.round(res.x)),
+                "gap": float(getattr(res, "mip_gap", 0) or 0),
+                "x": [round(v) for v in res.x[:nx]], "k": [round(v) for v in res.x[nx:]]}
+
+    def why_infeasible(self, time_limit: float) -> str:
+        """One line naming the first quarter the demand cannot be served in and the plans growing then."""
+        for last in range(1, len(self.axis) + 1):
+            if self.solve(time_limit, last=last)["status"] == "infeasible":
+                q = self.axis[last - 1]
+                grew = [p for p, u in self.users.items() if u[last - 1] > (u[last - 2] if last > 1 else 0)]
+                plans = ", ".join(grew[:3]) or "the plans in force"
+                return (f"plan {plans} cannot be served in {q}: no purchase lands by then within the lead times"
+                        f"{' and the budget' if self.budget is not None else ''} (raise --budget, allow other GPUs, "
+                        "or start the horizon later)")
+        return "the demand cannot be served within the lead times and the budget"
+
+    def answer(self, best: dict) -> dict:
+        chosen = {}
+        for j, (p, ci) in enumerate(self.x):
+            if best["x"][j]:
+                chosen[p] = ci
+        plans = []
+        for p in sorted(self.cands):
+            own = next((c for c in self.cands[p] if c["own"]), {})
+            c = self.cands[p][chosen[p]]
+            plans.append({"plan": p, "gpu": c["gpu"], "tp": c["tp"], "kv_dtype": c["kv_dtype"], "changed": not c["own"],
+                          "current_gpu": own.get("gpu"), "current_tp": own.get("tp"),
+                          "current_kv_dtype": own.get("kv_dtype"),
+                          "gpus_in_last_quarter": self.need[(p, chosen[p])][-1]})
+        purchases = []
+        for j, (g, qi) in enumerate(self.k):
+            n = best["k"][j] * self.unit(g)
+            if n:
+                lead = self.facts[g]["lead_time_quarters"] or 0
+                price = self.facts[g]["unit_price"]
+                purchases.append({"gpu": g, "quarter": self.axis[qi], "gpus_to_buy": n,
+                                  "capex_to_buy": None if price is None else n * price,
+                                  "order_by": quarter_of_index(self.start + qi - lead)})
+        purchases.sort(key=lambda r: (r["quarter"], r["gpu"]))
+        return {"status": best["status"], "gap": best["gap"], "optimal_cost": best["cost"], "plans": plans,
+                "purchases": purchases, "quarters": list(self.axis), "whole_nodes": self.whole_nodes,
+                "budget_per_quarter": self.budget, "residual": self.residual}
+
+
+def apply_optimum(conn, result: dict) -> list[str]:
+    """Write the chosen settings of the plans that change (in the caller's transaction): their names."""
+    changed = []
+    for p in result["plans"]:
+        if p["changed"]:
+            set_plan(conn, p["plan"], {"gpu": p["gpu"], "tp": p["tp"], "kv_dtype": p["kv_dtype"]})
+            changed.append(p["plan"])
+    return changed

@@ -1,7 +1,7 @@
 """a GPU type's lead time and node size, for the purchase schedule
 
 Revision ID: 0014
-Revises: 0012
+Revises: 0013
 Create Date: 2026-12-05 16:40:00
 
 Two gpu columns. lead_time_quarters: quarters from placing an order to the GPUs serving; the purchase
@@ -21,7 +21,7 @@ from kvreg.db.alter import add_columns, drop_columns
 
 
 revision: str = '0014'
-down_revision: Union[str, None] = '0012'
+down_revision: Union[str, None] = '0013'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 

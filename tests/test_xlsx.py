@@ -14,7 +14,13 @@ from xml.etree import ElementTree as ET
 import pytest
 from sqlalchemy import text
 
-from libreoffice import recalculate, soffice
+import pg
+from conftest import BACKENDS
+from libreoffice import convert, recalculate, soffice
+
+# One pytest-xdist worker runs the whole module, so its module-scoped registry, workbook and
+# LibreOffice runs (`recalculated`, `printed`: one start each) are built once, not once a worker.
+pytestmark = pytest.mark.xdist_group("test_xlsx")
 
 GIB = 2**30
 EVIL = ['=HYPERLINK("http://x","y")', "+1", "-1+2", "@SUM(A1)", "<script>|`x`\nline two"]
@@ -689,21 +695,46 @@ def test_recalculated_workbook_equals_the_views(registry, recalculated):
     assert checked > 3000
 
 
-def test_seeded_workbook_prints_to_at_most_30_pages(engine, tmp_path):
-    """The seeded registry's workbook through LibreOffice to PDF (pages counted in the PDF's page tree)."""
-    import subprocess
-
+@pytest.fixture(scope="module")
+def printed(tmp_path_factory):
+    """The seeded registry's workbook on each engine that is here, printed to PDF by one LibreOffice
+    start (a start costs seconds): {"sqlite": (xlsx, pdf), "postgresql": ...}. A seeded registry is
+    the same on both engines, so the PostgreSQL one is a new database kvreg migrates and seeds."""
+    from kvreg.db.engine import open_registry
     from kvreg.report import write_workbook
 
     _need_libreoffice()
-    path = tmp_path / "capacity.xlsx"
-    with engine.connect() as conn:
-        write_workbook(conn, path, "2026Q4", generated_at="2026-10-01T00:00:00+00:00")
-    profile = tmp_path / "profile"
-    subprocess.run([soffice(), f"-env:UserInstallation={profile.as_uri()}", "--headless", "--norestore",
-                    "--convert-to", "pdf", "--outdir", str(tmp_path), str(path)], check=True, capture_output=True,
-                   timeout=180, env={**os.environ, "HOME": str(profile)})
-    pdf = (tmp_path / "capacity.pdf").read_bytes()
+    work = tmp_path_factory.mktemp("print")
+    urls = {"sqlite": f"sqlite:///{work / 'registry.db'}"}
+    server, _ = pg.find_server()
+    if server is not None:
+        database = server.create_database()
+        urls["postgresql"] = server.url(database)
+    try:
+        books = {}
+        for backend, url in urls.items():
+            eng = open_registry(url)
+            try:
+                with eng.connect() as conn:
+                    books[backend] = work / f"{backend}.xlsx"
+                    write_workbook(conn, books[backend], "2026Q4", generated_at="2026-10-01T00:00:00+00:00")
+            finally:
+                eng.dispose()
+        pdfs = convert(list(books.values()), work / "pdf", "pdf", ".pdf")
+        yield {backend: (book, pdf) for (backend, book), pdf in zip(books.items(), pdfs)}
+    finally:
+        if server is not None:
+            server.drop_database(database)
+            server.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_seeded_workbook_prints_to_at_most_30_pages(backend, printed, request):
+    """The seeded registry's workbook through LibreOffice to PDF (pages counted in the PDF's page tree)."""
+    if backend == "postgresql":
+        request.getfixturevalue("pg_server")  # skips without a server, fails without one under CI=true
+    path, pdf_path = printed[backend]
+    pdf = pdf_path.read_bytes()
     pages = len(re.findall(rb"/Type\s*/Page[^s]", pdf))
     assert 11 <= pages <= 30, pages  # at least a page per sheet; 201 before the page setup
     # What a reader sees first holds a number in every figure cell (only a fitting plan's reason is empty).

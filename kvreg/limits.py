@@ -91,8 +91,14 @@ def _too_deep(where: str, what: str) -> InputError:
 
 # A key of more than MAX_KEY_PARTS dotted parts: bare or quoted parts joined by dots. tomllib
 # takes time and memory that grow with the square of the parts (50,000 parts: over 4 GB).
-_PART = r"""(?:[A-Za-z0-9_-]+|"[^"\n]*"|'[^'\n]*')"""
-_LONG_KEY = re.compile(rf"{_PART}(?:[ \t]*\.[ \t]*{_PART}){{{MAX_KEY_PARTS},}}")
+# Linear in the text: possessive quantifiers never give back what they took (nothing a part gives
+# back could be a dot), and a key starts no bare part in the middle of another (a key found from
+# there is also found from the run's start). Plain + and no look-behind took time growing with the
+# square of a long run of key characters: a 50,000-character note in a file took a minute to check.
+_BARE = "[A-Za-z0-9_-]"
+_PART = rf"""(?:{_BARE}++|"[^"\n]*+"|'[^'\n]*+')"""
+_FIRST_PART = rf"""(?:(?<!{_BARE}){_BARE}++|"[^"\n]*+"|'[^'\n]*+')"""
+_LONG_KEY = re.compile(rf"{_FIRST_PART}(?:[ \t]*+\.[ \t]*+{_PART}){{{MAX_KEY_PARTS},}}")
 
 
 def parse_toml(text: str, where: str, what: str = "kvreg declaration file") -> dict:

@@ -30,6 +30,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pg  # noqa: E402 - tests/pg.py, beside this file
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """Parallel by default: `pytest` runs on one worker per core (pytest-xdist's -n auto), tests
+    marked xdist_group together on one worker. An explicit -n (-n 0: serial in this process),
+    --pdb, or -p no:xdist wins. Not addopts: -p no:xdist would then reject -n."""
+    if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
+        return
+    if config.option.numprocesses is None and not config.getoption("usepdb"):
+        config.option.numprocesses = "auto"
+        if config.option.dist == "no":
+            config.option.dist = "loadgroup"
+
+
 def pytest_report_header(config):
     url = os.environ.get(pg.ENV)
     if not url:

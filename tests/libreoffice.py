@@ -34,21 +34,30 @@ def soffice() -> str | None:
 def recalculate(paths: list[Path], outdir: Path, timeout: float = 180) -> list[Path]:
     """Recalculate every formula of each .xlsx in `paths`; returns the recalculated copies in `outdir`
     (same file names, so the inputs must have distinct names)."""
+    return convert(paths, outdir, "xlsx:Calc MS Excel 2007 XML", ".xlsx", recalc=True, timeout=timeout)
+
+
+def convert(paths: list[Path], outdir: Path, target: str, suffix: str, recalc: bool = False,
+            timeout: float = 180) -> list[Path]:
+    """Convert every file in `paths` with one LibreOffice start (`--convert-to target`, e.g. "pdf"),
+    in a private profile that always recalculates on load when `recalc`; returns the outputs in
+    `outdir` (the inputs' names with `suffix`, so the inputs must have distinct names)."""
     binary = soffice()
     if binary is None:
         raise RuntimeError("LibreOffice (soffice) is not installed: apt-get install libreoffice-calc-nogui")
     outdir.mkdir(parents=True, exist_ok=True)
     profile = Path(tempfile.mkdtemp(prefix="lo-profile-"))
     try:
-        (profile / "user").mkdir()
-        (profile / "user" / "registrymodifications.xcu").write_text(_RECALC_ALWAYS)
+        if recalc:
+            (profile / "user").mkdir()
+            (profile / "user" / "registrymodifications.xcu").write_text(_RECALC_ALWAYS)
         cmd = [binary, f"-env:UserInstallation={profile.as_uri()}", "--headless", "--norestore",
-               "--convert-to", "xlsx:Calc MS Excel 2007 XML", "--outdir", str(outdir), *map(str, paths)]
+               "--convert-to", target, "--outdir", str(outdir), *map(str, paths)]
         env = {**os.environ, "HOME": str(profile)}  # nothing of the user's own profile is read
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     finally:
         shutil.rmtree(profile, ignore_errors=True)
-    out = [outdir / Path(p).name for p in paths]
+    out = [outdir / Path(p).with_suffix(suffix).name for p in paths]
     missing = [p for p in out if not p.exists()]
     if proc.returncode != 0 or missing:
         raise RuntimeError(f"LibreOffice failed (exit {proc.returncode}) for {missing}: {proc.stderr.strip()}")

@@ -14,7 +14,13 @@ from xml.etree import ElementTree as ET
 import pytest
 from sqlalchemy import text
 
-from libreoffice import recalculate, soffice
+import pg
+from conftest import BACKENDS
+from libreoffice import convert, recalculate, soffice
+
+# One pytest-xdist worker runs the whole module, so its module-scoped registry, workbook and
+# LibreOffice runs (`recalculated`, `printed`: one start each) are built once, not once a worker.
+pytestmark = pytest.mark.xdist_group("test_xlsx")
 
 GIB = 2**30
 EVIL = ['=HYPERLINK("http://x","y")', "+1", "-1+2", "@SUM(A1)", "<script>|`x`\nline two"]
@@ -737,30 +743,56 @@ def test_recalculated_workbook_equals_the_views(registry, recalculated):
     assert checked > 3000
 
 
-def test_seeded_workbook_prints_on_12_pages_at_8_pt_or_more(engine, tmp_path):
+@pytest.fixture(scope="module")
+def printed(tmp_path_factory):
+    """The seeded registry's workbook on each engine that is here, printed to PDF by one LibreOffice
+    start (a start costs seconds): {"sqlite": (xlsx, pdf, plans, gpus), "postgresql": ...}. A seeded registry is
+    the same on both engines, so the PostgreSQL one is a new database kvreg migrates and seeds."""
+    from kvreg.db.engine import open_registry
+    from kvreg.report import write_workbook
+
+    _need_libreoffice()
+    work = tmp_path_factory.mktemp("print")
+    urls = {"sqlite": f"sqlite:///{work / 'registry.db'}"}
+    server, _ = pg.find_server()
+    if server is not None:
+        database = server.create_database()
+        urls["postgresql"] = server.url(database)
+    try:
+        books, names = {}, {}
+        for backend, url in urls.items():
+            eng = open_registry(url)
+            try:
+                with eng.connect() as conn:
+                    books[backend] = work / f"{backend}.xlsx"
+                    write_workbook(conn, books[backend], "2026Q4", generated_at="2026-10-01T00:00:00+00:00")
+                    names[backend] = ([r[0] for r in conn.execute(text("SELECT name FROM plan ORDER BY name"))],
+                                      [r[0] for r in conn.execute(text("SELECT name FROM gpu ORDER BY name"))])
+            finally:
+                eng.dispose()
+        pdfs = convert(list(books.values()), work / "pdf", "pdf", ".pdf")
+        yield {backend: (book, pdf, *names[backend]) for (backend, book), pdf in zip(books.items(), pdfs)}
+    finally:
+        if server is not None:
+            server.drop_database(database)
+            server.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_seeded_workbook_prints_on_12_pages_at_8_pt_or_more(backend, printed, request):
     """The seeded registry's workbook through LibreOffice to PDF: at most 12 pages (23 before the
     print areas and cards, 201 before any page setup), no printed character under 8 pt (text size
     read from the PDF's text operators: font size x text matrix x transformation), the Summary's
     tables on one landscape page without the quarter-index helper, a card per plan, and nothing of
     the sheets left out of print (Read me names them)."""
-    import subprocess
-
     from pdftext import read_pages
 
     from kvreg.export.xlsx import NOT_PRINTED, SHEETS
-    from kvreg.report import write_workbook
 
-    _need_libreoffice()
-    path = tmp_path / "capacity.xlsx"
-    with engine.connect() as conn:
-        write_workbook(conn, path, "2026Q4", generated_at="2026-10-01T00:00:00+00:00")
-        plans = [r[0] for r in conn.execute(text("SELECT name FROM plan ORDER BY name"))]
-        gpus = [r[0] for r in conn.execute(text("SELECT name FROM gpu ORDER BY name"))]
-    profile = tmp_path / "profile"
-    subprocess.run([soffice(), f"-env:UserInstallation={profile.as_uri()}", "--headless", "--norestore",
-                    "--convert-to", "pdf", "--outdir", str(tmp_path), str(path)], check=True, capture_output=True,
-                   timeout=180, env={**os.environ, "HOME": str(profile)})
-    pages = read_pages(tmp_path / "capacity.pdf")
+    if backend == "postgresql":
+        request.getfixturevalue("pg_server")  # skips without a server, fails without one under CI=true
+    path, pdf_path, plans, gpus = printed[backend]
+    pages = read_pages(pdf_path)
     assert len(pages) <= 12, len(pages)
     small = [(i, p.smallest) for i, p in enumerate(pages, start=1) if p.smallest < 8 - 0.005]
     assert small == [], small  # (page, smallest size in pt)

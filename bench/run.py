@@ -688,13 +688,22 @@ def write_doc(path: Path, ctx: Context, args, sizes: dict[int, dict], goals, sca
     path.write_text("\n".join(lines) + _kept_section(path))
 
 
+# Sections written by other means, kept when this rewrites the rest: bench/serve.py's, and the test
+# suite's times (measured by hand, see the section itself).
+KEPT_SECTIONS = [
+    ("<!-- kvreg serve: written by bench/serve.py -->", "<!-- end of the kvreg serve section -->"),
+    ("<!-- test suite: measured by hand -->", "<!-- end of the test suite section -->"),
+]
+
+
 def _kept_section(path: Path) -> str:
-    """The `kvreg serve` section bench/serve.py wrote into the document, kept when this rewrites the rest."""
-    begin, end = "<!-- kvreg serve: written by bench/serve.py -->", "<!-- end of the kvreg serve section -->"
+    """The sections of the document this does not write (KEPT_SECTIONS), kept when it rewrites the rest."""
     old = path.read_text() if path.exists() else ""
-    if begin not in old or end not in old:
-        return ""
-    return "\n" + old[old.index(begin):old.index(end) + len(end)] + "\n"
+    kept = ""
+    for begin, end in KEPT_SECTIONS:
+        if begin in old and end in old:
+            kept += "\n" + old[old.index(begin):old.index(end) + len(end)] + "\n"
+    return kept
 
 
 def _only_text(args) -> str:

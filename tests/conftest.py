@@ -191,3 +191,10 @@ class Kvreg:
 @pytest.fixture
 def kv(db_url) -> Kvreg:
     return Kvreg(db_url)
+
+
+@pytest.fixture(autouse=True)
+def _no_terminal_width(monkeypatch):
+    """CLI tables fit COLUMNS when it is set: no test inherits a width from the shell or another test
+    (tests/test_cli_tables.py sets it where it is the point)."""
+    monkeypatch.delenv("COLUMNS", raising=False)

@@ -269,7 +269,7 @@ def test_a_row_typed_in_without_its_formulas_is_refused_naming_it(kv, state, tmp
     result = kv("apply", tmp_path / "typed.xlsx", "--quarter", "2026Q4", ok=False)
     assert result.exit_code == 1 and result.stderr.strip() == (
         f"Error: Fleet row {new} (H200 2026Q4) was typed in without the formulas of its columns quarter_index, "
-        "in_force, previous_quarter_in_force (hidden ones included), so the workbook's figures leave it out: copy "
+        "in_force, previous_quarter_in_force, ... (hidden ones included), so the workbook's figures leave it out: copy "
         "the row above (formulas and all), change its inputs, then apply")
     assert state() == before
 

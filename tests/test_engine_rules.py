@@ -977,7 +977,7 @@ def test_a_gpus_facts_are_options_and_bad_ones_are_one_line(kv, state):
     [h100] = [g for g in kv.json("gpu", "list") if g["name"] == "H100-SXM"]
     assert (h100["compute_capability"], h100["fabric"]) == (9.0, 1)
     line = fails(kv, state, "gpu", "add", "X", "--memory", "24GiB", "--compute-capability", "0")
-    assert "compute_capability must be above 0 (an H100 is 9.0)" in line
+    assert "compute_capability must be a finite number of more than 0 and at most 100, not 0.0 (an H100 is 9.0)" in line
 
 
 def test_v0_pads_an_mla_latent_to_256_bytes(cap):

@@ -274,7 +274,7 @@ def _grid(html: str, which: int = 0) -> list[dict]:
 
 
 def test_procurement_page_shows_what_to_buy_as_the_cli_rollup(server, module_db_url):
-    cli = Kvreg(module_db_url).json("plan", "rollup")
+    cli = Kvreg(module_db_url).json("plan", "rollup")["schedule"]
     html = server.get("/procurement")[2].decode()
     rows = _grid(html)
     # every rollup row, with what to buy, never an empty cell where the rollup has a value
@@ -285,14 +285,15 @@ def test_procurement_page_shows_what_to_buy_as_the_cli_rollup(server, module_db_
             assert shown[key] == f"{c[key]:,}", key
         for key in ("capex_to_buy", "cost_per_month"):
             assert shown[key] == f"{c[key]:,.2f}", key
-    # Seed 002's H100-SXM in 2026Q4: 93 GPUs needed, none installed, 93 to buy at 30,000 USD = 2,790,000 USD.
+    # Seed 002's H100-SXM: 39 GPUs needed in 2026Q3, 93 in 2026Q4, none installed. GPUs bought stay bought:
+    # 39 are bought for 2026Q3, so 2026Q4 buys 93 - 39 = 54 more, at 30,000 USD = 1,620,000 USD.
     h100 = next(r for r in rows if (r["gpu"], r["quarter"]) == ("H100-SXM", "2026Q4"))
-    assert (h100["gpus_needed"], h100["gpus_installed"], h100["gpus_to_buy"]) == ("93", "0", "93")
-    assert h100["capex_to_buy"] == f"{93 * 30000:,.2f}" == "2,790,000.00"
-    # totals per quarter: 2026Q4 = H100-SXM 93 + H200 3 GPUs; capex 2,790,000 + 3 x 35,000
+    assert (h100["gpus_needed"], h100["gpus_installed"], h100["gpus_to_buy"]) == ("93", "0", "54")
+    assert h100["capex_to_buy"] == f"{(93 - 39) * 30000:,.2f}" == "1,620,000.00"
+    # totals per quarter: 2026Q4 = H100-SXM 54 + H200 (3 - 2 =) 1 GPUs; capex 1,620,000 + 1 x 35,000
     totals = {r["quarter"]: r for r in _grid(html, 1)}
-    assert totals["2026Q4"]["gpus_to_buy"] == "96"
-    assert totals["2026Q4"]["capex_to_buy"] == f"{93 * 30000 + 3 * 35000:,.2f}" == "2,895,000.00"
+    assert totals["2026Q4"]["gpus_to_buy"] == "55"
+    assert totals["2026Q4"]["capex_to_buy"] == f"{54 * 30000 + 1 * 35000:,.2f}" == "1,655,000.00"
 
 
 class _InProcess:
@@ -321,7 +322,7 @@ def test_a_column_the_rollup_lost_is_a_server_error_not_an_empty_cell(module_db_
     from kvreg.web.app import MissingColumn, create_app
 
     renamed = [{("capex" if k == "capex_to_buy" else k): v for k, v in r.items()}
-               for r in Kvreg(module_db_url).json("plan", "rollup")]
+               for r in Kvreg(module_db_url).json("plan", "rollup")["schedule"]]
     monkeypatch.setattr(kvreg.db.read, "rollup", lambda conn, *a: renamed)
     with pytest.raises(MissingColumn, match=r"the rows have no column 'capex_to_buy'"):
         _InProcess(create_app(module_db_url)).get("/procurement")

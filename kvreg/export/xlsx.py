@@ -774,6 +774,13 @@ _SUMMARY_TOP = 4  # labels row; names on 5 (hidden), data from 6
 _NO_TOTAL = ("unit_price", "price_per_hour", "reserved_price_per_hour", "order_by", "order_by_whole_nodes",
              "order_by_index", "order_by_index_whole_nodes", "lead_time_quarters", "node_gpus", "gpus_bought",
              "previous_gpus_bought", "gpus_bought_whole_nodes")
+# Summary columns kept for the formulas and for a reader who unhides them, not printed: the whole-node
+# variants (plan rollup --whole-nodes), the running helpers of the purchase, reserved prices and the GPU
+# facts the GPUs sheet shows. With them hidden the table prints on one landscape page at 8 pt or more.
+_SUMMARY_HIDDEN = ("gpus_short", "previous_gpus_bought", "order_by_index", "order_by_index_whole_nodes",
+                   "gpus_to_buy_whole_nodes", "capex_to_buy_whole_nodes", "order_by_whole_nodes",
+                   "order_late_whole_nodes", "gpus_bought_whole_nodes", "reserved_price_per_hour",
+                   "reserved_cost_per_month", "lead_time_quarters", "node_gpus")
 _GPU_FACTS = ("unit_price", "price_per_hour", "lead_time_quarters", "node_gpus")  # looked up on the GPUs sheet
 # The first quarter's index of the per-quarter blocks (horizon_start_index): a helper beside the quarter
 # index, outside the print area.
@@ -922,7 +929,8 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
     ws.set_column(0, 0, 12)
     for name in AGGREGATE_COLUMNS:
         j = _col0(letters[name])
-        ws.set_column(j, j, _SUMMARY_WIDTH.get(described[name][0], 6))
+        ws.set_column(j, j, _SUMMARY_WIDTH.get(described[name][0], 6), None,
+                      {"hidden": True} if name in _SUMMARY_HIDDEN else None)
     if len(gpus) > len(AGGREGATE_COLUMNS):
         ws.set_column(len(AGGREGATE_COLUMNS) + 1, len(gpus), 6)
     ws.set_column(_QUARTER_INDEX_COL - 2, _QUARTER_INDEX_COL - 2, 22)

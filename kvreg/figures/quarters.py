@@ -25,7 +25,7 @@ def quarter_index_sql(col: str) -> str:
 def quarter_of_index_sql(col: str) -> str:
     """quarter_of_index in SQL: an integer index column as YEARQn text (NULL: NULL)."""
     return (f"(CASE WHEN {col} IS NULL THEN NULL ELSE CAST(CAST(({col}) / 4 AS INTEGER) AS VARCHAR(4)) || 'Q' ||"
-            f" CAST(({col}) % 4 + 1 AS VARCHAR(1)) END)")
+            f" CAST(({col}) - 4 * CAST(({col}) / 4 AS INTEGER) + 1 AS VARCHAR(1)) END)")  # no %: SQLite's spelling
 
 
 def quarter_of_index_excel(ref: str) -> str:

@@ -86,7 +86,8 @@ def test_both_paths_print_the_same_bytes(registry, monkeypatch, args, fmt):
 
         monkeypatch.setattr(db_read, "_full_read", refuse)
     fast = _run(kv, args, fmt)
-    monkeypatch.undo()
+    monkeypatch.undo()  # (undoes conftest's removal of COLUMNS too: removed again)
+    monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.setenv(fastpath.FULL_PATH_ENV, "1")
     full = _run(kv, args, fmt)
     assert fast == full

@@ -1160,7 +1160,7 @@ def test_ctrl_c_during_a_report_is_one_line_exit_130_and_leaves_nothing(tmp_path
     out = tmp_path / "reports"
     env = {**os.environ, "KVREG_DB": url}
     interrupted = 0
-    for delay in (1.0, 2.0, 3.0):
+    for delay in (1.0, 2.0, 3.0, 4.0):
         proc = subprocess.Popen([*kvreg_command(), "report", "--quarter", "2026Q4", "--out", str(out)], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -1168,6 +1168,12 @@ def test_ctrl_c_during_a_report_is_one_line_exit_130_and_leaves_nothing(tmp_path
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
         if proc.returncode == 0:  # it finished first: a whole report, nothing to check here
+            continue
+        if proc.returncode == -signal.SIGINT and not err.strip():
+            # On a loaded machine the signal can land while the interpreter is still starting, before
+            # Python installs its SIGINT handler: the process dies of it and nothing ran. Not the case
+            # under test; the later moments are.
+            assert registry_state(url) == before
             continue
         interrupted += 1
         assert (proc.returncode, [ln for ln in err.splitlines() if ln.strip()]) == \

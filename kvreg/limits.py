@@ -43,6 +43,24 @@ def show_path(path) -> str:
         return repr(os.fsencode(text))[2:-1]
 
 
+def regular_file(path, limit: int, noun: str, not_regular: str, too_big: str) -> str:
+    """The path as messages show it, once it is a regular file of at most `limit` bytes: a folder,
+    pipe, device or socket is refused before it is opened (nothing can block on it or stream without
+    end), as is a file too big for `noun`; `not_regular` and `too_big` say what to do instead."""
+    where = show_path(path)
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise InputError(f"cannot read {where}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a pipe, device or socket)"
+        raise InputError(f"cannot read {where}: it is {kind}; {not_regular}")
+    if st.st_size > limit:
+        raise InputError(f"{where} is {st.st_size / MB:,.1f} MB: larger than {limit // MB} MB, too big for {noun}; "
+                         f"{too_big}")
+    return where
+
+
 def read_input(path: str, limit: int, what: str) -> bytes:
     """The bytes of `path` (`-`: stdin), at most `limit`; anything else is a one-line InputError.
 
@@ -52,17 +70,7 @@ def read_input(path: str, limit: int, what: str) -> bytes:
         data = sys.stdin.buffer.read(limit + 1)
         where = "stdin"
     else:
-        where = show_path(path)
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            raise InputError(f"cannot read {where}: {exc.strerror or exc}") from None
-        if not stat.S_ISREG(st.st_mode):
-            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a pipe, device or socket)"
-            raise InputError(f"cannot read {where}: it is {kind}; give a {what} file, or - and pipe it to stdin")
-        if st.st_size > limit:
-            raise InputError(f"{where} is {st.st_size / MB:,.1f} MB: larger than {limit // MB} MB, too big for a "
-                             f"{what}; split it")
+        where = regular_file(path, limit, f"a {what}", f"give a {what} file, or - and pipe it to stdin", "split it")
         try:
             with open(path, "rb") as fh:
                 data = fh.read(limit + 1)
@@ -190,17 +198,8 @@ def check_workbook(path) -> None:
     import xml.etree.ElementTree as ET  # lazy: only a workbook read back needs it
     import zipfile  # lazy: as above
 
-    where = show_path(path)
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        raise InputError(f"cannot read {where}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a pipe, device or socket)"
-        raise InputError(f"cannot read {where}: it is {kind}; give the capacity.xlsx kvreg report wrote")
-    if st.st_size > MAX_XLSX_BYTES:
-        raise InputError(f"{where} is {st.st_size / MB:,.1f} MB: larger than {MAX_XLSX_BYTES // MB} MB, too big for "
-                         "a capacity workbook; give the capacity.xlsx kvreg report wrote")
+    fix = "give the capacity.xlsx kvreg report wrote"
+    where = regular_file(path, MAX_XLSX_BYTES, "a capacity workbook", fix, fix)
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError):

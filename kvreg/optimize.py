@@ -4,7 +4,7 @@ Per plan the program picks one setting (GPU type, TP, KV dtype) among the allowe
 the horizon; per GPU type and quarter it picks the GPUs to buy. Every candidate's capacity is read
 from the views: each plan x GPU x TP x KV dtype is written as a scratch plan and read back through
 `plan_quarter` (kvreg.plans.evaluate), and its GPUs needed for a quarter's users is the declared
-`gpus_needed` figure evaluated on that row (kvreg.figures.expr.PythonEvaluator), never a second
+`gpus_needed` figure evaluated on that row (kvreg.figures.python.PythonEvaluator), never a second
 formula.
 
 The program (scipy.optimize.milp, HiGHS's branch and bound):
@@ -33,7 +33,7 @@ from kvreg.capacity import valid_tps
 from kvreg.db.read import horizon_quarters, list_demand, rollup
 from kvreg.errors import KvregError
 from kvreg.figures.declarations import FIGURES, HOURS_PER_MONTH
-from kvreg.figures.expr import PythonEvaluator
+from kvreg.figures.python import PythonEvaluator
 from kvreg.figures.quarters import index_of_quarter, quarter_of_index
 from kvreg.plans import evaluate, plan_solver_spec, set_plan, validate_plan, validate_workload
 from kvreg.registry import check_dtype, get_gpu

@@ -34,11 +34,7 @@ import pytest
 from kvreg.figures.expr import (
     Const,
     Expr,
-    ExcelCompiler,
     Input,
-    PostgresCompiler,
-    PythonEvaluator,
-    SqlCompiler,
     and_,
     ceil,
     coalesce,
@@ -53,6 +49,10 @@ from kvreg.figures.expr import (
     not_,
     or_,
 )
+from kvreg.figures.excel import ExcelCompiler
+from kvreg.figures.python import PythonEvaluator
+from kvreg.figures.sql import SqlCompiler
+
 
 a, b = Input("a"), Input("b")
 
@@ -185,7 +185,7 @@ def _same(got, want) -> bool:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_compiles_to(case):
     assert SqlCompiler(_names, _names).compile(case.expr) == case.sqlite
-    assert PostgresCompiler(_names, _names).compile(case.expr) == case.postgresql
+    assert SqlCompiler(_names, _names, dialect="postgresql").compile(case.expr) == case.postgresql
     assert ExcelCompiler(_names, _names).compile(case.expr) == case.excel
 
 
@@ -257,7 +257,7 @@ def test_postgresql_values():
     with psycopg.connect(url) as conn:
         for case in CASES:
             inline = lambda name, c=case: _pg_literal(c.inputs[name])  # noqa: E731
-            sql = PostgresCompiler(inline, inline).compile(case.expr)
+            sql = SqlCompiler(inline, inline, dialect="postgresql").compile(case.expr)
             got = conn.execute(f"SELECT {sql}".replace("%", "%%")).fetchone()[0]
             assert _same(float(got) if type(got).__name__ == "Decimal" else got, case.value), (case.id, sql, got)
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kvreg.figures.declarations import FIGURES
-from kvreg.figures.expr import PythonEvaluator
+from kvreg.figures.python import PythonEvaluator
 
 GiB = 2**30
 FAST = settings(max_examples=60, deadline=None, database=None)

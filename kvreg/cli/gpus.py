@@ -11,11 +11,10 @@ GPU_COLUMNS = ["name", "vendor", "memory_bytes", "memory_gib", "reported_memory_
 
 
 def _gpu_out(row: dict) -> dict:
-    from kvreg.figures.python import figure_value  # the declarations: 30 ms, for the commands that list GPUs
+    from kvreg.figures.python import with_gpu_figures  # the declarations: 30 ms, for the commands that list GPUs
 
-    out = {k: row.get(k) for k in GPU_COLUMNS if k != "memory_gib"}
-    out["memory_gib"] = figure_value("memory_gib", row)
-    return {k: out[k] for k in GPU_COLUMNS}
+    out = with_gpu_figures(row)
+    return {k: out.get(k) for k in GPU_COLUMNS}
 
 
 @click.group("gpu")

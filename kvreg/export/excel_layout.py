@@ -14,8 +14,8 @@ from typing import Any, Callable, Iterable
 from xlsxwriter.utility import xl_cell_to_rowcol, xl_col_to_name
 
 from kvreg.figures.declarations import FIGURES, INPUTS
-from kvreg.figures.excel import NullSafeExcelCompiler
-from kvreg.figures.expr import Input, Ref
+from kvreg.figures.excel import ExcelCompiler
+from kvreg.figures.expr import names as read_names
 from kvreg.figures.labels import label
 
 # Where row numbers go in a formula template; replaced per row (compiling once per column keeps
@@ -80,19 +80,14 @@ def figure_template(name: str, cell_of: Callable[[str], str]) -> str:
 
     `cell_of(name)` gives the column letter holding an input or figure in the same row."""
     resolve = lambda n: f"{cell_of(n)}{ROW}"  # noqa: E731 - every name is a cell in the same row
-    return "=" + NullSafeExcelCompiler(resolve, resolve).compile(FIGURES[name].expr)
+    return "=" + ExcelCompiler(resolve, resolve, null_safe=True).compile(FIGURES[name].expr)
 
 
 def figure_references(names: Iterable[str]) -> list[str]:
     """Input and figure names these figures refer to directly, in first-seen order."""
     out: list[str] = []
     for name in names:
-        stack = [FIGURES[name].expr]
-        while stack:
-            e = stack.pop()
-            if isinstance(e, (Input, Ref)) and e.name not in out:
-                out.append(e.name)
-            stack.extend(reversed(list(e.children())))
+        out += [n for n in read_names(FIGURES[name].expr) if n not in out]
     return out
 
 

@@ -19,7 +19,7 @@ import jinja2
 import kvreg
 from kvreg.figures.declarations import AGGREGATES, FIGURES, INPUTS
 from kvreg.figures.labels import LABELS, label
-from kvreg.figures.python import figure_value
+from kvreg.figures.python import with_gpu_figures
 from kvreg.units import format_tokens
 
 
@@ -157,7 +157,7 @@ def catalog_table(models: list[dict], kv_dtypes: list[str]) -> Md:
 
 def gpu_table(gpus: list[dict]) -> Md:
     """The GPU types with their memory (shown in GiB), bandwidth and prices."""
-    rows = [{**g, "memory_gib": figure_value("memory_gib", g)} for g in gpus]
+    rows = [with_gpu_figures(g) for g in gpus]
     return table(rows, ["gpu", "vendor", "memory_gib", "memory_bandwidth_bytes_per_s", "price_per_hour", "unit_price"])
 
 

@@ -18,11 +18,14 @@ from __future__ import annotations
 from typing import Callable
 
 from .declarations import AGGREGATE_AXIS_INPUTS, AGGREGATE_GPU_INPUTS, AGGREGATES, FIGURES, INPUTS, Aggregate
-from .expr import ExcelCompiler, Input, PostgresCompiler, Ref, SqlCompiler
+from .excel import ExcelCompiler
+from .expr import Input, Ref, names
 from .quarters import (  # noqa: F401  (the carry-forward rule's pieces, re-exported)
     in_force_excel, in_force_sql, index_of_quarter, previous_index_sql, quarter_index_excel, quarter_index_sql,
     quarter_of_index, quarter_of_index_excel, quarter_of_index_sql, until_sql,
 )
+from .sql import compiler
+from .sql import fence as sql_fence
 
 # --------------------------------------------------------------------------- order
 
@@ -48,24 +51,12 @@ def _refs(a: Aggregate) -> list[str]:
         return [a.of]
     if a.expr is None:
         return []
-    out, stack = [], [a.expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Ref):
-            out.append(e.name)
-        stack.extend(e.children())
-    return out
+    return names(a.expr, (Ref,))
 
 
 def _inputs(e) -> list[str]:
     """The GPU inputs an aggregate's expression reads, in first-seen order."""
-    out, stack = [], [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, Input) and x.name not in out:
-            out.append(x.name)
-        stack.extend(reversed(list(x.children())))
-    return out
+    return names(e, (Input,))
 
 
 def _kind(column: str) -> str:
@@ -101,8 +92,7 @@ def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool =
     as the workbook's Summary lists them). One pass over each source; the previous quarter is the
     same sum with the rule at quarter_index - 1. `only_active`: leave out GPU types and quarters
     with no plan and no GPU installed (the procurement view)."""
-    fence = " LIMIT -1 OFFSET 0" if dialect == "sqlite" else " OFFSET 0"
-    comp_cls = PostgresCompiler if dialect == "postgresql" else SqlCompiler
+    fence = sql_fence(dialect)
     order = aggregate_order()
     # Each source is read once, into a CTE the joins below scan (fenced: not re-evaluated per quarter).
     # The horizon starts at the axis's first quarter (order_late: an order due before it is late).
@@ -136,8 +126,7 @@ def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool =
         " LEFT JOIN s_fleet ON s_fleet.gpu = gq.gpu AND s_fleet.quarter_index = ax.quarter_index"
         f"{fence})"
     )
-    resolve = lambda name: f"src.{name}"  # noqa: E731 - every name is a column of the layer below
-    comp = comp_cls(resolve, resolve)
+    comp = compiler(dialect)  # every name is a column src.NAME of the layer below
     below = "layer0"
     for i, name in enumerate((n for n in order if AGGREGATES[n].expr is not None or AGGREGATES[n].running),
                              start=1):

@@ -33,6 +33,7 @@ from .expr import (
     isnull,
     least,
     mod,
+    names,
     not_,
     or_,
 )
@@ -1204,15 +1205,10 @@ def dependencies(name: str, _seen: frozenset = frozenset()) -> set[str]:
         return {name}
     if name in _seen:
         raise ValueError(f"figure {name} depends on itself")
-    out: set[str] = set()
-    stack = [FIGURES[name].expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Input):
-            out.add(e.name)
-        elif isinstance(e, Ref):
-            out |= dependencies(e.name, _seen | {name})
-        stack.extend(e.children())
+    e = FIGURES[name].expr
+    out = set(names(e, (Input,)))
+    for ref in names(e, (Ref,)):
+        out |= dependencies(ref, _seen | {name})
     return out
 
 

@@ -1,18 +1,57 @@
-"""The workbook's compiler: ExcelCompiler with SQL's NULL semantics, so a cell agrees with the views.
+"""The Excel target: a figure's expression tree as a cell formula (without the leading '=').
+
+Every construct is spelled here, once, with functions LibreOffice 7.4 and Excel 2010 share (no
+construct needs a spelling of its own for either, so there is no flag for them). One flag changes
+the spelling: `null_safe`.
+
+- Plain (`null_safe=False`): every cell holds a value. The procurement aggregates' Summary
+  (kvreg.figures.aggregates) compiles so, guarding its few blank GPU inputs itself.
+- `null_safe=True`: SQL's NULL semantics, where NULL is an empty cell or "", so a cell agrees
+  with the views. SQL gives NULL for arithmetic on a NULL, 0 for a comparison or a condition on
+  NULL, and NULL for a zero divisor; Excel would give #VALUE! (``"" * 2``), TRUE (``"" > 0``) and
+  #DIV/0!. Each maximal run of strict operations (+ - * /, INT, MOD, FIXED, &) gets one guard
+  listing the cells in it that may be blank, so the formula stays readable:
+  ``IF(OR(B3="",C3=""),"",B3*C3*730)``; a divisor the schema does not keep positive gets a zero
+  test. What cannot be NULL compiles as the plain spelling does, with a shorter isnull/coalesce
+  (a blank cell and a formula's "" both equal "": ISBLANK adds nothing) and a condition written
+  as one (a>b) rather than as a flag tested against 0 (IF(a>b,1,0)<>0): formula length is most of
+  the workbook's write time (XlsxWriter runs its regular expressions over every formula).
 
 How NULLs travel through a formula depends on which inputs may be NULL and which the schema keeps
-above zero (kvreg.figures.facts, from the input declarations). Where the formulas sit in
-a sheet is kvreg.export.excel_layout's business.
+above zero (kvreg.figures.facts, from the input declarations). The branches of an IF know what
+its condition tested (`Facts`), so ``IF(ISBLANK(M3), ..., M3)`` needs no guard on M3. Where the
+formulas sit in a sheet is kvreg.export.excel_layout's business.
 """
 
 from __future__ import annotations
 
-from .expr import Const, ExcelCompiler, Expr, Func, Input, Op, Ref
-from .facts import ARITH, COMPARE, FLAG_FUNCS, NO_FACTS, STRICT_FUNCS, Facts, branch_facts, is_positive, may_be_null
+from typing import Callable
+
+from .expr import COMPARISONS, Const, Expr, Func, Input, Op, Ref, walk
+from .facts import NO_FACTS, Facts, branch_facts, is_positive, may_be_null
+
+Resolver = Callable[[str], str]
+
+# The walk's context is (facts, how): what the branches above know, and how the node is wanted:
+# as a value (None), as a condition (COND: null_safe only), or inside a strict run its caller
+# guards (a _Run collecting the run's cells that may be blank).
+COND = "condition"
+
+
+class _Run:
+    """The cells of a strict run that may be blank (in first-seen order); `null`: one is always NULL."""
+
+    def __init__(self):
+        self.terms: list[str] = []
+        self.null = False
+
+
+# What SQL makes NULL when an operand is NULL: + - * / and these functions.
+_STRICT_FUNCS = {"floor", "ceil", "mod", "fmt", "grouped", "concat"}
 
 
 def _is_strict(e: Expr) -> bool:
-    return (isinstance(e, Op) and e.op in ARITH) or (isinstance(e, Func) and e.name in STRICT_FUNCS)
+    return (isinstance(e, Op) and e.op not in COMPARISONS) or (isinstance(e, Func) and e.name in _STRICT_FUNCS)
 
 
 def _any_blank(terms: list[str]) -> str:
@@ -20,114 +59,179 @@ def _any_blank(terms: list[str]) -> str:
     return tests[0] if len(tests) == 1 else "OR(" + ",".join(tests) + ")"
 
 
-class NullSafeExcelCompiler(ExcelCompiler):
-    """ExcelCompiler with SQL's NULL semantics, where NULL is an empty cell or "".
+class ExcelCompiler:
+    """Cell formulas; `inputs(name)` and `refs(name)` spell a cell."""
 
-    SQL gives NULL for arithmetic on a NULL, 0 for a comparison or a condition on NULL, and
-    NULL for a zero divisor; Excel would give #VALUE! (``"" * 2``), TRUE (``"" > 0``) and
-    #DIV/0!. Each maximal run of strict operations (+ - * /, INT, MOD, FIXED, &) gets one
-    guard listing the cells in it that may be blank, so the formula stays readable:
-    ``IF(OR(B3="",C3=""),"",B3*C3*730)``; a divisor the schema does not keep positive gets a
-    zero test. What cannot be NULL compiles exactly as ExcelCompiler compiles it. The branches
-    of an IF know what its condition tested (`Facts`), so ``IF(ISBLANK(M3), ..., M3)`` needs no
-    guard on M3.
-    """
-
-    def __init__(self, inputs, refs):
-        super().__init__(inputs, refs)
-        self.facts = NO_FACTS
+    def __init__(self, inputs: Resolver, refs: Resolver, *, null_safe: bool = False):
+        self.inputs = inputs
+        self.refs = refs
+        self.null_safe = null_safe
 
     def compile(self, e: Expr) -> str:
-        if _is_strict(e):
-            terms = self._null_terms(e)
-            if terms is None:
-                return '""'
-            body = self._raw(e)
-            return f'IF({_any_blank(terms)},"",{body})' if terms else body
-        if isinstance(e, Op) and e.op in COMPARE:
-            a, b = self.compile(e.a), self.compile(e.b)
-            terms = [x for x, sub in ((a, e.a), (b, e.b)) if may_be_null(sub, self.facts)]
-            if terms:
-                return f"IF({_any_blank(terms)},0,IF({a}{e.op}{b},1,0))"
-            return self.compare(e.op, a, b)
-        if isinstance(e, Func) and e.name == "if":
-            c, t, o = e.args
-            then, other = branch_facts(c)
-            return f"IF({self._cond(c)},{self._under(then, t)},{self._under(other, o)})"
-        if isinstance(e, Func) and e.name in FLAG_FUNCS:
-            return getattr(self, "f_" + e.name)(*[self._flag(x) for x in e.args])
-        if isinstance(e, Func) and e.name in ("min", "max"):
-            return self._min_max(e)
-        return super().compile(e)
+        return walk(e, self, NO_FACTS, None)
 
-    # Shorter than ExcelCompiler's spelling, same values: a blank cell and a formula's "" both
-    # equal "" (ISBLANK adds nothing), and a condition is written as one (a>b) rather than as a
-    # flag tested against 0 (IF(a>b,1,0)<>0). Formula length is most of the workbook's write time
-    # (XlsxWriter runs its regular expressions over every formula).
-    def f_isnull(self, x):
-        return f'IF({x}="",1,0)'
+    def _v(self, e: Expr, facts: Facts) -> str:
+        return walk(e, self, facts, None)
 
-    def f_coalesce(self, a, b):
-        return f'IF({a}="",{b},{a})'
+    def _flag(self, e: Expr, facts: Facts) -> str:
+        """A value used as a flag: NULL counts as false, as in SQL's CASE WHEN."""
+        x = self._v(e, facts)
+        return f'IF({x}="",0,{x})' if may_be_null(e, facts) else x
 
-    def _cond(self, e: Expr) -> str:
-        """A condition as an Excel boolean: NULL counts as false, as in SQL's CASE WHEN."""
-        if isinstance(e, Op) and e.op in COMPARE and not (may_be_null(e.a, self.facts)
-                                                           or may_be_null(e.b, self.facts)):
-            return f"{self.compile(e.a)}{e.op}{self.compile(e.b)}"
-        if isinstance(e, Func) and e.name == "isnull":
-            return f'{self.compile(e.args[0])}=""'
-        if isinstance(e, Func) and e.name in ("and", "or"):
-            return f"{e.name.upper()}(" + ",".join(self._cond(x) for x in e.args) + ")"
-        if (isinstance(e, Func) and e.name == "not" and isinstance(e.args[0], (Input, Ref))
-                and not may_be_null(e.args[0], self.facts)):
-            return f"{self.compile(e.args[0])}=0"
-        return f"{self._flag(e)}<>0"
+    def _cond(self, e: Expr, facts: Facts) -> str:
+        """A condition spelled as a flag tested against 0 (what has no shorter spelling)."""
+        return f"{self._flag(e, facts)}<>0"
 
-    def _min_max(self, e: Func) -> str:
-        """MIN/MAX skipping a blank side (Excel's MIN would give #VALUE! on a "" result)."""
-        a, b = (self.compile(x) for x in e.args)
-        out = getattr(self, "f_" + e.name)(a, b)
-        if may_be_null(e.args[1], self.facts):
-            out = f'IF({b}="",{a},{out})'
-        if may_be_null(e.args[0], self.facts):
-            out = f'IF({a}="",{b},{out})'
+    # ---- names and constants
+
+    def const(self, e, facts, how):
+        if self.null_safe and how is COND:
+            return self._cond(e, facts)
+        v = e.value
+        if v is None:
+            return '""'
+        if isinstance(v, bool):
+            return "1" if v else "0"
+        if isinstance(v, (int, float)):
+            return repr(v) if isinstance(v, float) else str(v)
+        return '"' + str(v).replace('"', '""') + '"'
+
+    def input(self, e, facts, how):
+        return self._cond(e, facts) if self.null_safe and how is COND else self.inputs(e.name)
+
+    def ref(self, e, facts, how):
+        return self._cond(e, facts) if self.null_safe and how is COND else self.refs(e.name)
+
+    # ---- strict runs: + - * /, INT, MOD, FIXED, &
+
+    def _strict(self, e, facts, how, spell):
+        """A construct SQL makes NULL when an operand is NULL: `spell` gets its operands' texts."""
+        if not self.null_safe:
+            return spell(*[self._v(x, facts) for x in e.children()])
+        if how is COND:
+            return self._cond(e, facts)
+        if isinstance(how, _Run):  # inside a run: its first node guards it
+            return spell(*[self._in_run(x, facts, how) for x in e.children()])
+        run = _Run()
+        body = spell(*[self._in_run(x, facts, run) for x in e.children()])
+        if run.null:
+            return '""'
+        return f'IF({_any_blank(run.terms)},"",{body})' if run.terms else body
+
+    def _in_run(self, x: Expr, facts: Facts, run: _Run) -> str:
+        if _is_strict(x):
+            return walk(x, self, facts, run)
+        text = self._v(x, facts)
+        if isinstance(x, Const) and x.value is None:
+            run.null = True
+        elif may_be_null(x, facts) and text not in run.terms:
+            run.terms.append(text)
+        return text
+
+    def arith(self, e, facts, how):
+        gap = "" if self.null_safe else " "
+        return self._strict(e, facts, how, lambda a, b: f"({a}{gap}{e.op}{gap}{b})")
+
+    def divide(self, e, facts, how):
+        if self.null_safe and not is_positive(e.b, facts):
+            return self._strict(e, facts, how, lambda a, b: f'IF({b}=0,"",{a}/{b})')
+        return self._strict(e, facts, how, lambda a, b: f"({a}/{b})")
+
+    def f_floor(self, e, facts, how):
+        return self._strict(e, facts, how, lambda x: f"INT({x})")
+
+    def f_ceil(self, e, facts, how):
+        return self._strict(e, facts, how, lambda x: f"-INT(-({x}))")
+
+    def f_mod(self, e, facts, how):
+        return self._strict(e, facts, how, lambda a, b: f"MOD({a},{b})")
+
+    def f_concat(self, e, facts, how):
+        return self._strict(e, facts, how, lambda *xs: "(" + "&".join(xs) + ")")
+
+    def f_fmt(self, e, facts, how):
+        return self._strict(e, facts, how, lambda x, d: f"FIXED({x},{d},TRUE)")
+
+    def f_grouped(self, e, facts, how):
+        return self._strict(e, facts, how, lambda x: f"FIXED({x},0,FALSE)")
+
+    # ---- comparisons and conditions
+
+    def compare(self, e, facts, how):
+        a, b = self._v(e.a, facts), self._v(e.b, facts)
+        if not self.null_safe:
+            return f"IF({a}{e.op}{b},1,0)"
+        blank = [x for x, sub in ((a, e.a), (b, e.b)) if may_be_null(sub, facts)]
+        if how is COND:
+            return self._cond(e, facts) if blank else f"{a}{e.op}{b}"
+        if blank:  # a comparison with a blank is 0, as SQL's CASE WHEN gives it
+            return f"IF({_any_blank(blank)},0,IF({a}{e.op}{b},1,0))"
+        return f"IF({a}{e.op}{b},1,0)"
+
+    def f_if(self, e, facts, how):
+        c, t, o = e.args
+        if not self.null_safe:
+            return f"IF({self._v(c, facts)}<>0,{self._v(t, facts)},{self._v(o, facts)})"
+        if how is COND:
+            return self._cond(e, facts)
+        then, other = branch_facts(c)
+        return f"IF({walk(c, self, facts, COND)},{self._v(t, facts | then)},{self._v(o, facts | other)})"
+
+    def _logic(self, e, facts, how, name):
+        if self.null_safe and how is COND:
+            return f"{name}(" + ",".join(walk(x, self, facts, COND) for x in e.args) + ")"
+        xs = [self._flag(x, facts) if self.null_safe else self._v(x, facts) for x in e.args]
+        return f"IF({name}(" + ",".join(f"{x}<>0" for x in xs) + "),1,0)"
+
+    def f_and(self, e, facts, how):
+        return self._logic(e, facts, how, "AND")
+
+    def f_or(self, e, facts, how):
+        return self._logic(e, facts, how, "OR")
+
+    def f_not(self, e, facts, how):
+        x = e.args[0]
+        if self.null_safe and how is COND:
+            if isinstance(x, (Input, Ref)) and not may_be_null(x, facts):
+                return f"{self._v(x, facts)}=0"
+            return self._cond(e, facts)
+        return f"IF({self._flag(x, facts) if self.null_safe else self._v(x, facts)}<>0,0,1)"
+
+    def f_isnull(self, e, facts, how):
+        x = self._v(e.args[0], facts)
+        if not self.null_safe:
+            return f'IF(ISBLANK({x}),1,IF({x}="",1,0))'
+        return f'{x}=""' if how is COND else f'IF({x}="",1,0)'
+
+    # ---- other functions
+
+    def f_coalesce(self, e, facts, how):
+        if self.null_safe and how is COND:
+            return self._cond(e, facts)
+        a, b = self._v(e.args[0], facts), self._v(e.args[1], facts)
+        return f'IF({a}="",{b},{a})' if self.null_safe else f'IF(OR(ISBLANK({a}),{a}=""),{b},{a})'
+
+    def _min_max(self, e, facts, how, name):
+        if self.null_safe and how is COND:
+            return self._cond(e, facts)
+        a, b = self._v(e.args[0], facts), self._v(e.args[1], facts)
+        out = f"{name}({a},{b})"
+        if self.null_safe:  # skip a blank side (Excel's MIN would give #VALUE! on a "" result)
+            if may_be_null(e.args[1], facts):
+                out = f'IF({b}="",{a},{out})'
+            if may_be_null(e.args[0], facts):
+                out = f'IF({a}="",{b},{out})'
         return out
 
-    def _under(self, facts: Facts, e: Expr) -> str:
-        saved = self.facts
-        self.facts = saved | facts
-        try:
-            return self.compile(e)
-        finally:
-            self.facts = saved
+    def f_min(self, e, facts, how):
+        return self._min_max(e, facts, how, "MIN")
 
-    def _flag(self, e: Expr) -> str:
-        """A condition: NULL counts as false, as in SQL's CASE WHEN."""
-        x = self.compile(e)
-        return f'IF({x}="",0,{x})' if may_be_null(e, self.facts) else x
+    def f_max(self, e, facts, how):
+        return self._min_max(e, facts, how, "MAX")
 
-    def _null_terms(self, e: Expr) -> list[str] | None:
-        """Compiled sub-expressions of a strict run that may be blank; None when one is always NULL."""
-        if _is_strict(e):
-            out: list[str] = []
-            for child in e.children():
-                terms = self._null_terms(child)
-                if terms is None:
-                    return None
-                out += [t for t in terms if t not in out]
-            return out
-        if isinstance(e, Const) and e.value is None:
-            return None
-        return [self.compile(e)] if may_be_null(e, self.facts) else []
-
-    def _raw(self, e: Expr) -> str:
-        """A strict run without NULL guards (its caller guards it once)."""
-        if not _is_strict(e):
-            return self.compile(e)
-        if isinstance(e, Op):
-            a, b = self._raw(e.a), self._raw(e.b)
-            if e.op == "/":
-                return self.divide(a, b) if is_positive(e.b, self.facts) else f'IF({b}=0,"",{a}/{b})'
-            return f"({a}{e.op}{b})"
-        return getattr(self, "f_" + e.name)(*[self._raw(x) for x in e.args])
+    def f_contains(self, e, facts, how):
+        if self.null_safe and how is COND:
+            return self._cond(e, facts)
+        text, needle = self._v(e.args[0], facts), self._v(e.args[1], facts)
+        # SEARCH ignores case; the needle has no ? or * for it to read as a wildcard
+        return f"IF(ISNUMBER(SEARCH({needle},{text})),1,0)"

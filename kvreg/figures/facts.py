@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .declarations import FIGURES, INPUTS
-from .expr import Const, Expr, Func, Input, Op, Ref
+from .expr import Const, Expr, Input, Ref, names, walk
 
 INPUT_NULLABLE = {name: decl.nullable for name, decl in INPUTS.items()}
 # Read in arithmetic only when is_mla (kv_lora_rank set), and CHECK ck_model_mla makes the two NULL
@@ -24,10 +24,6 @@ POSITIVE_INPUTS = {name for name, decl in INPUTS.items() if decl.positive}
 # dp_attention), replicas_per_node (ck_plan_fits_node: TP x PP <= gpus_per_node), and a sequence's
 # bytes (every layer holds KV or a positive state: ck_model_layer_sum, ck_model_heads, ck_model_linear_state).
 POSITIVE_FIGURES = {"attention_tp", "replicas_per_node", "kv_bytes_per_sequence_per_gpu", "kv_bytes_per_request_per_gpu"}
-ARITH = {"+", "-", "*", "/"}
-COMPARE = {"<", "<=", ">", ">=", "=", "<>"}
-STRICT_FUNCS = {"floor", "ceil", "mod", "fmt", "grouped", "concat"}
-FLAG_FUNCS = {"and", "or", "not"}
 
 
 @dataclass(frozen=True)
@@ -47,21 +43,41 @@ NO_FACTS = Facts()
 
 def branch_facts(cond: Expr) -> tuple[Facts, Facts]:
     """(facts in the then-branch, facts in the else-branch) of a condition."""
-    if isinstance(cond, Func) and cond.name == "isnull" and isinstance(cond.args[0], (Input, Ref)):
-        return NO_FACTS, Facts(not_null=frozenset({cond.args[0].name}))
-    if isinstance(cond, Func) and cond.name == "not":
-        then, other = branch_facts(cond.args[0])
+    return walk(cond, _BRANCH_FACTS)
+
+
+class _BranchFacts:
+    """branch_facts, construct by construct: what a condition tells each branch of an if_."""
+
+    def _nothing(self, e):
+        return NO_FACTS, NO_FACTS
+
+    const = input = ref = arith = divide = _nothing
+    f_if = f_or = f_min = f_max = f_coalesce = f_floor = f_ceil = f_mod = f_fmt = f_grouped = _nothing
+    f_concat = f_contains = _nothing
+
+    def f_isnull(self, e):
+        x = e.args[0]
+        return (NO_FACTS, Facts(not_null=frozenset({x.name}))) if isinstance(x, (Input, Ref)) else self._nothing(e)
+
+    def f_not(self, e):
+        then, other = walk(e.args[0], self)
         return other, then
-    if isinstance(cond, Func) and cond.name == "and":
+
+    def f_and(self, e):
         out = NO_FACTS
-        for c in cond.args:
-            out = out | branch_facts(c)[0]
+        for c in e.args:
+            out = out | walk(c, self)[0]
         return out, NO_FACTS
-    if (isinstance(cond, Op) and cond.op == ">" and isinstance(cond.a, (Input, Ref))
-            and isinstance(cond.b, Const) and cond.b.value == 0):
-        name = frozenset({cond.a.name})
-        return Facts(not_null=name, positive=name), NO_FACTS
-    return NO_FACTS, NO_FACTS
+
+    def compare(self, e):
+        if e.op == ">" and isinstance(e.a, (Input, Ref)) and isinstance(e.b, Const) and e.b.value == 0:
+            name = frozenset({e.a.name})
+            return Facts(not_null=name, positive=name), NO_FACTS
+        return self._nothing(e)
+
+
+_BRANCH_FACTS = _BranchFacts()
 
 
 def may_be_null(e: Expr, facts: Facts = NO_FACTS, *, strict: bool = False) -> bool:
@@ -73,28 +89,53 @@ def may_be_null(e: Expr, facts: Facts = NO_FACTS, *, strict: bool = False) -> bo
     downstream has to test for it; kv_lora_rank and qk_rope_head_dim are not counted either
     (_GUARD_EXEMPT). `strict` counts both, and a name no declaration knows: what the SQLite views
     need before they may use SQLite's own min()/max() (never_null_in_sql)."""
-    if isinstance(e, Const):
+    return walk(e, _MAY_BE_NULL, facts, strict)
+
+
+class _MayBeNull:
+    """may_be_null, construct by construct; the walk's context is (facts, strict)."""
+
+    def const(self, e, facts, strict):
         return e.value is None
-    if isinstance(e, (Input, Ref)):
+
+    def input(self, e, facts, strict):
         return e.name not in facts.not_null and name_may_be_null(e.name, strict=strict)
-    if isinstance(e, Op):
-        if e.op not in ARITH:
-            return False  # a comparison is 0 or 1
-        return (may_be_null(e.a, facts, strict=strict) or may_be_null(e.b, facts, strict=strict)
-                or (strict and e.op == "/" and not _surely_positive(e.b, facts)))
-    if isinstance(e, Func):
-        if e.name == "if":
-            then, other = branch_facts(e.args[0])
-            return (may_be_null(e.args[1], facts | then, strict=strict)
-                    or may_be_null(e.args[2], facts | other, strict=strict))
-        if e.name in ("coalesce", "min", "max"):  # the SQL targets' MIN/MAX skip a NULL, like Excel's
-            return may_be_null(e.args[0], facts, strict=strict) and may_be_null(e.args[1], facts, strict=strict)
-        if strict and e.name == "mod" and not _surely_positive(e.args[1], facts):
-            return True
-        if e.name in STRICT_FUNCS:
-            return any(may_be_null(a, facts, strict=strict) for a in e.args)
-        return False  # and, or, not, isnull: 0 or 1
-    raise TypeError(f"not an expression: {e!r}")
+
+    ref = input
+
+    def arith(self, e, facts, strict):
+        return walk(e.a, self, facts, strict) or walk(e.b, self, facts, strict)
+
+    def divide(self, e, facts, strict):
+        return self.arith(e, facts, strict) or (strict and not _surely_positive(e.b, facts))
+
+    def compare(self, e, facts, strict):
+        return False  # 0 or 1
+
+    def f_if(self, e, facts, strict):
+        then, other = branch_facts(e.args[0])
+        return walk(e.args[1], self, facts | then, strict) or walk(e.args[2], self, facts | other, strict)
+
+    def _both(self, e, facts, strict):  # the SQL targets' MIN/MAX skip a NULL, like Excel's
+        return walk(e.args[0], self, facts, strict) and walk(e.args[1], self, facts, strict)
+
+    f_coalesce = f_min = f_max = _both
+
+    def _any(self, e, facts, strict):
+        return any(walk(a, self, facts, strict) for a in e.args)
+
+    f_floor = f_ceil = f_fmt = f_grouped = f_concat = _any
+
+    def f_mod(self, e, facts, strict):
+        return (strict and not _surely_positive(e.args[1], facts)) or self._any(e, facts, strict)
+
+    def _flag(self, e, facts, strict):
+        return False  # 0 or 1
+
+    f_and = f_or = f_not = f_isnull = f_contains = _flag
+
+
+_MAY_BE_NULL = _MayBeNull()
 
 
 _NULLABLE_MEMO: dict[tuple[str, bool], bool] = {}
@@ -113,24 +154,46 @@ def name_may_be_null(name: str, *, strict: bool = False) -> bool:
 
 def is_positive(e: Expr, facts: Facts = NO_FACTS) -> bool:
     """Whether the schema keeps this expression above zero (so it can divide without a zero test)."""
-    if isinstance(e, Const):
+    return walk(e, _IS_POSITIVE, facts)
+
+
+class _IsPositive:
+    """is_positive, construct by construct; the walk's context is the facts."""
+
+    def const(self, e, facts):
         return isinstance(e.value, (int, float)) and e.value > 0
-    if isinstance(e, Input):
+
+    def input(self, e, facts):
         return e.name in POSITIVE_INPUTS or e.name in facts.positive
-    if isinstance(e, Ref):
-        return e.name in facts.positive or e.name in POSITIVE_FIGURES or is_positive(FIGURES[e.name].expr)
-    if isinstance(e, Op):
-        return e.op in ("+", "*", "/") and is_positive(e.a, facts) and is_positive(e.b, facts)
-    if isinstance(e, Func):
-        args = [is_positive(a, facts) for a in e.args]
-        if e.name in ("ceil", "min", "coalesce"):
-            return all(args)
-        if e.name == "max":
-            return any(args)
-        if e.name == "if":
-            then, other = branch_facts(e.args[0])
-            return is_positive(e.args[1], facts | then) and is_positive(e.args[2], facts | other)
-    return False
+
+    def ref(self, e, facts):
+        return e.name in facts.positive or e.name in POSITIVE_FIGURES or walk(FIGURES[e.name].expr, self, NO_FACTS)
+
+    def arith(self, e, facts):
+        return e.op in ("+", "*") and walk(e.a, self, facts) and walk(e.b, self, facts)
+
+    def divide(self, e, facts):
+        return walk(e.a, self, facts) and walk(e.b, self, facts)
+
+    def _no(self, e, facts):
+        return False
+
+    compare = f_floor = f_mod = f_fmt = f_grouped = f_concat = f_and = f_or = f_not = f_isnull = f_contains = _no
+
+    def _all(self, e, facts):
+        return all([walk(a, self, facts) for a in e.args])
+
+    f_ceil = f_min = f_coalesce = _all
+
+    def f_max(self, e, facts):
+        return any([walk(a, self, facts) for a in e.args])
+
+    def f_if(self, e, facts):
+        then, other = branch_facts(e.args[0])
+        return walk(e.args[1], self, facts | then) and walk(e.args[2], self, facts | other)
+
+
+_IS_POSITIVE = _IsPositive()
 
 
 # Above zero only while another input is set (ck_model_linear_heads: while linear_state_elements_per_layer
@@ -155,12 +218,11 @@ def _surely_positive(e: Expr, facts: Facts) -> bool:
 
 def _names_in(e: Expr) -> set[str]:
     """Every input and figure name the expression reads, through the figures it refers to."""
-    out, stack = set(), [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, (Input, Ref)) and x.name not in out:
-            out.add(x.name)
-            if isinstance(x, Ref) and x.name in FIGURES:
-                stack.append(FIGURES[x.name].expr)
-        stack.extend(x.children())
+    out, todo = set(), [e]
+    while todo:
+        for name in names(todo.pop()):
+            if name not in out:
+                out.add(name)
+                if name in FIGURES:
+                    todo.append(FIGURES[name].expr)
     return out

@@ -1,36 +1,172 @@
-"""A declared figure evaluated in Python, for a row that no view carries (a GPU in `kvreg gpu list`,
-in the report's GPU table): the same expression tree the SQL and Excel compilers read, so the value
-is the declaration's, never a second formula.
+"""The Python target: a figure's expression tree evaluated on Python values, with SQL's semantics.
 
-Arithmetic only (constants, inputs, other figures, + - * /), with SQL's rules: NULL in, NULL out; a
-zero divisor gives NULL. A figure with functions (if, ceil, ...) is read from its view instead.
+NULL is None: arithmetic on it gives None, a comparison with it gives 0 (the compiled comparison is
+a CASE), a zero divisor gives None, min/max skip it. Used for the values no view carries (a GPU row
+in `kvreg gpu list` and the report's GPU table: `figure_value`, `with_figures`), for a figure at a
+number of users the candidate's view row was not read for (kvreg.optimize), and by the tests that
+hold the views to the declarations. One evaluator: the same tree the SQL and Excel targets compile.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Callable
 
-from .declarations import FIGURES
-from .expr import Const, Expr, Input, Op, Ref
+from .declarations import FIGURES, inputs_of
+from .expr import Expr, Input, Ref, names, walk
 
-_ARITHMETIC = {"+": float.__add__, "-": float.__sub__, "*": float.__mul__, "/": float.__truediv__}
+_ARITH = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+_COMPARE = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+            ">=": lambda a, b: a >= b, "=": lambda a, b: a == b, "<>": lambda a, b: a != b}
 
 
-def figure_value(name: str, row: Mapping[str, object]) -> float | None:
+class PythonEvaluator:
+    """`inputs(name)` and `refs(name)` give a name's value."""
+
+    def __init__(self, inputs: Callable[[str], object], refs: Callable[[str], object]):
+        self.inputs = inputs
+        self.refs = refs
+
+    def eval(self, e: Expr):
+        return walk(e, self)
+
+    def _args(self, e):
+        return [walk(x, self) for x in e.args]
+
+    def const(self, e):
+        return e.value
+
+    def input(self, e):
+        return self.inputs(e.name)
+
+    def ref(self, e):
+        return self.refs(e.name)
+
+    def arith(self, e):
+        a, b = walk(e.a, self), walk(e.b, self)
+        return None if a is None or b is None else _ARITH[e.op](a, b)
+
+    def divide(self, e):
+        a, b = walk(e.a, self), walk(e.b, self)
+        return None if a is None or b is None or b == 0 else a / b
+
+    def compare(self, e):
+        a, b = walk(e.a, self), walk(e.b, self)
+        # The compiled comparison is a CASE: a NULL operand makes it 0, not NULL.
+        return 0 if a is None or b is None else int(_COMPARE[e.op](a, b))
+
+    def f_if(self, e):
+        c, t, o = e.args
+        return walk(t, self) if walk(c, self) else walk(o, self)
+
+    def f_and(self, e):
+        return int(all(self._args(e)))
+
+    def f_or(self, e):
+        return int(any(self._args(e)))
+
+    def f_not(self, e):
+        return int(not walk(e.args[0], self))
+
+    def f_isnull(self, e):
+        return int(walk(e.args[0], self) is None)
+
+    def f_coalesce(self, e):
+        a, b = self._args(e)
+        return a if a is not None else b
+
+    def _present(self, e, pick):
+        present = [v for v in self._args(e) if v is not None]
+        return pick(present) if present else None
+
+    def f_min(self, e):
+        return self._present(e, min)
+
+    def f_max(self, e):
+        return self._present(e, max)
+
+    def _strict(self, e, fn):
+        vals = self._args(e)
+        return None if any(v is None for v in vals) else fn(*vals)
+
+    def f_floor(self, e):
+        return self._strict(e, math.floor)
+
+    def f_ceil(self, e):
+        return self._strict(e, math.ceil)
+
+    def f_mod(self, e):
+        # SQLite's % and PostgreSQL's MOD keep the dividend's sign (-7 mod 3 = -1); Python's % does not.
+        return self._strict(e, lambda a, b: None if b == 0 else _remainder(a, b))
+
+    def f_concat(self, e):
+        return self._strict(e, lambda *vals: "".join(str(v) for v in vals))
+
+    def f_contains(self, e):
+        return self._strict(e, lambda text, needle: int(needle in str(text).lower()))
+
+    def f_fmt(self, e):
+        return self._strict(e, _fixed)
+
+    def f_grouped(self, e):
+        return self._strict(e, lambda x: f"{int(x):,}")
+
+
+def _fixed(x, decimals: int) -> str:
+    """`x` with `decimals` decimals, halves rounded away from zero on the shortest decimal form of x:
+    what SQLite's printf, PostgreSQL's TO_CHAR and Excel's FIXED print (2.675 -> 2.68, 0.25 -> 0.3),
+    where Python's own format rounds the exact binary value (2.675 -> 2.67, 0.25 -> 0.2)."""
+    q = Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-int(decimals)), rounding=ROUND_HALF_UP)
+    return f"{q:f}"
+
+
+def _remainder(a, b):
+    """The remainder with the dividend's sign, as SQLite's % and PostgreSQL's MOD give it."""
+    r = abs(a) % abs(b)
+    return -r if a < 0 else r
+
+
+# --------------------------------------------------------------------------- a row no view carries
+
+
+def evaluate(e: Expr, row: Mapping[str, object]):
+    """The expression on one row of inputs (column name -> value), the figures it refers to evaluated
+    from their declarations. A name the row does not hold is refused: such a figure is read from the
+    view that has its inputs."""
+    memo: dict[str, object] = {}
+
+    def value(name: str):
+        if name in row:
+            return row[name]
+        if name not in FIGURES:
+            raise ValueError(f"{name} is not in the row: read this figure from its view")
+        if name not in memo:
+            memo[name] = walk(FIGURES[name].expr, ev)
+        return memo[name]
+
+    ev = PythonEvaluator(value, value)
+    return ev.eval(e)
+
+
+def figure_value(name: str, row: Mapping[str, object]):
     """The declared figure `name` for one row of inputs (column name -> value)."""
     return evaluate(FIGURES[name].expr, row)
 
 
-def evaluate(e: Expr, row: Mapping[str, object]) -> float | None:
-    if isinstance(e, Const):
-        return e.value
-    if isinstance(e, Input):
-        return row[e.name]
-    if isinstance(e, Ref):
-        return evaluate(FIGURES[e.name].expr, row)
-    if isinstance(e, Op) and e.op in _ARITHMETIC:
-        a, b = evaluate(e.a, row), evaluate(e.b, row)
-        if a is None or b is None or (e.op == "/" and b == 0):
-            return None
-        return _ARITHMETIC[e.op](float(a), float(b))
-    raise ValueError(f"{e!r} is not arithmetic: read this figure from its view")
+def _reads_only(name: str, have: set[str]) -> bool:
+    """Whether a figure reads only the inputs in `have`, through the figures it refers to."""
+    e = FIGURES[name].expr
+    return (all(n in have for n in names(e, (Input,)))
+            and all(_reads_only(r, have) for r in names(e, (Ref,))))
+
+
+# The figures a GPU row alone gives (memory_gib): what `kvreg gpu list`, the web page and the report
+# show beside the GPU's own columns.
+GPU_FIGURES = tuple(n for n in FIGURES if _reads_only(n, set(inputs_of("gpu"))))
+
+
+def with_gpu_figures(row: Mapping[str, object]) -> dict:
+    """A GPU row with every figure its inputs give (GPU_FIGURES) added."""
+    return {**row, **{n: figure_value(n, row) for n in GPU_FIGURES}}

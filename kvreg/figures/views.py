@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 from .aggregates import ROLLUP_SQL_KEY, aggregate_sql, entered_quarters_sql, one_quarter_sql
 from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, dependencies, inputs_of
-from .expr import Input, PostgresCompiler, Ref, SqlCompiler
+from .expr import Input, Ref, names
 from .facts import never_null_in_sql
 from .fingerprint import figures_fingerprint
 from .quarters import quarter_index_sql, until_sql
+from .sql import compiler, fence
 
 # Each grain's source reads the inputs from the relation their declaration names (InputDecl.table),
 # under these aliases; the three dtype relations are joins of the dtype table.
@@ -111,13 +112,12 @@ class Grain:
 def _figure_closure(name: str) -> set[str]:
     """The figures a figure refers to, through other figures."""
     out: set[str] = set()
-    stack = [FIGURES[name].expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Ref) and e.name not in out:
-            out.add(e.name)
-            stack.append(FIGURES[e.name].expr)
-        stack.extend(e.children())
+    todo = [name]
+    while todo:
+        for ref in names(FIGURES[todo.pop()].expr, (Ref,)):
+            if ref not in out:
+                out.add(ref)
+                todo.append(ref)
     return out
 
 
@@ -131,14 +131,9 @@ def _computable(name: str, have: set[str], memo: dict[str, bool] | None = None) 
         return False
     memo = {} if memo is None else memo
     if name not in memo:
-        ok, stack = True, [FIGURES[name].expr]
-        while stack and ok:
-            e = stack.pop()
-            if isinstance(e, (Input, Ref)) and e.name not in have:
-                ok = isinstance(e, Ref) and _computable(e.name, have, memo)
-                continue
-            stack.extend(e.children())
-        memo[name] = ok
+        e = FIGURES[name].expr
+        memo[name] = (all(n in have for n in names(e, (Input,)))
+                      and all(n in have or _computable(n, have, memo) for n in names(e, (Ref,))))
     return memo[name]
 
 
@@ -244,13 +239,7 @@ def _layers(grain: Grain) -> list[list[str]]:
     while todo:
         layer = []
         for name in todo:
-            stack, ready = [FIGURES[name].expr], True
-            while stack and ready:
-                e = stack.pop()
-                if isinstance(e, (Input, Ref)) and e.name not in have:
-                    ready = False
-                stack.extend(e.children())
-            if ready:
+            if all(n in have for n in names(FIGURES[name].expr)):
                 layer.append(name)
         if not layer:
             raise ValueError(f"figures {todo} cannot be computed in grain {grain.view}")
@@ -267,10 +256,7 @@ def figure_order(grain: Grain) -> list[str]:
 
 
 def _compiler(dialect: str, prefix: str = "src."):
-    resolve = lambda name: f"{prefix}{name}"  # noqa: E731 - every name is a column of the layer below
-    if dialect == "postgresql":
-        return PostgresCompiler(resolve, resolve)
-    return SqlCompiler(resolve, resolve, never_null_in_sql)
+    return compiler(dialect, prefix, never_null_in_sql)
 
 
 def figure_sql(name: str, dialect: str = "sqlite") -> str:
@@ -280,13 +266,7 @@ def figure_sql(name: str, dialect: str = "sqlite") -> str:
 
 def _names_read(name: str) -> set[str]:
     """The columns a figure's own expression reads from the layer below (inputs and other figures)."""
-    out, stack = set(), [FIGURES[name].expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, (Input, Ref)):
-            out.add(e.name)
-        stack.extend(e.children())
-    return out
+    return set(names(FIGURES[name].expr))
 
 
 def _layer_columns(grain: Grain, layers: list[list[str]]) -> list[list[str]]:
@@ -321,16 +301,15 @@ def view_select(grain: Grain, dialect: str = "sqlite") -> str:
     # by every connection that opens the registry, so shorter is faster (SQLite resolves bare names
     # faster too). A figure named like an SQL keyword would fail to compile here, on both targets.
     comp = _compiler(dialect, prefix="")
-    # SQLite and PostgreSQL flatten subqueries and CTEs read once, pasting each layer's expressions into
-    # every reference above it; an OFFSET keeps each layer its own step (10x faster to prepare and to run).
-    fence = " LIMIT -1 OFFSET 0" if dialect == "sqlite" else " OFFSET 0"
+    # Each layer its own step (kvreg.figures.sql.Dialect.fence).
+    step = fence(dialect)
     layers = _layers(grain)
     carried = _layer_columns(grain, layers)
-    ctes = [f"layer0 AS (SELECT {', '.join(carried[0])} FROM ({grain.source}) src{fence})"]
+    ctes = [f"layer0 AS (SELECT {', '.join(carried[0])} FROM ({grain.source}) src{step})"]
     below = "layer0"
     for i, layer in enumerate(layers, start=1):
         cols = ([", ".join(carried[i])] if carried[i] else []) + [f"{comp.compile(FIGURES[n].expr)} AS {n}" for n in layer]
-        ctes.append(f"layer{i} AS (SELECT " + ",\n  ".join(cols) + f"\nFROM {below} src{fence})")
+        ctes.append(f"layer{i} AS (SELECT " + ",\n  ".join(cols) + f"\nFROM {below} src{step})")
         below = f"layer{i}"
     out = ", ".join(list(grain.passthrough) + grain.outputs())
     return "WITH " + ",\n".join(ctes) + f"\nSELECT {out}\nFROM {below} src"

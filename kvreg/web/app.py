@@ -496,13 +496,12 @@ class App:
                          provenance=provenance, gpus=gpus, gpu=gpu, table=_table(figures, cols))
 
     def gpus(self, request: Request):
-        from kvreg.figures.python import figure_value
+        from kvreg.figures.python import with_gpu_figures
         from kvreg.registry import list_gpus
 
         with snapshot(self.engine) as conn:  # reads wait for no writer
-            rows = list_gpus(conn)
+            rows = [with_gpu_figures(g) for g in list_gpus(conn)]  # memory_gib, as `kvreg gpu list` shows it
         for g in rows:
-            g["memory_gib"] = figure_value("memory_gib", g)  # declared once, as `kvreg gpu list` reads it
             # A display conversion like params_b: no figure declares the bandwidth in TB/s.
             bw = g.get("memory_bandwidth_bytes_per_s")
             g["memory_bandwidth_tb_per_s"] = bw / 1e12 if bw else None

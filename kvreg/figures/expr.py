@@ -241,13 +241,3 @@ def names(e: Expr, kinds: tuple[type, ...] = (Input, Ref)) -> list[str]:
 
 COMPARISONS = ("<", "<=", ">", ">=", "=", "<>")
 
-
-def __getattr__(name: str):
-    # kvreg.importers.check still imports the evaluator from here; it lives in kvreg.figures.python
-    # (which imports the declarations, so it cannot be imported at the top of this module). Remove
-    # this once that import names kvreg.figures.python.
-    if name == "PythonEvaluator":
-        from .python import PythonEvaluator
-
-        return PythonEvaluator
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,7 +7,7 @@ write (a bf16 KV cache on one GPU), so they are the numbers `kvreg model show` p
 from __future__ import annotations
 
 from kvreg.figures.declarations import FIGURES, INPUTS
-from kvreg.figures.expr import PythonEvaluator
+from kvreg.figures.python import PythonEvaluator
 
 from .hf import WEIGHT_BYTES
 

@@ -629,7 +629,7 @@ def write_doc(path: Path, ctx: Context, args, sizes: dict[int, dict], goals, sca
         "",
         "Every read command takes one read path (kvreg/db/read.py). A SQLite registry at the newest schema, "
         "seeded, whose views were compiled from this kvreg's declarations (the one test: "
-        "`kvreg.fastpath.eligibility`) is read with the standard library's sqlite3 and never imports "
+        "`kvreg.db.fastpath.eligibility`) is read with the standard library's sqlite3 and never imports "
         "SQLAlchemy, SQLModel or Alembic (about 0.3 s); any other registry is opened the full way. Both ways "
         "run the same queries and print through the same formatter, so the output is identical byte for byte "
         "(tests/test_read_path.py compares them in table, json and csv; `KVREG_FULL_PATH=1` forces the full "

@@ -1,4 +1,4 @@
-"""The fast read path (kvreg.fastpath, through kvreg.db.read) answers every read command exactly
+"""The fast read path (kvreg.db.fastpath, through kvreg.db.read) answers every read command exactly
 as the full path does, byte for byte, and only for a SQLite registry that open_registry would
 leave unchanged."""
 
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from kvreg import fastpath
+from kvreg.db import fastpath
 from kvreg.capacity import Question, ask
 from kvreg.db import read as db_read
 

@@ -36,7 +36,7 @@ def test_capacity_and_plan_refuse_a_bad_tp_with_one_line(kv, state):
 
 
 def test_capacity_and_plan_add_share_the_deployment_options():
-    """One bundle (cli/common.deployment_options): the 23 options both commands take say the same,
+    """One bundle (app/options.deployment_options): the 23 options both commands take say the same,
     except where `kvreg capacity` takes lists or the plan's rule differs (--kv-cache-memory overrides
     --reserve in a what-if; a plan takes one or the other)."""
     from kvreg.cli.capacity import capacity_cmd

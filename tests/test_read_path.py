@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from kvreg import fastpath
+from kvreg.db import fastpath
 from kvreg.db import read as db_read
 
 from conftest import Kvreg

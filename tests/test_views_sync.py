@@ -161,7 +161,7 @@ def test_a_comment_edit_keeps_the_views(tmp_path, monkeypatch):
     import shutil
     import sqlite3
 
-    from kvreg import fastpath
+    from kvreg.db import fastpath
     from kvreg.db.engine import open_registry
     from kvreg.figures import fingerprint
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import click
 
-from kvreg.cli.common import deployment_options, emit, format_option, read, user_errors
+from kvreg.app.options import capacity_options
+from kvreg.cli.common import emit, format_option, read, user_errors
 
 
 @click.command("capacity")
-@deployment_options(defaults=True, many=True, notes=False, workload=False,
-                    tp_auto="the smallest valid TP in the node at which a replica holds one whole sequence: fits = 1")
+@capacity_options
 @format_option()
 @click.pass_context
 @user_errors

@@ -7,8 +7,6 @@ import functools
 import click
 
 from kvreg.export.text import FORMATS, KEY_COLUMNS, cell as _cell, normalise, render  # noqa: F401  (re-exported)
-from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS as _D, INPUTS
-from kvreg.units import format_tokens
 
 
 def _remember(ctx, param, value):
@@ -73,113 +71,6 @@ def _chosen_columns(rows: list[dict], columns: list[str] | None) -> list[str] | 
     return picked
 
 
-def engine_options(defaults: bool) -> list:
-    """--rule and the engine's own settings (docs/engine-rules.md), for `kvreg capacity` and the plan
-    commands; parse them with kvreg.rules.parse_engine_options. Without defaults (plan set) an option
-    left out keeps the stored value."""
-    clears = "" if defaults else "; none clears it"
-    return [
-        click.option("--rule", default=_D["rule"] if defaults else None, show_default=defaults,
-                     help=f"Allocation rule: theoretical (a share of memory held back, --reserve, {_D['reserve']:.0%} by"
-                     " default; see docs/methodology.md), vllm or sglang (what the engine allocates)."),
-        click.option("--engine-version", help="vLLM/SGLang: the release to follow (0.10.1); its defaults and memory "
-                     f"accounting differ by release (default: the latest kvreg knows){clears}."),
-        click.option("--gpu-memory-utilization", help="vLLM: share of GPU memory it may use, in (0, 1] (default "
-                     f"0.92 from v0.20, 0.9 before){clears}."),
-        click.option("--max-num-batched-tokens", help="vLLM: tokens per scheduler step (default 8192; 2048 from v0.8 on GPUs under 70 GiB)"
-                     f"{clears}."),
-        click.option("--max-concurrent-batches", help="vLLM: batches in flight (default 2 at PP 1, else PP)"
-                     f"{clears}."),
-        click.option("--max-num-seqs", "--max-running-requests", "max_num_seqs",
-                     help="vLLM --max-num-seqs, SGLang --max-running-requests: the most requests the engine runs at "
-                     "once (default: vLLM 1024 from v0.8 on GPUs of 70 GiB or more, else 256; SGLang from its pool and "
-                     f"context, 2048 to 4096){clears}."),
-        click.option("--activation-memory", help="vLLM: measured peak activation memory per GPU (1.2GiB), instead "
-                     f"of kvreg's estimate{clears}."),
-        click.option("--cuda-graph-memory", help="vLLM: CUDA graph memory per GPU to take from the KV pool (0.5GiB); "
-                     "releases before v0.21 take none, from v0.21 vLLM takes what it profiled (its log's 'CUDAGraph "
-                     f"memory'), which kvreg does not estimate (default 0){clears}."),
-        click.option("--non-torch-memory", help="vLLM: measured non-torch memory per GPU (0.2GiB), instead of kvreg's "
-                     "estimate; SGLang: memory in use before the weights load (default 0)" f"{clears}."),
-        click.option("--weights-memory", help="vLLM/SGLang: measured weight memory per GPU (14.99GiB), instead of "
-                     f"params x bytes / (TP x PP){clears}."),
-        click.option("--mem-fraction-static", help="SGLang: --mem-fraction-static, in (0, 1] (default: from the GPU memory and TP x PP, as SGLang's"
-                     f" server derives it){clears}."),
-    ]
-
-
-def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True, context: bool = True,
-                       workload: bool = True, tp: str = str(_D["tp"]),
-                       tp_auto: str = "the TP that serves the plan's peak demand, one user without demand, with the "
-                                      "fewest GPUs: what `plan solve gpus` answers"):
-    """The options of one deployment, declared once for `kvreg capacity` and the plan commands (the web
-    page reads them from those commands). many: `kvreg capacity`'s lists (several models, GPUs,
-    contexts and KV dtypes in one question). Without defaults (plan set) an option left out keeps
-    the stored value."""
-
-    def d(value):
-        return value if defaults else None
-
-    if many:
-        model = click.option("--model", "models", multiple=True,
-                             help="Model name; repeat or comma-separate. Default: every model.")
-        gpu = click.option("--gpu", "gpus", multiple=True, help="GPU name; repeat or comma-separate. Default: H100-SXM.")
-        context_help = "Context tokens, comma-separated; 128K = 131,072, 128k = 128,000, 1m = 1,000,000."
-        kv_dtype_help = "KV cache dtypes, comma-separated: bf16,fp8."
-        reserve = click.option("--reserve", default=str(_D["reserve"]), show_default=True,
-                               help="Share of GPU memory held back, in [0, 1).")
-        kv_cache_memory_help = "KV pool per GPU given directly (53GB, 40GiB); overrides --reserve."
-    else:
-        model = click.option("--model", help="Model name (see `kvreg model list`).")
-        gpu = click.option("--gpu", help="GPU name (see `kvreg gpu list`).")
-        context_help = "Max context per sequence (max_model_len): 128K = 131,072, 128k = 128,000."
-        kv_dtype_help = "KV cache dtype: bf16, fp8, ..."
-        reserve = click.option("--reserve", help=f"Share of GPU memory held back, in [0, 1) (default {_D['reserve']})"
-                               + ("." if defaults else "; switches the plan from --kv-cache-memory back to the reserve."))
-        kv_cache_memory_help = ("KV pool per GPU given directly (53GB, 40GiB), as vLLM's kv_cache_memory_bytes; not "
-                                "with --reserve" + ("." if defaults else "; none clears it."))
-    opts = [
-        model,
-        gpu,
-        click.option("--gpus-per-node", type=int, default=d(_D["gpus_per_node"]), show_default=defaults),
-        click.option("--tp", default=d(tp), show_default=defaults,
-                     help=f"Tensor-parallel size, or auto ({tp_auto})."),
-        click.option("--pp", type=int, default=d(_D["pp"]), show_default=defaults, help="Pipeline-parallel size."),
-        click.option("--dp-attention", type=int, default=d(_D["dp_attention"]), show_default=defaults,
-                     help="Attention data-parallel size in a TP group; must divide TP."),
-        click.option("--kv-dtype", default=d(INPUTS["kv_dtype"].default), show_default=defaults, help=kv_dtype_help),
-        click.option("--weight-dtype", default=d("native"), show_default=defaults,
-                     help="Weight dtype, or native (the model's own)."),
-    ]
-    if context:
-        opts.append(click.option("--context", default=d(format_tokens(_D["context_tokens"])), show_default=defaults, help=context_help))
-    if workload:
-        opts += [
-            click.option("--avg-tokens", help="Average tokens a request holds (prompt + output); default: the context"
-                         + ("." if defaults else "; none clears it.")),
-            click.option("--workload", multiple=True, metavar="CLASS=TOKENS:SHARE",
-                         help="A request class of a workload mix, repeatable: --workload chat=1500:0.8 --workload "
-                         "docs=13000:0.2 (or both comma-separated in one). Shares are relative weights (80% works); "
-                         "replaces --avg-tokens" + ("." if defaults else "; none clears the mix.")),
-        ]
-    opts += [
-        reserve,
-        click.option("--kv-cache-memory", help=kv_cache_memory_help),
-        click.option("--block-size", type=int, default=d(_D["block_size"]), show_default=defaults,
-                     help="Paged-KV block in tokens (SGLang: its page size); 0: no rounding."),
-        *engine_options(defaults),
-    ]
-    if notes:
-        opts.append(click.option("--notes", help="Free text."))
-
-    def decorate(fn):
-        for opt in reversed(opts):
-            fn = opt(fn)
-        return fn
-
-    return decorate
-
-
 def user_errors(fn):
     """Run a command; any error a user can fix becomes one line on stderr and exit status 1."""
 
@@ -211,7 +102,7 @@ def say_created(url: str) -> None:
     folder gets another registry.db, and should not be surprised to find it holds only the catalog."""
     from kvreg.catalog import load_catalog
     from kvreg.db.engine import mask_url
-    from kvreg.fastpath import sqlite_file
+    from kvreg.db.fastpath import sqlite_file
 
     cat = load_catalog()
     loaded = (f"the built-in catalog ({len(cat['models'])} models, {len(cat['gpus'])} GPUs, "

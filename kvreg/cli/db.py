@@ -73,7 +73,7 @@ def db_downgrade(ctx, revision, yes):
 def db_current(ctx, fmt):
     """Show the registry's schema revision and the newest this kvreg knows."""
     from kvreg.db.read import current_revision
-    from kvreg.fastpath import display_url, head_revision
+    from kvreg.db.fastpath import display_url, head_revision
 
     # prepare=False: the full path connects without upgrading the registry it reports on.
     rev = read(ctx, current_revision, prepare=False)

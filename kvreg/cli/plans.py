@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from kvreg.cli.common import deployment_options, emit, emit_record, format_option, open_db, read, render, user_errors
+from kvreg.app.options import deployment_options, plan_add_options
+from kvreg.cli.common import emit, emit_record, format_option, open_db, read, render, user_errors
 
 LIST_TABLE_COLUMNS = ["plan", "rule", "model", "gpu", "tp", "pp", "gpus_per_node", "context_tokens", "workload_tokens",
                       "kv_dtype", "kv_pool_gib_per_gpu", "max_concurrency", "workload_concurrency", "fits", "reason"]
@@ -73,7 +74,7 @@ def plan_group():
 
 @plan_group.command("add")
 @click.argument("name")
-@deployment_options(defaults=True)
+@plan_add_options
 @click.pass_context
 @user_errors
 def plan_add(ctx, name, **opts):

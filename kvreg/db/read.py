@@ -2,7 +2,7 @@
 connection.
 
 `read(url, fn)` runs `fn(conn)` on the registry at `url`. A SQLite registry that is at the schema
-head with current views (kvreg.fastpath.eligibility decides, and nothing else does) is opened
+head with current views (kvreg.db.fastpath.eligibility decides, and nothing else does) is opened
 with the standard library's sqlite3; anything else (PostgreSQL, an older schema, stale views, a
 new file) is opened the full way, kvreg.db.engine.open_registry, which imports SQLAlchemy. `fn`
 is the same function either way: the queries below are plain SQL strings with named parameters,
@@ -23,7 +23,7 @@ import re
 import sqlite3
 from contextlib import contextmanager
 
-from kvreg import fastpath
+from kvreg.db import fastpath
 from kvreg.errors import KvregError, suggest
 from kvreg.figures.quarters import in_force_sql, index_of_quarter, quarter_of_index
 from kvreg.units import parse_quarter

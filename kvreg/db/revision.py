@@ -1,6 +1,6 @@
 """The schema revision this kvreg migrates to, read without Alembic.
 
-Standard library only: the fast read path (kvreg.fastpath) and open_registry (kvreg.db.engine)
+Standard library only: the fast read path (kvreg.db.fastpath) and open_registry (kvreg.db.engine)
 both compare a registry's revision with this one on every command.
 """
 

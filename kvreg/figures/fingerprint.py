@@ -1,6 +1,6 @@
 """Which declarations a registry's views were compiled from.
 
-Standard library only: the fast read path (kvreg.fastpath) checks it on every read command.
+Standard library only: the fast read path (kvreg.db.fastpath) checks it on every read command.
 """
 
 from __future__ import annotations

@@ -27,10 +27,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from kvreg.app import options
 from kvreg.db.read import snapshot
 from kvreg.errors import KvregError, user_error_types
 from kvreg.export.text import cell, normalise, render
-from kvreg.web import options
 
 STATIC = Path(__file__).resolve().parent / "static"
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1"]
@@ -165,7 +165,7 @@ class App:
     """The registry, the settings and the pages; `starlette()` makes the ASGI application."""
 
     def __init__(self, url: str | None, *, allow_writes: bool = False, host: str = "127.0.0.1"):
-        from kvreg import fastpath
+        from kvreg.db import fastpath
 
         self.url = url or os.environ.get("KVREG_DB") or fastpath.DEFAULT_URL  # kvreg.db.engine.resolve_url
         self.allow_writes = allow_writes
@@ -178,7 +178,7 @@ class App:
         self._warm_up: threading.Timer | None = None
         self._warm_lock = threading.Lock()
         self._answered = False
-        # A SQLite registry that is already current is read the way `kvreg capacity` reads it (kvreg.fastpath:
+        # A SQLite registry that is already current is read the way `kvreg capacity` reads it (kvreg.db.fastpath:
         # stdlib sqlite3, no SQLAlchemy), so the what-if page answers within a second of starting; it is opened
         # the full way in the background (warm_up_later) or on first use by another page, and from then on
         # every page uses that engine. Anything else is opened (created, upgraded, seeded) now.
@@ -260,7 +260,7 @@ class App:
         The fast path serves until the registry is open (it checks the registry is current on every
         call: a few tens of milliseconds), then the open engine's pooled connections do."""
         if self.fast and self._engine is None:
-            from kvreg import fastpath
+            from kvreg.db import fastpath
 
             ok, result = fastpath.read(self.url, fn)
             if ok:
@@ -331,13 +331,12 @@ class App:
         """Answer a what-if from query items: the rows and everything the page shows about them,
         or the one-line error."""
         from kvreg.capacity import ask, columns, question_from_options
-        from kvreg.cli.capacity import capacity_cmd
-        from kvreg import fastpath
+        from kvreg.db import fastpath
 
         pairs: list = []
         try:
-            pairs = options.given(items, capacity_cmd)
-            q = question_from_options(**options.parse(capacity_cmd, pairs))
+            pairs = options.given(items, options.CAPACITY)
+            q = question_from_options(**options.parse(options.CAPACITY, pairs))
 
             def answer(conn):
                 _check_size(conn, q)
@@ -400,7 +399,6 @@ class App:
 
     def whatif(self, request: Request):
         from kvreg.capacity import SQL, runner
-        from kvreg.cli.capacity import capacity_cmd
 
         items = list(request.query_params.multi_items())
 
@@ -419,7 +417,7 @@ class App:
             values.setdefault(k, []).append(v)
         # An option without a default holds None, or click's UNSET sentinel from click 8.3: a blank placeholder.
         defaults = {name: (str(opt.default) if isinstance(opt.default, (str, int, float)) and not opt.multiple else "")
-                    for name, opt in options.option_names(capacity_cmd).items()}
+                    for name, opt in options.option_names(options.CAPACITY).items()}
         chosen_gpus = [g.strip() for v in values.get("gpu", []) for g in v.split(",") if g.strip()] or ["H100-SXM"]
         return self.page(
             "whatif.html.j2", title="What-if", nav="whatif", models=models, gpus=gpus, kv_dtypes=kv_dtypes,
@@ -675,7 +673,6 @@ class App:
         return await run_in_threadpool(self._plan_add, dict(form))
 
     def _plan_add(self, form: dict):
-        from kvreg.cli.plans import plan_add
         from kvreg.plans import add_plan, spec_from_options
 
         fields = {k: v for k, v in form.items() if k != "csrf_token"}
@@ -683,8 +680,8 @@ class App:
         try:
             if not name:
                 raise KvregError("give the plan a name")
-            pairs = options.given(fields.items(), plan_add)
-            params = options.parse(plan_add, pairs, arguments=(name,))
+            pairs = options.given(fields.items(), options.PLAN_ADD)
+            params = options.parse(options.PLAN_ADD, pairs, arguments=(name,))
             params.pop("name", None)
             spec = {"name": name, **spec_from_options(params, partial=False)}
             with self.engine.begin() as conn:

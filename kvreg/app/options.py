@@ -1,0 +1,220 @@
+"""The options of the questions kvreg answers, declared once for the CLI and the web page, and how a
+query string or form is read as them.
+
+A command of kvreg.cli wears these options; the web page parses its queries and forms with the
+same ones (`request_command`): a query `?model=Llama-3.1-8B&context=8K,32K&tp=auto` is parsed as
+`kvreg capacity --model Llama-3.1-8B --context 8K,32K --tp auto` is, with the same names, defaults,
+types and checks, so a new or changed option reaches the page without a second list to keep in
+step, and neither front end imports the other.
+"""
+
+from __future__ import annotations
+
+import shlex
+from urllib.parse import urlencode
+
+import click
+
+from kvreg.errors import KvregError
+from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS as _D, INPUTS
+from kvreg.units import format_tokens
+
+# --------------------------------------------------------------------------- the options
+
+
+def engine_options(defaults: bool) -> list:
+    """--rule and the engine's own settings (docs/engine-rules.md), for `kvreg capacity` and the plan
+    commands; parse them with kvreg.rules.parse_engine_options. Without defaults (plan set) an option
+    left out keeps the stored value."""
+    clears = "" if defaults else "; none clears it"
+    return [
+        click.option("--rule", default=_D["rule"] if defaults else None, show_default=defaults,
+                     help=f"Allocation rule: theoretical (a share of memory held back, --reserve, {_D['reserve']:.0%} by"
+                     " default; see docs/methodology.md), vllm or sglang (what the engine allocates)."),
+        click.option("--engine-version", help="vLLM/SGLang: the release to follow (0.10.1); its defaults and memory "
+                     f"accounting differ by release (default: the latest kvreg knows){clears}."),
+        click.option("--gpu-memory-utilization", help="vLLM: share of GPU memory it may use, in (0, 1] (default "
+                     f"0.92 from v0.20, 0.9 before){clears}."),
+        click.option("--max-num-batched-tokens", help="vLLM: tokens per scheduler step (default 8192; 2048 from v0.8 on GPUs under 70 GiB)"
+                     f"{clears}."),
+        click.option("--max-concurrent-batches", help="vLLM: batches in flight (default 2 at PP 1, else PP)"
+                     f"{clears}."),
+        click.option("--max-num-seqs", "--max-running-requests", "max_num_seqs",
+                     help="vLLM --max-num-seqs, SGLang --max-running-requests: the most requests the engine runs at "
+                     "once (default: vLLM 1024 from v0.8 on GPUs of 70 GiB or more, else 256; SGLang from its pool and "
+                     f"context, 2048 to 4096){clears}."),
+        click.option("--activation-memory", help="vLLM: measured peak activation memory per GPU (1.2GiB), instead "
+                     f"of kvreg's estimate{clears}."),
+        click.option("--cuda-graph-memory", help="vLLM: CUDA graph memory per GPU to take from the KV pool (0.5GiB); "
+                     "releases before v0.21 take none, from v0.21 vLLM takes what it profiled (its log's 'CUDAGraph "
+                     f"memory'), which kvreg does not estimate (default 0){clears}."),
+        click.option("--non-torch-memory", help="vLLM: measured non-torch memory per GPU (0.2GiB), instead of kvreg's "
+                     "estimate; SGLang: memory in use before the weights load (default 0)" f"{clears}."),
+        click.option("--weights-memory", help="vLLM/SGLang: measured weight memory per GPU (14.99GiB), instead of "
+                     f"params x bytes / (TP x PP){clears}."),
+        click.option("--mem-fraction-static", help="SGLang: --mem-fraction-static, in (0, 1] (default: from the GPU memory and TP x PP, as SGLang's"
+                     f" server derives it){clears}."),
+    ]
+
+
+def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True, context: bool = True,
+                       workload: bool = True, tp: str = str(_D["tp"]),
+                       tp_auto: str = "the TP that serves the plan's peak demand, one user without demand, with the "
+                                      "fewest GPUs: what `plan solve gpus` answers"):
+    """The options of one deployment, declared once for `kvreg capacity`, the plan commands and the web
+    page. many: `kvreg capacity`'s lists (several models, GPUs,
+    contexts and KV dtypes in one question). Without defaults (plan set) an option left out keeps
+    the stored value."""
+
+    def d(value):
+        return value if defaults else None
+
+    if many:
+        model = click.option("--model", "models", multiple=True,
+                             help="Model name; repeat or comma-separate. Default: every model.")
+        gpu = click.option("--gpu", "gpus", multiple=True, help="GPU name; repeat or comma-separate. Default: H100-SXM.")
+        context_help = "Context tokens, comma-separated; 128K = 131,072, 128k = 128,000, 1m = 1,000,000."
+        kv_dtype_help = "KV cache dtypes, comma-separated: bf16,fp8."
+        reserve = click.option("--reserve", default=str(_D["reserve"]), show_default=True,
+                               help="Share of GPU memory held back, in [0, 1).")
+        kv_cache_memory_help = "KV pool per GPU given directly (53GB, 40GiB); overrides --reserve."
+    else:
+        model = click.option("--model", help="Model name (see `kvreg model list`).")
+        gpu = click.option("--gpu", help="GPU name (see `kvreg gpu list`).")
+        context_help = "Max context per sequence (max_model_len): 128K = 131,072, 128k = 128,000."
+        kv_dtype_help = "KV cache dtype: bf16, fp8, ..."
+        reserve = click.option("--reserve", help=f"Share of GPU memory held back, in [0, 1) (default {_D['reserve']})"
+                               + ("." if defaults else "; switches the plan from --kv-cache-memory back to the reserve."))
+        kv_cache_memory_help = ("KV pool per GPU given directly (53GB, 40GiB), as vLLM's kv_cache_memory_bytes; not "
+                                "with --reserve" + ("." if defaults else "; none clears it."))
+    opts = [
+        model,
+        gpu,
+        click.option("--gpus-per-node", type=int, default=d(_D["gpus_per_node"]), show_default=defaults),
+        click.option("--tp", default=d(tp), show_default=defaults,
+                     help=f"Tensor-parallel size, or auto ({tp_auto})."),
+        click.option("--pp", type=int, default=d(_D["pp"]), show_default=defaults, help="Pipeline-parallel size."),
+        click.option("--dp-attention", type=int, default=d(_D["dp_attention"]), show_default=defaults,
+                     help="Attention data-parallel size in a TP group; must divide TP."),
+        click.option("--kv-dtype", default=d(INPUTS["kv_dtype"].default), show_default=defaults, help=kv_dtype_help),
+        click.option("--weight-dtype", default=d("native"), show_default=defaults,
+                     help="Weight dtype, or native (the model's own)."),
+    ]
+    if context:
+        opts.append(click.option("--context", default=d(format_tokens(_D["context_tokens"])), show_default=defaults, help=context_help))
+    if workload:
+        opts += [
+            click.option("--avg-tokens", help="Average tokens a request holds (prompt + output); default: the context"
+                         + ("." if defaults else "; none clears it.")),
+            click.option("--workload", multiple=True, metavar="CLASS=TOKENS:SHARE",
+                         help="A request class of a workload mix, repeatable: --workload chat=1500:0.8 --workload "
+                         "docs=13000:0.2 (or both comma-separated in one). Shares are relative weights (80% works); "
+                         "replaces --avg-tokens" + ("." if defaults else "; none clears the mix.")),
+        ]
+    opts += [
+        reserve,
+        click.option("--kv-cache-memory", help=kv_cache_memory_help),
+        click.option("--block-size", type=int, default=d(_D["block_size"]), show_default=defaults,
+                     help="Paged-KV block in tokens (SGLang: its page size); 0: no rounding."),
+        *engine_options(defaults),
+    ]
+    if notes:
+        opts.append(click.option("--notes", help="Free text."))
+
+    def decorate(fn):
+        for opt in reversed(opts):
+            fn = opt(fn)
+        return fn
+
+    return decorate
+
+
+# The questions both front ends ask: `kvreg capacity` (the what-if page) and `kvreg plan add` (its form).
+capacity_options = deployment_options(
+    defaults=True, many=True, notes=False, workload=False,
+    tp_auto="the smallest valid TP in the node at which a replica holds one whole sequence: fits = 1")
+plan_add_options = deployment_options(defaults=True)
+
+
+def request_command(name: str, options, arguments: tuple[str, ...] = ()) -> click.Command:
+    """A command wearing `options` (and taking `arguments`) that does nothing: what a query or form
+    is parsed with (`parse`). `name` is the CLI command's, for the messages."""
+
+    def params(**kwargs):
+        return kwargs
+
+    params = options(params)
+    for argument in reversed(arguments):
+        params = click.argument(argument)(params)
+    return click.command(name)(params)
+
+
+CAPACITY = request_command("capacity", capacity_options)
+PLAN_ADD = request_command("add", plan_add_options, ("name",))
+
+# --------------------------------------------------------------------------- reading a query or form
+
+
+# Never read from a query or form: --format picks the CLI's output (the API always answers json)
+# and --help would print to the server's terminal.
+_NOT_OPTIONS = frozenset({"format", "help"})
+
+
+def option_names(command: click.Command) -> dict[str, click.Option]:
+    """A command's options by long name without the dashes: {'kv-dtype': <Option>, ...}."""
+    names = {}
+    for p in command.params:
+        if isinstance(p, click.Option):
+            for o in p.opts:
+                if o.startswith("--") and o[2:] not in _NOT_OPTIONS:
+                    names[o[2:]] = p
+    return names
+
+
+def given(items, command: click.Command, *, ignore: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """The (name, value) pairs of a query or form that set one of the command's options, in order.
+
+    An empty value means "not given" (the option's default), as an empty form field does. A name
+    the command does not know is an error naming the ones it does.
+    """
+    known = option_names(command)
+    out = []
+    for key, value in items:
+        if key in ignore:
+            continue
+        if key not in known:
+            raise KvregError(f"unknown option {key!r}: use one of {', '.join(sorted(known))} "
+                             f"(the options of `kvreg {command.name}`)")
+        value = str(value).strip()
+        if value:
+            out.append((key, value))
+    return out
+
+
+def parse(command: click.Command, pairs: list[tuple[str, str]], arguments: tuple[str, ...] = ()) -> dict:
+    """The command's parameters as its function receives them, parsed by click from the pairs."""
+    argv = list(arguments)
+    for key, value in pairs:
+        argv += [f"--{key}", value]
+    try:
+        ctx = command.make_context(command.name, argv, resilient_parsing=False)
+    except click.UsageError as exc:
+        raise KvregError(exc.format_message()) from None
+    params = dict(ctx.params)
+    params.pop("fmt", None)
+    return params
+
+
+def command_line(words: list[str], pairs: list[tuple[str, str]]) -> str:
+    """The shell command that asks the same question: `kvreg capacity --model ... --context ...`."""
+    parts = list(words)
+    for key, value in pairs:
+        parts += [f"--{key}", shlex.quote(value)]
+    return " ".join(parts)
+
+
+def query(pairs: list[tuple[str, str]], **replace: str) -> str:
+    """The pairs as a query string, with some options replaced (keys as option names)."""
+    out = [(k, v) for k, v in pairs if k not in replace]
+    out += [(k, v) for k, v in replace.items() if v]
+    return urlencode(out)

@@ -266,7 +266,7 @@ def plan_rollup(ctx, quarter, start, quarters, whole_nodes, fmt):
 
     Example: kvreg plan rollup --from 2026Q4 --quarters 4 --whole-nodes
     """
-    from kvreg.db.read import SCHEDULE_COLUMNS, purchase_schedule
+    from kvreg.db.read import purchase_schedule
 
     sched = read(ctx, lambda conn: purchase_schedule(conn, quarter, start, quarters, whole_nodes=whole_nodes))
     rows = sched["schedule"]

@@ -573,8 +573,6 @@ def _one_quarter_sql(conn) -> str:
 WHOLE_NODE_COLUMNS = {"gpus_to_buy": "gpus_to_buy_whole_nodes", "capex_to_buy": "capex_to_buy_whole_nodes",
                       "order_by": "order_by_whole_nodes", "order_late": "order_late_whole_nodes",
                       "gpus_bought": "gpus_bought_whole_nodes"}
-SCHEDULE_COLUMNS = ["gpu", "quarter", "gpus_to_buy", "capex_to_buy", "order_by", "order_late", "gpus_needed",
-                    "gpus_installed", "gpus_bought", "driving_plans"]
 
 
 def _driving_plans(conn, rows: list[dict]) -> None:

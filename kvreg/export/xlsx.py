@@ -29,8 +29,6 @@ from kvreg.export.excel_layout import (
     BORDER_COLOR,
     FIRST_ROW,
     HEADER_ROW,
-    INPUT_FILL,
-    LOOKUP_FILL,
     LOOKUP_LAST_ROW,
     NOT_FIT_FILL,
     ROTATED_HEADER_HEIGHT,
@@ -86,7 +84,6 @@ DEFAULT_RESERVE_CELL = "Assumptions!$B$3"
 # Sheets too wide to read on paper: left out of the print area (each plan prints as a card on Plan
 # cards instead of Plan detail's row). The Read me sheet lists them.
 NOT_PRINTED = ("Plan detail", "Models", "GPUs", "Dtypes", "Context sweep")
-QUARTER_CELL = "Summary!$B$1"
 FUNCTIONS_USED = ("INDEX", "MATCH", "IF", "AND", "OR", "ISBLANK", "MIN", "MAX", "INT", "MOD", "FIXED",
                   "SUBSTITUTE", "SUMIFS", "COUNTIFS", "SUM", "LEFT", "RIGHT", "ROUND", "SEARCH", "ISNUMBER",
                   "SUMPRODUCT")

@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from .aggregates import ROLLUP_SQL_KEY, aggregate_sql, entered_quarters_sql, one_quarter_sql
-from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, dependencies, inputs_of
+from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, inputs_of
 from .expr import Input, Ref, names
 from .facts import never_null_in_sql
 from .fingerprint import figures_fingerprint

@@ -59,7 +59,7 @@ def load_manifest() -> dict:
 
 def _registry(manifest: dict) -> str:
     """A fresh registry with the catalog and the MANIFEST's extra GPUs and models."""
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
     from kvreg.registry import add_gpu, add_model
 
     url = f"sqlite:///{tempfile.mkdtemp(prefix='kvreg-engine-table-')}/registry.db"
@@ -117,7 +117,7 @@ def rows(manifest: dict | None = None) -> list[dict]:
 
     from kvreg.calibrate import compare, question
     from kvreg.capacity import ask
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
     from kvreg.enginelog import read_log
 
     manifest = manifest or load_manifest()

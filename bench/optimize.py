@@ -28,7 +28,7 @@ TARGETS = {100: 10.0, 1000: 60.0}
 # The child: the program built (candidates read through the views) and solved, each timed.
 CHILD = """
 import json, sys, time
-from kvreg.db.engine import open_registry
+from kvreg.app.registry import open_registry
 from kvreg.db.read import list_gpus
 from kvreg.optimize import build_program
 url, start, quarters = sys.argv[1], sys.argv[2], int(sys.argv[3])

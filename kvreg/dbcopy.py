@@ -265,7 +265,7 @@ def _read_source(url: str) -> tuple[str, dict, list[dict]]:
 def _fill_target(conn, url: str, snap: dict, meta: list[dict], force: bool) -> int:
     """Migrate the target, empty it if allowed, insert the rows, reset id sequences.
     Returns the number of rows replaced."""
-    prepare_registry(conn, url, seed=False)
+    prepare_registry(conn, url)
     held = row_counts(conn)
     total = sum(held.values())
     if total and not force:

@@ -127,7 +127,7 @@ def db_backend(db_url) -> str:
 
 @pytest.fixture
 def engine(db_url):
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
 
     eng = open_registry(db_url)
     yield eng

@@ -35,7 +35,7 @@ QUESTIONS = [
 @pytest.fixture
 def current(tmp_path):
     """A SQLite registry already created, migrated, seeded and synced: the fast path's case."""
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
 
     url = f"sqlite:///{tmp_path / 'registry.db'}"
     open_registry(url).dispose()
@@ -105,7 +105,7 @@ def test_fast_path_writes_nothing(current):
 
 
 def test_ask_accepts_a_stdlib_connection(current):
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
 
     q = Question(models=["Qwen3-8B"], contexts=[8192, 131072], tp="auto")
     engine = open_registry(current)

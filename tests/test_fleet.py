@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from kvreg.db.engine import open_registry
+from kvreg.app.registry import open_registry
 
 H100, H200 = "H100-SXM", "H200"
 H100_PRICE, H200_PRICE = 30_000, 35_000

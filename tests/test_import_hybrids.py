@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from kvreg.capacity import Question, ask
-from kvreg.db.engine import open_registry
+from kvreg.app.registry import open_registry
 from kvreg.importers.hf import ConfigError, import_path, model_from_config
 from kvreg.registry import add_model
 

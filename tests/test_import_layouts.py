@@ -24,7 +24,7 @@ from click.testing import CliRunner
 
 from kvreg.capacity import Question, ask
 from kvreg.cli import cli
-from kvreg.db.engine import open_registry
+from kvreg.app.registry import open_registry
 from kvreg.errors import KvregError
 from kvreg.importers.hf import (
     ARCH_DEFAULTS,

@@ -235,7 +235,7 @@ def test_mla_bytes_per_gpu_do_not_change_with_tp(model, kv):
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
 
     engine = open_registry(f"sqlite:///{tmp_path_factory.mktemp('laws') / 'registry.db'}")
     yield engine

@@ -12,7 +12,7 @@ import itertools
 
 import pytest
 
-from kvreg.db.engine import open_registry
+from kvreg.app.registry import open_registry
 from kvreg.figures.declarations import HOURS_PER_MONTH
 from kvreg.optimize import MONTHS_PER_QUARTER, build_program, optimize
 

@@ -13,7 +13,8 @@ import math
 import pytest
 from sqlalchemy import text
 
-from kvreg.db.engine import make_engine, open_registry
+from kvreg.app.registry import open_registry
+from kvreg.db.engine import make_engine
 
 GIB = 2**30
 VIEWS = {"model_kv": "model_id, kv_dtype", "capacity": "id", "plan_capacity": "plan_id",

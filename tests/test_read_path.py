@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from kvreg.app import registry as app_registry
 from kvreg.db import fastpath
 from kvreg.db import read as db_read
 
@@ -162,7 +163,7 @@ for args in commands:
 @pytest.fixture
 def current(tmp_path):
     """A SQLite registry already created, migrated, seeded and synced: the fast path's case."""
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
 
     url = f"sqlite:///{tmp_path / 'registry.db'}"
     open_registry(url).dispose()
@@ -249,7 +250,7 @@ def test_a_stale_registry_is_read_the_full_way_and_left_current(current):
     c.execute("UPDATE kvreg_meta SET value = 'stale' WHERE key = 'views_hash'")
     c.close()
     assert fastpath.read(current, db_read.list_gpus) == (False, None)
-    names = [g["name"] for g in db_read.read(current, db_read.list_gpus)]
+    names = [g["name"] for g in app_registry.read(current, db_read.list_gpus)]
     assert names[:3] == ["A100-40GB", "A100-80GB", "B200"]  # sorted by name
     answered, rows = fastpath.read(current, db_read.list_gpus)
     assert answered and [g["name"] for g in rows] == names
@@ -273,7 +274,7 @@ def test_a_new_read_query_is_one_function(current):
     def biggest_gpu(conn):
         return db_read.runner(conn).rows("SELECT name FROM gpu ORDER BY memory_bytes DESC, name LIMIT 1")
 
-    assert db_read.read(current, biggest_gpu) == [{"name": "B200"}]
+    assert app_registry.read(current, biggest_gpu) == [{"name": "B200"}]
 
 
 @pytest.mark.parametrize("url", [

@@ -30,7 +30,8 @@ from conftest import HF_CONFIGS, Kvreg, registry_state
 from sqlalchemy import text
 
 import kvreg
-from kvreg.db.engine import RegistryError, make_engine, open_registry
+from kvreg.app.registry import open_registry
+from kvreg.db.engine import RegistryError, make_engine
 
 FUTURE = "ffff0002future"
 
@@ -113,7 +114,7 @@ WRITES = 200
 # do; plans share one connection (new connections are what makes PostgreSQL slow here).
 WRITER = """
 import sys
-from kvreg.db.engine import open_registry
+from kvreg.app.registry import open_registry
 from kvreg.plans import add_plan
 from kvreg.registry import add_model
 

@@ -57,7 +57,7 @@ H200 = 141 * GIB
 @pytest.fixture(scope="module")
 def small_registry(tmp_path_factory) -> Path:
     """A seeded SQLite registry cut down to Llama-3.1-8B and Qwen2.5-7B on H100-SXM and H200."""
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
 
     path = tmp_path_factory.mktemp("small") / "registry.db"
     eng = open_registry(f"sqlite:///{path}")
@@ -79,7 +79,7 @@ def small_url(small_registry, tmp_path) -> str:
 
 @pytest.fixture
 def small(small_url):
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
 
     eng = open_registry(small_url)
     yield eng
@@ -544,7 +544,7 @@ def _normalised(md: str) -> str:
 
 def test_postgresql_gives_the_same_report(pg_url, tmp_path):
     """The seeded registry on PostgreSQL prints what it prints on SQLite (ordering, sums, types)."""
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
 
     texts = []
     for url in (pg_url, f"sqlite:///{tmp_path / 'registry.db'}"):
@@ -560,7 +560,7 @@ def test_postgresql_gives_the_same_report(pg_url, tmp_path):
 
 def test_seeded_registry_snapshot(tmp_path):
     """The seeded registry's 2026Q4 report, reviewed when it changes (see the module docstring)."""
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
 
     eng = open_registry(f"sqlite:///{tmp_path / 'registry.db'}")
     try:

@@ -455,7 +455,7 @@ def _need_libreoffice():
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
 
     eng = open_registry(f"sqlite:///{tmp_path_factory.mktemp('xlsx') / 'registry.db'}")
     with eng.begin() as conn:
@@ -748,7 +748,7 @@ def printed(tmp_path_factory):
     """The seeded registry's workbook on each engine that is here, printed to PDF by one LibreOffice
     start (a start costs seconds): {"sqlite": (xlsx, pdf, plans, gpus), "postgresql": ...}. A seeded registry is
     the same on both engines, so the PostgreSQL one is a new database kvreg migrates and seeds."""
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
     from kvreg.report import write_workbook
 
     _need_libreoffice()

@@ -1,7 +1,10 @@
-"""Opening a registry: engine setup, upgrade-on-open, the built-in catalog, the views.
+"""Opening a registry's database: engine setup, upgrade-on-open, seeding a new one, the views.
 
-Every command opens the registry through `open_registry`, so a newcomer never runs `init`:
-a missing SQLite file is created, migrated to head, seeded and given its views.
+Every command opens the registry through kvreg.app.registry.open_registry (this module's
+`open_database` with the built-in catalog as its seed), so a newcomer never runs `init`: a missing
+SQLite file is created, migrated to head, seeded and given its views. What seeds a new registry is
+handed in (`seed`): the catalog writes the tables this layer defines, so this layer does not
+import it.
 """
 
 from __future__ import annotations
@@ -16,12 +19,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 from sqlalchemy import create_engine, event, inspect, text
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DataError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 import kvreg
-from kvreg.catalog.load import seed_if_empty
 from kvreg.db.revision import head_revision as scanned_head
 from kvreg.errors import UserError
 from kvreg.figures.views import sync_views
@@ -364,19 +366,23 @@ def connect_error(url: str, exc: BaseException) -> RegistryError:
     return RegistryError(f"cannot open registry {mask_url(url)}: {detail}" + (f"; {hint}" if hint else ""))
 
 
+# What seeds a new registry: kvreg.catalog.load.seed_if_empty(conn) -> whether it loaded the catalog.
+Seed = Callable[[Connection], bool]
+
 _OPEN_LOCK = 0x6B7672  # "kvr": the advisory lock key open_registry takes on PostgreSQL
 
 
-def open_registry(url: str | None = None, *, upgrade: bool = True, seed: bool = True,
+def open_database(url: str | None, *, seed: Seed | None, upgrade: bool = True,
                   on_seeded: Callable[[str], None] | None = None) -> Engine:
-    """Open (creating, upgrading and seeding as needed) the registry at `url`. `on_seeded(url)` is
-    called, once the seeding has committed, when this open loaded the built-in catalog into a new
-    registry (the CLI says so on stderr)."""
+    """Open (creating, upgrading and, with `seed`, seeding as needed) the registry at `url`.
+    `seed(conn)` loads a new registry's first rows and says whether it did (kvreg.catalog.load's
+    seed_if_empty: kvreg.app.registry.open_registry passes it). `on_seeded(url)` is called, once
+    the seeding has committed, when it did (the CLI says so on stderr)."""
     url = resolve_url(url)
     engine = make_engine(url)
     # Imported before the transaction, not inside it: on SQLite it holds the write lock, and on
-    # a busy machine these imports take seconds that every other writer would wait.
-    import kvreg.catalog.load  # noqa: F401
+    # a busy machine these imports take seconds that every other writer would wait (the seed's
+    # module is imported by whoever hands it in).
     import kvreg.figures.views  # noqa: F401
 
     try:
@@ -393,10 +399,10 @@ def open_registry(url: str | None = None, *, upgrade: bool = True, seed: bool = 
     return engine
 
 
-def prepare_registry(conn, url: str, *, upgrade: bool = True, seed: bool = True) -> bool:
+def prepare_registry(conn, url: str, *, upgrade: bool = True, seed: Seed | None = None) -> bool:
     """Inside the caller's transaction: refuse a registry from a newer kvreg (changing nothing),
-    migrate to head, seed an empty one, and bring the views in line with the declarations.
-    True when this call loaded the built-in catalog (a new registry)."""
+    migrate to head, seed an empty one (with `seed`, see open_database), and bring the views in line
+    with the declarations. True when this call seeded it (a new registry)."""
     if conn.dialect.name == "postgresql":
         # Two first opens at once would both migrate and seed: take turns (SQLite's BEGIN
         # IMMEDIATE already does this). The lock is released when the transaction ends.
@@ -411,9 +417,7 @@ def prepare_registry(conn, url: str, *, upgrade: bool = True, seed: bool = True)
                 sys.stderr.write(f"kvreg: upgrading registry {mask_url(url)} from schema revision {rev} "
                                  f"to {head_revision()}\n")
             _upgrade(conn, url)
-    seeded = False
-    if seed:
-        seeded = seed_if_empty(conn)
+    seeded = seed(conn) if seed is not None else False
 
     sync_views(conn)
     return seeded

@@ -1,10 +1,10 @@
 """The one read path: every read-only command asks its question here, by the same code on either
 connection.
 
-`read(url, fn)` runs `fn(conn)` on the registry at `url`. A SQLite registry that is at the schema
+`read(url, fn, open_full)` runs `fn(conn)` on the registry at `url`. A SQLite registry that is at the schema
 head with current views (kvreg.db.fastpath.eligibility decides, and nothing else does) is opened
 with the standard library's sqlite3; anything else (PostgreSQL, an older schema, stale views, a
-new file) is opened the full way, kvreg.db.engine.open_registry, which imports SQLAlchemy. `fn`
+new file) is opened the full way, kvreg.app.registry.open_registry, which imports SQLAlchemy. `fn`
 is the same function either way: the queries below are plain SQL strings with named parameters,
 run through `runner(conn)`, which speaks to a sqlite3 connection and a SQLAlchemy one alike. So
 a command's output cannot depend on the path it took; the CLI formats the rows it gets back
@@ -56,29 +56,30 @@ SIZE_FIELDS = ("memory_bytes", "memory_bandwidth_bytes_per_s")
 # --------------------------------------------------------------------------- the read path
 
 
-def read(url: str | None, fn, *, prepare: bool = True, on_seeded=None):
+def read(url: str | None, fn, open_full):
     """fn(conn) on the registry at `url` (None: $KVREG_DB, else sqlite:///registry.db), read-only.
 
     An eligible SQLite registry is read with sqlite3 inside one transaction that is rolled back;
-    any other is opened with open_registry (created, upgraded, seeded and its views synced as every
-    command does), or, with prepare=False, connected to as it is (`kvreg db current` must not
-    upgrade what it reports on). Errors fn raises (an unknown name, ...) propagate unchanged.
+    any other is opened with `open_full(url)` (the URL resolved): kvreg.app.registry.read passes
+    open_registry (created, upgraded, seeded and its views synced as every command does), or
+    kvreg.db.engine.make_engine to connect to it as it is (`kvreg db current` must not upgrade
+    what it reports on). Errors fn raises (an unknown name, ...) propagate unchanged.
     """
     answered, result = fastpath.read(url, fn)
     if answered:
         return result
-    return _full_read(url, fn, prepare, on_seeded)
+    return _full_read(url, fn, open_full)
 
 
-def _full_read(url: str | None, fn, prepare: bool, on_seeded=None):
+def _full_read(url: str | None, fn, open_full):
     # Imported here, not at the top: SQLAlchemy and Alembic take about 0.3 s to import, which an
     # eligible registry never pays (start-up time).
     from sqlalchemy.exc import SQLAlchemyError
 
-    from kvreg.db.engine import connect_error, make_engine, open_registry, resolve_url
+    from kvreg.db.engine import connect_error, resolve_url
 
     url = resolve_url(url)
-    engine = open_registry(url, on_seeded=on_seeded) if prepare else make_engine(url)
+    engine = open_full(url)
     try:
         with snapshot(engine) as conn:
             return fn(conn)

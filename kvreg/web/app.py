@@ -221,11 +221,11 @@ class App:
 
     @property
     def engine(self):
-        """The registry opened as every CLI command opens it (kvreg.db.engine.open_registry), once."""
+        """The registry opened as every CLI command opens it (kvreg.app.registry.open_registry), once."""
         if self._engine is None:
             with self._lock:
                 if self._engine is None:
-                    from kvreg.db.engine import open_registry
+                    from kvreg.app.registry import open_registry
 
                     self._engine = open_registry(self.url)
         return self._engine

@@ -73,18 +73,15 @@ class SqlCompiler:
         self.d = DIALECTS[dialect]
 
     def compile(self, e: Expr) -> str:
-        return walk(e, self, False)
-
-    def _value(self, e: Expr) -> str:
+        """`e` as a value."""
         return walk(e, self, False)
 
     def _condition(self, e: Expr) -> str:
         return walk(e, self, True)
 
-    def _as_value(self, e: Expr, cond: bool) -> str:
+    def _tested(self, e: Expr) -> str:
         """A construct whose SQL is a value, asked for as a condition: tested against 0."""
-        text = self._value(e)
-        return f"({text}) <> 0" if cond else text
+        return f"({self.compile(e)}) <> 0"
 
     # ---- names and constants
 
@@ -114,19 +111,19 @@ class SqlCompiler:
 
     def arith(self, e, cond):
         if cond:
-            return self._as_value(e, cond)
-        return f"({self._value(e.a)} {e.op} {self._value(e.b)})"
+            return self._tested(e)
+        return f"({self.compile(e.a)} {e.op} {self.compile(e.b)})"
 
     def divide(self, e, cond):
         if cond:
-            return self._as_value(e, cond)
-        a, b = self._value(e.a), self._value(e.b)
+            return self._tested(e)
+        a, b = self.compile(e.a), self.compile(e.b)
         if self.d.zero_divide_raises:
             return f"(CAST({a} AS DOUBLE PRECISION) / NULLIF({b}, 0))"
         return f"(({a}) * 1.0 / {b})"  # x / 0 is NULL already
 
     def compare(self, e, cond):
-        a, b = self._value(e.a), self._value(e.b)
+        a, b = self.compile(e.a), self.compile(e.b)
         if cond:
             return f"({a} {e.op} {b})"
         return f"(CASE WHEN {a} {e.op} {b} THEN 1 ELSE 0 END)"
@@ -135,9 +132,9 @@ class SqlCompiler:
 
     def f_if(self, e, cond):
         if cond:
-            return self._as_value(e, cond)
+            return self._tested(e)
         c, t, o = e.args
-        return f"(CASE WHEN {self._condition(c)} THEN {self._value(t)} ELSE {self._value(o)} END)"
+        return f"(CASE WHEN {self._condition(c)} THEN {self.compile(t)} ELSE {self.compile(o)} END)"
 
     def _logic(self, e, cond, text):
         return text if cond else f"(CASE WHEN {text} THEN 1 ELSE 0 END)"
@@ -152,7 +149,7 @@ class SqlCompiler:
         return self._logic(e, cond, f"(NOT {self._condition(e.args[0])})")
 
     def f_isnull(self, e, cond):
-        x = self._value(e.args[0])
+        x = self.compile(e.args[0])
         return f"({x} IS NULL)" if cond else f"(CASE WHEN {x} IS NULL THEN 1 ELSE 0 END)"
 
     # ---- functions
@@ -160,16 +157,16 @@ class SqlCompiler:
     def _func(self, e, cond, spell):
         """A function whose SQL is a value: `spell` gets its compiled arguments."""
         if cond:
-            return self._as_value(e, cond)
-        return spell(*[self._value(x) for x in e.args])
+            return self._tested(e)
+        return spell(*[self.compile(x) for x in e.args])
 
     def f_coalesce(self, e, cond):
         return self._func(e, cond, lambda a, b: f"COALESCE({a}, {b})")
 
     def _min_max(self, e, cond, op):
         if cond:
-            return self._as_value(e, cond)
-        a, b = self._value(e.args[0]), self._value(e.args[1])
+            return self._tested(e)
+        a, b = self.compile(e.args[0]), self.compile(e.args[1])
         if (self.d.native_min_max and self.never_null is not None and self.never_null(e.args[0])
                 and self.never_null(e.args[1])):
             # Of equal values SQLite's min() returns the last and max() the first: both keep `a` on a
@@ -213,10 +210,10 @@ class SqlCompiler:
 
     def f_fmt(self, e, cond):
         if cond:
-            return self._as_value(e, cond)
+            return self._tested(e)
         # The decimals are a digit count spelled into a format string, not an SQL value
         # (PostgreSQL would otherwise get `CAST(2 AS BIGINT)` inside TO_CHAR's pattern).
-        x, d = self._value(e.args[0]), int(e.args[1].value)
+        x, d = self.compile(e.args[0]), int(e.args[1].value)
         if self.d.printf:
             # printf turns NULL into '0.00'; PostgreSQL's TO_CHAR keeps it NULL.
             return f"(CASE WHEN {x} IS NULL THEN NULL ELSE printf('%.{d}f', {x}) END)"

@@ -24,7 +24,7 @@ from .quarters import (  # noqa: F401  (the carry-forward rule's pieces, re-expo
     in_force_excel, in_force_sql, index_of_quarter, previous_index_sql, quarter_index_excel, quarter_index_sql,
     quarter_of_index, quarter_of_index_excel, quarter_of_index_sql, until_sql,
 )
-from .sql import compiler
+from .sql import compiler, integer_sum
 from .sql import fence as sql_fence
 
 # --------------------------------------------------------------------------- order
@@ -80,9 +80,7 @@ def _sum_sql(a: Aggregate, alias: str, dialect: str) -> str:
     if a.of is None:
         return f"SUM(CASE WHEN {cond} THEN 1 ELSE 0 END)"
     s = f"COALESCE(SUM(CASE WHEN {cond} THEN {alias}.{a.of} END), 0)"
-    if dialect == "postgresql" and a.kind == "int":
-        return f"CAST({s} AS BIGINT)"  # PostgreSQL sums BIGINT into NUMERIC (Decimal in Python)
-    return s
+    return integer_sum(s, dialect) if a.kind == "int" else s
 
 
 def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool = False,

@@ -34,21 +34,27 @@ class Dialect:
     printf: bool  # printf() formats numbers (SQLite); else TO_CHAR (PostgreSQL)
     instr: bool  # instr() finds text (SQLite); else strpos (PostgreSQL)
     native_min_max: bool  # scalar min()/max() of two values that are never NULL (SQLite; see SqlCompiler)
+    sum_widens: bool  # SUM of integers is NUMERIC (PostgreSQL; Decimal in Python): an integer sum is cast back
     # An OFFSET keeps a subquery or CTE its own step: both databases otherwise flatten one read once,
     # pasting its expressions into every reference above it (10x slower to prepare and to run).
     fence: str
 
 
 SQLITE = Dialect("sqlite", typed_literals=False, zero_divide_raises=False, cast_rounds=False, printf=True,
-                 instr=True, native_min_max=True, fence=" LIMIT -1 OFFSET 0")
+                 instr=True, native_min_max=True, sum_widens=False, fence=" LIMIT -1 OFFSET 0")
 POSTGRESQL = Dialect("postgresql", typed_literals=True, zero_divide_raises=True, cast_rounds=True, printf=False,
-                     instr=False, native_min_max=False, fence=" OFFSET 0")
+                     instr=False, native_min_max=False, sum_widens=True, fence=" OFFSET 0")
 DIALECTS = {d.name: d for d in (SQLITE, POSTGRESQL)}
 
 
 def fence(dialect: str) -> str:
     """What ends a subquery or CTE that must stay its own step (Dialect.fence)."""
     return DIALECTS[dialect].fence
+
+
+def integer_sum(total: str, dialect: str) -> str:
+    """An SQL sum of integers, as an integer in every dialect (Dialect.sum_widens)."""
+    return f"CAST({total} AS BIGINT)" if DIALECTS[dialect].sum_widens else total
 
 
 class SqlCompiler:

@@ -10,9 +10,6 @@ step, and neither front end imports the other.
 
 from __future__ import annotations
 
-import shlex
-from urllib.parse import urlencode
-
 import click
 
 from kvreg.errors import KvregError
@@ -207,6 +204,9 @@ def parse(command: click.Command, pairs: list[tuple[str, str]], arguments: tuple
 
 def command_line(words: list[str], pairs: list[tuple[str, str]]) -> str:
     """The shell command that asks the same question: `kvreg capacity --model ... --context ...`."""
+    # lazy: start-up time of every CLI command that wears these options; only the web page quotes
+    import shlex
+
     parts = list(words)
     for key, value in pairs:
         parts += [f"--{key}", shlex.quote(value)]
@@ -215,6 +215,9 @@ def command_line(words: list[str], pairs: list[tuple[str, str]]) -> str:
 
 def query(pairs: list[tuple[str, str]], **replace: str) -> str:
     """The pairs as a query string, with some options replaced (keys as option names)."""
+    # lazy: start-up time of every CLI command that wears these options; only the web page writes queries
+    from urllib.parse import urlencode
+
     out = [(k, v) for k, v in pairs if k not in replace]
     out += [(k, v) for k, v in replace.items() if v]
     return urlencode(out)

@@ -155,16 +155,18 @@ def figure_value(name: str, row: Mapping[str, object]):
     return evaluate(FIGURES[name].expr, row)
 
 
-def _reads_only(name: str, have: set[str]) -> bool:
-    """Whether a figure reads only the inputs in `have`, through the figures it refers to."""
-    e = FIGURES[name].expr
-    return (all(n in have for n in names(e, (Input,)))
-            and all(_reads_only(r, have) for r in names(e, (Ref,))))
+def _figures_of(table: str) -> tuple[str, ...]:
+    """The figures a row of `table` alone gives: they read its inputs only, through the figures they
+    refer to (each declared before the figures that refer to it)."""
+    have, given = set(inputs_of(table)), {}
+    for name, f in FIGURES.items():
+        given[name] = (all(n in have for n in names(f.expr, (Input,)))
+                       and all(given.get(r, False) for r in names(f.expr, (Ref,))))
+    return tuple(n for n in FIGURES if given[n])
 
 
-# The figures a GPU row alone gives (memory_gib): what `kvreg gpu list`, the web page and the report
-# show beside the GPU's own columns.
-GPU_FIGURES = tuple(n for n in FIGURES if _reads_only(n, set(inputs_of("gpu"))))
+# What `kvreg gpu list`, the web page and the report show beside a GPU's own columns (memory_gib).
+GPU_FIGURES = _figures_of("gpu")
 
 
 def with_gpu_figures(row: Mapping[str, object]) -> dict:

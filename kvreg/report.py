@@ -28,7 +28,6 @@ import shutil
 import sys
 import tempfile
 import traceback
-from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -49,7 +48,6 @@ from kvreg.db.read import (
     purchase_schedule,
     rollup,
     runner,
-    scratch_in_temp,
     snapshot,
 )
 from kvreg.dbcopy import process_alive
@@ -813,15 +811,6 @@ def _write_files(conn, folder: Path, data: dict, formats: tuple[str, ...], asked
     (folder / "data.json").write_text(body + "\n", encoding="utf-8", newline="\n")
 
 
-@contextmanager
-def _snapshot(engine):
-    """A connection that reads one consistent snapshot and blocks no writer (kvreg.db.read.snapshot),
-    its scratch table and views made in TEMP before the first question."""
-    with snapshot(engine) as conn:
-        scratch_in_temp(conn)
-        yield conn
-
-
 def _collect_quietly(exc: BaseException) -> None:
     """Collect what a failed run left half-written. openpyxl's streaming sheets are generators
     whose file is already closed; collected later (the error's traceback keeps them alive), each
@@ -854,12 +843,11 @@ def write_report(engine, quarter: str | None = None, out: str | Path = "reports"
     url = registry_url or engine.url.render_as_string(hide_password=False)
     tmp = _temp_folder(out, target)
     try:
-        with _snapshot(engine) as conn:
+        with snapshot(engine) as conn:  # one consistent read that blocks no writer
             asked: dict = {}  # the sweep's capacity question, asked once for the report and the workbook
             data = gather(conn, quarter, generated_at=_utc(now), registry_url=url, asked=asked)
             data["comparison"] = compare_reports(previous, data, note) if previous else note
             _write_files(conn, tmp, data, formats, asked)
-            conn.rollback()  # nothing is written to the registry (the sweep's scratch rows included)
         _swap_into_place(tmp, target)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -202,18 +202,25 @@ def _stored(value, kind: str):
 
 
 def _whatif_with(conn, view: str) -> str:
-    """The what-if's WITH clause (kvreg.figures.views.whatif_with). On the fast path it is read from
-    kvreg_meta, where it was stored with the views (eligibility has checked they are current): the
-    figure declarations take about 50 ms to import. Compiled here on any other connection."""
-    if isinstance(conn, (sqlite3.Connection, _SqliteRunner)):
-        found = runner(conn).rows("SELECT value FROM kvreg_meta WHERE key = :k", {"k": WHATIF_SQL_KEY})
-        stored = json.loads(found[0]["value"]).get(view) if found else None
+    """The what-if's WITH clause (kvreg.figures.views.whatif_with), as stored in kvreg_meta with the views
+    it was compiled with: current exactly when they are, and read without importing the figure
+    declarations (about 50 ms). Compiled here only for a registry whose views were stored without it."""
+    found = runner(conn).rows("SELECT value FROM kvreg_meta WHERE key = :k", {"k": WHATIF_SQL_KEY})
+    if found:
+        text = found[0]["value"]
+        if text not in _WHATIF_PARSED:  # a solver asks dozens of times: parse the stored text once
+            _WHATIF_PARSED.clear()
+            _WHATIF_PARSED[text] = json.loads(text)
+        stored = _WHATIF_PARSED[text].get(view)
         if stored:
             return stored
-    # lazy: the figure declarations (about 50 ms) load only when the stdlib path cannot answer
+    # lazy: the figure declarations (about 50 ms) load only for a registry stored without its what-ifs
     from kvreg.figures.views import whatif_with
 
     return whatif_with(view, dialect(conn))
+
+
+_WHATIF_PARSED: dict[str, dict] = {}
 
 
 # --------------------------------------------------------------------------- registry rows

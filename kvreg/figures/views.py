@@ -7,7 +7,6 @@ columns; every figure whose inputs the grain provides becomes a column of the vi
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import re
@@ -379,7 +378,6 @@ def _views_read(view: str) -> list[str]:
     return [g.view for g in GRAINS if g.view in below]
 
 
-@functools.cache
 def whatif_with(view: str, dialect: str = "sqlite") -> str:
     """The WITH clause that puts the rows bound to `view`'s WHATIF_TABLES (one JSON parameter per table,
     named like it) in place of the registry's: the stood-in tables, each view it reads, and the view

@@ -1,8 +1,8 @@
 """Ad-hoc capacity questions, answered by the `capacity` view.
 
-The question's scenarios are written to the scratch `scenario` table and read back through
-the view inside one transaction that is then rolled back: the registry is never changed, and
-every figure comes from the same view SQL that plans and reports use.
+The question's scenarios are bound as parameters in place of the `scenario` table's rows and read
+through the view's own SQL (kvreg.db.read.whatif): nothing is written to the registry, and every
+figure comes from the same view SQL that plans and reports use.
 
 The statements are plain SQL strings with named parameters, run through a small runner, so
 the same code answers on a SQLAlchemy connection (any backend) and on a stdlib sqlite3
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kvreg.db.read import runner
+from kvreg.db.read import runner, whatif
 from kvreg.errors import KvregError, suggest
-from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, inputs_of
+from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS
 from kvreg.rules import ENGINE_FIELDS, check_engine_settings, parse_engine_options
 from kvreg.units import format_tokens, parse_fraction, parse_size, parse_token_list
 
@@ -48,9 +48,8 @@ ENGINE_COLUMNS = {
 }
 
 # Every statement a capacity question runs, on either runner. Named parameters (:name) are
-# understood by SQLAlchemy's text() and by sqlite3 alike.
-# A scenario row: the model, GPU and dtypes it joins to, and the deployment inputs.
-SCENARIO_COLUMNS = ("model_id", "gpu_id", "kv_dtype", "weight_dtype", *inputs_of("deployment"))
+# understood by SQLAlchemy's text() and by sqlite3 alike. "capacity" and "valid_tps" read the
+# question's own scenarios (kvreg.db.read.whatif).
 SQL = {
     "model": "SELECT * FROM model WHERE name = :name",
     "model_names": "SELECT name FROM model ORDER BY name",
@@ -58,9 +57,6 @@ SQL = {
     "gpu_names": "SELECT name FROM gpu ORDER BY name",
     "first_gpu": "SELECT id FROM gpu ORDER BY id LIMIT 1",
     "dtype_names": "SELECT name FROM dtype WHERE kind IN (:kind, 'both') ORDER BY name",
-    "clear_scenarios": "DELETE FROM scenario",
-    "insert_scenario": "INSERT INTO scenario (" + ", ".join(SCENARIO_COLUMNS) + ") VALUES ("
-                       + ", ".join(":" + c for c in SCENARIO_COLUMNS) + ")",
     "capacity": "SELECT * FROM capacity ORDER BY id",
     "valid_tps": "SELECT tp FROM capacity WHERE tp_valid = 1 ORDER BY tp",
 }
@@ -173,12 +169,8 @@ def _check_dtype(db, name: str, kind: str, what: str) -> None:
 
 
 def _through_view(db, rows: list[dict], sql: str) -> list[dict]:
-    """Write scratch scenarios, read them back through the capacity view, roll back."""
-    with db.scratch():
-        db.execute(SQL["clear_scenarios"])
-        if rows:  # an empty registry asks nothing; an empty executemany is an error on some drivers
-            db.execute(SQL["insert_scenario"], rows)
-        return db.rows(sql)
+    """The capacity view's rows for these scenarios (numbered in order: their id), nothing written."""
+    return whatif(db, "capacity", {"scenario": [{**r, "id": i} for i, r in enumerate(rows, start=1)]}, sql)
 
 
 # --------------------------------------------------------------------------- questions

@@ -6,22 +6,23 @@ from the views compiled from kvreg/figures/declarations.py: `plan_capacity` (per
 `plan_quarter` (per plan and quarter) and `procurement` (per GPU type and quarter).
 
 The solvers answer reverse questions ("the longest context that serves N users on G GPUs")
-by searching: candidate plans are written as scratch plan and demand rows, read back through
-`plan_quarter` and rolled back, so the only thing Python does is compare a view's
-`gpus_needed` with a target. No formula is written twice.
+by searching: candidate plans are bound as parameters in place of plan and demand rows and read
+through `plan_quarter`'s own SQL (evaluate; nothing is written), so the only thing Python does
+is compare a view's `gpus_needed` with a target. No formula is written twice.
 """
 
 from __future__ import annotations
 
 import math
 
-from sqlalchemy import delete, func, insert, select, text, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from kvreg.calibrate import (FORMAT_RELEASE, at_limiting_stage, logged_release, measured_terms, resolve_model,
                              sglang_in_use, untagged_note)
 from kvreg.capacity import (check_dp_attention, check_layout, check_pp_layers, invalid_tp, parse_tp,
                             valid_tps)
+from kvreg.db.read import whatif
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
     format_workload,
     get_plan,
@@ -56,10 +57,8 @@ MEASURED_BY = ("tp", "pp", "dp_attention", "weight_dtype", "max_num_batched_toke
                "rule")
 SPEC_FIELDS = ["name", "model", "gpu", *SPEC_DEFAULTS]
 
-# Scratch rows for the solvers: a name no user can type (check_name refuses control characters)
-# and a quarter no report uses; both vanish with the rollback.
-_SCRATCH = "\x1fkvreg-solve-"
-_SCRATCH_QUARTER = "1970Q1"
+# The quarter of an unsaved plan's one demand entry (evaluate): any quarter serves, its users hold in it.
+_WHATIF_QUARTER = "1970Q1"
 # The largest context the context solver tries: parse_tokens' own limit.
 MAX_CONTEXT = 2**40
 # The reserve solver answers on a grid of 0.01 percentage points.
@@ -505,59 +504,55 @@ def remove_demand(conn, plan: str, quarter: str) -> None:
         raise KvregError(f"plan {plan!r} has no demand in {quarter}: see `kvreg demand list --plan {plan}`")
 
 
-# --------------------------------------------------------------------------- scratch evaluation
+# --------------------------------------------------------------------------- what-if evaluation
 
 
 def evaluate(conn, rows: list[dict], *, full: bool = False) -> list[dict]:
     """plan_quarter rows for unsaved plans: each row is a validated plan row (no name) plus `users`.
 
-    The rows are written as scratch plans with one scratch demand row each, read back through
-    the views and rolled back: nothing is saved. `full` adds the plan_capacity figures.
+    Each row is a plan with one demand entry, bound as parameters in place of the plan, workload_class
+    and demand tables' rows and read through the views' own SQL (kvreg.db.read.whatif): nothing is
+    written. `full` adds the plan_capacity figures.
     """
     if not rows:
         return []
-    names = [f"{_SCRATCH}{i}" for i in range(len(rows))]
-    plans = [{**{k: v for k, v in r.items() if k not in ("users", "workload")}, "name": n}
-             for r, n in zip(rows, names)]
-    trans = conn.begin_nested() if conn.in_transaction() else conn.begin()
-    try:
-        conn.execute(insert(Plan), plans)
-        ids = dict(conn.execute(select(Plan.name, Plan.id).where(Plan.name.in_(names))).all())
-        classes = [{**c, "plan_id": ids[n]} for r, n in zip(rows, names) for c in r.get("workload") or []]
-        if classes:
-            conn.execute(insert(WorkloadClass), classes)
-        conn.execute(insert(Demand), [dict(plan_id=ids[n], quarter=_SCRATCH_QUARTER, users=r["users"])
-                                      for r, n in zip(rows, names)])
-        wanted = set(ids.values())
-        by_id = _scratch_rows(conn, _SCRATCH_QUARTER_SQL, wanted)
-        if full:
-            for pid, cap in _scratch_rows(conn, _SCRATCH_CAPACITY_SQL, wanted).items():
-                by_id[pid] = {**by_id[pid], **{k: v for k, v in cap.items() if k not in by_id[pid]}}
-    finally:
-        trans.rollback()
+    tables = _whatif_tables(rows)
+    by_id = {r["plan_id"]: r for r in whatif(conn, "plan_quarter", tables, _WHATIF_QUARTER_SQL)}
+    if full:
+        for cap in whatif(conn, "plan_capacity", tables, _WHATIF_CAPACITY_SQL):
+            pid = cap["plan_id"]
+            by_id[pid] = {**by_id[pid], **{k: v for k, v in cap.items() if k not in by_id[pid]}}
     out = []
-    for n in names:
-        r = by_id[ids[n]]
+    for pid in range(1, len(rows) + 1):
+        r = by_id[pid]
         for k in ("plan_id", "plan", "quarter"):
             r.pop(k, None)
         out.append(r)
     return out
 
 
+def _whatif_tables(rows: list[dict]) -> dict[str, list[dict]]:
+    """The plan, workload_class and demand rows of unsaved plans, numbered 1, 2, ... in order; each plan
+    has one demand entry, in a quarter no report uses."""
+    plans, classes, demand = [], [], []
+    for pid, r in enumerate(rows, start=1):
+        plans.append({**{k: v for k, v in r.items() if k not in ("users", "workload")}, "id": pid,
+                      "name": f"what-if {pid}"})
+        classes += [{**c, "plan_id": pid} for c in r.get("workload") or []]
+        demand.append({"id": pid, "plan_id": pid, "quarter": _WHATIF_QUARTER, "users": r["users"]})
+    for cid, c in enumerate(classes, start=1):
+        c["id"] = cid
+    return {"plan": plans, "workload_class": classes, "demand": demand}
+
+
 # Fixed statement texts, so the driver's statement cache prepares the (large) view queries once
-# per connection; a search runs them many times. Rows that are not scratch rows are dropped.
-_SCRATCH_QUARTER_SQL = "SELECT * FROM plan_quarter WHERE quarter = :quarter"
-_SCRATCH_CAPACITY_SQL = ("SELECT pc.* FROM plan_capacity pc JOIN demand d ON d.plan_id = pc.plan_id"
-                         " WHERE d.quarter = :quarter")
-
-
-def _scratch_rows(conn, sql: str, ids: set[int]) -> dict[int, dict]:
-    rows = conn.execute(text(sql), {"quarter": _SCRATCH_QUARTER}).mappings()
-    return {r["plan_id"]: dict(r) for r in rows if r["plan_id"] in ids}
+# per connection; a search runs them many times.
+_WHATIF_QUARTER_SQL = "SELECT * FROM plan_quarter"
+_WHATIF_CAPACITY_SQL = "SELECT * FROM plan_capacity"
 
 
 def _serves(r: dict, gpus: int) -> bool:
-    """A scratch plan serves its users on `gpus` GPUs: it fits and needs no more than that."""
+    """An unsaved plan serves its users on `gpus` GPUs: it fits and needs no more than that."""
     return bool(r["fits"]) and r["gpus_needed"] is not None and r["gpus_needed"] <= gpus
 
 

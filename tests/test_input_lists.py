@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from kvreg.capacity import SCENARIO_COLUMNS, Question
-from kvreg.db.tables import Deployment, Plan, Scenario
+from sqlalchemy import BigInteger, Float, Integer, String
+
+from kvreg.capacity import Question
+from kvreg.db.tables import Demand, Deployment, Plan, Scenario, WorkloadClass
 from kvreg.figures.declarations import inputs_of
-from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS
+from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, WHATIF_COLUMNS
 from kvreg.plans import CALIBRATION_FIELDS, MEASURED_BY, MEASURED_TERMS, SPEC_DEFAULTS
 
 DEPLOYMENT = set(inputs_of("deployment"))
@@ -26,8 +28,23 @@ QUESTION_LISTS = {"models", "gpus", "contexts", "kv_dtypes", "weight_dtype"}
 
 
 def test_a_scenario_row_is_the_deployment_inputs_and_references():
-    assert len(SCENARIO_COLUMNS) == len(set(SCENARIO_COLUMNS))
-    assert set(SCENARIO_COLUMNS) == DEPLOYMENT | REFERENCES
+    names = [c for c, _kind in WHATIF_COLUMNS["scenario"]]
+    assert len(names) == len(set(names))
+    assert set(names) == DEPLOYMENT | REFERENCES | {"id"}
+
+
+# A what-if binds a table's rows as JSON (kvreg.db.read.bound_rows) and gives each value as the column keeps it.
+KINDS = {Integer: "int", BigInteger: "int", Float: "real", String: "text"}
+
+
+def test_the_what_if_columns_are_the_tables_columns_with_their_kinds():
+    """Every column a what-if binds is a column of the table it stands in for, of the kind the table stores
+    (a whole number in a Float column is bound as a float, as SQLite's REAL affinity would keep it)."""
+    for table, model in (("scenario", Scenario), ("plan", Plan), ("workload_class", WorkloadClass),
+                         ("demand", Demand)):
+        columns = {c.name: c for c in model.__table__.columns}
+        for name, kind in WHATIF_COLUMNS[table]:
+            assert KINDS[type(columns[name].type)] == kind, (table, name)
 
 
 def test_a_plan_spec_defaults_every_deployment_input():

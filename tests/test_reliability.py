@@ -297,7 +297,7 @@ def test_kill_9_at_every_step_of_the_swap_leaves_one_whole_report(tmp_path):
     """The last step of `kvreg report` puts the new folder where the old one was. Killed after
     each file-system call of that step in turn, the report folder is always there and always
     one whole report, old or new; the temporary folders left behind are hidden (dot) folders."""
-    import kvreg.report
+    import kvreg.report.publish
 
     for step in range(1, 100):
         base = tmp_path / f"step-{step}"
@@ -307,8 +307,8 @@ def test_kill_9_at_every_step_of_the_swap_leaves_one_whole_report(tmp_path):
 
         def swap():
             _kill_after_calls(step, (os, "rename"), (os, "replace"), (os, "unlink"), (os, "rmdir"),
-                              (shutil, "rmtree"), (kvreg.report, "_exchange"))
-            kvreg.report._swap_into_place(tmp, target)
+                              (shutil, "rmtree"), (kvreg.report.publish, "_exchange"))
+            kvreg.report.publish._swap_into_place(tmp, target)
 
         status = _in_child(swap)
         assert _tree(target) in (OLD_REPORT, NEW_REPORT), f"killed after call {step}: {_tree(target)}"
@@ -556,13 +556,13 @@ def test_a_report_reads_one_snapshot_and_holds_no_write_lock(tmp_path, monkeypat
     the report shows the registry as it was when it started: without that GPU."""
     import sqlite3
 
-    import kvreg.report
+    import kvreg.report.gather
 
     url = f"sqlite:///{tmp_path}/registry.db"
     kv = Kvreg(url)
     kv("init")
     gpus_before = len(kv.json("gpu", "list"))
-    original, added = kvreg.report._gpus, []
+    original, added = kvreg.report.gather._gpus, []
 
     def gpus_with_a_writer_in_between(conn):
         con = sqlite3.connect(tmp_path / "registry.db", timeout=0, isolation_level=None)
@@ -574,7 +574,7 @@ def test_a_report_reads_one_snapshot_and_holds_no_write_lock(tmp_path, monkeypat
         added.append(True)
         return original(conn)
 
-    monkeypatch.setattr(kvreg.report, "_gpus", gpus_with_a_writer_in_between)
+    monkeypatch.setattr(kvreg.report.gather, "_gpus", gpus_with_a_writer_in_between)
     kv("report", "--quarter", "2026Q4", "--out", str(tmp_path / "reports"), "--format", "md")
     assert added == [True]
     data = json.loads((tmp_path / "reports" / "2026-Q4" / "data.json").read_text())
@@ -739,15 +739,15 @@ def test_a_connection_lost_partway_through_a_report_is_one_line_that_says_so(pg_
     """The server ends the report's session after it has started reading (as a server stopped
     mid-report does): one line saying the connection was lost, not "cannot open", and no
     "Exception ignored" tracebacks from the half-written workbook."""
-    import kvreg.report
+    import kvreg.report.gather
 
-    original = kvreg.report._gpus
+    original = kvreg.report.gather._gpus
 
     def server_goes_away(conn):
         conn.exec_driver_sql("SELECT pg_terminate_backend(pg_backend_pid())")
         return original(conn)
 
-    monkeypatch.setattr(kvreg.report, "_gpus", server_goes_away)
+    monkeypatch.setattr(kvreg.report.gather, "_gpus", server_goes_away)
     result = Kvreg(pg_url)("report", "--quarter", "2026Q4", "--out", str(tmp_path / "reports"), ok=False)
     _one_line_error(result, r"^Error: lost the connection to registry .* partway: .*terminating connection.*"
                             r"nothing was written: run the command again when the server is back$")
@@ -861,7 +861,7 @@ def _hold_uncommitted_gpu(path: Path, seconds: float) -> subprocess.Popen:
 READS = [
     ["plan", "list", "--format", "json"],
     ["gpu", "list", "--format", "json"],
-    # A what-if writes scratch scenarios: to the connection's TEMP copy, never the registry file.
+    # A what-if writes nothing: its scenarios are bound as parameters (kvreg.db.read.whatif).
     ["capacity", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--context", "8K", "--format", "json"],
 ]
 
@@ -890,7 +890,7 @@ def test_reads_never_wait_for_a_writer(args, tmp_path):
 
 def test_a_what_if_on_an_open_engine_waits_for_no_writer(tmp_path):
     """The web server's what-if, once its engine is open, reads through kvreg.db.read.snapshot: a
-    plain read transaction whose scratch rows go to TEMP. A busy timeout of 0 makes any wait for the
+    plain read transaction that writes nothing (kvreg.db.read.whatif). A busy timeout of 0 makes any wait for the
     write lock an immediate "database is locked" instead of a hang."""
     from kvreg.capacity import ask, question_from_options
     from kvreg.db.read import snapshot

@@ -367,7 +367,7 @@ def test_provenance_hash_revision_and_masked_url(chat_plan, tmp_path):
     assert "- registry_url: postgresql+psycopg://kvadmin:\\*\\*\\*@db.example/kvreg" in md
     for f in r.files:
         assert b"s3cret-pw" not in (r.folder / f).read_bytes()
-    # The hash follows the content: one more user changes it, the sweep's scratch rows do not.
+    # The hash follows the content: one more user changes it, the sweep's what-ifs (which write nothing) do not.
     assert read(report(chat_plan, tmp_path / "r2").folder)[1]["provenance"]["registry_sha256"] == p["registry_sha256"]
     with chat_plan.begin() as conn:
         conn.execute(text("UPDATE demand SET users = 101 WHERE quarter = '2026Q4'"))
@@ -510,7 +510,7 @@ def test_a_failed_run_leaves_the_previous_report(chat_plan, tmp_path, monkeypatc
 
 
 def test_a_failed_swap_puts_the_previous_report_back(chat_plan, tmp_path, monkeypatch):
-    import kvreg.report
+    import kvreg.report.publish
     from kvreg.errors import KvregError
 
     out = tmp_path / "reports"
@@ -525,8 +525,8 @@ def test_a_failed_swap_puts_the_previous_report_back(chat_plan, tmp_path, monkey
             raise OSError(5, "Input/output error")
         return real(src, dst)
 
-    monkeypatch.setattr(kvreg.report, "_exchange", lambda a, b: False)  # the two-rename way, as off Linux
-    monkeypatch.setattr(kvreg.report.os, "rename", rename)
+    monkeypatch.setattr(kvreg.report.publish, "_exchange", lambda a, b: False)  # the two-rename way, as off Linux
+    monkeypatch.setattr(kvreg.report.publish.os, "rename", rename)
     with pytest.raises(KvregError, match="Input/output error"):
         report(chat_plan, out)
     assert _snapshot(old.folder) == before

@@ -923,7 +923,7 @@ def test_sweep_sheet_asks_about_at_most_sweep_pairs_model_gpu_pairs(engine, monk
     """With the cap lowered to 2 pairs, the seeded plans' 2 GPUs leave room for 2 // 2 = 1 model:
     the one most plans use (Llama-3-8B: chat, docs and mixed) -> 1 model x 2 GPUs x 4 contexts = 8
     sweep rows. At the default cap (48 pairs) the seeded plans' 4 models x 2 GPUs all fit: 32 rows."""
-    import kvreg.report as report
+    import kvreg.report.gather as report
 
     with engine.connect() as conn:
         data = report._workbook_registry(conn)

@@ -334,7 +334,7 @@ def plan_optimize(ctx, start, quarters, allow_gpus, allow_kv_dtypes, whole_nodes
             result = optimize(conn, start, quarters, **args)
             changed = apply_optimum(conn, result)
     else:
-        with open_db(ctx).connect() as conn:  # candidates are scratch plans, rolled back
+        with open_db(ctx).connect() as conn:  # candidates are what-ifs: nothing is written
             result = optimize(conn, start, quarters, **args)
         changed = None
     if fmt == "json":

@@ -105,7 +105,7 @@ def read(url: str | None, fn) -> tuple[bool, object]:
     try:
         # One read transaction around the check and the answer: both see the same snapshot (an
         # upgrade committed meanwhile is not seen half). Deferred, not IMMEDIATE: in WAL mode a read
-        # neither waits for a writer nor blocks one; scratch rows go to TEMP (kvreg.db.read.scratch_in_temp).
+        # neither waits for a writer nor blocks one; what-ifs only read (kvreg.db.read.whatif).
         conn.execute("BEGIN")
         try:
             if eligibility(path, conn) is not None:

@@ -19,12 +19,13 @@ SQLAlchemy is imported inside functions, on the full path only.
 
 from __future__ import annotations
 
-import re
+import json
 import sqlite3
 from contextlib import contextmanager
 
 from kvreg.db import fastpath
 from kvreg.errors import KvregError, suggest
+from kvreg.figures.inputs import WHATIF_COLUMNS, WHATIF_TABLES
 from kvreg.figures.quarters import in_force_sql, index_of_quarter, quarter_of_index
 from kvreg.units import parse_quarter
 
@@ -112,25 +113,6 @@ class _SqlaRunner:
 
         return list(self.conn.execute(text(sql), params or {}).keys())
 
-    def execute(self, sql: str, params: dict | list[dict] | None = None) -> None:
-        # lazy: SQLAlchemy loads only on the full path; this runner also serves stdlib sqlite3
-        from sqlalchemy import text
-
-        self.conn.execute(text(sql), params or {})
-
-    @contextmanager
-    def scratch(self):
-        """A transaction (a savepoint inside an open one) that is always rolled back. On a SQLite
-        read snapshot (kvreg.db.engine.READ_SNAPSHOT) the scratch rows go to the connection's TEMP
-        copy of the scratch table, so a read never asks for the write lock."""
-        if self.conn.dialect.name == "sqlite" and self.conn.info.get(_READ_SNAPSHOT):
-            scratch_in_temp(self.conn)
-        trans = self.conn.begin_nested() if self.conn.in_transaction() else self.conn.begin()
-        try:
-            yield
-        finally:
-            trans.rollback()
-
 
 class _SqliteRunner:
     """Runs the statements on a stdlib sqlite3 connection opened with isolation_level=None."""
@@ -146,77 +128,17 @@ class _SqliteRunner:
     def columns(self, sql: str, params: dict | None = None) -> list[str]:
         return [d[0] for d in self.conn.execute(sql, params or {}).description]
 
-    def execute(self, sql: str, params: dict | list[dict] | None = None) -> None:
-        if isinstance(params, list):
-            self.conn.executemany(sql, params)
-        else:
-            self.conn.execute(sql, params or {})
-
-    @contextmanager
-    def scratch(self):
-        """A savepoint (or a read transaction) always rolled back, its rows in the connection's TEMP
-        copy of the scratch table: this runner serves the fast path, which only reads, and a read
-        never waits for (or blocks) a writer."""
-        scratch_in_temp(self.conn)
-        nested = self.conn.in_transaction
-        self.conn.execute("SAVEPOINT kvreg_scratch" if nested else "BEGIN")
-        try:
-            yield
-        finally:
-            if nested:
-                self.conn.execute("ROLLBACK TO kvreg_scratch")
-                self.conn.execute("RELEASE kvreg_scratch")
-            else:
-                self.conn.execute("ROLLBACK")
-
 
 # kvreg.db.engine.READ_SNAPSHOT, the Connection.info key of a connection that only reads (engine
 # imports SQLAlchemy; this module must not at import time).
 _READ_SNAPSHOT = "kvreg_read_snapshot"
-_TEMP_SCRATCH = "kvreg_temp_scratch"  # Connection.info: this connection holds TEMP scratch objects
-_FOREIGN_KEY = re.compile(r",\s*FOREIGN KEY\s*\([^)]*\)\s*REFERENCES\s+[^,)]+\([^)]*\)(\s+ON \w+ \w+( \w+)?)*", re.I)
-
-
-def scratch_in_temp(conn) -> None:
-    """Give a SQLite connection (stdlib or SQLAlchemy) its own scratch table and views in its TEMP
-    schema, once; nothing on other engines.
-
-    Capacity questions are answered by writing scratch scenarios and reading them back through the
-    views. Written to main.scenario they would need the write lock: a read (`kvreg capacity`, the
-    web what-if, a report's sweep) would wait for every writer and block them all. A TEMP copy of
-    the scenario table (foreign keys left out: they cannot reach across schemas; kvreg.capacity
-    validates names before writing) and TEMP copies of the views, with the same SQL, shadow them
-    for this connection only: its writes never touch the registry file."""
-    raw = conn if isinstance(conn, sqlite3.Connection) else None
-    if raw is None and conn.dialect.name != "sqlite":
-        return
-
-    def run(sql: str):
-        result = raw.execute(sql) if raw is not None else conn.exec_driver_sql(sql)
-        return result.fetchall() if sql.startswith("SELECT") else None
-
-    if run("SELECT 1 FROM temp.sqlite_master WHERE type = 'table' AND name = 'scenario'"):
-        return
-    if raw is None:
-        conn.info[_TEMP_SCRATCH] = True
-    objects = run("SELECT type, name, sql FROM main.sqlite_master WHERE (type = 'table' AND "
-                  "name = 'scenario') OR type = 'view' ORDER BY rowid")
-    for kind, name, sql in sorted(objects, key=lambda o: o[0] != "table"):  # the table first, views in order
-        head = re.match(rf"\s*CREATE\s+{kind}\s+(\"?{name}\"?)", sql, re.I)
-        if head is None:
-            raise KvregError(f"the registry's {kind} {name} is not as kvreg made it: run `kvreg init` to rebuild it")
-        body = sql[head.end():]
-        if kind == "table":
-            body = _FOREIGN_KEY.sub("", body)
-        run(f"CREATE TEMP {kind.upper()} {head.group(1)}{body}")
 
 
 @contextmanager
 def snapshot(engine):
     """A SQLAlchemy connection that reads one consistent snapshot of the registry and blocks no
-    writer, nor waits for one: on SQLite a plain (deferred) read transaction in WAL mode whose
-    scratch rows stay in its TEMP schema, on PostgreSQL REPEATABLE READ (its scratch rows are
-    rolled back with it; readers never block writers)."""
+    writer, nor waits for one: on SQLite a plain (deferred) read transaction in WAL mode, on
+    PostgreSQL REPEATABLE READ (readers never block writers). What-ifs only read (whatif)."""
     with engine.connect() as conn:
         if conn.dialect.name != "sqlite":
             yield conn.execution_options(isolation_level="REPEATABLE READ")
@@ -229,21 +151,77 @@ def snapshot(engine):
             # then raised PendingRollbackError over the user's Ctrl-C. It is discarded anyway.
             if not conn.invalidated:
                 conn.info.pop(_READ_SNAPSHOT, None)
-                if conn.info.pop(_TEMP_SCRATCH, None):
-                    # Its TEMP copies of the views must not shadow the registry's for the next user of
-                    # this pooled connection (a writer, or a read after the views were rebuilt).
-                    conn.invalidate()
 
 
 def runner(conn):
     """The runner for a SQLAlchemy connection or a stdlib sqlite3 connection: .rows(sql, params)
-    returns dicts, .columns(sql, params) the result's column names, .execute(sql, params) writes,
-    .scratch() is a transaction always rolled back."""
+    returns dicts, .columns(sql, params) the result's column names. It only reads."""
     if isinstance(conn, (_SqlaRunner, _SqliteRunner)):
         return conn
     if isinstance(conn, sqlite3.Connection):
         return _SqliteRunner(conn)
     return _SqlaRunner(conn)
+
+
+# --------------------------------------------------------------------------- what-ifs
+
+# kvreg_meta's key for the what-ifs' compiled SQL (kvreg.figures.views.WHATIF_SQL_KEY, kept equal by a test).
+WHATIF_SQL_KEY = "whatif_sql"
+
+
+def whatif(conn, view: str, tables: dict[str, list[dict]], sql: str, params: dict | None = None) -> list[dict]:
+    """`sql`, a statement written against the registry's `view`, answered for deployments that are not
+    saved: `tables` holds the rows of each table the view reads them from (WHATIF_TABLES[view]; a column
+    a row leaves out is NULL, a table left out is empty). The view's own SQL computes every figure over
+    the rows bound as parameters (kvreg.figures.views.whatif_with): nothing is written, so a read-only
+    registry file, or a role that may only SELECT, answers like any other."""
+    bound = {t: bound_rows(t, tables.get(t, ())) for t in WHATIF_TABLES[view]}
+    return runner(conn).rows(_whatif_with(conn, view) + sql, {**(params or {}), **bound})
+
+
+def bound_rows(table: str, rows) -> str:
+    """A stood-in table's rows as the JSON array its what-if parameter takes: its columns
+    (WHATIF_COLUMNS), each value as the column stores it (SQLite's affinity: a whole number in a
+    real column is a float, a whole float in an integer column an integer; a flag is 0 or 1)."""
+    columns = WHATIF_COLUMNS[table]
+    return json.dumps([{c: _stored(r.get(c), kind) for c, kind in columns} for r in rows], allow_nan=False,
+                      separators=(",", ":"))
+
+
+def _stored(value, kind: str):
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        value = int(value)
+    if kind == "real":
+        return float(value)
+    if kind == "int" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if kind == "text":
+        return str(value)
+    return value
+
+
+def _whatif_with(conn, view: str) -> str:
+    """The what-if's WITH clause (kvreg.figures.views.whatif_with), as stored in kvreg_meta with the views
+    it was compiled with: current exactly when they are, and read without importing the figure
+    declarations (about 50 ms). Compiled here only for a registry whose views were stored without it."""
+    found = runner(conn).rows("SELECT value FROM kvreg_meta WHERE key = :k", {"k": WHATIF_SQL_KEY})
+    if found:
+        text = found[0]["value"]
+        if text not in _WHATIF_PARSED:  # a solver asks dozens of times: parse the stored text once
+            _WHATIF_PARSED.clear()
+            _WHATIF_PARSED[text] = json.loads(text)
+        stored = _WHATIF_PARSED[text].get(view)
+        if stored:
+            return stored
+    # lazy: the figure declarations (about 50 ms) load only for a registry stored without its what-ifs
+    from kvreg.figures.views import whatif_with
+
+    return whatif_with(view, dialect(conn))
+
+
+_WHATIF_PARSED: dict[str, dict] = {}
 
 
 # --------------------------------------------------------------------------- registry rows
@@ -301,10 +279,9 @@ def declared_plans(conn) -> dict[str, dict]:
 
 
 def declared_demand(conn) -> dict[str, dict]:
-    """'plan quarter' -> {plan, quarter, users}: every demand entry (the solvers' scratch plans left out)."""
-    sql = ("SELECT p.name AS plan, d.quarter AS quarter, d.users AS users FROM demand d JOIN plan p ON p.id = d.plan_id"
-           " WHERE substr(p.name, 1, 1) <> :scratch")
-    return {f"{r['plan']} {r['quarter']}": r for r in runner(conn).rows(sql, {"scratch": "\x1f"})}
+    """'plan quarter' -> {plan, quarter, users}: every demand entry."""
+    sql = "SELECT p.name AS plan, d.quarter AS quarter, d.users AS users FROM demand d JOIN plan p ON p.id = d.plan_id"
+    return {f"{r['plan']} {r['quarter']}": r for r in runner(conn).rows(sql)}
 
 
 def declared_fleet(conn) -> dict[str, dict]:

@@ -80,6 +80,29 @@ def inputs_of(table: str) -> list[str]:
     return [i.name for i in _INPUTS if i.table == table]
 
 
+# What-ifs (kvreg.figures.views.whatif_with): each view a question about unsaved deployments is asked
+# of, with the registry tables whose rows the question binds in place of the saved ones.
+WHATIF_TABLES = {
+    "capacity": ("scenario",),
+    "plan_capacity": ("plan", "workload_class"),
+    "plan_quarter": ("plan", "workload_class", "demand"),
+}
+
+
+def _whatif_columns() -> dict[str, tuple[tuple[str, str], ...]]:
+    """Each bound table's columns the views read, with their kind (int, real, text): the keys that join
+    a deployment to its model, GPU and dtypes, then the inputs read from it."""
+    def read(*tables):
+        return tuple((i.column, i.kind) for t in tables for i in _INPUTS if i.table == t)
+    keyed = (("model_id", "int"), ("gpu_id", "int"), ("kv_dtype", "text"), ("weight_dtype", "text"))
+    return {
+        "scenario": (("id", "int"), *keyed, *read("deployment")),
+        "plan": (("id", "int"), ("name", "text"), *keyed, *read("deployment", "calibration")),
+        "workload_class": (("id", "int"), ("plan_id", "int"), ("name", "text"), *read("class")),
+        "demand": (("id", "int"), ("plan_id", "int"), ("quarter", "text"), *read("demand")),
+    }
+
+
 # --------------------------------------------------------------------------- inputs
 
 _INPUTS = [
@@ -263,3 +286,6 @@ MAXIMUMS = {i.column: i.maximum for i in _INPUTS if i.maximum is not None} | {
 # a weight dtype (None: the model's own).
 DEPLOYMENT_DEFAULTS = {n: INPUTS[n].default for n in inputs_of("deployment")}
 assert all(INPUTS[n].nullable or v is not None for n, v in DEPLOYMENT_DEFAULTS.items()), "a NOT NULL input has a default"
+
+
+WHATIF_COLUMNS = _whatif_columns()

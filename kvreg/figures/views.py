@@ -8,6 +8,8 @@ columns; every figure whose inputs the grain provides becomes a column of the vi
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 from dataclasses import dataclass, field
 
 from .aggregates import ROLLUP_SQL_KEY, aggregate_sql, entered_quarters_sql, one_quarter_sql
@@ -15,6 +17,7 @@ from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, inputs_of
 from .expr import Input, Ref, names
 from .facts import never_null_in_sql
 from .fingerprint import figures_fingerprint
+from .inputs import WHATIF_COLUMNS, WHATIF_TABLES
 from .quarters import quarter_index_sql, until_sql
 from .sql import compiler, fence
 
@@ -324,6 +327,50 @@ def view_definitions(dialect: str = "sqlite") -> list[tuple[str, str]]:
 
 
 VIEW_NAMES = [g.view for g in GRAINS] + ["fleet_quarter", "procurement"]
+# kvreg_meta's key for whatif_definitions, as JSON (kvreg.db.read.WHATIF_SQL_KEY, kept equal by a test).
+WHATIF_SQL_KEY = "whatif_sql"
+
+
+# --------------------------------------------------------------------------- what-ifs
+
+# A what-if (`kvreg capacity`, the plan solvers, calibrate, the web page, a report's sweep) asks a view
+# about deployments that are not saved: the view's own compiled SELECT, with the registry tables it
+# would read them from (kvreg.figures.inputs.WHATIF_TABLES) replaced by common table expressions over
+# one bound parameter per table (a JSON array of rows). Nothing is written: no scratch rows, no TEMP
+# objects, no savepoint, so a read-only file and a role that may only SELECT answer as the owner does.
+
+
+def _bound_table(table: str, dialect: str) -> str:
+    """The rows of `table` from the JSON array bound to :table, as the table would hold them. PostgreSQL
+    types each column by the table's own row type; SQLite takes each JSON value's type (the caller gives
+    every value as its column's affinity stores it: kvreg.db.read.bound_rows)."""
+    if dialect == "postgresql":
+        return f"SELECT * FROM json_populate_recordset(NULL::{table}, CAST(:{table} AS json))"
+    cols = ", ".join(f"json_extract(j.value, '$.{c}') AS {c}" for c, _kind in WHATIF_COLUMNS[table])
+    return f"SELECT {cols} FROM json_each(:{table}) j"
+
+
+def _views_read(view: str) -> list[str]:
+    """The kvreg views a grain's source reads, directly or through each other, in dependency order."""
+    names = set(re.findall(r"\b(?:FROM|JOIN)\s+(\w+)", GRAIN[view].source)) & set(GRAIN)
+    below = {v for n in names for v in [*_views_read(n), n]}
+    return [g.view for g in GRAINS if g.view in below]
+
+
+def whatif_with(view: str, dialect: str = "sqlite") -> str:
+    """The WITH clause that puts the rows bound to `view`'s WHATIF_TABLES (one JSON parameter per table,
+    named like it) in place of the registry's: the stood-in tables, each view it reads, and the view
+    itself, as common table expressions under their own names. A statement written against the
+    registry (`SELECT * FROM capacity ORDER BY id`) placed after it reads the bound rows instead; every
+    figure is the view's own SQL, unchanged."""
+    ctes = [f"{t} AS ({_bound_table(t, dialect)})" for t in WHATIF_TABLES[view]]
+    ctes += [f"{v} AS ({view_select(GRAIN[v], dialect)})" for v in [*_views_read(view), view]]
+    return "WITH " + ",\n".join(ctes) + "\n"
+
+
+def whatif_definitions(dialect: str = "sqlite") -> dict[str, str]:
+    """Every what-if's WITH clause by view name (kept beside the views in kvreg_meta, WHATIF_SQL_KEY)."""
+    return {view: whatif_with(view, dialect) for view in WHATIF_TABLES}
 
 
 def views_hash(dialect: str = "sqlite") -> str:
@@ -383,12 +430,13 @@ def sync_views(conn) -> bool:
 
 
 def _record(conn, compiled: str) -> None:
-    # The rollup's one-quarter query is compiled with the views and kept beside them, so it is
-    # current exactly when they are (the read path runs it without importing the declarations).
-    keys = ("views_hash", "views_source", ROLLUP_SQL_KEY)
+    # The rollup's one-quarter query and the what-ifs are compiled with the views and kept beside them, so
+    # they are current exactly when the views are (the read path runs them without importing the declarations).
+    keys = ("views_hash", "views_source", ROLLUP_SQL_KEY, WHATIF_SQL_KEY)
     conn.exec_driver_sql(f"DELETE FROM kvreg_meta WHERE key IN ({', '.join(_q(k) for k in keys)})")
     for key, value in (("views_hash", compiled), ("views_source", source_key(conn.dialect.name, compiled)),
-                       (ROLLUP_SQL_KEY, one_quarter_sql(conn.dialect.name))):
+                       (ROLLUP_SQL_KEY, one_quarter_sql(conn.dialect.name)),
+                       (WHATIF_SQL_KEY, json.dumps(whatif_definitions(conn.dialect.name), sort_keys=True))):
         conn.exec_driver_sql(f"INSERT INTO kvreg_meta (key, value) VALUES ({_q(key)}, {_q(value)})")
 
 

@@ -1,41 +1,22 @@
-"""The quarterly capacity report (`kvreg report`): read the views, write one folder per quarter.
+"""What a report prints, read from the views: `gather` (capacity.md and data.json) and `workbook_data`
+(capacity.xlsx).
 
-    reports/2026-Q4/
-      capacity.md      the report (templates/capacity.md.j2)
-      charts/*.png     the charts capacity.md embeds
-      capacity.xlsx    the live workbook (kvreg.export.xlsx)
-      data.json        every figure the report printed, plus the registry inputs the next
-                       quarter's report compares against
-
-Every figure comes from a view: procurement, plan_capacity, plan_quarter, model_kv, and the
-context sweep from the capacity view through `kvreg.capacity.ask`. The folder is written into
-a temporary folder beside the target and swapped into place, so a failed or interrupted run
-leaves the previous report as it was.
+Every figure comes from a view: procurement, plan_capacity, plan_quarter, model_kv, and the context
+sweep from the capacity view through `kvreg.capacity.sweep` (a what-if: nothing is written). The
+registry's own rows are read too, for the provenance hash and the next quarter's comparison.
 """
 
 from __future__ import annotations
 
-import ctypes
 import datetime as dt
-import gc
 import hashlib
 import json
 import math
-import os
-import re
-import secrets
-import shutil
-import sys
-import tempfile
-import traceback
-from contextlib import contextmanager
-from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 
 from sqlalchemy import text
 
-from kvreg import __version__, limits
+from kvreg import __version__
 from kvreg.capacity import SWEEP_MAX_PAIRS, Question, sweep
 from kvreg.db.engine import mask_url
 from kvreg.db.read import (
@@ -49,20 +30,16 @@ from kvreg.db.read import (
     purchase_schedule,
     rollup,
     runner,
-    scratch_in_temp,
-    snapshot,
 )
-from kvreg.dbcopy import process_alive
-from kvreg.errors import KvregError
 from kvreg.figures.aggregates import aggregate_sql, index_of_quarter, quarters_sql
 from kvreg.figures.declarations import FIGURES, HOURS_PER_MONTH
 from kvreg.figures.inputs import INPUTS
 from kvreg.figures.quarters import previous_index, previous_quarter, quarter_of_index
 from kvreg.figures.views import GRAIN, views_hash
 from kvreg.plans import list_demand
-from kvreg.units import current_quarter, parse_quarter, quarter_folder
+from kvreg.units import parse_quarter
 
-FORMATS = ("md", "xlsx")
+
 DATA_FORMAT = "kvreg-report/1"
 SWEEP_CONTEXTS = (8192, 32768, 131072, 1_000_000)  # 8K, 32K, 128K (binary) and 1m (decimal)
 SWEEP_KV_DTYPE = INPUTS["kv_dtype"].default  # the sweep's rows take a new deployment's KV dtype
@@ -106,33 +83,6 @@ SWEEP_COLUMNS = ["gpu", "model", "context_tokens", "kv_dtype", "tp", "max_concur
                  "reason", "kv_gib_per_sequence_per_gpu", "weights_gib_per_gpu", "kv_pool_gib_per_gpu"]
 # Registry columns that record when, not what: left out of change detection.
 _NOT_CONTENT = ("id", "imported_at")
-
-
-@dataclass
-class Report:
-    """A written report: its folder and the files in it (relative paths, sorted)."""
-    folder: Path
-    files: list[str]
-
-
-# --------------------------------------------------------------------------- inputs
-
-
-def parse_formats(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """`md,xlsx` -> ("md", "xlsx"); anything else is a one-line error."""
-    items = value.split(",") if isinstance(value, str) else list(value)
-    chosen = []
-    for item in items:
-        name = item.strip().lower()
-        if not name:
-            continue
-        if name not in FORMATS:
-            raise KvregError(f"report format {item.strip()!r} is not supported: choose md, xlsx or md,xlsx")
-        if name not in chosen:
-            chosen.append(name)
-    if not chosen:
-        raise KvregError("no report format given: choose md, xlsx or md,xlsx")
-    return tuple(f for f in FORMATS if f in chosen)
 
 
 # --------------------------------------------------------------------------- reading the registry
@@ -538,336 +488,3 @@ def write_workbook(conn, path, quarter: str, *, generated_at: str | None = None,
     from kvreg.export.xlsx import write_workbook as render  # lazy: XlsxWriter loads only for an xlsx
 
     render(workbook_data(conn, quarter, generated_at=generated_at, asked=asked), path)
-
-
-# --------------------------------------------------------------------------- quarter over quarter
-
-
-def load_previous(out: Path, quarter: str, compare: str | None) -> tuple[dict | None, dict]:
-    """The earlier report's data.json to compare against, and a note saying which (or why none).
-
-    `compare` names a quarter explicitly (its report must exist); otherwise the previous
-    quarter's report is used when it is there.
-    """
-    q = compare or previous_quarter(quarter)
-    against = f"{quarter_folder(q)}/data.json"
-    path = out / against
-    note = {"found": False, "against": against, "previous_quarter": q}
-    if not path.is_file():
-        if compare:
-            raise KvregError(f"--compare {q}: there is no report at {path}: write it first with "
-                             f"`kvreg report --quarter {q}`, or leave out --compare")
-        return None, {**note, "note": f"No earlier report to compare with: {against} is not in the output folder"}
-    try:
-        prev = limits.parse_json(limits.read_input(str(path), limits.MAX_DATA_JSON_BYTES, "report data file"), against,
-                                 "report data file")
-        _check_previous(prev)
-    except (OSError, ValueError) as exc:
-        reason = " ".join(str(exc).split())
-        if compare:
-            raise KvregError(f"--compare {q}: {path} cannot be read ({reason}): write that quarter's report again")
-        return None, {**note, "note": f"Nothing is compared: {against} cannot be read ({reason})"}
-    return prev, note
-
-
-# What compare_reports reads of an earlier data.json: list -> (key every item must have as text,
-# keys whose values must be numbers or null).
-_PREVIOUS_SHAPE = {"models": ("model", ()), "gpus": ("gpu", ()), "plans": ("plan", ("max_concurrency",)),
-                   "procurement": ("gpu", ("gpus_needed", "cost_per_month"))}
-
-
-def _check_previous(prev) -> None:
-    """ValueError (its text says what is wrong) unless `prev` has the shape compare_reports reads."""
-    if not isinstance(prev, dict) or prev.get("format") != DATA_FORMAT:
-        raise ValueError(f"it is not a {DATA_FORMAT} file")
-    for name, (key, numbers) in _PREVIOUS_SHAPE.items():
-        items = prev.get(name, [])
-        if not isinstance(items, list) or not all(isinstance(r, dict) and isinstance(r.get(key), str) for r in items):
-            raise ValueError(f"its {name} is not a list of records with a {key} name")
-        for r in items:
-            demand = r.get("demand") if isinstance(r.get("demand"), dict) else {}
-            bad = [k for k in numbers if r.get(k) is not None and type(r.get(k)) not in (int, float)]
-            bad += [f"demand.{k}" for k in ("capacity_users", "gpus_needed")
-                    if demand.get(k) is not None and type(demand.get(k)) not in (int, float)]
-            if bad:
-                raise ValueError(f"{name} {r[key]!r}: {bad[0]} is not a number")
-            for k in ("inputs", "kv", "demand"):
-                if r.get(k) is not None and not isinstance(r[k], dict):
-                    raise ValueError(f"{name} {r[key]!r}: {k} is not an object")
-            kv = r.get("kv") or {}
-            if any(v is not None and not isinstance(v, dict) for v in kv.values()):
-                raise ValueError(f"{name} {r[key]!r}: kv holds a value that is not an object")
-
-
-def _flat(record: dict, skip: tuple[str, ...] = ()) -> dict:
-    """A record's fields as one level: inputs under their own names, KV figures as `name (dtype)`."""
-    out = {}
-    for k, v in record.items():
-        if k in skip:
-            continue
-        if k == "inputs":
-            out.update({ik: iv for ik, iv in v.items() if ik not in out})
-        elif k == "kv":
-            for dtype, figs in v.items():
-                for fk, fv in (figs or {}).items():
-                    out[f"{fk} ({dtype})"] = fv
-        else:
-            out[k] = v
-    return out
-
-
-def _diff(before: list[dict], after: list[dict], key: str, skip: tuple[str, ...] = ()) -> dict:
-    old = {r[key]: _flat(r, skip) for r in before}
-    new = {r[key]: _flat(r, skip) for r in after}
-    changed = []
-    for name in sorted(old.keys() & new.keys()):
-        fields = sorted(f for f in old[name].keys() | new[name].keys() if old[name].get(f) != new[name].get(f))
-        if fields:
-            changed.append({"name": name, "fields": fields})
-    return {"added": sorted(new.keys() - old.keys()), "removed": sorted(old.keys() - new.keys()), "changed": changed}
-
-
-def _change(before, after):
-    return None if before is None or after is None else after - before
-
-
-def _procurement_change(before: list[dict], after: list[dict]) -> list[dict]:
-    """GPU types in the last report against this one. These are `since_last_report` figures: the
-    quarter-over-quarter change within one registry is gpus_needed_quarter_change, a declared figure."""
-    # A GPU type missing from a report had no demand that quarter: nothing to buy.
-    old, new = {r["gpu"]: r for r in before}, {r["gpu"]: r for r in after}
-    zero = {"gpus_needed": 0, "cost_per_month": 0, "gpus_to_buy": 0}
-    out = []
-    for gpu in sorted(old.keys() | new.keys()):
-        o, n = old.get(gpu, zero), new.get(gpu, zero)
-        row = {"gpu": gpu}
-        for name in ("gpus_to_buy", "gpus_needed", "cost_per_month"):
-            a, b = o.get(name), n.get(name)  # a report written before the fleet existed has no gpus_to_buy
-            row.update({f"last_report_{name}": a, name: b, f"{name}_since_last_report": _change(a, b)})
-        out.append(row)
-    return out
-
-
-def _capacity_change(before: list[dict], after: list[dict]) -> list[dict]:
-    old = {p["plan"]: p for p in before}
-    out = []
-    for p in after:
-        o = old.get(p["plan"])
-        if o is None:
-            continue
-        od, nd = o.get("demand") or {}, p.get("demand") or {}
-        row = {"plan": p["plan"]}
-        for name, a, b in (("max_concurrency", o.get("max_concurrency"), p.get("max_concurrency")),
-                           ("capacity_users", od.get("capacity_users"), nd.get("capacity_users")),
-                           ("gpus_needed", od.get("gpus_needed"), nd.get("gpus_needed"))):
-            row.update({f"last_report_{name}": a, name: b, f"{name}_since_last_report": _change(a, b)})
-        out.append(row)
-    return out
-
-
-def compare_reports(previous: dict, current: dict, note: dict) -> dict:
-    """What changed since the earlier report: models, GPUs and plans added, removed or changed,
-    and the change in plan capacity and in GPUs to buy."""
-    return {
-        **note,
-        "found": True,
-        "note": None,
-        "previous_quarter": previous.get("quarter"),
-        "previous_registry_sha256": (previous.get("provenance") or {}).get("registry_sha256"),
-        "models": _diff(previous.get("models", []), current["models"], "model"),
-        "gpus": _diff(previous.get("gpus", []), current["gpus"], "gpu"),
-        "plans": _diff(previous.get("plans", []), current["plans"], "plan", skip=("demand", "quarters")),
-        "procurement": _procurement_change(previous.get("procurement", []), current["procurement"]),
-        "capacity": _capacity_change(previous.get("plans", []), current["plans"]),
-    }
-
-
-# --------------------------------------------------------------------------- writing
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-# Folders a report run makes beside its target: .2026-Q4.tmp-<pid>-<random> (being written) and
-# .2026-Q4.old-<random> (the previous report, about to be deleted). Older kvreg wrote no <pid>.
-# (mkdtemp and secrets.token_hex(4) both end the name in 8 characters.)
-_TEMP_NAME = re.compile(r"^\.\d{4}-Q[1-4]\.(tmp|old)-(?:(\d+)-)?[a-z0-9_]{8}$")
-
-
-def clean_stale_temporaries(out: Path) -> list[Path]:
-    """Delete what killed report runs left under `out`: temporary folders of kvreg's own naming
-    whose process is gone (a .old- folder is always leftover: a live run deletes its own at once,
-    and the report it held is already replaced). Symlinks are removed, never followed. Returns
-    what was deleted."""
-    removed = []
-    try:
-        entries = list(os.scandir(out))
-    except OSError:
-        return removed
-    for entry in entries:
-        m = _TEMP_NAME.match(entry.name)
-        if not m or (m.group(1) == "tmp" and m.group(2) and process_alive(int(m.group(2)))):
-            continue
-        path = Path(entry.path)
-        try:
-            if entry.is_symlink():  # an old report folder that was a link: the link goes, not its target
-                path.unlink()
-            elif entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(path)
-            else:  # kvreg makes folders here, never files: not ours
-                continue
-            removed.append(path)
-        except OSError:  # another run removed it first, or it is not ours to delete: leave it
-            pass
-    return removed
-
-
-def _remove(path: Path) -> None:
-    """Delete a folder, or only the link if it is a symlink (never what it points to)."""
-    if path.is_symlink():
-        path.unlink(missing_ok=True)
-    else:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _temp_folder(out: Path, target: Path) -> Path:
-    """A fresh folder beside the target (same filesystem, so the final rename is atomic)."""
-    if out.exists() and not out.is_dir():
-        raise KvregError(f"cannot write reports under {out}: it is a file, not a folder; choose a folder with --out")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        if target.exists() and not target.is_dir():
-            raise KvregError(f"cannot write the report: {target} exists and is not a folder; move it away")
-        clean_stale_temporaries(out)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-{os.getpid()}-", dir=out))
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; a report folder is not
-    except OSError as exc:
-        raise KvregError(f"cannot write reports under {out}: {exc.strerror or exc}; "
-                         "choose a writable folder with --out") from None
-    return tmp
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two folders in one step (Linux renameat2 RENAME_EXCHANGE); False where the system or
-    the filesystem cannot, and nothing was changed."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):  # a C library without renameat2 (glibc before 2.28)
-        return False
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    at_fdcwd, rename_exchange = -100, 2
-    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
-
-
-def _swap_into_place(tmp: Path, target: Path) -> None:
-    """Put the new report where the old one is, then delete the old.
-
-    Exchanging the two folders is one step, so a process killed at any moment leaves a whole
-    report at the target, old or new. Where the system cannot exchange: rename the old report
-    away and the new one in (undone on failure), which leaves no report for an instant."""
-    # A symlink at the target is replaced by the new folder, and only the link is deleted.
-    present = target.exists() or target.is_symlink()
-    if present and _exchange(tmp, target):
-        _remove(tmp)  # tmp now holds the old report (or the old link)
-        return
-    old = None
-    if present:
-        old = target.with_name(f".{target.name}.old-{secrets.token_hex(4)}")
-        os.rename(target, old)
-    try:
-        os.rename(tmp, target)
-    except BaseException:
-        if old is not None:
-            os.rename(old, target)
-        raise
-    if old is not None:
-        _remove(old)
-
-
-def _utc(now: dt.datetime | None) -> str:
-    now = now or dt.datetime.now(dt.timezone.utc)
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=dt.timezone.utc)
-    return now.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _write_files(conn, folder: Path, data: dict, formats: tuple[str, ...], asked: dict | None = None) -> None:
-    if "md" in formats:
-        # Lazy: matplotlib and Jinja load only when the Markdown report is asked for.
-        from kvreg.export.charts import write_charts
-        from kvreg.export.markdown import render
-
-        charts = write_charts(data, folder)
-        md = render({"data": data, "charts": charts})
-        (folder / "capacity.md").write_text(md, encoding="utf-8", newline="\n")
-    if "xlsx" in formats:
-        # The report's own time, so the workbook is as repeatable as the other files.
-        write_workbook(conn, folder / "capacity.xlsx", data["quarter"], generated_at=data["provenance"]["generated_at"],
-                       asked=asked)
-    body = json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)
-    (folder / "data.json").write_text(body + "\n", encoding="utf-8", newline="\n")
-
-
-@contextmanager
-def _snapshot(engine):
-    """A connection that reads one consistent snapshot and blocks no writer (kvreg.db.read.snapshot),
-    its scratch table and views made in TEMP before the first question."""
-    with snapshot(engine) as conn:
-        scratch_in_temp(conn)
-        yield conn
-
-
-def _collect_quietly(exc: BaseException) -> None:
-    """Collect what a failed run left half-written. openpyxl's streaming sheets are generators
-    whose file is already closed; collected later (the error's traceback keeps them alive), each
-    would print an "Exception ignored" traceback under the one-line error."""
-    traceback.clear_frames(exc.__traceback__)  # the frames that hold the workbook, not this one
-
-    hook = sys.unraisablehook
-    sys.unraisablehook = lambda _unraisable: None
-    try:
-        gc.collect()
-    finally:
-        sys.unraisablehook = hook
-
-
-def write_report(engine, quarter: str | None = None, out: str | Path = "reports",
-                 formats: str | tuple[str, ...] = FORMATS, compare: str | None = None, *,
-                 registry_url: str | None = None, now: dt.datetime | None = None) -> Report:
-    """Write the report for `quarter` (default: the current one) to `out`/YYYY-Qn/ and return it.
-
-    `formats`: md (Markdown and charts) and/or xlsx (the workbook); data.json is always written.
-    `compare`: the quarter whose report to compare against (default: the previous quarter's, if any).
-    `registry_url` is shown masked in the provenance (default: the engine's URL).
-    """
-    quarter = parse_quarter(quarter) if quarter else current_quarter()
-    formats = parse_formats(formats)
-    compare = parse_quarter(compare) if compare else None
-    out = Path(out)
-    target = out / quarter_folder(quarter)
-    previous, note = load_previous(out, quarter, compare)
-    url = registry_url or engine.url.render_as_string(hide_password=False)
-    tmp = _temp_folder(out, target)
-    try:
-        with _snapshot(engine) as conn:
-            asked: dict = {}  # the sweep's capacity question, asked once for the report and the workbook
-            data = gather(conn, quarter, generated_at=_utc(now), registry_url=url, asked=asked)
-            data["comparison"] = compare_reports(previous, data, note) if previous else note
-            _write_files(conn, tmp, data, formats, asked)
-            conn.rollback()  # nothing is written to the registry (the sweep's scratch rows included)
-        _swap_into_place(tmp, target)
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise KvregError(f"cannot write the report to {target}: {exc.strerror or exc}; "
-                         "the previous report was left as it was") from None
-    except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        _collect_quietly(exc)
-        raise
-    files = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
-    return Report(target, files)

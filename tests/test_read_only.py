@@ -1,0 +1,186 @@
+"""A what-if only reads (issue 39 item 2): `kvreg capacity`, `model show`, the plan solvers, `calibrate`,
+the web page's what-if and `kvreg report` answer from a registry kvreg may not write to, byte for byte
+as from one it may.
+
+Two such registries: a SQLite file made read-only (the file 0444, its folder 0555), and a PostgreSQL
+role that may only SELECT (no INSERT, no CREATE, no TEMPORARY). Each what-if is the views' own SQL
+over the question's rows bound as parameters (kvreg.db.read.whatif): no scratch row, TEMP table or
+savepoint is ever asked for, so neither registry refuses anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import Kvreg
+
+LOGS = Path(__file__).parent / "data" / "logs"
+# A vLLM startup log of Llama-3-8B at TP1 on an H100 (source in tests/data/logs/MANIFEST.toml).
+TP1_LOG = str(LOGS / "vllm-pr10511-llama3-8b-tp1.log")
+
+WHAT_IFS = [
+    ["capacity", "--model", "Llama-3-8B,Llama-3.1-70B", "--gpu", "H100-SXM", "--context", "8K,128K", "--tp", "auto"],
+    ["capacity", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--rule", "vllm", "--tp", "2"],
+    ["model", "show", "Llama-3-8B"],
+    ["plan", "solve", "context", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--users", "40", "--gpus", "2"],
+    ["plan", "solve", "gpus", "--plan", "mixed-llama3-8b", "--quarter", "2026Q4"],
+    ["plan", "solve", "reserve", "longctx-llama31-70b"],
+    ["calibrate", "--log", TP1_LOG, "--gpu", "H100-SXM"],
+    ["plan", "show", "docs-llama3-8b"],
+]
+IDS = ["capacity-auto", "capacity-vllm", "model-show", "solve-context", "solve-gpus", "solve-reserve", "calibrate",
+       "plan-show"]
+
+
+def _answers(url: str) -> dict[str, str]:
+    kv = Kvreg(url)
+    return {name: kv(*args, "--format", "json").stdout for name, args in zip(IDS, WHAT_IFS)}
+
+
+def _web_answer(url: str) -> dict:
+    """The web page's what-if (/api/capacity), called in this process."""
+    import anyio
+    import httpx
+
+    from kvreg.web.app import create_app
+
+    async def go():
+        transport = httpx.ASGITransport(app=create_app(url))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            return await client.get("/api/capacity?model=Llama-3-8B&gpu=H100-SXM&context=8K,32K&tp=auto")
+
+    answer = anyio.run(go)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def _folder_state(folder: Path) -> dict[str, str]:
+    """sha256 of each file in the registry's folder. Under root, whom no mode bit stops, SQLite may make the
+    -wal and -shm beside a read-only database that it reads in WAL mode (empty of pages); the registry
+    file itself stays as it was."""
+    files = sorted(folder.iterdir())
+    if os.geteuid() == 0:
+        files = [p for p in files if not p.name.endswith(("-wal", "-shm"))]
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+@pytest.fixture
+def read_only_registry(tmp_path, monkeypatch):
+    """(writable URL, read-only URL): the same seeded registry twice, the second made read-only."""
+    writable = tmp_path / "rw" / "registry.db"
+    writable.parent.mkdir()
+    Kvreg(f"sqlite:///{writable}")("init")
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    with sqlite3.connect(writable) as src, sqlite3.connect(folder / "registry.db") as dst:
+        src.backup(dst)  # the whole registry, the part still in its write-ahead log too
+    src.close()
+    dst.close()
+    (folder / "registry.db").chmod(0o444)
+    folder.chmod(0o555)
+    if os.geteuid() == 0:
+        # root may write any file: make kvreg see the file as a non-root user does. The full path opens it
+        # as kvreg.db.engine does an unwritable file in an unwritable folder (mode=ro, immutable); the fast
+        # path's sqlite3.connect would get a read-only handle, as here.
+        import kvreg.db.engine as engine
+        import kvreg.fastpath as fastpath
+
+        real = engine._read_only_file
+        monkeypatch.setattr(engine, "_read_only_file",
+                            lambda path: (True, True) if Path(path).parent == folder else real(path))
+        connect = sqlite3.connect
+
+        def read_only_connect(path, *args, **kwargs):
+            if Path(path).parent == folder:
+                return connect(f"file:{path}?mode=ro", *args, uri=True, **kwargs)
+            return connect(path, *args, **kwargs)
+
+        monkeypatch.setattr(fastpath.sqlite3, "connect", read_only_connect)
+    try:
+        yield f"sqlite:///{writable}", f"sqlite:///{folder / 'registry.db'}", folder
+    finally:
+        folder.chmod(0o755)
+
+
+def test_what_ifs_answer_from_a_read_only_registry_file(read_only_registry, tmp_path, monkeypatch):
+    writable, read_only, folder = read_only_registry
+    before = _folder_state(folder)
+    expected = _answers(writable)
+    assert _answers(read_only) == expected
+    # The full path (SQLAlchemy, mode=ro) answers the same as the fast path (stdlib sqlite3).
+    monkeypatch.setenv("KVREG_FULL_PATH", "1")
+    assert _answers(read_only) == expected
+    assert _web_answer(read_only) == _web_answer(writable)
+    assert _folder_state(folder) == before  # nothing written
+    # Llama-3-8B (32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B) = 131,072 B of KV per token: the what-if
+    # computed the figures, it did not merely fail the same way twice.
+    rows = json.loads(expected["capacity-auto"])
+    assert rows[0]["model"] == "Llama-3-8B" and rows[0]["kv_bytes_per_token"] == 32 * 8 * 128 * 2 * 2
+
+
+def test_the_report_reads_a_read_only_registry_file(read_only_registry, tmp_path):
+    writable, read_only, folder = read_only_registry
+    before = _folder_state(folder)
+    out = {}
+    for name, url in (("rw", writable), ("ro", read_only)):
+        Kvreg(url)("report", "--quarter", "2026Q4", "--format", "xlsx", "--out", tmp_path / f"reports-{name}")
+        data = json.loads((tmp_path / f"reports-{name}" / "2026-Q4" / "data.json").read_text())
+        data["provenance"].pop("generated_at")
+        data["provenance"].pop("registry_url")
+        out[name] = data
+    assert out["ro"] == out["rw"]
+    assert out["ro"]["sweep"]  # the context sweep (capacity what-ifs) answered
+    assert _folder_state(folder) == before
+
+
+@pytest.fixture
+def select_only(pg_server, pg_template):
+    """(owner's URL, URL of a role that may only SELECT) on one seeded PostgreSQL registry. The role may not
+    create tables or temporary tables, nor write a row."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    name = pg_server.create_database(template=pg_template)
+    role = "kvreg_reader_" + secrets.token_hex(3)
+    password = "Rd-" + secrets.token_hex(6)
+    pg_server.create_role(role, password)
+    owner_url = pg_server.url(name)
+    admin = create_engine(owner_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    try:
+        with admin.connect() as conn:
+            for statement in (f"REVOKE ALL ON DATABASE {name} FROM PUBLIC",
+                              f"GRANT CONNECT ON DATABASE {name} TO {role}",
+                              "REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+                              f"GRANT USAGE ON SCHEMA public TO {role}",
+                              f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}"):
+                conn.exec_driver_sql(statement)
+        yield owner_url, pg_server.url(name, role, password)
+    finally:
+        admin.dispose()
+        pg_server.drop_database(name)
+        pg_server.drop_role(role)
+
+
+def test_what_ifs_answer_for_a_role_that_may_only_select(select_only):
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import ProgrammingError
+
+    owner, reader = select_only
+    engine = create_engine(reader)
+    try:
+        with engine.connect() as conn:  # the role is as narrow as it claims
+            for refused in ("CREATE TEMP TABLE t (x integer)", "DELETE FROM scenario", "CREATE TABLE t (x integer)"):
+                with pytest.raises(ProgrammingError, match="permission denied"):
+                    with conn.begin_nested() if conn.in_transaction() else conn.begin():
+                        conn.exec_driver_sql(refused)
+    finally:
+        engine.dispose()
+    assert _answers(reader) == _answers(owner)
+    assert _web_answer(reader) == _web_answer(owner)

@@ -1029,9 +1029,9 @@ def test_vllms_v2_model_runner_by_release_and_architecture(kv):
 def test_below_compute_capability_8_vllm_08_to_010_runs_its_v0_engine(kv):
     """vllm/engine/arg_utils.py _is_v1_supported_oracle: on a CUDA GPU below compute capability 8.0 vLLM v0.8 to
     v0.10 fall back to the V0 engine ("Compute Capability < 8.0 is not supported by the V1 Engine. Falling back to
-    V0."); v0.11 removed V0. The V0 engine keeps V0's defaults (256 sequences, 8,192 batched tokens on any GPU) and
-    takes its memory snapshot after NCCL's set-up, so at TP 2 over NVLink no NCCL buffers are counted, where V1
-    before v0.11 counts 1.79 GiB of them."""
+    V0."); v0.11 removed V0. The V0 engine keeps V0's defaults (256 sequences, 8,192 batched tokens on any GPU); its
+    worker, like V1's before v0.11, takes its memory snapshot before NCCL's set-up (vllm/worker/worker.py
+    Worker.init_device), so at TP 2 over NVLink both count NCCL's 1.79 GiB."""
     kv("gpu", "add", "V100-32GB", "--memory", "32GiB", "--reported-memory", "31.74GiB", "--compute-capability", "7.0",
        "--fabric")
     kv("gpu", "add", "A100-32GB-test", "--memory", "32GiB", "--reported-memory", "31.74GiB", "--compute-capability",
@@ -1045,10 +1045,10 @@ def test_below_compute_capability_8_vllm_08_to_010_runs_its_v0_engine(kv):
     # V0: 8,192 batched tokens and 256 sequences whatever the GPU; V1 on a GPU under 70 GiB: 2,048 and 256
     assert (v0["max_num_batched_tokens_used"], v0["vllm_max_num_seqs_used"]) == (8192, 256)
     assert (v1["max_num_batched_tokens_used"], v1["vllm_max_num_seqs_used"]) == (2048, 256)
-    # non-torch memory at TP 2 over NVLink: V0 0.25 GiB; V1 before v0.11 0.25 + 1.79 GiB of NCCL buffers; v0.11 on
-    # 0.13 + 0.42 GiB
-    assert v0["non_torch_bytes_per_gpu"] == v0_late["non_torch_bytes_per_gpu"] == round(0.25 * GiB)
-    assert v1["non_torch_bytes_per_gpu"] == round(0.25 * GiB) + round(1.79 * GiB)
+    # non-torch memory at TP 2 over NVLink: 0.25 GiB + 1.79 GiB of NCCL buffers in either engine before v0.11;
+    # v0.11 on 0.13 + 0.42 GiB
+    assert v0["non_torch_bytes_per_gpu"] == v0_late["non_torch_bytes_per_gpu"] == v1["non_torch_bytes_per_gpu"] == (
+        round(0.25 * GiB) + round(1.79 * GiB))
     assert v1_removed["non_torch_bytes_per_gpu"] == round(0.13 * GiB) + round(0.42 * GiB)
     # both engines' profile runs take the larger of the forward pass and the sampler warm-up (256 rows at 38 B a
     # logit beside the hidden states): V0's 8,192 tokens make a forward pass of 8,192 x (3 x 14,336 + 3 x 4,096) x 2 B

@@ -541,7 +541,7 @@ _FIGURES: list[Figure] = [
         f" GiB on one GPU (TP x PP 1: the snapshot follows CUDA's set-up); {VLLM_NON_TORCH_BYTES / GIB:.2f} GiB"
         " otherwise, plus"
         f" the same {VLLM_V065_NCCL_BYTES_PER_GPU / GIB:.2f} GiB of NCCL buffers when communicates_over_fabric from"
-        " v0.8 (V1; not the V0 fallback) to before v0.11 (their memory snapshot preceded the distributed set-up)",
+        " v0.7 to before v0.11, V0 and V1 alike (their memory snapshot preceded the distributed set-up)",
         if_(_rule("vllm"), coalesce(
             I("non_torch_bytes"),
             if_(and_(F("engine_release_used") >= VLLM_V065_FIRST, F("engine_release_used") <= VLLM_V065_LAST),
@@ -552,7 +552,7 @@ _FIGURES: list[Figure] = [
                           VLLM_V011_TP_NON_TORCH_BYTES, 0),
                     if_(and_(F("engine_release_used") >= VLLM_SNAPSHOT_AFTER_CUDA_FROM, (I("tp") * I("pp")).eq(1)),
                         VLLM_V07_TP1_NON_TORCH_BYTES, VLLM_NON_TORCH_BYTES)
-                    + if_(and_(F("vllm_v1_engine"), F("communicates_over_fabric")),
+                    + if_(and_(F("engine_release_used") >= VLLM_SNAPSHOT_AFTER_CUDA_FROM, F("communicates_over_fabric")),
                           VLLM_V065_NCCL_BYTES_PER_GPU, 0)))),
             if_(_rule("sglang"), coalesce(I("non_torch_bytes"), if_(F("communicates_over_fabric"),
                                                                    SGLANG_STARTUP_TP_BYTES, SGLANG_STARTUP_BYTES)),

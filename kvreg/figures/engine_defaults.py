@@ -57,8 +57,8 @@ VLLM_SAMPLER_SEQS = 256
 # before compute_logits, so the peak is the larger of the two, as in V1. Measured (held out: none of these set the
 # constant): Llama-3-8B on an H100 with v0.6.5 logged 1.26 GiB where max(8,192-token forward, 256 x 128,256 x 38 B
 # beside the hidden states) = 1.22; Llama-3.2-3B on a T4 with v0.8.2's V0 fallback logged 0.90 where 192 x 128,256 x
-# 38 B beside 2,048 hidden states = 0.88 (a sum at 8 B a logit, kvreg's earlier V0 rule, gave 1.09 and 0.30).
-# The first vLLM release whose V0 engine could still run: v0.8 to v0.10 fell back to V0 on a CUDA GPU below compute
+# 38 B beside 2,048 hidden states = 0.88 (a sum at 8 B a logit, kvreg's earlier V0 rule, gave 1.03 and 0.30).
+# The V0 fallback: v0.8 to v0.10 ran the V0 engine, not V1, on a CUDA GPU below compute
 # capability 8.0 (vllm/engine/arg_utils.py EngineArgs._is_v1_supported_oracle: `if current_platform.is_cuda() and
 # current_platform.get_device_capability().major < 8: _raise_or_fallback(feature_name="Compute Capability < 8.0")`,
 # and the log says "Compute Capability < 8.0 is not supported by the V1 Engine. Falling back to V0."); v0.11 removed
@@ -145,8 +145,8 @@ VLLM_NON_TORCH_BYTES = round(0.25 * GIB)
 # V0) and, by its own arithmetic, 0.11 GiB for gpt-oss-120b on an H100 (vllm#23278, v0.10.1: 71.27 - 65.97 - 7.33 of
 # sampler warm-up + 2.14) - their median, 0.11 GiB, set here. Held out: Llama-3.2-3B on a T4 (v0.8.2's V0 fallback)
 # logged 0.05. Before v0.11 at TP x PP > 1 the figure stays VLLM_NON_TORCH_BYTES (0.20 GiB over 8 RTX 3090s in
-# vllm#14447, 0.21 over 8 L40S, 0.34 to 0.43 over 4 A100 40GB in vllm#16570), plus NCCL's buffers under V1 on a
-# fabric (VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE). v0.6.4 and earlier counted every byte in use outside PyTorch, the
+# vllm#14447, 0.21 over 8 L40S, 0.34 to 0.43 over 4 A100 40GB in vllm#16570), plus NCCL's buffers on a fabric
+# (VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE). v0.6.4 and earlier counted every byte in use outside PyTorch, the
 # CUDA context and other processes included (0.35 GiB on the RTX 3090 of vllm#10517): they keep 0.25 GiB.
 VLLM_V07_TP1_NON_TORCH_BYTES = round(0.11 * GIB)
 VLLM_SNAPSHOT_AFTER_CUDA_FROM = 7000  # v0.7.0
@@ -214,13 +214,16 @@ SGLANG_ROPE_CACHE_BYTES_PER_ELEMENT = 4
 VLLM_V065_CONTEXT_BYTES = round(1.79 * GIB)
 VLLM_V065_NCCL_BYTES_PER_GPU = round(1.79 * GIB)
 VLLM_V065_FIRST, VLLM_V065_LAST = 6005, 6006  # v0.6.5 .. v0.6.6
-# The V1 worker before v0.11 took its memory snapshot (vllm/v1/worker/gpu_worker.py Worker.init_device:
-# init_snapshot = MemorySnapshot()) before init_worker_distributed_environment, so at TP x PP > 1 NCCL's
-# buffers were allocated after the baseline and counted in the profile's non_torch_increase, off the KV cache;
+# From v0.7 to v0.10 both engines' workers took their memory snapshot before init_worker_distributed_environment
+# (V0: vllm/worker/worker.py Worker.init_device, `self.baseline_snapshot = MemorySnapshot()` and then "Initialize
+# the distributed environment"; V1: vllm/v1/worker/gpu_worker.py Worker.init_device, `init_snapshot =
+# MemorySnapshot()` first), so at TP x PP > 1 NCCL's buffers were allocated after the baseline and counted in the
+# profile's non_torch_increase, off the KV cache, whichever engine ran (the V0 fallback below compute capability 8.0
+# included);
 # v0.11 moved the distributed set-up before the snapshot ("Initialize the distributed environment BEFORE taking
 # memory snapshot. This ensures NCCL buffers are allocated before we measure available memory"). The buffers
 # are VLLM_V065_NCCL_BYTES_PER_GPU, the 1.79 GiB per GPU vLLM v0.6.5 logged for them at TP 2.
-VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE = 11000  # v0.11.0
+VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE = 11000  # v0.11.0 (from VLLM_SNAPSHOT_AFTER_CUDA_FROM, v0.7.0)
 # CUDA graphs: before v0.21 vLLM captured them after sizing the KV cache, out of what gpu_memory_utilization
 # leaves (from v0.11 its "Actual usage is ..." line reports them beside the budget). From v0.21 it profiles them
 # first and takes them out of the KV budget ("CUDA graph memory profiling is enabled (default since v0.21.0)",

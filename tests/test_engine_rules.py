@@ -97,14 +97,14 @@ def test_vllm_pool_from_gpu_memory_utilization_and_the_estimates(cap):
     2 MiB blocks. CUDA graphs are captured after the KV cache is sized: nothing is taken for them."""
     r = cap("--model", "Llama-3.1-8B", "--gpus-per-node", "1", "--context", "128K", "--rule", "vllm")
     reported = 85_029_615_043  # 79.19 GiB, the H100-SXM row's reported_memory_bytes
-    # the larger of the forward pass, 8,192 batched tokens x (3 x 14,336 MLP + 2 x 4,096 hidden) x 2 B, and the
-    # V1 sampler warm-up after it: 1,024 rows (max_num_seqs on a GPU reporting 70 GiB or more, fewer than the
-    # 8,192 batched tokens) x 128,256 vocabulary x 20 B (v0.17 to v0.20: the Triton top-k/top-p kernel, in place),
-    # beside the forward's 8,192 x 4,096 x 2 B output hidden states
-    mlp = 8192 * (3 * 14_336 + 2 * 4_096) * 2
+    # the larger of the forward pass, 8,192 batched tokens x (3 x 14,336 MLP + 3 x 4,096 hidden: the residual, the
+    # MLP's input and down_proj's output) x 2 B, and the V1 sampler warm-up after it: 1,024 rows (max_num_seqs on a
+    # GPU reporting 70 GiB or more, fewer than the 8,192 batched tokens) x 128,256 vocabulary x 20 B (v0.17 to v0.20:
+    # the Triton top-k/top-p kernel, in place), beside the forward's 8,192 x 4,096 x 2 B output hidden states
+    mlp = 8192 * (3 * 14_336 + 3 * 4_096) * 2
     sampler = 8192 * 4_096 * 2 + 1024 * 128_256 * 20
     activations = max(mlp, sampler)
-    assert (mlp, sampler, activations) == (838_860_800, 2_693_791_744, 2_693_791_744)  # 2.51 GiB
+    assert (mlp, sampler, activations) == (905_969_664, 2_693_791_744, 2_693_791_744)  # 2.51 GiB
     non_torch = round(0.13 * GiB)  # 139,586,437 B: from v0.11 at TP 1
     allocatable = reported * 0.92 - activations - non_torch
     rope = 131_072 * 128 * 2  # RoPE's cos/sin table, whole on every GPU (vLLM: the model's dtype): 33,554,432 B
@@ -134,14 +134,15 @@ def test_each_budget_term_of_qwen3_8b_at_tp2_by_release(cap, release, gmu, non_t
     r = cap("--model", "Qwen3-8B", "--tp", "2", "--gpus-per-node", "2", "--context", "32K", "--rule", "vllm",
             "--engine-version", release)
     requested = 85_029_615_043 * gmu
-    # not divided by TP; V0 (v0.6.5) adds its sampler warm-up, 256 rows x 8 B; V1 (v0.8 on) takes the larger of the
-    # forward pass and its warm-up, 1,024 rows beside 8,192 x 4,096 x 2 B of hidden states: 38 B a logit with the
-    # sort-based top-k/top-p, 20 B with the Triton kernel (v0.17), 24 B with FlashInfer's sampler (v0.21)
-    mlp = 8192 * (3 * 12_288 + 2 * 4_096) * 2
+    # not divided by TP; the larger of the forward pass and the sampler warm-up beside 8,192 x 4,096 x 2 B of hidden
+    # states, in V0 (v0.6.5: 256 rows) as in V1 (1,024 rows on the H100): 38 B a logit with the sort-based
+    # top-k/top-p (both engines' profile runs sample with top_k = vocab - 1), 20 B with the Triton kernel (v0.17),
+    # 24 B with FlashInfer's sampler (v0.21)
+    mlp = 8192 * (3 * 12_288 + 3 * 4_096) * 2
     per_logit = {"0.20.0": 20, "0.21.0": 24}.get(release, 38)
-    activations = mlp + 256 * 151_936 * 8 if release == "0.6.5" else max(mlp, 8192 * 4_096 * 2
-                                                                           + 1024 * 151_936 * per_logit)
-    assert activations == {"0.6.5": 738_197_504 + 311_164_928, "0.20.0": 67_108_864 + 3_111_649_280,
+    rows = 256 if release == "0.6.5" else 1024
+    activations = max(mlp, 8192 * 4_096 * 2 + rows * 151_936 * per_logit)
+    assert activations == {"0.6.5": 67_108_864 + 1_478_033_408, "0.20.0": 67_108_864 + 3_111_649_280,
                            "0.21.0": 67_108_864 + 3_733_979_136}.get(release, 67_108_864 + 5_912_133_632)
     rope = 40_960 * 128 * 2  # RoPE's cos/sin table, whole on every GPU (vLLM: the model's dtype): 10,485,760 B
     weights = 8.2e9 * 2 / 2 + rope
@@ -431,13 +432,13 @@ def test_a_given_max_num_seqs_caps_the_engines_and_sizes_vllms_sampler_warm_up(c
     assert vllm["max_concurrency"] == 512
     # from the GPU alone: the sampler warm-up is max_num_seqs x 128,256 vocabulary x 20 B (the latest release's
     # Triton top-k/top-p) beside 8,192 x 4,096 x 2 B of hidden states: 2,693,791,744 B at the H100's default 1,024
-    # rows, the peak; at 256 rows it is 723,779,584 B and the forward pass, 8,192 x (3 x 14,336 + 2 x 4,096) x 2 B =
-    # 838,860,800 B, is the peak: 1,854,930,944 B (1.73 GiB) freed
+    # rows, the peak; at 256 rows it is 723,779,584 B and the forward pass, 8,192 x (3 x 14,336 + 3 x 4,096) x 2 B =
+    # 905,969,664 B, is the peak: 1,787,822,080 B (1.67 GiB) freed
     default = cap(*common, "--rule", "vllm")
     small = cap(*common, "--rule", "vllm", "--max-num-seqs", "256")
     hidden = 8192 * 4_096 * 2
-    freed = (hidden + 1024 * 128_256 * 20) - max(hidden + 256 * 128_256 * 20, 8192 * (3 * 14_336 + 2 * 4_096) * 2)
-    assert freed == 2_693_791_744 - 838_860_800 == 1_854_930_944
+    freed = (hidden + 1024 * 128_256 * 20) - max(hidden + 256 * 128_256 * 20, 8192 * (3 * 14_336 + 3 * 4_096) * 2)
+    assert freed == 2_693_791_744 - 905_969_664 == 1_787_822_080
     assert (default["max_running_requests"], small["max_running_requests"]) == (1024, 256)
     assert (small["allocatable_gib_per_gpu"] - default["allocatable_gib_per_gpu"]) * GiB == pytest.approx(freed, abs=1)
     assert (small["kv_pool_gib_per_gpu"] - default["kv_pool_gib_per_gpu"]) * GiB == pytest.approx(freed, abs=1)
@@ -762,8 +763,9 @@ def test_solving_for_the_reserve_needs_the_theoretical_rule(kv, state):
     ("H100-SXM", "0.10.1", 8192, 1024, 38),
     # A100 40GB (39.38 GiB), V1: the small-GPU defaults, 2,048 batched tokens and 256 rows
     ("A100-40GB", "0.10.1", 2048, 256, 38),
-    # the same GPU in V0 (v0.6.5): 8,192 unless given, 256 rows of 8 B (fp32 logits and probabilities)
-    ("A100-40GB", "0.6.5", 8192, 256, 8),
+    # the same GPU in V0 (v0.6.5): 8,192 unless given, 256 rows of 38 B (its profile run samples through the same
+    # sort-based top-k/top-p)
+    ("A100-40GB", "0.6.5", 8192, 256, 38),
     # the last release with the sort-based top-k/top-p (v0.16), the Triton kernel (v0.17 to v0.20), FlashInfer's
     # sampler by default (v0.21 on)
     ("H100-SXM", "0.16.0", 8192, 1024, 38),
@@ -778,17 +780,16 @@ def test_solving_for_the_reserve_needs_the_theoretical_rule(kv, state):
 ])
 def test_vllm_profile_run_defaults_by_gpu_and_release(kv, gpu, release, batched, seqs, per_logit):
     """vllm/engine/arg_utils.py get_batch_defaults: GPUs reporting 70 GiB or more (from v0.9.0 not A100s) get
-    max_num_batched_tokens 8,192 and max_num_seqs 1,024 for the OpenAI server, the others 2,048 and 256; the V1
-    sampler warm-up holds 38 B
-    per logit after the forward pass, V0's 8 B beside it (Llama-3.1-8B: MLP 14,336, hidden 4,096, vocabulary
-    128,256)."""
+    max_num_batched_tokens 8,192 and max_num_seqs 1,024 for the OpenAI server, the others 2,048 and 256; the
+    sampler warm-up holds 38 B per logit after the forward pass in V0 as in V1 (Llama-3.1-8B: MLP 14,336, hidden
+    4,096, vocabulary 128,256)."""
     kv("plan", "add", "v", "--model", "Llama-3.1-8B", "--gpu", gpu, "--gpus-per-node", "1", "--context", "8K",
        "--rule", "vllm", "--engine-version", release)
     r = plan_row(kv, "v")
     assert (r["max_num_batched_tokens_used"], r["vllm_max_num_seqs_used"], r["sampler_bytes_per_logit"]) == (
         batched, seqs, per_logit)
-    forward, warm_up = batched * (3 * 14_336 + 2 * 4_096) * 2, seqs * 128_256 * per_logit
-    expected = forward + warm_up if release == "0.6.5" else max(forward, batched * 4_096 * 2 + warm_up)
+    forward, warm_up = batched * (3 * 14_336 + 3 * 4_096) * 2, seqs * 128_256 * per_logit
+    expected = max(forward, batched * 4_096 * 2 + warm_up)
     assert r["activation_peak_bytes_per_gpu"] == expected
 
 
@@ -910,9 +911,9 @@ def test_vllm_sizes_every_pipeline_stage_and_keeps_the_fewest_blocks(kv):
     assert row["pp_stage_weights_first_bytes"] == pytest.approx(first, rel=1e-12)  # 54.45 GiB
     assert row["pp_stage_weights_middle_bytes"] == pytest.approx(middle, rel=1e-12)  # 56.76 GiB
     assert row["pp_stage_weights_last_bytes"] == pytest.approx(first, rel=1e-12)
-    # the pools: the first and middle stages' forward pass, 8,192 x (3 x 12,288 + 2 x 4,096) x 2 B; the last's
+    # the pools: the first and middle stages' forward pass, 8,192 x (3 x 12,288 + 3 x 4,096) x 2 B; the last's
     # sampler warm-up (1,024 rows of 151,936 logits of 38 B beside 8,192 x 4,096 hidden states); v0.10's 0.25 + 1.79 GiB
-    forward = 8_192 * (3 * 12_288 + 2 * 4_096) * 2
+    forward = 8_192 * (3 * 12_288 + 3 * 4_096) * 2
     sampler = 8_192 * 4_096 * 2 + 1_024 * 151_936 * 38
     assert (row["activation_forward_bytes_per_gpu"], row["activation_last_stage_bytes_per_gpu"]) == (forward, sampler)
     left = 150_119_844_413 * 0.9 - round(0.25 * 2**30) - round(1.79 * 2**30)
@@ -920,14 +921,14 @@ def test_vllm_sizes_every_pipeline_stage_and_keeps_the_fewest_blocks(kv):
     blocks = {"first": math.floor((left - forward - first) / (page * 23)),
               "middle": math.floor((left - forward - middle) / (page * 24)),
               "last": math.floor((left - sampler - first) / (page * 23))}
-    assert blocks == {"first": 195_621, "middle": 181_146, "last": 181_712}
+    assert blocks == {"first": 195_443, "middle": 180_975, "last": 181_712}
     assert {s: row[f"pp_stage_blocks_{s}"] for s in blocks} == blocks
     # a middle stage limits (its extra layer outweighs the last stage's sampler): its weights, activation, layers
     # and blocks are the GPU's figures
-    assert row["pp_limiting_stage"] == 1 and row["num_blocks"] == 181_146 and row["kv_group_layers"] == 24
+    assert row["pp_limiting_stage"] == 1 and row["num_blocks"] == 180_975 and row["kv_group_layers"] == 24
     assert (row["weights_bytes_per_gpu"], row["activation_peak_bytes_per_gpu"]) == (pytest.approx(middle), forward)
     assert row["kv_pool_bytes_per_gpu"] == pytest.approx(left - forward - middle, rel=1e-12)
-    assert row["kv_cache_tokens"] == 181_146 * 16
+    assert row["kv_cache_tokens"] == 180_975 * 16
     # Llama's file builds the embeddings on the first stage and the lm_head on the last: one matrix each
     kv("plan", "add", "l", "--model", "Llama-3.1-70B", "--gpu", "H100-SXM", "--tp", "2", "--pp", "2",
        "--gpus-per-node", "4", "--rule", "vllm")
@@ -998,7 +999,7 @@ def test_the_sampler_warm_up_holds_the_smaller_of_the_batch_and_max_num_seqs(kv)
     kv("plan", "add", "many", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--gpus-per-node", "1", "--rule", "vllm",
        "--engine-version", "0.20.0", "--max-num-seqs", "4096", "--max-num-batched-tokens", "2048")
     r = plan_row(kv, "many")
-    assert r["activation_peak_bytes_per_gpu"] == max(2048 * (3 * 14_336 + 2 * 4_096) * 2,
+    assert r["activation_peak_bytes_per_gpu"] == max(2048 * (3 * 14_336 + 3 * 4_096) * 2,
                                                      2048 * 4_096 * 2 + 2048 * 128_256 * 20) == 5_270_142_976
 
 
@@ -1006,7 +1007,7 @@ def test_vllms_v2_model_runner_by_release_and_architecture(kv):
     """vLLM runs Qwen3ForCausalLM on its V2 model runner by default from v0.22, LlamaForCausalLM from v0.23
     (vllm/config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES): its sampler warm-up holds 6 B a logit (the
     model-dtype logits and their fp32 copy), V1's FlashInfer sampler 24 from v0.21. Llama-3.1-8B on one H100:
-    1,024 rows of 128,256 logits beside 8,192 hidden states."""
+    1,024 rows of 128,256 logits beside 8,192 hidden states, or the forward pass when that is larger."""
     for name, model, release in (("v22", "Llama-3.1-8B", "0.22.0"), ("v23", "Llama-3.1-8B", "0.23.0"),
                                  ("qwen", "Qwen3-8B", "0.22.0")):
         kv("plan", "add", name, "--model", model, "--gpu", "H100-SXM", "--gpus-per-node", "1", "--rule", "vllm",
@@ -1016,7 +1017,58 @@ def test_vllms_v2_model_runner_by_release_and_architecture(kv):
     assert (v23["vllm_v2_model_runner"], v23["sampler_bytes_per_logit"]) == (1, 6)
     assert (qwen["vllm_v2_model_runner"], qwen["sampler_bytes_per_logit"]) == (1, 6)
     assert v22["activation_peak_bytes_per_gpu"] == 8_192 * 4_096 * 2 + 1_024 * 128_256 * 24 == 3_219_128_320
-    assert v23["activation_peak_bytes_per_gpu"] == 8_192 * 4_096 * 2 + 1_024 * 128_256 * 6 == 855_113_728
-    # 2.20 GiB more for the KV cache: the same weights, non-torch memory and utilization
+    # on the V2 runner the warm-up, 8,192 x 4,096 x 2 + 1,024 x 128,256 x 6 = 855,113,728 B, is lighter than the
+    # forward pass, 8,192 x (3 x 14,336 + 3 x 4,096) x 2 B, which is then the peak
+    assert v23["activation_peak_bytes_per_gpu"] == max(8_192 * 4_096 * 2 + 1_024 * 128_256 * 6,
+                                                       8_192 * (3 * 14_336 + 3 * 4_096) * 2) == 905_969_664
+    # 2.14 GiB more for the KV cache: the same weights, non-torch memory and utilization
     assert (v23["kv_pool_gib_per_gpu"] - v22["kv_pool_gib_per_gpu"]) * GiB == pytest.approx(
-        3_219_128_320 - 855_113_728, rel=1e-9)
+        3_219_128_320 - 905_969_664, rel=1e-9)
+
+
+def test_below_compute_capability_8_vllm_08_to_010_runs_its_v0_engine(kv):
+    """vllm/engine/arg_utils.py _is_v1_supported_oracle: on a CUDA GPU below compute capability 8.0 vLLM v0.8 to
+    v0.10 fall back to the V0 engine ("Compute Capability < 8.0 is not supported by the V1 Engine. Falling back to
+    V0."); v0.11 removed V0. The V0 engine keeps V0's defaults (256 sequences, 8,192 batched tokens on any GPU); its
+    worker, like V1's before v0.11, takes its memory snapshot before NCCL's set-up (vllm/worker/worker.py
+    Worker.init_device), so at TP 2 over NVLink both count NCCL's 1.79 GiB."""
+    kv("gpu", "add", "V100-32GB", "--memory", "32GiB", "--reported-memory", "31.74GiB", "--compute-capability", "7.0",
+       "--fabric")
+    kv("gpu", "add", "A100-32GB-test", "--memory", "32GiB", "--reported-memory", "31.74GiB", "--compute-capability",
+       "8.0", "--fabric")
+    for name, gpu, release in (("v100-082", "V100-32GB", "0.8.2"), ("v100-0101", "V100-32GB", "0.10.1"),
+                               ("v100-011", "V100-32GB", "0.11.0"), ("a100-082", "A100-32GB-test", "0.8.2")):
+        kv("plan", "add", name, "--model", "Llama-3.1-8B", "--gpu", gpu, "--tp", "2", "--gpus-per-node", "2",
+           "--context", "8K", "--rule", "vllm", "--engine-version", release)
+    v0, v0_late, v1_removed, v1 = (plan_row(kv, n) for n in ("v100-082", "v100-0101", "v100-011", "a100-082"))
+    assert [r["vllm_v1_engine"] for r in (v0, v0_late, v1_removed, v1)] == [0, 0, 1, 1]
+    # V0: 8,192 batched tokens and 256 sequences whatever the GPU; V1 on a GPU under 70 GiB: 2,048 and 256
+    assert (v0["max_num_batched_tokens_used"], v0["vllm_max_num_seqs_used"]) == (8192, 256)
+    assert (v1["max_num_batched_tokens_used"], v1["vllm_max_num_seqs_used"]) == (2048, 256)
+    # non-torch memory at TP 2 over NVLink: 0.25 GiB + 1.79 GiB of NCCL buffers in either engine before v0.11;
+    # v0.11 on 0.13 + 0.42 GiB
+    assert v0["non_torch_bytes_per_gpu"] == v0_late["non_torch_bytes_per_gpu"] == v1["non_torch_bytes_per_gpu"] == (
+        round(0.25 * GiB) + round(1.79 * GiB))
+    assert v1_removed["non_torch_bytes_per_gpu"] == round(0.13 * GiB) + round(0.42 * GiB)
+    # both engines' profile runs take the larger of the forward pass and the sampler warm-up (256 rows at 38 B a
+    # logit beside the hidden states): V0's 8,192 tokens make a forward pass of 8,192 x (3 x 14,336 + 3 x 4,096) x 2 B
+    # = 905,969,664 B, lighter than its warm-up, 8,192 x 4,096 x 2 + 256 x 128,256 x 38 = 1,314,783,232 B
+    assert v0["activation_peak_bytes_per_gpu"] == max(8_192 * (3 * 14_336 + 3 * 4_096) * 2,
+                                                      8_192 * 4_096 * 2 + 256 * 128_256 * 38) == 1_314_783_232
+    assert v1["activation_peak_bytes_per_gpu"] == max(2_048 * (3 * 14_336 + 3 * 4_096) * 2,
+                                                      2_048 * 4_096 * 2 + 256 * 128_256 * 38) == 1_264_451_584
+
+
+def test_vllm_from_v07_counts_little_non_torch_memory_on_one_gpu(kv):
+    """From v0.7 the baseline snapshot follows CUDA's set-up (PR 11809, PR 12126): on one GPU the profile run sees
+    0.11 GiB outside PyTorch (the median of vllm#12529's 0.04, mellea#416's 0.16 and vllm#23278's 0.11) until v0.11's
+    0.13; v0.6.4 and earlier, which counted the CUDA context and other processes too, keep 0.25; v0.6.5 and v0.6.6,
+    which measured from before CUDA's initialisation, 1.79."""
+    releases = ("0.6.4", "0.6.5", "0.7.0", "0.10.1", "0.11.0")
+    for r in releases:
+        kv("plan", "add", f"nt-{r}", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--gpus-per-node", "1",
+           "--context", "8K", "--rule", "vllm", "--engine-version", r)
+    by_release = {r: plan_row(kv, f"nt-{r}")["non_torch_bytes_per_gpu"] for r in releases}
+    assert by_release == {"0.6.4": round(0.25 * GiB), "0.6.5": round(1.79 * GiB), "0.7.0": round(0.11 * GiB),
+                          "0.10.1": round(0.11 * GiB), "0.11.0": round(0.13 * GiB)}
+    assert round(0.11 * GiB) == 118_111_601

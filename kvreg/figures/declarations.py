@@ -79,17 +79,20 @@ def _or_all(kind: str) -> Expr:
 
 
 def _forward_activation():
-    """vLLM's profile run, forward pass: the MLP's gate-up and activated outputs beside the residual stream, for
-    every batched token (not divided by TP: vLLM v0.6.5 logged 1.26 GiB for Llama-3-8B at TP 1 and at TP 2)."""
-    return (F("max_num_batched_tokens_used") * (3 * I("intermediate_size") + 2 * I("hidden_size"))
+    """vLLM's profile run, forward pass: the MLP's gate-up and activated outputs beside three hidden-width vectors
+    (the residual, the MLP's input and down_proj's output) for every batched token (not divided by TP: vLLM v0.6.5
+    logged 1.26 GiB for Llama-3-8B at TP 1 and at TP 2)."""
+    return (F("max_num_batched_tokens_used")
+            * (ACTIVATION_INTERMEDIATE_VECTORS * I("intermediate_size") + ACTIVATION_HIDDEN_VECTORS * I("hidden_size"))
             * ACTIVATION_BYTES_PER_ELEMENT)
 
 
 def _sampler_warm_up():
-    """vLLM's profile run, sampler warm-up: max_num_seqs rows of logits over the vocabulary (V1: one row per dummy
-    request, min(max_num_batched_tokens, max_num_seqs) of them: gpu_model_runner.py _dummy_run)."""
-    rows = if_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
-               least(F("vllm_max_num_seqs_used"), F("max_num_batched_tokens_used")), F("vllm_max_num_seqs_used"))
+    """vLLM's profile run, sampler warm-up: one row of logits over the vocabulary per dummy request,
+    min(max_num_batched_tokens, max_num_seqs) of them (V1: gpu_model_runner.py _dummy_run, num_reqs =
+    min(num_tokens, max_num_reqs); V0: model_runner.py profile_run spreads max_num_batched_tokens over max_num_seqs
+    prompts, one sampled token each)."""
+    rows = least(F("vllm_max_num_seqs_used"), F("max_num_batched_tokens_used"))
     return rows * coalesce(I("vocab_size"), 0) * F("sampler_bytes_per_logit")
 
 
@@ -535,9 +538,11 @@ _FIGURES: list[Figure] = [
         f" {VLLM_V065_CONTEXT_BYTES / GIB:.2f} GiB of CUDA context plus {VLLM_V065_NCCL_BYTES_PER_GPU / GIB:.2f} GiB"
         f" of NCCL buffers when communicates_over_fabric in v0.6.5 and v0.6.6; from v0.11"
         f" {VLLM_V011_NON_TORCH_BYTES / GIB:.2f} GiB, plus {VLLM_V011_TP_NON_TORCH_BYTES / GIB:.2f} GiB when"
-        f" communicates_over_fabric before v0.21; {VLLM_NON_TORCH_BYTES / GIB:.2f} GiB in every other release, plus"
+        f" communicates_over_fabric before v0.21; from v0.7 to before v0.11 {VLLM_V07_TP1_NON_TORCH_BYTES / GIB:.2f}"
+        f" GiB on one GPU (TP x PP 1: the snapshot follows CUDA's set-up); {VLLM_NON_TORCH_BYTES / GIB:.2f} GiB"
+        " otherwise, plus"
         f" the same {VLLM_V065_NCCL_BYTES_PER_GPU / GIB:.2f} GiB of NCCL buffers when communicates_over_fabric from"
-        " v0.8 (V1) to before v0.11 (their memory snapshot preceded the distributed set-up)",
+        " v0.7 to before v0.11, V0 and V1 alike (their memory snapshot preceded the distributed set-up)",
         if_(_rule("vllm"), coalesce(
             I("non_torch_bytes"),
             if_(and_(F("engine_release_used") >= VLLM_V065_FIRST, F("engine_release_used") <= VLLM_V065_LAST),
@@ -546,18 +551,28 @@ _FIGURES: list[Figure] = [
                     VLLM_V011_NON_TORCH_BYTES
                     + if_(and_(F("engine_release_used") < VLLM_V011_TP_NON_TORCH_BEFORE, F("communicates_over_fabric")),
                           VLLM_V011_TP_NON_TORCH_BYTES, 0),
-                    VLLM_NON_TORCH_BYTES
-                    + if_(and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, F("communicates_over_fabric")),
+                    if_(and_(F("engine_release_used") >= VLLM_SNAPSHOT_AFTER_CUDA_FROM, (I("tp") * I("pp")).eq(1)),
+                        VLLM_V07_TP1_NON_TORCH_BYTES, VLLM_NON_TORCH_BYTES)
+                    + if_(and_(F("engine_release_used") >= VLLM_SNAPSHOT_AFTER_CUDA_FROM, F("communicates_over_fabric")),
                           VLLM_V065_NCCL_BYTES_PER_GPU, 0)))),
             if_(_rule("sglang"), coalesce(I("non_torch_bytes"), if_(F("communicates_over_fabric"),
                                                                    SGLANG_STARTUP_TP_BYTES, SGLANG_STARTUP_BYTES)),
                 Const(None))),
     ),
+    Figure("vllm_v1_engine", "flag",
+           f"vLLM: 1 when the release runs its V1 engine: from v0.8, except on a CUDA GPU below compute capability"
+           f" {VLLM_V0_FALLBACK_CAPABILITY_BELOW} before v0.{VLLM_V0_REMOVED_RELEASE // 1000}, where vLLM falls back to"
+           " its V0 engine (vllm/engine/arg_utils.py _is_v1_supported_oracle: 'Compute Capability < 8.0'); 0 on V0",
+           if_(_rule("vllm"), and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
+                                   not_(and_(F("engine_release_used") < VLLM_V0_REMOVED_RELEASE,
+                                             not_(isnull(I("compute_capability"))),
+                                             I("compute_capability") < VLLM_V0_FALLBACK_CAPABILITY_BELOW))),
+               Const(None)), "flag"),
     Figure("vllm_large_batch_defaults", "flag",
            f"vLLM: 1 when its server picks the large batch defaults (V1, from v0.8): a GPU reporting"
            f" {VLLM_LARGE_GPU_BYTES // GIB} GiB or more, but from v0.9 not an A100 (its device name holds 'a100': the"
            " GPU row's name is read as it)",
-           if_(_rule("vllm"), and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
+           if_(_rule("vllm"), and_(F("vllm_v1_engine"),
                                    F("engine_memory_bytes") >= VLLM_LARGE_GPU_BYTES,
                                    not_(and_(F("engine_release_used") >= VLLM_A100_SMALL_DEFAULTS_FROM,
                                              contains(I("gpu_name"), "a100")))), Const(None)), "flag"),
@@ -566,7 +581,7 @@ _FIGURES: list[Figure] = [
            f" (V1) without vllm_large_batch_defaults, else {VLLM_MAX_NUM_BATCHED_TOKENS:,}",
            if_(_rule("vllm"), coalesce(
                I("max_num_batched_tokens"),
-               if_(and_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, not_(F("vllm_large_batch_defaults"))),
+               if_(and_(F("vllm_v1_engine"), not_(F("vllm_large_batch_defaults"))),
                    VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS, VLLM_MAX_NUM_BATCHED_TOKENS)), Const(None)), "int"),
     Figure("max_concurrent_batches_used", "batches",
            f"vLLM: max_concurrent_batches, else {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1 (async scheduling)"
@@ -591,9 +606,10 @@ _FIGURES: list[Figure] = [
                                     for release, archs in VLLM_V2_RUNNER_ARCHITECTURES for a in archs]),
                Const(None)), "flag"),
     Figure("sampler_bytes_per_logit", "bytes",
-           f"vLLM: bytes live per logit at the sampler warm-up's peak: {SAMPLER_BYTES_PER_LOGIT} before v0.8 (V0: fp32"
-           f" logits and probabilities); {VLLM_V1_SAMPLER_BYTES_PER_LOGIT} from v0.8 (V1's sort-based top-k/top-p, as"
-           f" measured on llm-d's v0.11 H100 runs); {VLLM_TRITON_SAMPLER_BYTES_PER_LOGIT} from v0.17 (its Triton"
+           f"vLLM: bytes live per logit at the sampler warm-up's peak: {VLLM_V1_SAMPLER_BYTES_PER_LOGIT} before v0.17"
+           " (the profile run samples with top_k = vocab - 1 and top_p < 1 through the sort-based top-k/top-p, in the V0"
+           f" engine as in V1; as measured on llm-d's v0.11 H100 runs); {VLLM_TRITON_SAMPLER_BYTES_PER_LOGIT} from v0.17"
+           " (its Triton"
            f" top-k/top-p kernel, in place); {VLLM_FLASHINFER_SAMPLER_BYTES_PER_LOGIT} from v0.21 (FlashInfer's"
            f" sampler by default); {VLLM_V2_SAMPLER_BYTES_PER_LOGIT} on the V2 model runner (fp32 logits beside the"
            " model's, a Gumbel kernel)",
@@ -601,12 +617,12 @@ _FIGURES: list[Figure] = [
                if_(F("vllm_v2_model_runner"), VLLM_V2_SAMPLER_BYTES_PER_LOGIT,
                if_(F("engine_release_used") >= VLLM_FLASHINFER_SAMPLER_FROM, VLLM_FLASHINFER_SAMPLER_BYTES_PER_LOGIT,
                    if_(F("engine_release_used") >= VLLM_TRITON_SAMPLER_FROM, VLLM_TRITON_SAMPLER_BYTES_PER_LOGIT,
-                       if_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE, VLLM_V1_SAMPLER_BYTES_PER_LOGIT,
-                           SAMPLER_BYTES_PER_LOGIT)))), Const(None)), "int"),
+                       VLLM_V1_SAMPLER_BYTES_PER_LOGIT))), Const(None)), "int"),
     Figure("activation_forward_bytes_per_gpu", "bytes", "vLLM: peak activation memory of the profile run's forward"
            " pass on one GPU (all of it on a stage that does not sample, before the last at PP > 1): activation_bytes"
-           " when measured; else max_num_batched_tokens x (3 x intermediate_size + 2 x hidden_size) x"
-           f" {ACTIVATION_BYTES_PER_ELEMENT} B (the MLP's gate-up and activated outputs beside the residual stream);"
+           f" when measured; else max_num_batched_tokens x ({ACTIVATION_INTERMEDIATE_VECTORS} x intermediate_size +"
+           f" {ACTIVATION_HIDDEN_VECTORS} x hidden_size) x {ACTIVATION_BYTES_PER_ELEMENT} B (the MLP's gate-up and"
+           " activated outputs beside the residual, the MLP's input and down_proj's output);"
            " for a model without those widths max_num_batched_tokens x attention_heads x head_dim x"
            f" {ACTIVATION_BYTES_PER_ELEMENT} B x {ACTIVATION_VECTORS_PER_TOKEN} live vectors",
            if_(_rule("vllm"), coalesce(
@@ -619,17 +635,15 @@ _FIGURES: list[Figure] = [
         "bytes",
         "vLLM: peak activation memory of the profile run on a GPU of the last pipeline stage, the one that samples"
         " (every GPU without PP): activation_forward_bytes_per_gpu when measured or without the model's widths;"
-        " else that forward pass and the sampler warm-up, vllm_max_num_seqs_used rows x vocab_size x"
-        " sampler_bytes_per_logit: V0 holds both at once (their sum); V1 (v0.8 on) runs the warm-up after the"
-        " forward pass has freed its activations, so the larger of the forward pass and the warm-up beside the"
-        f" forward's output (max_num_batched_tokens x hidden_size x {ACTIVATION_BYTES_PER_ELEMENT} B)",
+        " else the larger of that forward pass and the sampler warm-up (min(max_num_batched_tokens,"
+        " vllm_max_num_seqs_used) rows x vocab_size x sampler_bytes_per_logit) beside the forward's output"
+        f" (max_num_batched_tokens x hidden_size x {ACTIVATION_BYTES_PER_ELEMENT} B): the V0 and V1 engines both"
+        " sample after the forward pass has freed its activations",
         if_(or_(not_(isnull(I("activation_bytes"))), isnull(I("hidden_size")), isnull(I("intermediate_size"))),
             F("activation_forward_bytes_per_gpu"),
-            if_(F("engine_release_used") >= VLLM_V1_FIRST_RELEASE,
-                greatest(F("activation_forward_bytes_per_gpu"),
-                         F("max_num_batched_tokens_used") * I("hidden_size") * ACTIVATION_BYTES_PER_ELEMENT
-                         + _sampler_warm_up()),
-                F("activation_forward_bytes_per_gpu") + _sampler_warm_up())),
+            greatest(F("activation_forward_bytes_per_gpu"),
+                     F("max_num_batched_tokens_used") * I("hidden_size") * ACTIVATION_BYTES_PER_ELEMENT
+                     + _sampler_warm_up())),
     ),
     Figure(
         "cuda_graph_bytes_per_gpu",

@@ -31,13 +31,40 @@ VLLM_MLA_BLOCK_ALIGNMENT = 64
 # that matters.
 ACTIVATION_VECTORS_PER_TOKEN = 18
 ACTIVATION_BYTES_PER_ELEMENT = 2
+# With the model's widths, the forward pass peaks in a layer's MLP when down_proj allocates its output
+# (vllm/model_executor/models/llama.py LlamaMLP.forward: `gate_up, _ = self.gate_up_proj(x); x = self.act_fn(gate_up);
+# x, _ = self.down_proj(x)`; qwen2.py and the others alike): the gate-up output (2 x intermediate) and the activated
+# one (intermediate) are still referenced, beside three vectors of the hidden width: the residual, the MLP's input
+# (the caller's `hidden_states = self.mlp(hidden_states)` holds it until the call returns) and down_proj's output.
+# Measured, where the forward pass is the peak: Llama-3.1-8B on an RTX 3090 with v0.6.4, V0 without chunked
+# prefill, logged 17.06 - 14.99 = 2.07 GiB at 20,000 batched tokens and 17.98 - 14.99 = 2.99 GiB at 29,000
+# (tests/data/logs/vllm-issue10517-*.log); 3 x 14,336 + 3 x 4,096 elements of 2 B a token give 2.06 and 2.99 GiB
+# (two hidden vectors, kvreg's earlier count, gave 1.91 and 2.77).
+ACTIVATION_INTERMEDIATE_VECTORS = 3
+ACTIVATION_HIDDEN_VECTORS = 3
 # With the model's widths (vllm/model_executor/models/llama.py LlamaMLP: gate_up_proj's 2 x intermediate
 # outputs, SiluAndMul's intermediate output, the residual and hidden stream at hidden_size, all in the model
 # dtype; not divided by TP: vLLM v0.6.5 logged 1.26 GiB for Llama-3-8B at TP 1 and at TP 2) plus the sampler
 # warm-up of the profile run: max_num_seqs (256, vLLM's default) rows of fp32 logits
 # and their probabilities over the vocabulary (vllm/v1/worker/gpu_model_runner.py _dummy_sampler_run).
 VLLM_SAMPLER_SEQS = 256
-SAMPLER_BYTES_PER_LOGIT = 8  # V0: fp32 logits + fp32 probabilities (fits the v0.6.4 and v0.6.5 logs)
+# The V0 engine's profile run samples too, and through the same sort path: vllm/worker/model_runner.py
+# GPUModelRunnerBase.profile_run (v0.6 to v0.10) builds its max_num_seqs dummy prompts with
+# `SamplingParams(top_p=0.99, top_k=self.vocab_size - 1)` ("Enable top-k sampling to reflect the accurate memory
+# usage"), and V0's Sampler (vllm/model_executor/layers/sampler.py _apply_top_k_top_p) casts the logits to fp32,
+# sorts them (fp32 values, int64 indices), takes their softmax and cumsum, masks and scatters: the bytes per logit of
+# V1's sampler before v0.17 (VLLM_V1_SAMPLER_BYTES_PER_LOGIT below). Its forward pass frees each layer's intermediates
+# before compute_logits, so the peak is the larger of the two, as in V1. Measured (held out: none of these set the
+# constant): Llama-3-8B on an H100 with v0.6.5 logged 1.26 GiB where max(8,192-token forward, 256 x 128,256 x 38 B
+# beside the hidden states) = 1.22; Llama-3.2-3B on a T4 with v0.8.2's V0 fallback logged 0.90 where 192 x 128,256 x
+# 38 B beside 2,048 hidden states = 0.88 (a sum at 8 B a logit, kvreg's earlier V0 rule, gave 1.03 and 0.30).
+# The V0 fallback: v0.8 to v0.10 ran the V0 engine, not V1, on a CUDA GPU below compute
+# capability 8.0 (vllm/engine/arg_utils.py EngineArgs._is_v1_supported_oracle: `if current_platform.is_cuda() and
+# current_platform.get_device_capability().major < 8: _raise_or_fallback(feature_name="Compute Capability < 8.0")`,
+# and the log says "Compute Capability < 8.0 is not supported by the V1 Engine. Falling back to V0."); v0.11 removed
+# the V0 engine, so kvreg ends the fallback there (a log of a later release on such a GPU would test that).
+VLLM_V0_FALLBACK_CAPABILITY_BELOW = 8.0
+VLLM_V0_REMOVED_RELEASE = 11000  # v0.11.0
 # The V1 engine (the default from v0.8.0) warms its sampler up with max_num_seqs rows of logits
 # (vllm/v1/worker/gpu_model_runner.py profile_run -> _dummy_sampler_run: logits = compute_logits(hidden_states)
 # over max_num_reqs rows, then self.sampler with top_k = vocab - 1 and top_p = 0.9), and the server's
@@ -112,6 +139,17 @@ VLLM_V2_SAMPLER_BYTES_PER_LOGIT = 6
 # worker that initialises the distributed environment first, NCCL) is set up: the median of the vendored
 # logs is 0.25 GiB (0.04 to 0.43 GiB over TP 1 to 8).
 VLLM_NON_TORCH_BYTES = round(0.25 * GIB)
+# From v0.7 (PR 11809 and PR 12126, "further polish memory profiling", January 2025) the V0 worker takes its
+# baseline snapshot after CUDA is initialised, and the V1 worker (v0.8 on) does the same; on one GPU the profile
+# run then sees little outside PyTorch: 0.04 GiB on an 8 GB card (vllm#12529, V0), 0.16 GiB on an H100 (mellea#416,
+# V0) and, by its own arithmetic, 0.11 GiB for gpt-oss-120b on an H100 (vllm#23278, v0.10.1: 71.27 - 65.97 - 7.33 of
+# sampler warm-up + 2.14) - their median, 0.11 GiB, set here. Held out: Llama-3.2-3B on a T4 (v0.8.2's V0 fallback)
+# logged 0.05. Before v0.11 at TP x PP > 1 the figure stays VLLM_NON_TORCH_BYTES (0.20 GiB over 8 RTX 3090s in
+# vllm#14447, 0.21 over 8 L40S, 0.34 to 0.43 over 4 A100 40GB in vllm#16570), plus NCCL's buffers on a fabric
+# (VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE). v0.6.4 and earlier counted every byte in use outside PyTorch, the
+# CUDA context and other processes included (0.35 GiB on the RTX 3090 of vllm#10517): they keep 0.25 GiB.
+VLLM_V07_TP1_NON_TORCH_BYTES = round(0.11 * GIB)
+VLLM_SNAPSHOT_AFTER_CUDA_FROM = 7000  # v0.7.0
 # From v0.11 the V1 worker takes that snapshot after CUDA and the distributed environment are set up, and what
 # its profile run sees outside PyTorch is smaller and steadier: 0.13, 0.13, 0.13 and 0.14 GiB in llm-d's four
 # TP 1 H100 runs of v0.11.0 (tests/data/logs/llm-d-empirical-vllm-memory-results.md), 0.13 GiB at TP 4 in
@@ -176,13 +214,16 @@ SGLANG_ROPE_CACHE_BYTES_PER_ELEMENT = 4
 VLLM_V065_CONTEXT_BYTES = round(1.79 * GIB)
 VLLM_V065_NCCL_BYTES_PER_GPU = round(1.79 * GIB)
 VLLM_V065_FIRST, VLLM_V065_LAST = 6005, 6006  # v0.6.5 .. v0.6.6
-# The V1 worker before v0.11 took its memory snapshot (vllm/v1/worker/gpu_worker.py Worker.init_device:
-# init_snapshot = MemorySnapshot()) before init_worker_distributed_environment, so at TP x PP > 1 NCCL's
-# buffers were allocated after the baseline and counted in the profile's non_torch_increase, off the KV cache;
+# From v0.7 to v0.10 both engines' workers took their memory snapshot before init_worker_distributed_environment
+# (V0: vllm/worker/worker.py Worker.init_device, `self.baseline_snapshot = MemorySnapshot()` and then "Initialize
+# the distributed environment"; V1: vllm/v1/worker/gpu_worker.py Worker.init_device, `init_snapshot =
+# MemorySnapshot()` first), so at TP x PP > 1 NCCL's buffers were allocated after the baseline and counted in the
+# profile's non_torch_increase, off the KV cache, whichever engine ran (the V0 fallback below compute capability 8.0
+# included);
 # v0.11 moved the distributed set-up before the snapshot ("Initialize the distributed environment BEFORE taking
 # memory snapshot. This ensures NCCL buffers are allocated before we measure available memory"). The buffers
 # are VLLM_V065_NCCL_BYTES_PER_GPU, the 1.79 GiB per GPU vLLM v0.6.5 logged for them at TP 2.
-VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE = 11000  # v0.11.0
+VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE = 11000  # v0.11.0 (from VLLM_SNAPSHOT_AFTER_CUDA_FROM, v0.7.0)
 # CUDA graphs: before v0.21 vLLM captured them after sizing the KV cache, out of what gpu_memory_utilization
 # leaves (from v0.11 its "Actual usage is ..." line reports them beside the budget). From v0.21 it profiles them
 # first and takes them out of the KV budget ("CUDA graph memory profiling is enabled (default since v0.21.0)",

@@ -217,7 +217,7 @@ def test_the_stored_what_ifs_are_the_compiled_ones(tmp_path):
     with sqlite3.connect(tmp_path / "registry.db") as c:
         (stored,) = c.execute("SELECT value FROM kvreg_meta WHERE key = ?", (WHATIF_SQL_KEY,)).fetchone()
     c.close()
-    assert json.loads(stored) == whatif_definitions("sqlite")
+    assert json.loads(stored) == {"dialect": "sqlite", "with": whatif_definitions("sqlite")}
     out = subprocess.run([sys.executable, "-c", _NO_DECLARATIONS, url], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout)[0]["kv_bytes_per_token"] == 32 * 8 * 128 * 2 * 2

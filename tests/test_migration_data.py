@@ -22,11 +22,13 @@ from sqlalchemy import MetaData, text
 
 from kvreg.db.engine import alembic_config, current_revision, head_revision, make_engine, migrations_dir
 from kvreg.figures.aggregates import ROLLUP_SQL_KEY
+from kvreg.figures.views import WHATIF_SQL_KEY
 
 # Parents before children; every registry table.
 TABLES = ("dtype", "gpu", "model", "plan", "demand", "scenario", "kvreg_meta")
 # Written by kvreg itself whenever it recreates the views: not data that a migration carries.
-DERIVED_META = ("views_hash", "views_source", ROLLUP_SQL_KEY)  # the rollup query is compiled per dialect
+# The rollup query and the what-ifs are compiled per dialect.
+DERIVED_META = ("views_hash", "views_source", ROLLUP_SQL_KEY, WHATIF_SQL_KEY)
 SQLISH = "x'); DROP TABLE model;--"
 HF_CONFIGS = pathlib.Path(__file__).parent / "data" / "hf-configs"
 CATALOG_NAMES = {m["name"] for m in tomllib.loads(

@@ -73,7 +73,7 @@ NAME_EXCEPTIONS = {
     ("kvreg/enginelog.py", "kv_cache_tokens"): "what the engine's log printed (or V0's blocks x block_size)",
     ("kvreg/enginelog.py", "max_concurrency"): "what the engine's log printed, compared with the figure",
     ("kvreg/export/xlsx.py", "fits"): "the letter of the sheet's fits column, for a conditional format",
-    ("kvreg/report.py", "reason"): "the text of an error reading the previous report",
+    ("kvreg/report/compare.py", "reason"): "the text of an error reading the previous report",
 }
 
 

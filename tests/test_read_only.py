@@ -184,3 +184,40 @@ def test_what_ifs_answer_for_a_role_that_may_only_select(select_only):
         engine.dispose()
     assert _answers(reader) == _answers(owner)
     assert _web_answer(reader) == _web_answer(owner)
+
+
+# --------------------------------------------------------------------------- the stored what-ifs
+
+_NO_DECLARATIONS = """\
+import sys
+from kvreg.cli import main
+sys.argv = ["kvreg", "--db", sys.argv[1], "capacity", "--model", "Llama-3-8B", "--tp", "auto", "--format", "json"]
+try:
+    main()
+except SystemExit as e:
+    assert not e.code, e.code
+loaded = sorted(m for m in sys.modules if m == "kvreg.figures.declarations" or m.startswith("sqlalchemy"))
+assert not loaded, f"kvreg capacity imported {loaded[:3]}"
+"""
+
+
+def test_the_stored_what_ifs_are_the_compiled_ones(tmp_path):
+    """The what-ifs' SQL is kept in kvreg_meta beside the views it was compiled with, and `kvreg capacity`
+    reads it there on the fast path: it imports neither SQLAlchemy nor the figure declarations."""
+    import subprocess
+    import sys
+
+    from kvreg.db import read as db_read
+    from kvreg.db.engine import open_registry
+    from kvreg.figures.views import WHATIF_SQL_KEY, whatif_definitions
+
+    assert db_read.WHATIF_SQL_KEY == WHATIF_SQL_KEY
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    open_registry(url).dispose()
+    with sqlite3.connect(tmp_path / "registry.db") as c:
+        (stored,) = c.execute("SELECT value FROM kvreg_meta WHERE key = ?", (WHATIF_SQL_KEY,)).fetchone()
+    c.close()
+    assert json.loads(stored) == {"dialect": "sqlite", "with": whatif_definitions("sqlite")}
+    out = subprocess.run([sys.executable, "-c", _NO_DECLARATIONS, url], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout)[0]["kv_bytes_per_token"] == 32 * 8 * 128 * 2 * 2

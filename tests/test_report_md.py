@@ -584,7 +584,7 @@ def test_sweep_covers_only_the_models_and_gpus_plans_use_in_a_large_registry(eng
 
     from kvreg.registry import add_model
     from kvreg.capacity import SWEEP_MAX_PAIRS
-    from kvreg.report import SWEEP_CONTEXTS, gather
+    from kvreg.report.gather import SWEEP_CONTEXTS, gather
 
     with engine.begin() as conn:
         for i in range(20):

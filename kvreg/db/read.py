@@ -213,9 +213,10 @@ def _whatif_with(conn, view: str) -> str:
         if text not in _WHATIF_PARSED:  # a solver asks dozens of times: parse the stored text once
             _WHATIF_PARSED.clear()
             _WHATIF_PARSED[text] = json.loads(text)
-        stored = _WHATIF_PARSED[text].get(view)
-        if stored:
-            return stored
+        stored = _WHATIF_PARSED[text]
+        # A registry copied from another engine (kvreg db copy) may hold the other dialect's until resynced.
+        if stored.get("dialect") == dialect(conn) and stored.get("with", {}).get(view):
+            return stored["with"][view]
     # lazy: the figure declarations (about 50 ms) load only for a registry stored without its what-ifs
     from kvreg.figures.views import whatif_with
 

@@ -436,7 +436,8 @@ def _record(conn, compiled: str) -> None:
     conn.exec_driver_sql(f"DELETE FROM kvreg_meta WHERE key IN ({', '.join(_q(k) for k in keys)})")
     for key, value in (("views_hash", compiled), ("views_source", source_key(conn.dialect.name, compiled)),
                        (ROLLUP_SQL_KEY, one_quarter_sql(conn.dialect.name)),
-                       (WHATIF_SQL_KEY, json.dumps(whatif_definitions(conn.dialect.name), sort_keys=True))):
+                       (WHATIF_SQL_KEY, json.dumps({"dialect": conn.dialect.name,
+                                                    "with": whatif_definitions(conn.dialect.name)}, sort_keys=True))):
         conn.exec_driver_sql(f"INSERT INTO kvreg_meta (key, value) VALUES ({_q(key)}, {_q(value)})")
 
 

@@ -23,8 +23,9 @@ from pathlib import Path
 from kvreg.db.read import snapshot
 from kvreg.errors import KvregError
 from kvreg.report.compare import compare_reports, load_previous
-from kvreg.report.gather import SWEEP_CONTEXTS, gather, registry_rows, workbook_data, write_workbook
-from kvreg.report.publish import publish
+from kvreg.report.gather import SWEEP_CONTEXTS, registry_rows, workbook_data, write_workbook
+from kvreg.report.gather import gather as gather_report
+from kvreg.report.publish import publishing
 from kvreg.units import current_quarter, parse_quarter, quarter_folder
 
 
@@ -98,14 +99,15 @@ def write_report(engine, quarter: str | None = None, out: str | Path = "reports"
     target = out / quarter_folder(quarter)
     previous, note = load_previous(out, quarter, compare)
     url = registry_url or engine.url.render_as_string(hide_password=False)
-    with publish(out, target) as tmp, snapshot(engine) as conn:  # one consistent read that blocks no writer
+    with publishing(out, target) as tmp, snapshot(engine) as conn:  # one consistent read that blocks no writer
         asked: dict = {}  # the sweep's capacity question, asked once for the report and the workbook
-        data = gather(conn, quarter, generated_at=_utc(now), registry_url=url, asked=asked)
+        data = gather_report(conn, quarter, generated_at=_utc(now), registry_url=url, asked=asked)
         data["comparison"] = compare_reports(previous, data, note) if previous else note
         _write_files(conn, tmp, data, formats, asked)
     files = sorted(p.relative_to(target).as_posix() for p in target.rglob("*") if p.is_file())
     return Report(target, files)
 
 
-__all__ = ["FORMATS", "Report", "SWEEP_CONTEXTS", "compare_reports", "gather", "load_previous", "parse_formats",
+# The modules gather, compare and publish are this package's attributes under their own names.
+__all__ = ["FORMATS", "Report", "SWEEP_CONTEXTS", "compare_reports", "gather_report", "load_previous", "parse_formats",
            "registry_rows", "workbook_data", "write_report", "write_workbook"]

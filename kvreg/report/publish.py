@@ -140,7 +140,7 @@ def _collect_quietly(exc: BaseException) -> None:
 
 
 @contextmanager
-def publish(out: Path, target: Path):
+def publishing(out: Path, target: Path):
     """A fresh folder beside `target` (under `out`) to write the new report into; once the block ends
     without error, the folder is swapped into place and the previous report deleted. On any error the
     folder is removed and the previous report left as it was (a file-system error as one line)."""

@@ -28,6 +28,10 @@ DTYPE_NAMES = [
 GPU_NAMES = [
     "H100-SXM", "H200", "A100-40GB", "A100-80GB", "L40S",
     "RTX-4090", "RTX-5090", "MI300X", "B200", "M3-Ultra",
+    # issue 41: the GPUs people serve on (names added after the first ten: renaming one would move its outputs)
+    "T4", "A10", "A10G", "A30", "A40", "L4", "L40", "A100-40GB-PCIe", "A100-80GB-PCIe", "H100-PCIe", "H100-NVL",
+    "H800", "H20", "GH200", "H200-NVL", "B300", "GB200", "RTX-A4000", "RTX-A5000", "RTX-A6000", "RTX-6000-Ada",
+    "RTX-PRO-6000-Blackwell", "RTX-3090", "MI210", "MI250X-GCD", "MI325X", "MI355X",
 ]
 MODEL_NAMES = [
     "Llama-3.1-8B", "Llama-3.1-70B", "Llama-3.1-405B",

@@ -294,10 +294,10 @@ def test_remove_unknown(kv, state):
 
 
 def test_gpu_add_list_show_remove(kv):
-    assert kv("gpu", "add", "H100-PCIe", "--memory", "80GiB", "--bandwidth", "2TB", "--vendor", "NVIDIA",
-              "--price-per-hour", "2.0", "--unit-price", "25000").stdout.strip() == "added gpu H100-PCIe"
+    assert kv("gpu", "add", "H800-PCIe", "--memory", "80GiB", "--bandwidth", "2TB", "--vendor", "NVIDIA",
+              "--price-per-hour", "2.0", "--unit-price", "25000").stdout.splitlines()[0] == "added gpu H800-PCIe"
     kv("gpu", "add", "Small", "--memory", "24GB")
-    shown = kv.json("gpu", "show", "H100-PCIe")[0]
+    shown = kv.json("gpu", "show", "H800-PCIe")[0]
     assert shown["memory_bytes"] == 80 * GiB == 85_899_345_920
     assert shown["memory_gib"] == 80.0
     assert shown["memory_bandwidth_bytes_per_s"] == 2 * 10**12

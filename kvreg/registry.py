@@ -463,7 +463,7 @@ GPU_FLOPS = ("flops_bf16_per_s", "flops_fp8_per_s", "flops_fp4_per_s")
 # NVIDIA: the usable memory less 400 MiB and 1/200 of it, where usable is the nominal size, or 15/16 of it on
 # GDDR memory with ECC on (data-centre GDDR cards: T4, A10, L4, L40S keep 1/16 for the check bits). Least
 # squares on seven logged GPUs (A100-40GB, H100-SXM, H200, RTX-4090, L40S, L4, RTX-5090) gives 0.33 GiB and
-# 0.61%; rounded to 400 MiB and 0.5%, it is within 0.9% of the twelve held out (tests/test_gpu_facts.py).
+# 0.61%; rounded to 400 MiB and 0.5%, it is within 0.83% of the twelve held out (tests/test_gpu_facts.py).
 # AMD: ROCm reports the whole HBM less 16 MiB (MI300X's 192 GiB as 201,310,208 KiB, a 64 GiB gfx90a device
 # as 67,092,480 KiB).
 NVIDIA_RESERVE_BYTES = 400 * 2**20

@@ -305,7 +305,7 @@ def test_gpu_add_list_show_remove(kv):
     small = kv.json("gpu", "show", "Small")[0]
     assert small["memory_bytes"] == 24 * 10**9  # GB is decimal
     assert small["memory_gib"] == 24e9 / GiB
-    assert len(kv.json("gpu", "list")) == 12  # 10 built in + 2
+    assert len(kv.json("gpu", "list")) == 39  # 37 built in + 2
     kv("gpu", "remove", "Small")
     assert "Small" not in [g["name"] for g in kv.json("gpu", "list")]
 

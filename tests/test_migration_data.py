@@ -84,6 +84,12 @@ def _expert_part(i: int):
     return lambda model: (_expert_layout(model) or (None, None, None))[i]
 
 
+# The catalog's GPUs before issue 41 added 27 more: the ones 0011 and 0015 know and fill (a GPU added to the
+# catalog since is not in a migration's table, and a registry seeded before it does not have it).
+FIRST_CATALOG_GPUS = ("H100-SXM", "H200", "A100-40GB", "A100-80GB", "L40S", "RTX-4090", "RTX-5090", "MI300X", "B200",
+                      "M3-Ultra")
+
+
 def _gpu_fact(i: int):
     """0011 fills the compute capability (i = 0) and the fabric (i = 1) of the catalog GPUs, where the row still has
     the catalog's nominal memory: the catalog's own values (kvreg/catalog/gpus.toml); nothing else."""
@@ -92,7 +98,7 @@ def _gpu_fact(i: int):
 
     def fact(gpu: dict):
         row = catalog.get(gpu["name"])
-        if row is None or gpu["memory_bytes"] != row["memory_bytes"]:
+        if row is None or gpu["memory_bytes"] != row["memory_bytes"] or gpu["name"] not in FIRST_CATALOG_GPUS:
             return None
         return row.get(("compute_capability", "fabric")[i])
     return fact
@@ -107,15 +113,12 @@ def _gpu_flops(column: str):
 
     def fact(gpu: dict):
         row = catalog.get(gpu["name"])
-        if row is None or gpu["memory_bytes"] != row["memory_bytes"] or gpu["name"] not in _FLOPS_FILLED:
+        if row is None or gpu["memory_bytes"] != row["memory_bytes"] or gpu["name"] not in FIRST_CATALOG_GPUS:
             return None
         return row.get(column)
     return fact
 
 
-# The catalog GPUs 0015 knows (a GPU the catalog gains later is not filled by it).
-_FLOPS_FILLED = ("H100-SXM", "H200", "A100-40GB", "A100-80GB", "L40S", "RTX-4090", "RTX-5090", "MI300X", "B200",
-                 "M3-Ultra")
 
 
 def _rotary_dim(model: dict) -> int | None:

@@ -40,7 +40,11 @@ def gpu_group():
 @click.argument("name")
 @click.option("--memory", required=True, help="HBM size with a unit: 80GiB, 141GiB, 24GB.")
 @click.option("--reported-memory", help="What CUDA reports as the total (vLLM's log: total_gpu_memory (79.19GiB)); "
-              "the vLLM and SGLang rules size from it. Default: --memory.")
+              "the vLLM and SGLang rules size from it. Default: estimated from --memory (NVIDIA: less 400 MiB and "
+              "0.5%; AMD: less 16 MiB), and said so.")
+@click.option("--gddr-ecc", is_flag=True,
+              help="The card's GDDR memory runs with ECC on (data-centre GDDR cards: T4, A10, L4, L40S): ECC keeps "
+                   "1/16 of it, so the estimated reported memory is 1/16 smaller. Only used for that estimate.")
 @click.option("--bandwidth", help="Memory bandwidth per second: 3.35TB (bytes per second).")
 @click.option("--vendor", default="", help="NVIDIA, AMD, Apple, ...")
 @click.option("--interconnect", default="", help="NVLink 900 GB/s, PCIe Gen5, ...")
@@ -60,20 +64,33 @@ def gpu_group():
 @click.option("--notes", default="")
 @click.pass_context
 @user_errors
-def gpu_add(ctx, name, memory, reported_memory, bandwidth, vendor, interconnect, compute_capability, fabric,
+def gpu_add(ctx, name, memory, reported_memory, gddr_ecc, bandwidth, vendor, interconnect, compute_capability, fabric,
             price_per_hour, unit_price, lead_time, node_gpus, flops_bf16, flops_fp8, flops_fp4, notes):
-    """Add a GPU: kvreg gpu add H100-PCIe --memory 80GiB --reported-memory 79.19GiB --bandwidth 2TB
-    --compute-capability 9.0 --pcie-only --flops-bf16 756TFLOPS --flops-fp8 1513TFLOPS."""
+    """Add a GPU: kvreg gpu add RTX-4080 --memory 16GiB --bandwidth 716.8GB --compute-capability 8.9 --pcie-only
+    --flops-bf16 97.5TFLOPS --flops-fp8 194.9TFLOPS. Without --reported-memory kvreg estimates what CUDA reports
+    and says so; give the figure from your engine's log to override it (--reported-memory 79.19GiB)."""
+    from kvreg.errors import KvregError
     from kvreg.registry import add_gpu
 
+    if gddr_ecc and reported_memory is not None:
+        raise KvregError("--gddr-ecc only shapes the estimate of the reported memory, and --reported-memory gives it: "
+                         "leave one out")
     with open_db(ctx).begin() as conn:
-        add_gpu(conn, dict(name=name, memory_bytes=memory, reported_memory_bytes=reported_memory,
-                           memory_bandwidth_bytes_per_s=bandwidth, vendor=vendor, interconnect=interconnect,
-                           compute_capability=compute_capability, fabric=fabric, price_per_hour=price_per_hour,
-                           unit_price=unit_price, lead_time_quarters=lead_time, node_gpus=node_gpus,
-                           flops_bf16_per_s=flops_bf16, flops_fp8_per_s=flops_fp8, flops_fp4_per_s=flops_fp4,
-                           notes=notes))
+        row = add_gpu(conn, dict(name=name, memory_bytes=memory, reported_memory_bytes=reported_memory,
+                                 memory_bandwidth_bytes_per_s=bandwidth, vendor=vendor, interconnect=interconnect,
+                                 compute_capability=compute_capability, fabric=fabric, price_per_hour=price_per_hour,
+                                 unit_price=unit_price, lead_time_quarters=lead_time, node_gpus=node_gpus,
+                                 flops_bf16_per_s=flops_bf16, flops_fp8_per_s=flops_fp8, flops_fp4_per_s=flops_fp4,
+                                 notes=notes), estimate=True, gddr_ecc=gddr_ecc)
     click.echo(f"added gpu {name}")
+    if row.get("reported_memory_estimated"):
+        nominal = f"{row['memory_bytes'] / 2**30:g} GiB"
+        rule = (f"{nominal} less 16 MiB, as ROCm reports" if row["vendor"].strip().lower() == "amd" else
+                f"15/16 of {nominal} (GDDR with ECC) less 400 MiB and 0.5%" if gddr_ecc else
+                f"{nominal} less 400 MiB and 0.5%")
+        click.echo(f"note: estimated the memory {name} reports as {row['reported_memory_bytes'] / 2**30:.2f} GiB "
+                   f"({rule}; docs/engine-rules.md); override with --reported-memory from your engine's log "
+                   "(vLLM: total_gpu_memory)")
 
 
 @gpu_group.command("set")

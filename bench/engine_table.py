@@ -94,7 +94,7 @@ def _registry(manifest: dict) -> str:
         for g in manifest.get("gpu", []):
             add_gpu(conn, {"name": g["name"], "memory_bytes": g["memory"], "reported_memory_bytes": g.get("reported_memory"),
                            "compute_capability": g.get("compute_capability"), "fabric": g.get("fabric"),
-                           "notes": g["source"]})
+                           "notes": g["source"]}, replace=True)  # the catalog may have it: the log's facts win
         for m in manifest.get("model", []):
             add_model(conn, {
                 "name": m["name"], "layers": m["layers"], "attention_heads": m["attention_heads"],

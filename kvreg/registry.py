@@ -20,7 +20,7 @@ from kvreg.db.tables import GPU_FIELDS, MODEL_FIELDS, Dtype, Fleet, Gpu, Model, 
 from kvreg.errors import AlreadyExists, KvregError, suggest
 from kvreg.figures.inputs import INPUTS, MAXIMUMS
 from kvreg.text import invisible_characters
-from kvreg.units import parse_size
+from kvreg.units import UnitError, parse_flops, parse_size
 
 MAX_NAME = 200
 _INT_LIMIT = 2**62
@@ -456,6 +456,33 @@ def remove_model(conn, name: str) -> None:
 
 # --------------------------------------------------------------------------- GPUs
 
+# A GPU's dense tensor FLOP per second by dtype (0015), read with parse_flops: 989.4TFLOPS, 2.25PFLOPS.
+GPU_FLOPS = ("flops_bf16_per_s", "flops_fp8_per_s", "flops_fp4_per_s")
+
+# The memory CUDA or ROCm reports for a GPU no log shows (0015; docs/engine-rules.md, "GPUs without a log").
+# NVIDIA: the usable memory less 400 MiB and 1/200 of it, where usable is the nominal size, or 15/16 of it on
+# GDDR memory with ECC on (data-centre GDDR cards: T4, A10, L4, L40S keep 1/16 for the check bits). Least
+# squares on seven logged GPUs (A100-40GB, H100-SXM, H200, RTX-4090, L40S, L4, RTX-5090) gives 0.33 GiB and
+# 0.61%; rounded to 400 MiB and 0.5%, it is within 0.83% of the twelve held out (tests/test_gpu_facts.py).
+# AMD: ROCm reports the whole HBM less 16 MiB (MI300X's 192 GiB as 201,310,208 KiB, a 64 GiB gfx90a device
+# as 67,092,480 KiB).
+NVIDIA_RESERVE_BYTES = 400 * 2**20
+NVIDIA_RESERVE_SHARE = 200  # a further 1/200 of the usable memory
+GDDR_ECC_SHARE = 16  # ECC on GDDR keeps 1/16 of it
+ROCM_RESERVE_BYTES = 16 * 2**20
+
+
+def estimate_reported_memory(memory_bytes: int, vendor: str, *, gddr_ecc: bool = False) -> int | None:
+    """What CUDA (NVIDIA) or ROCm (AMD) reports as the device's total for a GPU of `memory_bytes` nominal
+    memory, by the rule above; None for a vendor the rule does not cover (Apple's unified memory)."""
+    vendor = vendor.strip().lower()
+    if vendor == "amd":
+        return memory_bytes - ROCM_RESERVE_BYTES
+    if vendor not in ("", "nvidia"):
+        return None
+    usable = memory_bytes - memory_bytes // GDDR_ECC_SHARE if gddr_ecc else memory_bytes
+    return usable - NVIDIA_RESERVE_BYTES - usable // NVIDIA_RESERVE_SHARE
+
 
 def validate_gpu(row: dict) -> dict:
     row = {k: v for k, v in row.items() if k in GPU_FIELDS}
@@ -472,9 +499,23 @@ def validate_gpu(row: dict) -> dict:
             raise KvregError(f"gpu {row['name']!r}: the reported memory ({row['reported_memory_bytes']:,} B) must be "
                              f"above 0 and at most the memory ({row['memory_bytes']:,} B): CUDA reports a little less "
                              "than the nominal size")
+    estimated = row.get("reported_memory_estimated") or 0  # absent: the reported memory, if any, was given
+    if estimated not in (0, 1) or isinstance(estimated, (bool, float)):
+        raise KvregError(f"gpu {row['name']!r}: reported_memory_estimated is 1 (kvreg estimated the reported memory) or "
+                         f"0 (it was given), not {estimated!r}")
+    elif estimated and row.get("reported_memory_bytes") is None:
+        raise KvregError(f"gpu {row['name']!r}: reported_memory_estimated is 1 but there is no reported memory: give "
+                         "reported_memory_bytes, or leave reported_memory_estimated out")
+    row["reported_memory_estimated"] = estimated
     for f in ("price_per_hour", "unit_price"):
         if row.get(f) is not None:
             row[f] = check_input(f, row[f])
+    for f in GPU_FLOPS:
+        if row.get(f) is not None:
+            try:
+                row[f] = check_input(f, parse_flops(row[f], f))
+            except UnitError as exc:
+                raise KvregError(f"gpu {row['name']!r}: {exc}") from None
     if row.get("compute_capability") is not None:
         try:
             row["compute_capability"] = check_input("compute_capability", row["compute_capability"])
@@ -499,8 +540,14 @@ def validate_gpu(row: dict) -> dict:
     return row
 
 
-def add_gpu(conn, row: dict, *, replace: bool = False) -> dict:
+def add_gpu(conn, row: dict, *, replace: bool = False, estimate: bool = False, gddr_ecc: bool = False) -> dict:
+    """Add (or with `replace`, overwrite) a GPU row. `estimate`: a row without a reported memory gets
+    estimate_reported_memory's (`gddr_ecc`: its GDDR runs with ECC on), marked reported_memory_estimated."""
     row = validate_gpu(row)
+    if estimate and row.get("reported_memory_bytes") is None:
+        guess = estimate_reported_memory(row["memory_bytes"], row["vendor"], gddr_ecc=gddr_ecc)
+        if guess is not None and guess > 0:
+            row["reported_memory_bytes"], row["reported_memory_estimated"] = guess, 1
     try:
         exists = conn.execute(select(Gpu.id).where(Gpu.name == row["name"])).scalar()
         if exists is not None and replace:
@@ -512,8 +559,8 @@ def add_gpu(conn, row: dict, *, replace: bool = False) -> dict:
     return row
 
 
-# What `kvreg gpu set` may change on an existing GPU type: its procurement facts.
-GPU_SETTABLE = ("lead_time_quarters", "node_gpus", "unit_price", "price_per_hour")
+# What `kvreg gpu set` may change on an existing GPU type: its procurement facts and its dense FLOP/s.
+GPU_SETTABLE = ("lead_time_quarters", "node_gpus", "unit_price", "price_per_hour", *GPU_FLOPS)
 
 
 def set_gpu(conn, name: str, changes: dict) -> dict:
@@ -524,8 +571,8 @@ def set_gpu(conn, name: str, changes: dict) -> dict:
     if unknown:
         raise KvregError(f"gpu set cannot change {', '.join(unknown)}: only {', '.join(GPU_SETTABLE)}")
     if not changes:
-        raise KvregError("gpu set needs something to change: --lead-time, --node-gpus, --unit-price or "
-                         "--price-per-hour")
+        raise KvregError("gpu set needs something to change: --lead-time, --node-gpus, --unit-price, "
+                         "--price-per-hour, --flops-bf16, --flops-fp8 or --flops-fp4")
     row = validate_gpu({**{k: g.get(k) for k in GPU_FIELDS}, **changes})
     values = {k: row[k] for k in changes}
     conn.execute(update(Gpu).where(Gpu.id == g["id"]).values(**values))

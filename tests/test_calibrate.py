@@ -127,9 +127,11 @@ def test_plan_calibrate_from_a_log_keeps_the_measured_terms(kv, state):
 def test_a_pipeline_log_is_set_against_the_limiting_stage_and_an_untagged_build_names_no_release(kv):
     """vllm#20665: DeepSeek-V2-Lite at TP 2 x PP 2 on L4s, a vLLM checkout without tags (0.1.dev7548+gbaba038). Its
     stage 0 logged 12.13 GiB and stage 1 11.33; kvreg's limiting stage is stage 0 (14 layers against 13, the sampler
-    on stage 1), so the 12.13 GiB line is the one recorded. The build is no release: a plan keeps its own."""
-    kv("gpu", "add", "L4", "--memory", "24GiB", "--reported-memory", "22.03GiB", "--compute-capability", "8.9",
-       "--pcie-only")
+    on stage 1), so the 12.13 GiB line is the one recorded. The build is no release: a plan keeps its own. The L4 is
+    the catalog's: 24 GiB reporting 22.03, compute capability 8.9, PCIe only."""
+    l4 = kv.json("gpu", "show", "L4")[0]
+    assert (l4["memory_bytes"], l4["reported_memory_bytes"], l4["compute_capability"], l4["fabric"]) == (
+        24 * 2**30, round(22.03 * 2**30), 8.9, 0)
     kv("model", "add", "DeepSeek-V2-Lite", "--layers", "27", "--attention-heads", "16", "--kv-heads", "16",
        "--head-dim", "192", "--v-head-dim", "128", "--kv-lora-rank", "512", "--qk-rope-head-dim", "64", "--params-b",
        "15.7", "--active-params-b", "2.4", "--hidden-size", "2048", "--intermediate-size", "10944", "--vocab-size",

@@ -28,6 +28,10 @@ DTYPE_NAMES = [
 GPU_NAMES = [
     "H100-SXM", "H200", "A100-40GB", "A100-80GB", "L40S",
     "RTX-4090", "RTX-5090", "MI300X", "B200", "M3-Ultra",
+    # issue 41: the GPUs people serve on (names added after the first ten: renaming one would move its outputs)
+    "T4", "A10", "A10G", "A30", "A40", "L4", "L40", "A100-40GB-PCIe", "A100-80GB-PCIe", "H100-PCIe", "H100-NVL",
+    "H800", "H20", "GH200", "H200-NVL", "B300", "GB200", "RTX-A4000", "RTX-A5000", "RTX-A6000", "RTX-6000-Ada",
+    "RTX-PRO-6000-Blackwell", "RTX-3090", "MI210", "MI250X-GCD", "MI325X", "MI355X",
 ]
 MODEL_NAMES = [
     "Llama-3.1-8B", "Llama-3.1-70B", "Llama-3.1-405B",
@@ -178,6 +182,98 @@ def test_gpu_prices_are_nominal(gpus):
         assert gpus[name].get("price_per_hour") == hourly, name
         assert gpus[name]["unit_price"] == unit, name
         assert "nominal" in gpus[name]["notes"], name
+
+
+TFLOPS = 10**12
+
+
+def test_gpu_dense_flops_exact(gpus):
+    """Dense tensor FLOP/s (no 2:4 sparsity) from the vendors' sheets; None: no units for that dtype."""
+    expected = {  # name: (BF16, FP8, FP4) in TFLOPS
+        # NVIDIA H100 Tensor Core GPU Architecture whitepaper, H100 SXM5: 989.4 / 1,978.9 dense; no FP4
+        "H100-SXM": (989.4, 1978.9, None),
+        # H200 datasheet: 1,979 / 3,958 with sparsity; the H100 SXM's die and clocks, so its dense figures
+        "H200": (989.4, 1978.9, None),
+        # A100 datasheet: BF16 312 (624 sparse); Ampere has no FP8 or FP4 units
+        "A100-40GB": (312, None, None), "A100-80GB": (312, None, None),
+        # L40S datasheet: BF16 362.05 (733 sparse), FP8 733 (1,466 sparse)
+        "L40S": (362.05, 733, None),
+        # Ada whitepaper appendix, RTX 4090, FP32 accumulate: 165.2 / 330.3 (GeForce's FP16 accumulate is twice)
+        "RTX-4090": (165.2, 330.3, None),
+        # RTX Blackwell whitepaper appendix, RTX 5090, FP32 accumulate: 209.5 / 419 / 1,676 (3,352 AI TOPS is sparse)
+        "RTX-5090": (209.5, 419, 1676),
+        # AMD Instinct MI300X datasheet: 1,307.4 / 2,614.9 dense; no FP4 units
+        "MI300X": (1307.4, 2614.9, None),
+        # HGX B200 datasheet, 8 GPUs with sparsity: BF16 36, FP8 72, FP4 144 PFLOPS -> / 8 GPUs / 2 (dense)
+        "B200": (36_000 / 8 / 2, 72_000 / 8 / 2, 144_000 / 8 / 2),
+        "M3-Ultra": (None, None, None),  # Apple publishes no tensor FLOP/s
+        # the GPUs issue 41 added; datasheets give "with sparsity" figures, twice the dense ones
+        "T4": (65, None, None),  # T4 datasheet: FP16 65 (mixed precision); Turing has no BF16 (the column holds FP16)
+        "A10": (125, None, None), "A30": (165, None, None), "A40": (149.7, None, None),  # 250 / 330 / 299.4 sparse
+        "A10G": (None, None, None),  # NVIDIA publishes no A10G datasheet
+        "L4": (121, 242.5, None), "L40": (181.05, 362, None),  # L4: 242 / 485 sparse; L40: 362.1 / 724 sparse
+        "A100-40GB-PCIe": (312, None, None), "A100-80GB-PCIe": (312, None, None),
+        "H100-PCIe": (1513 / 2, 3026 / 2, None), "H100-NVL": (1671 / 2, 3341 / 2, None),  # H100 datasheet, sparse / 2
+        "H800": (989.4, 1978.9, None), "GH200": (989.4, 1978.9, None),  # the H100 SXM's die and clocks
+        "H20": (148, 296, None),  # H20 product brief: 296 / 592 with sparsity
+        "H200-NVL": (1671 / 2, 3341 / 2, None),
+        # HGX B300: BF16 36 and FP8 72 PFLOPS sparse per 8 GPUs; FP4 108 PFLOPS dense per 8
+        "B300": (36_000 / 8 / 2, 72_000 / 8 / 2, 108_000 / 8),
+        # GB200 NVL72: BF16 360, FP8 720, FP4 1,440 PFLOPS sparse per 72 GPUs
+        "GB200": (360_000 / 72 / 2, 720_000 / 72 / 2, 1_440_000 / 72 / 2),
+        "RTX-A4000": (153.4 / 2, None, None), "RTX-A5000": (222.2 / 2, None, None),
+        "RTX-A6000": (309.7 / 2, None, None),  # datasheets' tensor TFLOPS with sparsity
+        "RTX-6000-Ada": (1457 / 4, 1457 / 2, None),  # 1,457 TFLOPS FP8 with sparsity; BF16 half the FP8 rate
+        "RTX-PRO-6000-Blackwell": (4000 / 8, 4000 / 4, 4000 / 2),  # 4,000 AI TOPS: FP4 with sparsity
+        "RTX-3090": (71, None, None),  # GA102 whitepaper: FP16 with FP32 accumulate 71 (142 with FP16 accumulate)
+        "MI210": (181, None, None), "MI250X-GCD": (383 / 2, None, None),  # MI250X: 383 TFLOPS over its two GCDs
+        "MI325X": (1307.4, 2614.9, None), "MI355X": (2500, 5000, 10000),
+    }
+    assert expected["B300"] == (2250, 4500, 13500) and expected["GB200"] == (2500, 5000, 10000)
+    assert set(expected) == set(gpus)
+    assert expected["B200"] == (2250, 4500, 9000)
+    for name, figures in expected.items():
+        got = tuple(gpus[name].get(c) for c in ("flops_bf16_per_s", "flops_fp8_per_s", "flops_fp4_per_s"))
+        want = tuple(None if t is None else round(Decimal(repr(t)) * TFLOPS) for t in figures)
+        assert got == want, name
+        assert all(v is None or isinstance(v, int) for v in got), name
+        if figures[0] is not None:
+            notes = gpus[name]["notes"]
+            assert "FLOP/s" in notes and any(w in notes for w in ("datasheet", "whitepaper", "product brief",
+                                                                  "launch figures")), name
+
+
+def test_new_gpus_memory_bandwidth_and_facts_exact(gpus):
+    """Nominal memory (GiB as the catalog reads GB), bandwidth (decimal), compute capability and fabric of the GPUs
+    issue 41 added, from the vendors' datasheets."""
+    expected = {  # name: (GiB, GB/s, compute capability, fabric)
+        "T4": (16, 320, 7.5, 0), "A10": (24, 600, 8.6, 0), "A10G": (24, 600, 8.6, 0), "A30": (24, 933, 8.0, 0),
+        "A40": (48, 696, 8.6, 0), "L4": (24, 300, 8.9, 0), "L40": (48, 864, 8.9, 0),
+        "A100-40GB-PCIe": (40, 1555, 8.0, 0), "A100-80GB-PCIe": (80, 1935, 8.0, 0), "H100-PCIe": (80, 2000, 9.0, 0),
+        "H100-NVL": (94, 3900, 9.0, 0), "H800": (80, 3350, 9.0, 1), "H20": (96, 4000, 9.0, 1),
+        "GH200": (96, 4000, 9.0, 1), "H200-NVL": (141, 4800, 9.0, 0), "B300": (288, 8000, 10.3, 1),
+        "GB200": (186, 8000, 10.0, 1),  # NVIDIA's per-GPU figure: 13.4 TB for the NVL72's 72 GPUs
+        "RTX-A4000": (16, 448, 8.6, 0), "RTX-A5000": (24, 768, 8.6, 0), "RTX-A6000": (48, 768, 8.6, 0),
+        "RTX-6000-Ada": (48, 960, 8.9, 0), "RTX-PRO-6000-Blackwell": (96, 1792, 12.0, 0), "RTX-3090": (24, 936, 8.6, 0),
+        "MI210": (64, 1638.4, None, 0), "MI250X-GCD": (64, 3276.8 / 2, None, 1),  # one GCD: half the module
+        "MI325X": (256, 6000, None, 1), "MI355X": (288, 8000, None, 1),
+    }
+    assert len(gpus) == len(GPU_NAMES) == 37
+    for name, (gib, gb_s, cc, fabric) in expected.items():
+        g = gpus[name]
+        assert g["memory_bytes"] == gib * GiB, name
+        assert g["memory_bandwidth_bytes_per_s"] == round(Decimal(repr(gb_s)) * 10**9), name
+        assert (g.get("compute_capability"), g["fabric"]) == (cc, fabric), name
+        assert "nominal" in g["notes"] and g["price_per_hour"] > 0, name
+
+
+def test_no_fp8_flops_below_compute_capability_8_9(gpus):
+    """FP8 tensor units came with Ada and Hopper (8.9, 9.0); FP4 with Blackwell (10.0, 12.0)."""
+    for name, g in gpus.items():
+        cc = g.get("compute_capability")
+        if cc is not None:
+            assert (g.get("flops_fp8_per_s") is not None) == (cc >= 8.9), name
+            assert (g.get("flops_fp4_per_s") is not None) == (cc >= 10.0), name
 
 
 # ---------------------------------------------------------------- models: internal consistency

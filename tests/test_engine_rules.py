@@ -971,10 +971,12 @@ def test_leading_dense_layers_sit_on_the_first_stage(kv):
 
 
 def test_a_gpus_facts_are_options_and_bad_ones_are_one_line(kv, state):
-    kv("gpu", "add", "RTX-3090", "--memory", "24GiB", "--reported-memory", "23.58GiB", "--compute-capability", "8.6",
+    kv("gpu", "add", "RTX-3080", "--memory", "10GiB", "--reported-memory", "9.6GiB", "--compute-capability", "8.6",
        "--pcie-only")
-    [row] = [g for g in kv.json("gpu", "list") if g["name"] == "RTX-3090"]
+    [row] = [g for g in kv.json("gpu", "list") if g["name"] == "RTX-3080"]
     assert (row["compute_capability"], row["fabric"]) == (8.6, 0)
+    [rtx3090] = [g for g in kv.json("gpu", "list") if g["name"] == "RTX-3090"]  # the catalog's
+    assert (rtx3090["compute_capability"], rtx3090["fabric"]) == (8.6, 0)
     [h100] = [g for g in kv.json("gpu", "list") if g["name"] == "H100-SXM"]
     assert (h100["compute_capability"], h100["fabric"]) == (9.0, 1)
     line = fails(kv, state, "gpu", "add", "X", "--memory", "24GiB", "--compute-capability", "0")

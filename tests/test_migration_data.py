@@ -82,6 +82,12 @@ def _expert_part(i: int):
     return lambda model: (_expert_layout(model) or (None, None, None))[i]
 
 
+# The catalog's GPUs before issue 41 added 27 more: the ones 0011 and 0015 know and fill (a GPU added to the
+# catalog since is not in a migration's table, and a registry seeded before it does not have it).
+FIRST_CATALOG_GPUS = ("H100-SXM", "H200", "A100-40GB", "A100-80GB", "L40S", "RTX-4090", "RTX-5090", "MI300X", "B200",
+                      "M3-Ultra")
+
+
 def _gpu_fact(i: int):
     """0011 fills the compute capability (i = 0) and the fabric (i = 1) of the catalog GPUs, where the row still has
     the catalog's nominal memory: the catalog's own values (kvreg/catalog/gpus.toml); nothing else."""
@@ -90,10 +96,27 @@ def _gpu_fact(i: int):
 
     def fact(gpu: dict):
         row = catalog.get(gpu["name"])
-        if row is None or gpu["memory_bytes"] != row["memory_bytes"]:
+        if row is None or gpu["memory_bytes"] != row["memory_bytes"] or gpu["name"] not in FIRST_CATALOG_GPUS:
             return None
         return row.get(("compute_capability", "fabric")[i])
     return fact
+
+
+def _gpu_flops(column: str):
+    """0015 fills the dense FLOP/s of the catalog GPUs, where the row still has the catalog's nominal memory: the
+    catalog's own values (kvreg/catalog/gpus.toml: the H100-SXM's BF16 989.4 TFLOPS, the A100's FP8 none); nothing
+    else, and never a GPU added since (its name is not the catalog's)."""
+    catalog = {g["name"]: g for g in tomllib.loads(
+        (pathlib.Path(__file__).parents[1] / "kvreg" / "catalog" / "gpus.toml").read_text())["gpu"]}
+
+    def fact(gpu: dict):
+        row = catalog.get(gpu["name"])
+        if row is None or gpu["memory_bytes"] != row["memory_bytes"] or gpu["name"] not in FIRST_CATALOG_GPUS:
+            return None
+        return row.get(column)
+    return fact
+
+
 
 
 def _rotary_dim(model: dict) -> int | None:
@@ -121,7 +144,8 @@ FILLED = {("gpu", "reported_memory_bytes"): _reported_memory,
           ("model", "embedding_matrices"): _embedding_matrices,
           ("model", "experts"): _expert_part(0), ("model", "expert_intermediate_size"): _expert_part(1),
           ("model", "moe_layers"): _expert_part(2), ("model", "rotary_dim"): _rotary_dim,
-          ("gpu", "compute_capability"): _gpu_fact(0), ("gpu", "fabric"): _gpu_fact(1)}
+          ("gpu", "compute_capability"): _gpu_fact(0), ("gpu", "fabric"): _gpu_fact(1),
+          **{("gpu", c): _gpu_flops(c) for c in ("flops_bf16_per_s", "flops_fp8_per_s", "flops_fp4_per_s")}}
 
 
 def revisions() -> list[str]:

@@ -134,7 +134,7 @@ def test_db_downgrade_base_then_upgrade(kv, db_url):
     refused = kv("db", "downgrade", "base", ok=False)  # it would drop the catalog: not without --yes
     assert refused.exit_code == 1 and "would drop" in refused.stderr and "pass --yes" in refused.stderr
     said = kv("db", "downgrade", "base", "--yes").stdout.strip()
-    assert said.startswith("downgraded to base; dropped ") and "24 model rows" in said and "10 gpu rows" in said
+    assert said.startswith("downgraded to base; dropped ") and "24 model rows" in said and "37 gpu rows" in said
     assert tables(db_url) <= {"alembic_version"}
     [row] = kv.json("db", "current")
     assert row["revision"] is None and row["at_head"] is False
@@ -148,7 +148,7 @@ def test_db_downgrade_base_then_upgrade(kv, db_url):
 
 def test_db_init_reports_counts(kv):
     line = kv("init").stdout.strip()
-    assert "24 models, 10 GPUs, 14 dtypes" in line
+    assert "24 models, 37 GPUs, 14 dtypes" in line
 
 
 def set_revision(db_url: str, rev: str) -> None:

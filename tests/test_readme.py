@@ -79,7 +79,7 @@ def test_the_first_command_says_it_created_the_registry(tmp_path):
     kv = Kvreg(f"sqlite:///{path}")
     first = kv("model", "list", "--format", "csv")
     assert first.stderr == (
-        f"kvreg: created {path} with the built-in catalog (24 models, 10 GPUs, 14 dtypes, 6 example plans); "
+        f"kvreg: created {path} with the built-in catalog (24 models, 37 GPUs, 14 dtypes, 6 example plans); "
         f"from another folder, use it with --db sqlite:///{path} or KVREG_DB\n"
     )
     assert first.stdout.count("\n") == 1 + 24  # the header and the 24 catalog models

@@ -25,7 +25,7 @@ kind = "weight"
 notes = 'MX "fp4" \\ with scales'
 
 [[gpu]]
-name = "H100-PCIe"
+name = "H800-PCIe"
 vendor = "NVIDIA"
 memory_bytes = "80GiB"
 memory_bandwidth_bytes_per_s = "2TB"
@@ -75,8 +75,8 @@ def toml_file(tmp_path):
 def test_export_writes_every_catalog_row_sorted_by_name(kv):
     data = tomllib.loads(kv("export").stdout)
     assert sorted(data) == ["demand", "dtype", "gpu", "model", "plan"]  # no fleet entered: no [[fleet]]
-    # the built-in catalog: 14 dtypes, 10 GPUs, 24 models, 6 example plans with 12 demand entries
-    assert [len(data[k]) for k in ("dtype", "gpu", "model", "plan", "demand")] == [14, 10, 24, 6, 12]
+    # the built-in catalog: 14 dtypes, 37 GPUs, 24 models, 6 example plans with 12 demand entries
+    assert [len(data[k]) for k in ("dtype", "gpu", "model", "plan", "demand")] == [14, 37, 24, 6, 12]
     for kind in ("dtype", "gpu", "model", "plan"):
         names = [r["name"] for r in data[kind]]
         assert names == sorted(names)
@@ -114,9 +114,9 @@ def test_export_out_to_missing_folder_fails_in_one_line(kv, tmp_path):
 
 def test_apply_adds_rows_with_sizes_tokens_and_billions(kv, toml_file):
     result = kv("apply", toml_file(MY_MODEL))
-    assert "+ dtype mxfp4" in result.stdout and "+ gpu H100-PCIe" in result.stdout and "+ model My-8B" in result.stdout
+    assert "+ dtype mxfp4" in result.stdout and "+ gpu H800-PCIe" in result.stdout and "+ model My-8B" in result.stdout
     assert "applied: 3 row(s) written" in result.stdout
-    gpu = kv.json("gpu", "show", "H100-PCIe")[0]
+    gpu = kv.json("gpu", "show", "H800-PCIe")[0]
     assert gpu["memory_bytes"] == 80 * 2**30 == 85_899_345_920
     assert gpu["memory_bandwidth_bytes_per_s"] == 2 * 10**12
     model = next(m for m in kv.json("model", "list") if m["name"] == "My-8B")
@@ -149,7 +149,7 @@ def test_dry_run_prints_the_diff_and_writes_nothing(kv, state, toml_file):
     assert "~ gpu H100-SXM" in lines
     assert "    price_per_hour: 2.5 -> 2.25" in lines
     assert "+ model My-8B" in lines
-    assert "gpu: 1 added, 1 changed, 9 unchanged" in lines  # H100-PCIe added; 10 catalog GPUs - 1 changed
+    assert "gpu: 1 added, 1 changed, 36 unchanged" in lines  # H800-PCIe added; 37 catalog GPUs - 1 changed
     assert "model: 1 added, 0 changed, 24 unchanged" in lines
     assert lines[-1] == "dry run: nothing written"
     assert state() == before
@@ -209,7 +209,7 @@ def test_prune_deletes_undeclared_rows_of_declared_kinds_only(kv, db_url, toml_f
     result = kv("apply", "--prune", toml_file(dtype_and_model))
     assert "- model Llama-3.1-8B" in result.stdout
     assert [m["name"] for m in kv.json("model", "list")] == ["My-8B"]
-    assert len(kv.json("gpu", "list")) == 10  # the file has no [[gpu]] tables: GPUs are left alone
+    assert len(kv.json("gpu", "list")) == 37  # the file has no [[gpu]] tables: GPUs are left alone
     assert len(kv.json("dtype", "list")) == 15  # dtypes are never pruned: 14 + mxfp4
 
 
@@ -220,7 +220,7 @@ def test_prune_keeps_rows_a_plan_uses(kv, db_url, toml_file):
     assert "  model Llama-3.1-8B kept: used by plan(s) chat" in result.stdout
     assert "  gpu H100-SXM kept: used by plan(s) chat" in result.stdout
     assert sorted(m["name"] for m in kv.json("model", "list")) == ["Llama-3.1-8B", "My-8B"]
-    assert sorted(g["name"] for g in kv.json("gpu", "list")) == ["H100-PCIe", "H100-SXM"]
+    assert sorted(g["name"] for g in kv.json("gpu", "list")) == ["H100-SXM", "H800-PCIe"]
 
 
 def test_apply_reads_stdin(kv):
@@ -260,7 +260,7 @@ BAD = [
      " mixture-of-experts layout); give all three, or none for a dense model"),
     ("kv_heads = 8", "kv_head = 8", "unknown key 'kv_head': did you mean kv_heads?"),
     ('weight_dtype = "mxfp4"', 'weight_dtype = "fp5"', "unknown weight dtype 'fp5'"),
-    ('memory_bytes = "80GiB"', 'memory_bytes = "80 bananas"', "'H100-PCIe': size '80 bananas' has an unknown unit"),
+    ('memory_bytes = "80GiB"', 'memory_bytes = "80 bananas"', "'H800-PCIe': size '80 bananas' has an unknown unit"),
     ("bytes_per_element = 0.53125", "bytes_per_element = 9", "bytes_per_element must be a number from 0.125 (1 bit) to 8 bytes"),
     ('kind = "weight"', 'kind = "scale"', "kind must be one of kv, weight, both, not 'scale'"),
     ("params_b = 8.03", "params_b = 8.03\nparams_total = 8030000000", "give params_b or params_total, not both"),
@@ -269,7 +269,7 @@ BAD = [
     ("price_per_hour = 2.0", "price_per_hour = true", "price_per_hour must be a single number or string, not true"),
     ("layers = 32", "layers = [32]", "layers must be a single number or string, not an array"),
     ('max_position_embeddings = "128K"', 'max_position_embeddings = "lots"', "token count 'lots' is not understood"),
-    ('[[model]]\nname = "My-8B"', '[[model]]\nname = "H100-PCIe"\n[[model]]\nname = "H100-PCIe"', "is declared twice"),
+    ('[[model]]\nname = "My-8B"', '[[model]]\nname = "H800-PCIe"\n[[model]]\nname = "H800-PCIe"', "is declared twice"),
     ("[[gpu]]", "[[gpus]]", "unknown table 'gpus': did you mean [[gpu]]?"),
     ("[[gpu]]", "[[gpu]", "is not valid TOML"),
 ]

@@ -6,8 +6,10 @@ import click
 
 from kvreg.cli.common import emit, emit_record, format_option, open_db, read, user_errors
 
-GPU_COLUMNS = ["name", "vendor", "memory_bytes", "memory_gib", "reported_memory_bytes", "memory_bandwidth_bytes_per_s",
-               "interconnect", "compute_capability", "fabric", "price_per_hour", "unit_price", "lead_time_quarters", "node_gpus", "notes"]
+GPU_COLUMNS = ["name", "vendor", "memory_bytes", "memory_gib", "reported_memory_bytes", "reported_memory_estimated",
+               "memory_bandwidth_bytes_per_s",
+               "interconnect", "compute_capability", "fabric", "price_per_hour", "unit_price", "lead_time_quarters", "node_gpus",
+               "flops_bf16_per_s", "flops_fp8_per_s", "flops_fp4_per_s", "notes"]
 
 
 def _gpu_out(row: dict) -> dict:
@@ -16,6 +18,18 @@ def _gpu_out(row: dict) -> dict:
     out = {k: row.get(k) for k in GPU_COLUMNS if k != "memory_gib"}
     out["memory_gib"] = figure_value("memory_gib", row)
     return {k: out[k] for k in GPU_COLUMNS}
+
+
+def _flops_options(fn):
+    """--flops-bf16, --flops-fp8, --flops-fp4: dense tensor FLOP/s with a unit (gpu add and gpu set)."""
+    for dtype, example, absent in reversed((
+            ("bf16", "989.4TFLOPS (H100 SXM)", "BF16/FP16"),
+            ("fp8", "1978.9TFLOPS (H100 SXM)", "FP8; leave it out on a GPU without FP8 units (A100)"),
+            ("fp4", "9PFLOPS (B200)", "FP4 (NVFP4, MXFP4); leave it out on a GPU without FP4 units (H100)"))):
+        fn = click.option(f"--flops-{dtype}", f"flops_{dtype}",
+                          help=f"Dense {absent} tensor FLOP per second, without sparsity, with a unit "
+                               f"(TFLOPS = 10^12, PFLOPS = 10^15): {example}.")(fn)
+    return fn
 
 
 @click.group("gpu")
@@ -27,7 +41,11 @@ def gpu_group():
 @click.argument("name")
 @click.option("--memory", required=True, help="HBM size with a unit: 80GiB, 141GiB, 24GB.")
 @click.option("--reported-memory", help="What CUDA reports as the total (vLLM's log: total_gpu_memory (79.19GiB)); "
-              "the vLLM and SGLang rules size from it. Default: --memory.")
+              "the vLLM and SGLang rules size from it. Default: estimated from --memory (NVIDIA: less 400 MiB and "
+              "0.5%; AMD: less 16 MiB), and said so.")
+@click.option("--gddr-ecc", is_flag=True,
+              help="The card's GDDR memory runs with ECC on (data-centre GDDR cards: T4, A10, L4, L40S): ECC keeps "
+                   "1/16 of it, so the estimated reported memory is 1/16 smaller. Only used for that estimate.")
 @click.option("--bandwidth", help="Memory bandwidth per second: 3.35TB (bytes per second).")
 @click.option("--vendor", default="", help="NVIDIA, AMD, Apple, ...")
 @click.option("--interconnect", default="", help="NVLink 900 GB/s, PCIe Gen5, ...")
@@ -43,22 +61,37 @@ def gpu_group():
 @click.option("--lead-time", "lead_time", type=int,
               help="Quarters from placing an order to the GPUs serving (plan rollup's order_by). Default: 0.")
 @click.option("--node-gpus", type=int, help="GPUs in one node as bought (plan rollup --whole-nodes). Default: 8.")
+@_flops_options
 @click.option("--notes", default="")
 @click.pass_context
 @user_errors
-def gpu_add(ctx, name, memory, reported_memory, bandwidth, vendor, interconnect, compute_capability, fabric,
-            price_per_hour, unit_price, lead_time, node_gpus, notes):
-    """Add a GPU: kvreg gpu add H100-PCIe --memory 80GiB --reported-memory 79.19GiB --bandwidth 2TB
-    --compute-capability 9.0 --pcie-only."""
+def gpu_add(ctx, name, memory, reported_memory, gddr_ecc, bandwidth, vendor, interconnect, compute_capability, fabric,
+            price_per_hour, unit_price, lead_time, node_gpus, flops_bf16, flops_fp8, flops_fp4, notes):
+    """Add a GPU: kvreg gpu add RTX-4080 --memory 16GiB --bandwidth 716.8GB --compute-capability 8.9 --pcie-only
+    --flops-bf16 97.5TFLOPS --flops-fp8 194.9TFLOPS. Without --reported-memory kvreg estimates what CUDA reports
+    and says so; give the figure from your engine's log to override it (--reported-memory 79.19GiB)."""
+    from kvreg.errors import KvregError
     from kvreg.registry import add_gpu
 
+    if gddr_ecc and reported_memory is not None:
+        raise KvregError("--gddr-ecc only shapes the estimate of the reported memory, and --reported-memory gives it: "
+                         "leave one out")
     with open_db(ctx).begin() as conn:
-        add_gpu(conn, dict(name=name, memory_bytes=memory, reported_memory_bytes=reported_memory,
-                           memory_bandwidth_bytes_per_s=bandwidth, vendor=vendor, interconnect=interconnect,
-                           compute_capability=compute_capability, fabric=fabric, price_per_hour=price_per_hour,
-                           unit_price=unit_price, lead_time_quarters=lead_time, node_gpus=node_gpus,
-                           notes=notes))
+        row = add_gpu(conn, dict(name=name, memory_bytes=memory, reported_memory_bytes=reported_memory,
+                                 memory_bandwidth_bytes_per_s=bandwidth, vendor=vendor, interconnect=interconnect,
+                                 compute_capability=compute_capability, fabric=fabric, price_per_hour=price_per_hour,
+                                 unit_price=unit_price, lead_time_quarters=lead_time, node_gpus=node_gpus,
+                                 flops_bf16_per_s=flops_bf16, flops_fp8_per_s=flops_fp8, flops_fp4_per_s=flops_fp4,
+                                 notes=notes), estimate=True, gddr_ecc=gddr_ecc)
     click.echo(f"added gpu {name}")
+    if row.get("reported_memory_estimated"):
+        nominal = f"{row['memory_bytes'] / 2**30:g} GiB"
+        rule = (f"{nominal} less 16 MiB, as ROCm reports" if row["vendor"].strip().lower() == "amd" else
+                f"15/16 of {nominal} (GDDR with ECC) less 400 MiB and 0.5%" if gddr_ecc else
+                f"{nominal} less 400 MiB and 0.5%")
+        click.echo(f"note: estimated the memory {name} reports as {row['reported_memory_bytes'] / 2**30:.2f} GiB "
+                   f"({rule}; docs/engine-rules.md); override with --reported-memory from your engine's log "
+                   "(vLLM: total_gpu_memory)")
 
 
 @gpu_group.command("set")
@@ -70,15 +103,18 @@ def gpu_add(ctx, name, memory, reported_memory, bandwidth, vendor, interconnect,
                                             "up to whole nodes.")
 @click.option("--unit-price", type=float, help="USD to buy one GPU (for capex).")
 @click.option("--price-per-hour", type=float, help="USD per GPU-hour (for monthly cost).")
+@_flops_options
 @click.pass_context
 @user_errors
-def gpu_set(ctx, name, lead_time, node_gpus, unit_price, price_per_hour):
-    """Change a GPU type's procurement facts: kvreg gpu set H100-SXM --lead-time 2 --node-gpus 8."""
+def gpu_set(ctx, name, lead_time, node_gpus, unit_price, price_per_hour, flops_bf16, flops_fp8, flops_fp4):
+    """Change a GPU type's procurement facts or dense FLOP/s: kvreg gpu set H100-SXM --lead-time 2 --node-gpus 8;
+    kvreg gpu set H100-SXM --flops-bf16 989.4TFLOPS --flops-fp8 1978.9TFLOPS."""
     from kvreg.registry import set_gpu
 
     with open_db(ctx).begin() as conn:
         set_gpu(conn, name, dict(lead_time_quarters=lead_time, node_gpus=node_gpus, unit_price=unit_price,
-                                 price_per_hour=price_per_hour))
+                                 price_per_hour=price_per_hour, flops_bf16_per_s=flops_bf16,
+                                 flops_fp8_per_s=flops_fp8, flops_fp4_per_s=flops_fp4))
     click.echo(f"changed gpu {name}")
 
 

@@ -228,6 +228,10 @@ class Gpu(SQLModel, table=True):
         CheckConstraint("fabric IS NULL OR fabric IN (0, 1)", name="ck_gpu_fabric"),
         CheckConstraint("lead_time_quarters >= 0", name="ck_gpu_lead_time"),
         CheckConstraint("node_gpus > 0", name="ck_gpu_node_gpus"),
+        CheckConstraint("flops_bf16_per_s IS NULL OR flops_bf16_per_s > 0", name="ck_gpu_flops_bf16"),
+        CheckConstraint("flops_fp8_per_s IS NULL OR flops_fp8_per_s > 0", name="ck_gpu_flops_fp8"),
+        CheckConstraint("flops_fp4_per_s IS NULL OR flops_fp4_per_s > 0", name="ck_gpu_flops_fp4"),
+        CheckConstraint("reported_memory_estimated IN (0, 1)", name="ck_gpu_reported_memory_estimated"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -254,6 +258,14 @@ class Gpu(SQLModel, table=True):
     lead_time_quarters: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
     # GPUs in one node of this type as it is bought (0014): `plan rollup --whole-nodes` rounds purchases up to it.
     node_gpus: int = Field(default=8, sa_column=Column(Integer, nullable=False, server_default="8"))
+    # Dense tensor throughput per dtype, FLOP per second without 2:4 sparsity (0015), the vendor's datasheet
+    # figure: BF16/FP16, FP8, and FP4 (NVFP4/MXFP4). NULL: the GPU has no such units, or not known.
+    flops_bf16_per_s: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    flops_fp8_per_s: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    flops_fp4_per_s: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    # 1 when reported_memory_bytes was estimated from the nominal memory by kvreg's rule (0015; `kvreg gpu add`
+    # without --reported-memory, docs/engine-rules.md) rather than read from a log; 0 when given or unknown.
+    reported_memory_estimated: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
 
 
 class Deployment(SQLModel):

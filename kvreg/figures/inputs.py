@@ -179,6 +179,12 @@ _INPUTS = [
               " serving", table="gpu"),
     InputDecl("node_gpus", "GPUs", "GPUs in one node of this type as it is bought (purchases by whole nodes)",
               positive=True, table="gpu"),
+    InputDecl("flops_bf16_per_s", "FLOP/s", "dense BF16/FP16 tensor FLOP per second, without sparsity (an H100 SXM:"
+              " 989.4 TFLOPS); NULL: not known", nullable=True, positive=True, table="gpu"),
+    InputDecl("flops_fp8_per_s", "FLOP/s", "dense FP8 tensor FLOP per second, without sparsity (an H100 SXM: 1,978.9"
+              " TFLOPS); NULL: no FP8 units, or not known", nullable=True, positive=True, table="gpu"),
+    InputDecl("flops_fp4_per_s", "FLOP/s", "dense FP4 (NVFP4, MXFP4) tensor FLOP per second, without sparsity (a"
+              " B200: 9 PFLOPS); NULL: no FP4 units, or not known", nullable=True, positive=True, table="gpu"),
     # deployment
     InputDecl("tp", "GPUs", "tensor-parallel size", positive=True, table="deployment", default=1),
     InputDecl("pp", "GPUs", "pipeline-parallel size", positive=True, table="deployment", default=1),

@@ -952,11 +952,15 @@ _FIGURES: list[Figure] = [
         "kv_cache_tokens",
         "tokens",
         "the KV cache size the engine prints for one GPU: vLLM 'GPU KV cache size' = num_blocks // kv_groups x"
-        " kv_block_tokens; SGLang max_total_num_tokens = kv_cells_bytes_per_gpu // cell_bytes, rounded down to"
+        f" kv_block_tokens, and from v{VLLM_KV_TOKENS_AS_CONCURRENCY_FROM // 1000 / 1000:g}"
+        " int(num_blocks / blocks_per_request x context), its concurrency in tokens (a hybrid model's is not its"
+        " pool's); SGLang max_total_num_tokens = kv_cells_bytes_per_gpu // cell_bytes, rounded down to"
         " the page (block_size); NULL under the theoretical rule (see kv_pool_tokens)",
         if_(
             _rule("vllm"),
-            floor(F("num_blocks") / F("kv_groups")) * F("kv_block_tokens"),
+            if_(F("engine_release_used") >= VLLM_KV_TOKENS_AS_CONCURRENCY_FROM,
+                floor(F("num_blocks") / F("blocks_per_request") * I("context_tokens")),
+                floor(F("num_blocks") / F("kv_groups")) * F("kv_block_tokens")),
             if_(
                 _rule("sglang"),
                 if_(F("weights_fit"),

@@ -189,6 +189,16 @@ VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE = 11000  # v0.11.0
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; https://github.com/vllm-project/vllm/issues/50722 quotes both lines).
 # kvreg does not estimate them: a plan gives --cuda-graph-memory, or calibrates from a log of such a release.
 VLLM_CUDA_GRAPH_IN_BUDGET_RELEASE = 21000  # v0.21.0
+# vLLM's "GPU KV cache size: N tokens" line: up to v0.28 num_blocks // kv_cache_groups x the smallest block size
+# (vllm/v1/core/kv_cache_utils.py _report_kv_cache_config); from v0.29 int(max_concurrency x max_model_len), where
+# max_concurrency = num_blocks / the blocks one max_model_len request takes over every group
+# (get_max_concurrency_for_kv_cache_config; kv_cache_utils.py get_kv_cache_capacity and update_kv_cache_capacity,
+# quoted at lines 2021-2047 of commit 22df3a3 in https://github.com/vllm-project/vllm/issues/54662, after the
+# fixes proposed in vllm PRs 38364 and 40694 for https://github.com/vllm-project/vllm/issues/40691). For a model of
+# one KV group the two agree up to a block; for a hybrid model (full attention beside sliding-window or linear layers)
+# the new line is a concurrency in token units, far from the pool's tokens (vllm#40691: 290,864 tokens by the old
+# formula where 33.04 x 32,768 = 1,082,654 by the new). The release is the one issue 41's hybrid log showed it in.
+VLLM_KV_TOKENS_AS_CONCURRENCY_FROM = 29000  # v0.29.0
 # vLLM's V0 engine from v0.7.3 padded every KV cache entry to a multiple of 256 bytes on CUDA (PR 12676, "Mem align KV
 # caches for CUDA devices (MLA perf improvement)": "for MLA with a head dim of 576 ... and a fp16/bf16 cache, we allocate
 # 640 elements per cache entry instead of 576"), until PR 14842 removed it in March 2025, before V1 became the default in

@@ -234,6 +234,56 @@ SGLANG_MEMORY_TIERS = (
     (None, 16384, 512, 512),  # B200, MI300
 )
 SGLANG_CUDA_GRAPH_TP = 4  # "cuda_graph_max_bs 24 if tp < 4 else 80"
+# SGLang's default mem_fraction_static by release (python/sglang/srt/server_args.py of each release's wheel on PyPI,
+# read release by release; docs/engine-rules.md cites the lines). kvreg follows the CUDA path without speculative
+# decoding, DP attention or multimodal towers (see the docs for those). "gpu_mem" is nvidia-smi's memory in MiB
+# (kvreg: the GPU's reported memory); P = TP x PP.
+# - up to v0.4.5 (ServerArgs.__post_init__, 0.3.6 lines 155-166, 0.4.5 lines 233-243): by TP alone, whatever the
+#   GPU: 0.79 from TP 16, 0.81 from TP 8 (0.82 in v0.3), 0.85 from 4, 0.87 from 2, else 0.88;
+# - v0.4.6 (lines 221-238): the same by TP on GPUs of at most 81,920 MiB, else (gpu_mem - 13 x 1024) / gpu_mem;
+# - v0.4.7 (lines 253-283): the same tiers by P on GPUs of at most 81,920 MiB, else 0.88; then 0.79 on GPUs above
+#   180,000 MiB, and above 96 x 1024 MiB min(f + 48 x 1024 x (1 - f) / gpu_mem, (gpu_mem - 18 x 1024) / gpu_mem);
+# - v0.4.8 to v0.5.2 (0.4.9 lines 280-319, 0.5.2 lines 452-496): round((gpu_mem - reserved) / gpu_mem, 3), reserved
+#   = (a + P x b) x 1024 MiB by GPU memory (SGLANG_LEGACY_RESERVED_TIERS);
+# - from v0.5.3 (_handle_gpu_memory_settings): the reserve of SGLANG_RESERVED_* below, with cuda_graph_max_bs 16
+#   rather than 24 below TP 4 on GPUs of 20 to 35 GiB before v0.5.5;
+# - from v0.5.10, where the piecewise (prefill) CUDA graphs are on by default (disable_piecewise_cuda_graph; before,
+#   --enable-piecewise-cuda-graph), the reserve adds 8 MiB for each prefill capture size (1.5 GiB for an MLA
+#   model), except at PP > 1 (0.5.10 lines 1078-1139 and 1302-1310; 0.5.16 reserve_for_graph_mb, lines 4164-4194).
+SGLANG_TP_FRACTIONS = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87))  # (from this parallel size, fraction)
+SGLANG_SMALL_TP_FRACTION = 0.88
+SGLANG_TP8_FRACTION_BEFORE_040 = 0.82
+SGLANG_FRACTION_040_FROM = 4000  # v0.4.0
+SGLANG_FRACTION_BY_MEMORY_FROM = 4006  # v0.4.6: large GPUs leave the TP tiers
+SGLANG_V046_LARGE_GPU_MIB = 81920
+SGLANG_V046_RESERVED_MIB = 13 * 1024
+SGLANG_V047_FROM = 4007
+SGLANG_V047_HUGE_GPU_MIB = 180 * 1000  # "gpu_mem > 180 * 1000 and is_cuda()"
+SGLANG_V047_HUGE_GPU_FRACTION = 0.79
+SGLANG_V047_BIG_GPU_MIB = 96 * 1024
+SGLANG_V047_HEADROOM_MIB = 48 * 1024
+SGLANG_V047_RESERVED_MIB = 18 * 1024  # "15 GB + additional 3GB for cuda graph"
+SGLANG_RESERVED_FORMULA_FROM = 4008  # v0.4.8: round((gpu_mem - reserved_mem) / gpu_mem, 3)
+# v0.4.8 to v0.5.2: (upper bound in MiB, exclusive, or None; a GiB; b GiB per GPU of P): reserved = (a + P x b) GiB
+SGLANG_LEGACY_RESERVED_TIERS = ((20 * 1024, 2.8, 0.1), (35 * 1024, 2.8, 0.1), (90 * 1024, 9.5, 0.5),
+                                (100 * 1024, 12, 0.5), (160 * 1024, 12, 0.5), (None, 32, 0))
+SGLANG_RESERVE_FORMULA_V053_FROM = 5003  # v0.5.3: 512 + chunked prefill x 1.5 + cuda graphs x 2 + P / 8 x 1024
+SGLANG_CUDA_GRAPH_BS_24_FROM = 5005  # v0.5.5: cuda_graph_max_bs 24 (16 before) below TP 4 on 20 to 35 GiB GPUs
+SGLANG_V053_SMALL_CUDA_GRAPH_BS = 16
+SGLANG_PREFILL_GRAPHS_FROM = 5010  # v0.5.10: piecewise CUDA graphs on by default
+SGLANG_MIB_PER_PREFILL_GRAPH = 8  # "len(self.piecewise_cuda_graph_tokens) * 8"
+SGLANG_MLA_PREFILL_GRAPHS_MIB = 1.5 * 1024
+
+
+def sglang_prefill_graph_sizes(max_tokens: int) -> int:
+    """How many prefill (piecewise) CUDA graphs SGLang captures up to max_tokens (its chunked_prefill_size):
+    server_args.py _generate_piecewise_cuda_graph_tokens, 4 to 32 by 4, 48 to 256 by 16, 288 to 512 by 32, 576 to
+    1,024 by 64, 1,280 to 4,096 by 256, then by 512 (8,192 tokens: 58 graphs)."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32)) + list(range(576, 1025, 64))
+             + list(range(1280, 4097, 256)) + list(range(4608, max_tokens + 1, 512)))
+    return sum(1 for s in sizes if s <= max_tokens)
+
+
 # The fraction SGLang uses when it cannot read the GPU's memory (gpu_mem None): kvreg always knows it, so this
 # only names the classic default the docs compare against.
 SGLANG_MEM_FRACTION_STATIC = 0.88

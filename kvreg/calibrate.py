@@ -322,11 +322,26 @@ def compare(conn, log: EngineLog, *, model: str | None = None, gpu: str | None =
         "predicted_max_concurrency": alone["sequences_per_rank"],
         "logged": {k: v for k, v in log.as_dict().items() if v is not None},
         "notes": ([log.startup_note] if log.startup_note else [])
-        + ([note] if (note := None if engine_version else untagged_note(log)) else []),
+        + ([note] if (note := None if engine_version else untagged_note(log)) else [])
+        + ([note] if (note := memory_note(conn, log, gpu)) else []),
         "has_kv_line": log.has_kv_line(),
         "terms": terms,
         "question": q,
     }
+
+
+def memory_note(conn, log: EngineLog, gpu: str) -> str | None:
+    """What to say when the log's total_gpu_memory is not the GPU row's reported memory (within GPU_MATCH_GIB): a
+    variant of the card, a MIG slice or a driver that reports otherwise; kvreg sizes from the row."""
+    if log.total_gpu_memory_gib is None:
+        return None
+    row = runner(conn).rows("SELECT memory_bytes, reported_memory_bytes FROM gpu WHERE name = :n", {"n": gpu})[0]
+    reported = (row["reported_memory_bytes"] or row["memory_bytes"]) / GIB
+    if abs(reported - log.total_gpu_memory_gib) <= GPU_MATCH_GIB:
+        return None
+    return (f"the log's GPU reports {log.total_gpu_memory_gib} GiB where {gpu} reports {reported:.2f} GiB: kvreg "
+            f"sizes from {gpu}'s (to follow the log, add a GPU with --reported-memory {log.total_gpu_memory_gib}GiB "
+            "and give --gpu)")
 
 
 def at_limiting_stage(log: EngineLog, pp: int, limiting: int | None) -> EngineLog:

@@ -339,3 +339,13 @@ def test_every_catalog_gpu_that_serves_on_cuda_or_rocm_has_its_device_names():
     assert len(names) == len(set(names))
     assert all(g["source"] and g["memory"].endswith("GiB") for g in table)
     assert len(table) >= 35
+
+
+def test_a_log_whose_gpu_reports_other_memory_than_the_row_says_so(kv, tmp_path):
+    """vllm#10511's H100 logged 79.22 GiB; the catalog's H100-SXM reports 79.19: within 0.05 GiB, no note. The same
+    log read as an A100 80GB (79.25) is within it too; an H200 (139.81) is not, and the note says what to do."""
+    ok = kv("calibrate", "--log", CUT, "--gpu", "H100-SXM")
+    assert "note:" not in ok.stderr
+    far = kv("calibrate", "--log", CUT, "--gpu", "H200")
+    assert ("note: the log's GPU reports 79.22 GiB where H200 reports 139.81 GiB: kvreg sizes from H200's (to follow "
+            "the log, add a GPU with --reported-memory 79.22GiB and give --gpu)") in far.stderr

@@ -171,6 +171,7 @@ _rule("model", r"Starting to load model (\S+?)\.\.\.", str)
 # "GPU 0: NVIDIA A100-SXM4-80GB", in vLLM's "Your Tesla T4 GPU has compute capability 7.5", in nvidia-smi's table
 _rule("device_name", r"device_name=((?:NVIDIA|Tesla|AMD|Quadro)[\w\-/]*?)(?:,|\.json|_down\b)", _device_name)
 _rule("device_name", r"\bGPU \d+: ((?:NVIDIA|Tesla|AMD|Quadro) [^\n(]*?)\s*(?:\(UUID|$)", _device_name)
+_rule("device_name", r"GPU models and configuration\s*:\s*((?:NVIDIA|Tesla|AMD|Quadro) [^\n(]*?)\s*(?:\(|$)", _device_name)
 _rule("device_name", r"\bYour ((?:NVIDIA|Tesla|AMD|Quadro) [^\n]*?) GPU has compute capability", _device_name)
 _rule("device_name", r"^\|\s+\d+\s+((?:NVIDIA|Tesla|AMD|Quadro) \S+(?: \S+)*?)\s{2,}(?:On|Off)\s+\|", _device_name)
 _rule("architecture", r"Load weight end\..*?type=(\w+)", str)

@@ -312,6 +312,9 @@ def test_the_device_name_as_torch_prints_it():
     for line, name in (("GPU models and configuration: GPU 0: NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB"),
                        ("GPU 1: NVIDIA A100 80GB PCIe (UUID: GPU-1c2d)", "NVIDIA A100 80GB PCIe"),
                        ("Your Tesla T4 GPU has compute capability 7.5.", "Tesla T4"),
+                       # vllm#11232's collect_env on ROCm
+                       ("GPU models and configuration: AMD Instinct MI250X/MI250 (gfx90a:sramecc+:xnack-)",
+                        "AMD Instinct MI250X/MI250"),
                        ("|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |", "NVIDIA H100 80GB HBM3")):
         assert parse_log(line + "\nGPU KV cache size: 16 tokens").device_name == name
 

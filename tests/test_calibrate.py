@@ -311,19 +311,22 @@ def test_the_registry_model_a_model_path_names(kv, path, model):
         assert resolve_model(conn, EngineLog(model=path), None) == model
 
 
-def test_from_v029_the_kv_token_line_is_concurrency_times_context(kv):
-    """vLLM's 'GPU KV cache size' line: num_blocks // kv_groups x the block's tokens up to v0.28, int(max_concurrency
-    x max_model_len) from v0.29 (kvreg/figures/engine_defaults.py cites the code). Qwen3-Next-80B-A3B (hybrid: 12
-    full-attention layers beside 36 linear ones) on H200s at TP 2, 32,768-token requests."""
+def test_from_v021_the_kv_token_line_is_concurrency_times_context(kv):
+    """vLLM's 'GPU KV cache size' line: num_blocks // kv_groups x the block's tokens up to v0.20, int(max_concurrency
+    x max_model_len) from v0.21 (kvreg/figures/engine_defaults.py cites the code and the logs that date it).
+    Qwen3-Next-80B-A3B (hybrid: 12 full-attention layers beside 36 linear ones) on H200s at TP 2, 32,768-token
+    requests."""
     def row(version):
         return json.loads(kv("capacity", "--model", "Qwen3-Next-80B-A3B", "--gpu", "H200", "--rule", "vllm", "--tp",
                              "2", "--context", "32768", "--engine-version", version, "--format", "json").stdout)[0]
 
-    old, new = row("0.28.0"), row("0.29.0")
-    assert (old["num_blocks"], old["kv_block_tokens"], old["blocks_per_request"]) == (8_096, 544, 64)
-    assert old["kv_cache_tokens"] == 8_096 // 4 * 544 == 1_101_056  # four KV groups share the pool
+    old, new = row("0.20.0"), row("0.21.0")  # v0.21's other terms (its sampler, its non-torch memory) leave 25 blocks fewer
+    assert (old["num_blocks"], old["kv_block_tokens"], old["blocks_per_request"]) == (8_121, 544, 64)
+    assert old["kv_cache_tokens"] == 8_121 // 4 * 544 == 1_104_320  # four KV groups share the pool
+    assert old["sequences_per_rank"] == 8_121 / 64 == 126.890625  # its concurrency line: 3.7 x the token line's
+    assert (new["num_blocks"], new["blocks_per_request"]) == (8_096, 64)
     assert new["kv_cache_tokens"] == math.floor(8_096 / 64 * 32_768) == 4_145_152  # 126.5 sequences in token units
-    assert new["sequences_per_rank"] == old["sequences_per_rank"] == 126.5  # what the engine holds has not changed
+    assert new["sequences_per_rank"] == 126.5  # the line now agrees with the concurrency
 
 
 def test_every_catalog_gpu_that_serves_on_cuda_or_rocm_has_its_device_names():

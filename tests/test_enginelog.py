@@ -319,6 +319,14 @@ def test_the_device_name_as_torch_prints_it():
         assert parse_log(line + "\nGPU KV cache size: 16 tokens").device_name == name
 
 
+def test_from_v021_the_token_line_is_concurrency_times_max_model_len():
+    """club-3090#612, vLLM v0.24.0, a hybrid Qwen3.6-35B-A3B: 567,978 tokens is no whole number of blocks; it is
+    int(4.3333 x 131,072), the concurrency line's figure in tokens (the pool's own tokens are not printed)."""
+    r = log("vllm-club3090-612-qwen36-35b-5090.log")
+    assert (r.kv_cache_tokens, r.concurrency_tokens, r.max_concurrency) == (567_978, 131_072, 4.33)
+    assert 567_978 % 16 != 0 and round(567_978 / 131_072, 2) == 4.33
+
+
 def test_the_combined_kv_line_of_recent_releases():
     """Recent vLLM prints tokens and concurrency on one line; N = int(max_concurrency x max_model_len):
     1,553,140 / 1,000,000 = 1.553, printed 1.55x."""

@@ -1033,7 +1033,7 @@ _FIGURES: list[Figure] = [
         "kv_cache_tokens",
         "tokens",
         "the KV cache size the engine prints for one GPU: vLLM 'GPU KV cache size' = num_blocks // kv_groups x"
-        f" kv_block_tokens, and from v{VLLM_KV_TOKENS_AS_CONCURRENCY_FROM // 1000 / 1000:g}"
+        f" kv_block_tokens, and from v0.{VLLM_KV_TOKENS_AS_CONCURRENCY_FROM // 1000}"
         " int(num_blocks / blocks_per_request x context), its concurrency in tokens (a hybrid model's is not its"
         " pool's); SGLang max_total_num_tokens = kv_cells_bytes_per_gpu // cell_bytes, rounded down to"
         " the page (block_size); NULL under the theoretical rule (see kv_pool_tokens)",

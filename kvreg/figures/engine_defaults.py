@@ -189,16 +189,21 @@ VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE = 11000  # v0.11.0
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; https://github.com/vllm-project/vllm/issues/50722 quotes both lines).
 # kvreg does not estimate them: a plan gives --cuda-graph-memory, or calibrates from a log of such a release.
 VLLM_CUDA_GRAPH_IN_BUDGET_RELEASE = 21000  # v0.21.0
-# vLLM's "GPU KV cache size: N tokens" line: up to v0.28 num_blocks // kv_cache_groups x the smallest block size
-# (vllm/v1/core/kv_cache_utils.py _report_kv_cache_config); from v0.29 int(max_concurrency x max_model_len), where
-# max_concurrency = num_blocks / the blocks one max_model_len request takes over every group
+# vLLM's "GPU KV cache size: N tokens" line: up to v0.20 num_blocks // kv_cache_groups x the smallest block size
+# (vllm/v1/core/kv_cache_utils.py _report_kv_cache_config, read at a v0.1x commit), from v0.21 int(max_concurrency x
+# max_model_len), where max_concurrency = num_blocks / the blocks one max_model_len request takes over every group
 # (get_max_concurrency_for_kv_cache_config; kv_cache_utils.py get_kv_cache_capacity and update_kv_cache_capacity,
-# quoted at lines 2021-2047 of commit 22df3a3 in https://github.com/vllm-project/vllm/issues/54662, after the
-# fixes proposed in vllm PRs 38364 and 40694 for https://github.com/vllm-project/vllm/issues/40691). For a model of
-# one KV group the two agree up to a block; for a hybrid model (full attention beside sliding-window or linear layers)
-# the new line is a concurrency in token units, far from the pool's tokens (vllm#40691: 290,864 tokens by the old
-# formula where 33.04 x 32,768 = 1,082,654 by the new). The release is the one issue 41's hybrid log showed it in.
-VLLM_KV_TOKENS_AS_CONCURRENCY_FROM = 29000  # v0.29.0
+# quoted at lines 2021-2047 of commit 22df3a3 in https://github.com/vllm-project/vllm/issues/54662, after the fixes
+# proposed in vllm PRs 38364 and 40694 for https://github.com/vllm-project/vllm/issues/40691). For a model of one KV
+# group the two agree up to a block; for a hybrid model (full attention beside sliding-window or linear layers) the
+# new line is a concurrency in token units, far from the pool's tokens. The release, from logs: v0.19.0 printed the
+# old line (vllm#40691: 290,864 tokens, a whole number of 16-token blocks, beside 33.04x at 32,768 tokens = 1,082,654);
+# Gemma 4's line went from ~55k tokens in v0.20.0 to ~525k in v0.21.0 with the same ~50 GB of KV memory
+# (https://github.com/vllm-project/vllm/issues/43308); a v0.21.1 development build's DeepSeek-V4 line reads 1,001,650
+# tokens beside 5.01x at 200,000, and v0.24.0's 567,978 tokens beside 4.33x at 131,072 (Qwen3.6-35B-A3B,
+# tests/data/logs/vllm-club3090-612-qwen36-35b-5090.log): neither a whole number of blocks, each int(concurrency x
+# max_model_len).
+VLLM_KV_TOKENS_AS_CONCURRENCY_FROM = 21000  # v0.21.0
 # vLLM's V0 engine from v0.7.3 padded every KV cache entry to a multiple of 256 bytes on CUDA (PR 12676, "Mem align KV
 # caches for CUDA devices (MLA perf improvement)": "for MLA with a head dim of 576 ... and a fp16/bf16 cache, we allocate
 # 640 elements per cache entry instead of 576"), until PR 14842 removed it in March 2025, before V1 became the default in

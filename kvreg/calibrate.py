@@ -1,6 +1,10 @@
 """Set a vLLM or SGLang startup log against kvreg's figures: `kvreg calibrate --log` and
 `kvreg plan calibrate NAME --log`.
 
+The run's model and GPU are read from the log where it names them (resolve_model: its model path or Hugging Face
+id against the registry's names and config repo ids; resolve_gpu: its device name, else its total memory), and asked
+for only where it does not.
+
 Two predictions are read from the capacity view (kvreg.capacity.ask), never computed here:
 - from the GPU alone: the log's settings (model, GPU, TP/PP, utilization or mem fraction, context,
   batched tokens, release) with every memory term estimated by the figure declarations;

@@ -29,6 +29,11 @@ The formats, each seen in public logs vendored under tests/data/logs (MANIFEST.t
   resolved), and for hybrid models ``Mamba Cache is allocated. max_mamba_cache_size: N``. SGLang's "GB"
   are GiB: it divides bytes by 1 << 30.
 
+The GPU's device name as torch prints it ("NVIDIA H100 80GB HBM3") is read where a log shows it: the fused-MoE or FP8
+kernel config file the engines look for (``device_name=NVIDIA_H100_80GB_HBM3.json``), collect_env.py's and
+``nvidia-smi -L``'s ``GPU 0: ...``, nvidia-smi's table, vLLM V0's ``Your Tesla T4 GPU has compute capability``;
+kvreg.calibrate maps it to a registry GPU (kvreg/catalog/device_names.toml).
+
 Where several workers print the same line, the first is kept (they print the same figures for the same
 shard), except vLLM V1's KV cache lines, where the smallest is kept: vLLM sizes every worker to the
 smallest. Nothing here computes a figure: kvreg.calibrate sets what was logged against the figure

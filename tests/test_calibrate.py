@@ -262,6 +262,8 @@ def test_the_device_name_settles_a_reported_memory_two_gpus_share(kv, tmp_path):
 def test_a_gpu_the_registry_lacks_names_the_command_that_adds_it(kv, tmp_path):
     """vllm#20665's L4 log names its GPU (device_name=NVIDIA_L4); the catalog has no L4: one line says what to add."""
     log = LOGS / "vllm-pr20665-deepseek-v2-lite-l4-tp2-pp2.log"
+    if "L4" in {g["name"] for g in kv.json("gpu", "list")}:  # a catalog that lists it: a registry without it
+        kv("gpu", "remove", "L4")
     result = kv("calibrate", "--log", str(log), "--model", "Llama-3.1-8B", ok=False)
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines()[-1] == (

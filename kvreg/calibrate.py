@@ -284,8 +284,16 @@ def sglang_in_use(conn, gpu: str, log: EngineLog) -> int | None:
 def compare(conn, log: EngineLog, *, model: str | None = None, gpu: str | None = None, context: int | None = None,
             weight_dtype: str | None = None, kv_dtype: str | None = None, engine_version: str | None = None) -> dict:
     """Predicted (from the GPU alone, and with the log's terms) against logged, term by term."""
-    model = resolve_model(conn, log, model)
-    gpu = resolve_gpu(conn, log, gpu)
+    # both asked for in one line when the log names neither
+    found, missing = {}, []
+    for key, resolve, given in (("model", resolve_model, model), ("gpu", resolve_gpu, gpu)):
+        try:
+            found[key] = resolve(conn, log, given)
+        except KvregError as exc:
+            missing.append(str(exc))
+    if missing:
+        raise KvregError("; ".join(missing))
+    model, gpu = found["model"], found["gpu"]
     if kv_dtype is None and log.kv_cache_dtype:
         kv_dtype = _KV_DTYPES.get(log.kv_cache_dtype.lower(), log.kv_cache_dtype)
     common = dict(context=context, weight_dtype=weight_dtype, kv_dtype=kv_dtype, engine_version=engine_version)

@@ -354,3 +354,24 @@ def test_a_log_whose_gpu_reports_other_memory_than_the_row_says_so(kv, tmp_path)
     far = kv("calibrate", "--log", CUT, "--gpu", "H200")
     assert ("note: the log's GPU reports 79.22 GiB where H200 reports 139.81 GiB: kvreg sizes from H200's (to follow "
             "the log, add a GPU with --reported-memory 79.22GiB and give --gpu)") in far.stderr
+
+
+def test_plan_calibrate_notes_a_log_from_another_gpu(kv):
+    """The H200 log (device_name=NVIDIA_H200) stored as an H100 plan's calibration: allowed, and said."""
+    kv("plan", "add", "q", "--model", "Qwen3-Next-80B-A3B", "--gpu", "H100-SXM", "--tp", "2", "--rule", "vllm",
+       "--gpus-per-node", "8")
+    r = kv("plan", "calibrate", "q", "--log", H200_LOG)
+    assert ("note: the log ran on NVIDIA H200 (H200) but plan 'q' is on H100-SXM: its measured terms are that GPU's"
+            in r.stderr)
+    kv("plan", "add", "h", "--model", "Qwen3-Next-80B-A3B", "--gpu", "H200", "--tp", "2", "--rule", "vllm",
+       "--gpus-per-node", "8")
+    assert "ran on" not in kv("plan", "calibrate", "h", "--log", H200_LOG).stderr
+
+
+def test_a_log_naming_neither_model_nor_gpu_asks_for_both_in_one_line(kv):
+    """vllm#21348's SGLang quote shows its KV line and nothing of the run: both flags are asked for at once."""
+    r = kv("calibrate", "--log", str(LOGS / "sglang-issue21348-qwen3-235b-fp8-h100-tp4.log"), ok=False)
+    assert r.exit_code == 1
+    assert r.stderr.strip().splitlines()[-1] == (
+        "Error: the log does not name its model: give --model NAME (a registry model, see kvreg model list); the log "
+        "does not show the GPU's memory (total_gpu_memory): give --gpu NAME (kvreg gpu list)")

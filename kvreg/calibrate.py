@@ -146,6 +146,11 @@ def device_gpu(device_name: str) -> dict | None:
     return next((g for g in load_device_names() if key in {_device_key(d) for d in g["device_names"]}), None)
 
 
+def _reported_gib(row) -> float:
+    """A GPU row's reported memory (else its memory) in GiB, as logs print the total they see."""
+    return (row["reported_memory_bytes"] or row["memory_bytes"]) / GIB
+
+
 def resolve_gpu(conn, log: EngineLog, gpu: str | None) -> str:
     """--gpu, else the GPU the log names (its device name, kvreg/catalog/device_names.toml), else the registry GPU
     whose reported memory matches the log's total_gpu_memory."""
@@ -167,8 +172,7 @@ def resolve_gpu(conn, log: EngineLog, gpu: str | None) -> str:
     if log.total_gpu_memory_gib is None:
         raise KvregError(f"the log does not show the GPU's memory (total_gpu_memory){unknown}: give --gpu NAME "
                          "(kvreg gpu list)")
-    near = sorted((abs((r["reported_memory_bytes"] or r["memory_bytes"]) / GIB - log.total_gpu_memory_gib), r["name"])
-                  for r in rows)
+    near = sorted((abs(_reported_gib(r) - log.total_gpu_memory_gib), r["name"]) for r in rows)
     near = [(d, name) for d, name in near if d <= GPU_MATCH_GIB]
     # the nearest, unless another is as near as the log's two decimals can tell (an H100's 79.22 GiB lies between
     # the H100's 79.19 and the A100 80GB's 79.25)
@@ -348,7 +352,7 @@ def memory_note(conn, log: EngineLog, gpu: str) -> str | None:
     if log.total_gpu_memory_gib is None:
         return None
     row = runner(conn).rows("SELECT memory_bytes, reported_memory_bytes FROM gpu WHERE name = :n", {"n": gpu})[0]
-    reported = (row["reported_memory_bytes"] or row["memory_bytes"]) / GIB
+    reported = _reported_gib(row)
     if abs(reported - log.total_gpu_memory_gib) <= GPU_MATCH_GIB:
         return None
     return (f"the log's GPU reports {log.total_gpu_memory_gib} GiB where {gpu} reports {reported:.2f} GiB: kvreg "

@@ -1,6 +1,10 @@
 """Set a vLLM or SGLang startup log against kvreg's figures: `kvreg calibrate --log` and
 `kvreg plan calibrate NAME --log`.
 
+The run's model and GPU are read from the log where it names them (resolve_model: its model path or Hugging Face
+id against the registry's names and config repo ids; resolve_gpu: its device name, else its total memory), and asked
+for only where it does not.
+
 Two predictions are read from the capacity view (kvreg.capacity.ask), never computed here:
 - from the GPU alone: the log's settings (model, GPU, TP/PP, utilization or mem fraction, context,
   batched tokens, release) with every memory term estimated by the figure declarations;
@@ -54,53 +58,129 @@ _GIB_TERMS = {"total_gpu_memory", "requested_memory", "weights", "activation_pea
               "kv_cache_memory"}
 
 
-def _names(db, sql: str) -> list[str]:
-    return [r["name"] for r in db.rows(sql)]
+# Suffixes of a checkpoint's name that name a variant of the same architecture (its instruction tuning, its
+# quantization), taken off, longest first, to find the registry model a log's checkpoint is.
+_VARIANT = re.compile(r"[-_.](?:instruct|chat|hf|base|it|fp8|fp8[-_]dynamic|awq|gptq|int4|int8|w4a16|w8a8|bf16|"
+                      r"thinking|\d{4})$", re.IGNORECASE)
+# A Hugging Face cache folder: .../models--<org>--<name>/snapshots/<sha> (huggingface_hub's repo_folder_name)
+_HF_CACHE = re.compile(r"models--([\w.-]+?)--([\w.-]+?)(?:/|$)")
+_HF_ID = re.compile(r"^([\w.-]+)/([\w.-]+)$")
+
+
+def _key(name: str) -> str:
+    """A model name compared without case or separators: Llama-3.1-8B, llama-3-1-8b and llama_3.1_8b alike."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def _variants(name: str) -> list[str]:
+    """The name, then with its variant suffixes taken off one by one (Llama-3.1-8B-Instruct-FP8 -> ...-Instruct ->
+    Llama-3.1-8B), and each without a leading Meta- (meta-llama/Meta-Llama-3-8B is the registry's Llama-3-8B)."""
+    out = [name]
+    while (shorter := _VARIANT.sub("", out[-1])) != out[-1] and shorter:
+        out.append(shorter)
+    return out + [re.sub(r"^Meta-", "", n, flags=re.IGNORECASE) for n in out if re.match(r"^Meta-", n, re.I)]
+
+
+def log_model_ids(path: str) -> tuple[str | None, str]:
+    """What a log's model path says: (the Hugging Face repo id, or None for a local path that carries none, and the
+    checkpoint's own name). `org/name` is a repo id; a cache folder `.../models--org--name/snapshots/<sha>` names
+    one; any other path names its checkpoint by its last part."""
+    path = path.strip().rstrip("/")
+    cached = _HF_CACHE.search(path)
+    if cached:
+        return f"{cached.group(1)}/{cached.group(2)}", cached.group(2)
+    if _HF_ID.match(path) and not path.startswith("."):
+        return path, path.split("/")[1]
+    return None, path.split("/")[-1]
 
 
 def resolve_model(conn, log: EngineLog, model: str | None) -> str:
-    """--model, else the registry model the log's model path names (its last part, with or without an
-    org prefix such as Meta- and a suffix such as -Instruct or -FP8)."""
+    """--model, else the registry model the log's model path names: its Hugging Face repo id (a cache folder's
+    included) against the repo id of the config each registry model was read from (kvreg.registry.hf_repo_id), then
+    the checkpoint's name against the registry's names and repo names, each without variant suffixes such as
+    -Instruct or -FP8, ignoring case and separators."""
+    from kvreg.registry import hf_repo_id  # the one reading of a config's source as a repo id
+
     db = runner(conn)
-    names = _names(db, "SELECT name FROM model ORDER BY name")
+    rows = db.rows("SELECT name, source FROM model ORDER BY name")
+    names = [r["name"] for r in rows]
     if model:
         if model not in names:
             raise suggest(model, names, "model")
         return model
     if not log.model:
         raise KvregError("the log does not name its model: give --model NAME (a registry model, see kvreg model list)")
-    base = log.model.rstrip("/").split("/")[-1]
-    candidates = [base]
-    for pattern in (r"^Meta-", r"-(Instruct|Chat|hf|FP8|AWQ|GPTQ|Base)(-\d+)?$", r"-(Instruct|Chat)-(FP8|AWQ)$"):
-        candidates += [re.sub(pattern, "", c, flags=re.IGNORECASE) for c in list(candidates)]
-    by_lower = {n.lower(): n for n in names}
-    for c in candidates:
-        if c.lower() in by_lower:
-            return by_lower[c.lower()]
+    repo, checkpoint = log_model_ids(log.model)
+    by_repo: dict[str, set[str]] = {}
+    by_name: dict[str, set[str]] = {}
+    for r in rows:
+        by_name.setdefault(_key(r["name"]), set()).add(r["name"])
+        if (rid := hf_repo_id(r["source"])) is not None:
+            by_repo.setdefault(rid.lower(), set()).add(r["name"])
+            by_name.setdefault(_key(rid.split("/")[1]), set()).add(r["name"])
+    steps = []
+    if repo:
+        org = repo.split("/")[0]
+        steps += [by_repo.get(f"{org}/{v}".lower(), set()) for v in _variants(repo.split("/")[1])]
+    steps += [by_name.get(_key(v), set()) for v in _variants(checkpoint)]
+    for found in steps:
+        if len(found) == 1:
+            return next(iter(found))
+        if found:
+            raise KvregError(f"the log's model {log.model!r} matches several registry models ({', '.join(sorted(found))}):"
+                             " give --model NAME")
     raise KvregError(f"the log's model {log.model!r} is not a registry model: give --model NAME (kvreg model list), "
                      "or import its config with kvreg model import")
 
 
+def _device_key(name: str) -> str:
+    return " ".join(name.replace("_", " ").lower().split())
+
+
+def device_gpu(device_name: str) -> dict | None:
+    """The catalog GPU (kvreg/catalog/device_names.toml: name, memory, device_names) a device name as torch prints
+    it stands for; None: a name the table does not list."""
+    from kvreg.catalog import load_device_names
+
+    key = _device_key(device_name)
+    return next((g for g in load_device_names() if key in {_device_key(d) for d in g["device_names"]}), None)
+
+
+def _reported_gib(row) -> float:
+    """A GPU row's reported memory (else its memory) in GiB, as logs print the total they see."""
+    return (row["reported_memory_bytes"] or row["memory_bytes"]) / GIB
+
+
 def resolve_gpu(conn, log: EngineLog, gpu: str | None) -> str:
-    """--gpu, else the registry GPU whose reported memory matches the log's total_gpu_memory."""
+    """--gpu, else the GPU the log names (its device name, kvreg/catalog/device_names.toml), else the registry GPU
+    whose reported memory matches the log's total_gpu_memory."""
     db = runner(conn)
     rows = db.rows("SELECT name, memory_bytes, reported_memory_bytes FROM gpu ORDER BY id")
+    names = [r["name"] for r in rows]
     if gpu:
-        if gpu not in [r["name"] for r in rows]:
-            raise suggest(gpu, [r["name"] for r in rows], "gpu")
+        if gpu not in names:
+            raise suggest(gpu, names, "gpu")
         return gpu
+    named = device_gpu(log.device_name) if log.device_name else None
+    if named is not None:
+        if named["name"] in names:
+            return named["name"]
+        reported = f" --reported-memory {log.total_gpu_memory_gib}GiB" if log.total_gpu_memory_gib else ""
+        raise KvregError(f"the log's GPU, {log.device_name}, is not in the registry: add it with kvreg gpu add "
+                         f"{named['name']} --memory {named['memory']}{reported} (or give --gpu NAME)")
+    unknown = f" (its GPU, {log.device_name}, is not in kvreg/catalog/device_names.toml)" if log.device_name else ""
     if log.total_gpu_memory_gib is None:
-        raise KvregError("the log does not show the GPU's memory (total_gpu_memory): give --gpu NAME (kvreg gpu list)")
-    near = sorted((abs((r["reported_memory_bytes"] or r["memory_bytes"]) / GIB - log.total_gpu_memory_gib), r["name"])
-                  for r in rows)
+        raise KvregError(f"the log does not show the GPU's memory (total_gpu_memory){unknown}: give --gpu NAME "
+                         "(kvreg gpu list)")
+    near = sorted((abs(_reported_gib(r) - log.total_gpu_memory_gib), r["name"]) for r in rows)
     near = [(d, name) for d, name in near if d <= GPU_MATCH_GIB]
     # the nearest, unless another is as near as the log's two decimals can tell (an H100's 79.22 GiB lies between
     # the H100's 79.19 and the A100 80GB's 79.25)
     matches = [name for d, name in near if d - near[0][0] < GPU_TIE_GIB] if near else []
     if len(matches) != 1:
         what = "no registry GPU" if not matches else f"several GPUs ({', '.join(sorted(matches))})"
-        raise KvregError(f"the log's total_gpu_memory {log.total_gpu_memory_gib} GiB matches {what}: give --gpu NAME, "
-                         "or a GPU row with that --reported-memory")
+        raise KvregError(f"the log's total_gpu_memory {log.total_gpu_memory_gib} GiB matches {what}{unknown}: give --gpu "
+                         "NAME, or a GPU row with that --reported-memory")
     return matches[0]
 
 
@@ -208,8 +288,16 @@ def sglang_in_use(conn, gpu: str, log: EngineLog) -> int | None:
 def compare(conn, log: EngineLog, *, model: str | None = None, gpu: str | None = None, context: int | None = None,
             weight_dtype: str | None = None, kv_dtype: str | None = None, engine_version: str | None = None) -> dict:
     """Predicted (from the GPU alone, and with the log's terms) against logged, term by term."""
-    model = resolve_model(conn, log, model)
-    gpu = resolve_gpu(conn, log, gpu)
+    # both asked for in one line when the log names neither
+    found, missing = {}, []
+    for key, resolve, given in (("model", resolve_model, model), ("gpu", resolve_gpu, gpu)):
+        try:
+            found[key] = resolve(conn, log, given)
+        except KvregError as exc:
+            missing.append(str(exc))
+    if missing:
+        raise KvregError("; ".join(missing))
+    model, gpu = found["model"], found["gpu"]
     if kv_dtype is None and log.kv_cache_dtype:
         kv_dtype = _KV_DTYPES.get(log.kv_cache_dtype.lower(), log.kv_cache_dtype)
     common = dict(context=context, weight_dtype=weight_dtype, kv_dtype=kv_dtype, engine_version=engine_version)
@@ -250,11 +338,26 @@ def compare(conn, log: EngineLog, *, model: str | None = None, gpu: str | None =
         "predicted_max_concurrency": alone["sequences_per_rank"],
         "logged": {k: v for k, v in log.as_dict().items() if v is not None},
         "notes": ([log.startup_note] if log.startup_note else [])
-        + ([note] if (note := None if engine_version else untagged_note(log)) else []),
+        + ([note] if (note := None if engine_version else untagged_note(log)) else [])
+        + ([note] if (note := memory_note(conn, log, gpu)) else []),
         "has_kv_line": log.has_kv_line(),
         "terms": terms,
         "question": q,
     }
+
+
+def memory_note(conn, log: EngineLog, gpu: str) -> str | None:
+    """What to say when the log's total_gpu_memory is not the GPU row's reported memory (within GPU_MATCH_GIB): a
+    variant of the card, a MIG slice or a driver that reports otherwise; kvreg sizes from the row."""
+    if log.total_gpu_memory_gib is None:
+        return None
+    row = runner(conn).rows("SELECT memory_bytes, reported_memory_bytes FROM gpu WHERE name = :n", {"n": gpu})[0]
+    reported = _reported_gib(row)
+    if abs(reported - log.total_gpu_memory_gib) <= GPU_MATCH_GIB:
+        return None
+    return (f"the log's GPU reports {log.total_gpu_memory_gib} GiB where {gpu} reports {reported:.2f} GiB: kvreg "
+            f"sizes from {gpu}'s (to follow the log, add a GPU with --reported-memory {log.total_gpu_memory_gib}GiB "
+            "and give --gpu)")
 
 
 def at_limiting_stage(log: EngineLog, pp: int, limiting: int | None) -> EngineLog:
@@ -275,4 +378,5 @@ def _error(predicted, logged):
 
 
 __all__ = ["compare", "question", "resolve_model", "resolve_gpu", "measured_terms", "at_limiting_stage",
-           "logged_release", "untagged_note", "TERMS"]
+           "logged_release", "untagged_note", "TERMS", "device_gpu",
+           "log_model_ids"]

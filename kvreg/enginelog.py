@@ -29,6 +29,11 @@ The formats, each seen in public logs vendored under tests/data/logs (MANIFEST.t
   resolved), and for hybrid models ``Mamba Cache is allocated. max_mamba_cache_size: N``. SGLang's "GB"
   are GiB: it divides bytes by 1 << 30.
 
+The GPU's device name as torch prints it ("NVIDIA H100 80GB HBM3") is read where a log shows it: the fused-MoE or FP8
+kernel config file the engines look for (``device_name=NVIDIA_H100_80GB_HBM3.json``), collect_env.py's and
+``nvidia-smi -L``'s ``GPU 0: ...``, nvidia-smi's table, vLLM V0's ``Your Tesla T4 GPU has compute capability``;
+kvreg.calibrate maps it to a registry GPU (kvreg/catalog/device_names.toml).
+
 Where several workers print the same line, the first is kept (they print the same figures for the same
 shard), except vLLM V1's KV cache lines, where the smallest is kept: vLLM sizes every worker to the
 smallest. Nothing here computes a figure: kvreg.calibrate sets what was logged against the figure
@@ -60,6 +65,7 @@ class EngineLog:
     format: str | None = None
     engine_version: str | None = None
     model: str | None = None
+    device_name: str | None = None  # the GPU as torch names it ("NVIDIA H100 80GB HBM3"), spaces restored
     architecture: str | None = None
     tp: int | None = None
     pp: int | None = None
@@ -121,6 +127,11 @@ def _i(text: str) -> int:
     return int(float(text.replace(",", "")))
 
 
+def _device_name(text: str) -> str:
+    """A device name as torch prints it: a config file name's underscores back to spaces."""
+    return " ".join(text.replace("_", " ").split())
+
+
 # (field, pattern, converter, format): the first match of a field wins. A converter may return a dict of
 # several fields. Order matters only within a field.
 _RULES: list[tuple[str, re.Pattern, object, str | None]] = []
@@ -160,6 +171,14 @@ _rule("model", r"'model': '([^']+)'", str)
 _rule("model", r"model_path='([^']+)'", str)
 _rule("model", r"\bmodel='([^']+)'", str)
 _rule("model", r"Starting to load model (\S+?)\.\.\.", str)
+# --- the GPU, as torch.cuda.get_device_name() prints it: in the fused-MoE / FP8 kernel config file the engines look
+# for ("device_name=NVIDIA_H100_80GB_HBM3.json", spaces as underscores), in collect_env.py's and `nvidia-smi -L`'s
+# "GPU 0: NVIDIA A100-SXM4-80GB", in vLLM's "Your Tesla T4 GPU has compute capability 7.5", in nvidia-smi's table
+_rule("device_name", r"device_name=((?:NVIDIA|Tesla|AMD|Quadro)[\w\-/]*?)(?:,|\.json|_down\b)", _device_name)
+_rule("device_name", r"\bGPU \d+: ((?:NVIDIA|Tesla|AMD|Quadro) [^\n(]*?)\s*(?:\(UUID|$)", _device_name)
+_rule("device_name", r"GPU models and configuration\s*:\s*((?:NVIDIA|Tesla|AMD|Quadro) [^\n(]*?)\s*(?:\(|$)", _device_name)
+_rule("device_name", r"\bYour ((?:NVIDIA|Tesla|AMD|Quadro) [^\n]*?) GPU has compute capability", _device_name)
+_rule("device_name", r"^\|\s+\d+\s+((?:NVIDIA|Tesla|AMD|Quadro) \S+(?: \S+)*?)\s{2,}(?:On|Off)\s+\|", _device_name)
 _rule("architecture", r"Load weight end\..*?type=(\w+)", str)
 _rule("architecture", r"Resolved architecture:\s*(\w+)", str)
 # --- parallelism and settings

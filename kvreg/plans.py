@@ -18,8 +18,8 @@ import math
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from kvreg.calibrate import (FORMAT_RELEASE, at_limiting_stage, logged_release, measured_terms, resolve_model,
-                             sglang_in_use, untagged_note)
+from kvreg.calibrate import (FORMAT_RELEASE, at_limiting_stage, device_gpu, logged_release, measured_terms,
+                             resolve_model, sglang_in_use, untagged_note)
 from kvreg.capacity import (check_dp_attention, check_layout, check_pp_layers, invalid_tp, parse_tp,
                             valid_tps)
 from kvreg.db.read import whatif
@@ -393,6 +393,10 @@ def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, li
         if logged_model is not None and logged_model != spec["model"]:
             raise KvregError(f"the log served {logged_model} but plan {name!r} is for {spec['model']}: calibrate "
                              "a plan of the same model")
+    named = device_gpu(log.device_name) if log.device_name else None
+    if named is not None and named["name"] != spec["gpu"]:
+        notes.append(f"the log ran on {log.device_name} ({named['name']}) but plan {name!r} is on {spec['gpu']}: its "
+                     "measured terms are that GPU's")
     version = logged_release(log) or FORMAT_RELEASE.get(log.format or "")
     note = untagged_note(log, f"the plan keeps its engine version (kvreg plan set {name} --engine-version RELEASE to "
                               "change it)")

@@ -240,3 +240,144 @@ def test_cuda_graphs_come_off_the_budget_where_the_release_took_them(kv, state):
                           "--format", "json").stdout)
     assert (row["cuda_graph_bytes"], row["activation_bytes"]) == (round(1.32 * GIB), round(5.66 * GIB))
     assert row["kv_pool_gib_per_gpu"] == pytest.approx(new["kv_cache_gib"], rel=1e-12)
+
+
+# ---- the model and the GPU from the log itself (no --model, no --gpu)
+
+H200_LOG = str(LOGS / "vllm-sungwonchae-qwen3-next-80b-h200-tp2.log")
+
+
+def test_a_log_naming_its_model_path_and_device_needs_no_flags(kv):
+    """The H200 log names its checkpoint (/data/models/Qwen3-Next-80B-A3B-Instruct: the catalog's Qwen3-Next-80B-A3B
+    without -Instruct) and its GPU (the fused-MoE config it loads: device_name=NVIDIA_H200)."""
+    r = calibrate(kv, H200_LOG)
+    assert (r["model"], r["gpu"], r["tp"], r["engine_version"]) == ("Qwen3-Next-80B-A3B", "H200", 2, "0.10.2")
+    assert r["logged"]["device_name"] == "NVIDIA H200"
+
+
+def test_the_device_name_settles_a_reported_memory_two_gpus_share(kv, tmp_path):
+    """79.22 GiB lies as near the A100 80GB's 79.25 as the H100's 79.19; a device-name line settles it. The cut
+    log is vllm#10511's, with the `nvidia-smi -L` line an H100 SXM prints added (device_names.toml cites the string:
+    vLLM's tuned configs for it are named device_name=NVIDIA_H100_80GB_HBM3)."""
+    for device, gpu in (("NVIDIA H100 80GB HBM3", "H100-SXM"), ("NVIDIA A100-SXM4-80GB", "A100-80GB")):
+        log = tmp_path / f"{gpu}.log"
+        log.write_text(f"GPU 0: {device} (UUID: GPU-0)\n" + pathlib.Path(CUT).read_text())
+        assert calibrate(kv, str(log))["gpu"] == gpu
+
+
+def test_a_gpu_the_registry_lacks_names_the_command_that_adds_it(kv, tmp_path):
+    """vllm#20665's L4 log names its GPU (device_name=NVIDIA_L4); the catalog has no L4: one line says what to add."""
+    log = LOGS / "vllm-pr20665-deepseek-v2-lite-l4-tp2-pp2.log"
+    if "L4" in {g["name"] for g in kv.json("gpu", "list")}:  # a catalog that lists it: a registry without it
+        kv("gpu", "remove", "L4")
+    result = kv("calibrate", "--log", str(log), "--model", "Llama-3.1-8B", ok=False)
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: the log's GPU, NVIDIA L4, is not in the registry: add it with kvreg gpu add L4 --memory 24GiB "
+        "(or give --gpu NAME)")
+    kv("gpu", "add", "L4", "--memory", "24GiB", "--reported-memory", "22.03GiB")
+    assert calibrate(kv, str(log), "--model", "Llama-3.1-8B")["gpu"] == "L4"
+
+
+def test_a_name_the_table_does_not_list_falls_back_to_the_memory(kv, tmp_path):
+    log = tmp_path / "other.log"
+    log.write_text("GPU 0: NVIDIA GeForce RTX 2080 Ti\n" + pathlib.Path(CUT).read_text())
+    result = kv("calibrate", "--log", str(log), ok=False)
+    assert ("79.22 GiB matches several GPUs (A100-80GB, H100-SXM) (its GPU, NVIDIA GeForce RTX 2080 Ti, is not in "
+            "kvreg/catalog/device_names.toml): give --gpu NAME") in result.stderr
+
+
+@pytest.mark.parametrize("path, repo, checkpoint", [
+    # vllm#10517's model path, a Hugging Face cache folder
+    ("/mnt/models/models--meta-llama--llama-3-1-70b-instruct", "meta-llama/llama-3-1-70b-instruct",
+     "llama-3-1-70b-instruct"),
+    ("/root/.cache/huggingface/hub/models--meta-llama--Llama-3.1-8B-Instruct/snapshots/0e9e39f249a16976918f6564b8830bc894c89659",
+     "meta-llama/Llama-3.1-8B-Instruct", "Llama-3.1-8B-Instruct"),
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8",
+     "Qwen3-235B-A22B-Instruct-2507-FP8"),  # vllm-roethig's --model
+    ("/models/Meta-Llama-3.1-405B-Instruct-FP8", None, "Meta-Llama-3.1-405B-Instruct-FP8"),  # vllm#6746's path
+])
+def test_what_a_model_path_says(path, repo, checkpoint):
+    from kvreg.calibrate import log_model_ids
+
+    assert log_model_ids(path) == (repo, checkpoint)
+
+
+@pytest.mark.parametrize("path, model", [
+    ("/mnt/models/models--meta-llama--llama-3-1-70b-instruct", "Llama-3.1-70B"),  # repo id, case and dots aside
+    ("meta-llama/Meta-Llama-3-8B", "Llama-3-8B"),  # the repo id of the catalog row's config, meta-llama__Meta-...
+    ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen3-235B-A22B"),  # -FP8, -2507, -Instruct taken off
+    ("/models/Meta-Llama-3.1-405B-Instruct-FP8", "Llama-3.1-405B"),  # a local path: its last part, Meta- off
+])
+def test_the_registry_model_a_model_path_names(kv, path, model):
+    from kvreg.calibrate import resolve_model
+    from kvreg.db.engine import open_registry
+    from kvreg.enginelog import EngineLog
+
+    kv("gpu", "list")
+    with open_registry(kv.url).connect() as conn:
+        assert resolve_model(conn, EngineLog(model=path), None) == model
+
+
+def test_from_v021_the_kv_token_line_is_concurrency_times_context(kv):
+    """vLLM's 'GPU KV cache size' line: num_blocks // kv_groups x the block's tokens up to v0.20, int(max_concurrency
+    x max_model_len) from v0.21 (kvreg/figures/engine_defaults.py cites the code and the logs that date it).
+    Qwen3-Next-80B-A3B (hybrid: 12 full-attention layers beside 36 linear ones) on H200s at TP 2, 32,768-token
+    requests."""
+    def row(version):
+        return json.loads(kv("capacity", "--model", "Qwen3-Next-80B-A3B", "--gpu", "H200", "--rule", "vllm", "--tp",
+                             "2", "--context", "32768", "--engine-version", version, "--format", "json").stdout)[0]
+
+    old, new = row("0.20.0"), row("0.21.0")  # v0.21's other terms (its sampler, its non-torch memory) leave 25 blocks fewer
+    assert (old["num_blocks"], old["kv_block_tokens"], old["blocks_per_request"]) == (8_121, 544, 64)
+    assert old["kv_cache_tokens"] == 8_121 // 4 * 544 == 1_104_320  # four KV groups share the pool
+    assert old["sequences_per_rank"] == 8_121 / 64 == 126.890625  # its concurrency line: 3.7 x the token line's
+    assert (new["num_blocks"], new["blocks_per_request"]) == (8_096, 64)
+    assert new["kv_cache_tokens"] == math.floor(8_096 / 64 * 32_768) == 4_145_152  # 126.5 sequences in token units
+    assert new["sequences_per_rank"] == 126.5  # the line now agrees with the concurrency
+
+
+def test_every_catalog_gpu_that_serves_on_cuda_or_rocm_has_its_device_names():
+    """Each NVIDIA and AMD GPU of the catalog is listed in kvreg/catalog/device_names.toml (a GPU added to the
+    catalog without its names would be told apart by its memory only), each name once, each entry with a source."""
+    from kvreg.catalog import load_catalog, load_device_names
+
+    table = load_device_names()
+    listed = {g["name"] for g in table}
+    catalog = {g["name"] for g in load_catalog()["gpus"] if g.get("vendor") in ("NVIDIA", "AMD")}
+    assert catalog <= listed, catalog - listed
+    names = [d.lower() for g in table for d in g["device_names"]]
+    assert len(names) == len(set(names))
+    assert all(g["source"] and g["memory"].endswith("GiB") for g in table)
+    assert len(table) >= 35
+
+
+def test_a_log_whose_gpu_reports_other_memory_than_the_row_says_so(kv, tmp_path):
+    """vllm#10511's H100 logged 79.22 GiB; the catalog's H100-SXM reports 79.19: within 0.05 GiB, no note. The same
+    log read as an A100 80GB (79.25) is within it too; an H200 (139.81) is not, and the note says what to do."""
+    ok = kv("calibrate", "--log", CUT, "--gpu", "H100-SXM")
+    assert "note:" not in ok.stderr
+    far = kv("calibrate", "--log", CUT, "--gpu", "H200")
+    assert ("note: the log's GPU reports 79.22 GiB where H200 reports 139.81 GiB: kvreg sizes from H200's (to follow "
+            "the log, add a GPU with --reported-memory 79.22GiB and give --gpu)") in far.stderr
+
+
+def test_plan_calibrate_notes_a_log_from_another_gpu(kv):
+    """The H200 log (device_name=NVIDIA_H200) stored as an H100 plan's calibration: allowed, and said."""
+    kv("plan", "add", "q", "--model", "Qwen3-Next-80B-A3B", "--gpu", "H100-SXM", "--tp", "2", "--rule", "vllm",
+       "--gpus-per-node", "8")
+    r = kv("plan", "calibrate", "q", "--log", H200_LOG)
+    assert ("note: the log ran on NVIDIA H200 (H200) but plan 'q' is on H100-SXM: its measured terms are that GPU's"
+            in r.stderr)
+    kv("plan", "add", "h", "--model", "Qwen3-Next-80B-A3B", "--gpu", "H200", "--tp", "2", "--rule", "vllm",
+       "--gpus-per-node", "8")
+    assert "ran on" not in kv("plan", "calibrate", "h", "--log", H200_LOG).stderr
+
+
+def test_a_log_naming_neither_model_nor_gpu_asks_for_both_in_one_line(kv):
+    """vllm#21348's SGLang quote shows its KV line and nothing of the run: both flags are asked for at once."""
+    r = kv("calibrate", "--log", str(LOGS / "sglang-issue21348-qwen3-235b-fp8-h100-tp4.log"), ok=False)
+    assert r.exit_code == 1
+    assert r.stderr.strip().splitlines()[-1] == (
+        "Error: the log does not name its model: give --model NAME (a registry model, see kvreg model list); the log "
+        "does not show the GPU's memory (total_gpu_memory): give --gpu NAME (kvreg gpu list)")

@@ -334,10 +334,10 @@ def test_qwen3_235b_at_tp8_replicates_heads_under_sglang(cap):
     assert r["cell_bytes_per_token_per_gpu"] == cell == 48_128 != 24_064
     assert r["kv_cache_tokens"] == (20 * GiB // cell) // 16 * 16 == 446_192  # rounded down to the page
 
-    default = cap(*common)
+    default = cap(*common, "--engine-version", "0.5.6")
     # SGLang's rest_memory = available after weights - available before load x (1 - mem_fraction_static)
     # = (reported 79.19 GiB - what is in use before the load) x mem_fraction_static - weights per GPU, with the
-    # fraction its server derives (server_args.py _handle_gpu_memory_settings) from the GPU's 81,090.56 MiB:
+    # fraction its server derives (v0.5.6's server_args.py _handle_gpu_memory_settings) from the GPU's 81,090.56 MiB:
     # an H100 tier (60-90 GiB) at TP 8 has chunked_prefill_size 8,192 and cuda_graph_max_bs 512, so
     # reserved = 512 + 8,192 x 1.5 + 512 x 2 + 8 x 1 / 8 x 1,024 = 14,848 MiB (over the 10,240 floor) and
     # round((81,090.56 - 14,848) / 81,090.56, 3) = round(0.81690, 3) = 0.817. In use before the load at TP 8:
@@ -363,8 +363,18 @@ def test_qwen3_235b_at_tp8_replicates_heads_under_sglang(cap):
     page_one = cap(*common, "--block-size", "1", "--mem-fraction-static", "0.85")
     assert page_one["kv_cache_tokens"] == math.floor(((reported - in_use) * 0.85 - weights) / cell) == 241_666
     # 2 GiB in use before the load (measured: --non-torch-memory) comes off before the fraction
-    used = cap(*common, "--block-size", "1", "--non-torch-memory", "2GiB")
+    used = cap(*common, "--block-size", "1", "--non-torch-memory", "2GiB", "--engine-version", "0.5.6")
     assert used["kv_cache_tokens"] == math.floor(((reported - 2 * GiB) * 0.817 - weights) / cell)
+
+    # From v0.5.10 (and so by default: the latest release) SGLang also leaves 8 MiB for each prefill (piecewise) CUDA
+    # graph it captures, 58 sizes up to the 8,192-token chunk (8 of 4-32, 14 of 48-256, 8 of 288-512, 8 of 576-1,024,
+    # 12 of 1,280-4,096, 8 of 4,608-8,192): 14,848 + 58 x 8 = 15,312 MiB, round(0.81117, 3) = 0.811
+    assert 8 + 14 + 8 + 8 + 12 + 8 == 58 and 14_848 + 58 * 8 == 15_312
+    assert round((reported / 2**20 - 15_312) / (reported / 2**20), 3) == 0.811
+    latest = cap(*common)
+    pool = (reported - in_use) * 0.811 - weights
+    assert latest["kv_pool_gib_per_gpu"] == pytest.approx(pool / GiB, rel=1e-12)  # 7.82 GiB
+    assert latest["kv_cache_tokens"] == math.floor(pool / cell) // 16 * 16 == 174_368
 
 
 def test_the_engines_cap_on_running_requests(cap):
@@ -508,13 +518,52 @@ def test_sglang_gives_a_hybrid_models_state_slots_of_their_own(cap):
 ])
 def test_sglang_default_mem_fraction_static_from_gpu_memory_and_tp(kv, gpu, tp, chunk, graph_bs, reserved, fraction):
     kv("plan", "add", "s", "--model", "Qwen3-235B-A22B", "--gpu", gpu, "--tp", str(tp), "--gpus-per-node", "8",
-       "--rule", "sglang")
+       "--rule", "sglang", "--engine-version", "0.5.6")  # v0.5.5 to v0.5.9 (no prefill graphs by default)
     r = plan_row(kv, "s")
     assert 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp / 8 * 1024 == reserved
     mib = r["sglang_gpu_memory_mib"]
     assert round((mib - reserved) / mib, 3) == fraction
     assert (r["sglang_chunked_prefill_size"], r["sglang_cuda_graph_max_bs"]) == (chunk, graph_bs)
     assert (r["sglang_reserved_mib"], r["mem_fraction_static_used"]) == (reserved, fraction)
+
+
+H100_MIB = 85_029_615_043 / 2**20  # 81,090.56 MiB reported
+H200_MIB = 150_119_844_413 / 2**20  # 143,165.44 MiB
+B200_MIB = 191_501_854_310 / 2**20  # 182,630.4 MiB
+RTX4090_MIB = 25_383_256_719 / 2**20  # 24,207.36 MiB
+
+
+@pytest.mark.parametrize("version, model, gpu, tp, fraction", [
+    # up to v0.4.5 by TP alone (server_args.py __post_init__): 0.88 at TP 1, 0.81 from TP 8 (0.82 in v0.3)
+    ("0.3.6", "Llama-3.1-8B", "H200", 8, 0.82),
+    ("0.4.5", "Llama-3.1-8B", "H200", 8, 0.81),
+    ("0.4.5", "Llama-3.1-8B", "H100-SXM", 1, 0.88),
+    # v0.4.6: above 81,920 MiB (gpu_mem - 13 x 1,024) / gpu_mem, unrounded
+    ("0.4.6", "Llama-3.1-8B", "H200", 8, (H200_MIB - 13 * 1024) / H200_MIB),  # 0.90702
+    ("0.4.6", "Llama-3.1-8B", "H100-SXM", 8, 0.81),  # at most 81,920 MiB: the TP tiers
+    # v0.4.7: above 96 GiB min(0.88 + 48 GiB x 0.12 / gpu_mem, (gpu_mem - 18 GiB) / gpu_mem); above 180,000 MiB 0.79
+    ("0.4.7", "Llama-3.1-8B", "H200", 8, min(0.88 + 48 * 1024 * 0.12 / H200_MIB, (H200_MIB - 18 * 1024) / H200_MIB)),
+    ("0.4.7", "Llama-3.1-8B", "B200", 8, 0.79),
+    # v0.4.8 to v0.5.2: reserved = (9.5 + P / 2) GiB from 35 to 90 GiB, (2.8 + P / 10) GiB below 35
+    ("0.4.9", "Llama-3.1-8B", "H100-SXM", 1, round((H100_MIB - (9.5 + 1 / 2) * 1024) / H100_MIB, 3)),  # 0.874
+    ("0.5.2", "Llama-3.1-8B", "RTX-4090", 1, round((RTX4090_MIB - (2.8 + 1 / 10) * 1024) / RTX4090_MIB, 3)),  # 0.877
+    ("0.5.2", "Llama-3.1-8B", "B200", 8, round((B200_MIB - 32 * 1024) / B200_MIB, 3)),  # 0.821
+    # v0.5.3 and v0.5.4: cuda_graph_max_bs 16 (24 from v0.5.5) on a 20-35 GiB GPU below TP 4
+    ("0.5.3", "Llama-3.1-8B", "RTX-4090", 1, round((RTX4090_MIB - (512 + 2048 * 1.5 + 16 * 2 + 128)) / RTX4090_MIB, 3)),
+    ("0.5.6", "Llama-3.1-8B", "RTX-4090", 1, round((RTX4090_MIB - (512 + 2048 * 1.5 + 24 * 2 + 128)) / RTX4090_MIB, 3)),
+    # from v0.5.10: 8 MiB a prefill graph at PP 1 (42 up to 2,048 tokens, 58 up to 8,192), 1.5 GiB for an MLA model
+    ("0.5.10", "Llama-3.1-8B", "RTX-4090", 1,
+     round((RTX4090_MIB - (512 + 2048 * 1.5 + 24 * 2 + 128 + 42 * 8)) / RTX4090_MIB, 3)),  # 0.831
+    ("0.5.10", "Llama-3.1-8B", "H100-SXM", 1, round((H100_MIB - (512 + 8192 * 1.5 + 256 * 2 + 128 + 58 * 8)) / H100_MIB,
+                                                      3)),  # 0.829
+    ("0.5.10", "DeepSeek-V3", "H200", 8, round((H200_MIB - (512 + 8192 * 1.5 + 512 * 2 + 1024 + 1536)) / H200_MIB, 3)),
+])
+def test_sglang_default_mem_fraction_static_by_release(kv, version, model, gpu, tp, fraction):
+    """SGLang's default mem_fraction_static as each release's server_args.py derives it (docs/engine-rules.md cites
+    the lines of each)."""
+    kv("plan", "add", "s", "--model", model, "--gpu", gpu, "--tp", str(tp), "--gpus-per-node", "8", "--rule", "sglang",
+       "--engine-version", version)
+    assert plan_row(kv, "s")["mem_fraction_static_used"] == pytest.approx(fraction, abs=1e-12)
 
 
 def test_sglang_cells_of_hybrid_models(cap):

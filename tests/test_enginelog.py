@@ -299,3 +299,37 @@ def test_a_long_hostile_line_parses_in_linear_time():
         parsed = parse_log(base + "\n" + line + "\n")
         assert time.perf_counter() - started < 10  # a bound against a hang, not a benchmark
         assert (parsed.weights_gib, parsed.kv_cache_tokens) == (29.54, 54_912)
+
+
+def test_the_device_name_as_torch_prints_it():
+    """The GPU's name where a log shows it: the fused-MoE config file vLLM looks for (spaces as underscores)."""
+    assert log("vllm-pr20665-deepseek-v2-lite-l4-tp2-pp2.log").device_name == "NVIDIA L4"
+    assert log("vllm-rwood-qwen3-30b-a3b-gh200-tp4-pp2.log").device_name == "NVIDIA GH200 120GB"
+    assert log("vllm-lyell-qwen3-30b-fp8-4090-tp2-v0251.log").device_name == "NVIDIA GeForce RTX 4090"
+    assert log("vllm-pr10511-llama3-8b-tp1.log").device_name is None  # no such line
+    # collect_env.py / nvidia-smi -L (vllm#12378: "GPU models and configuration: GPU 0: NVIDIA A100-SXM4-40GB"),
+    # vLLM V0's bfloat16 refusal, nvidia-smi's table
+    for line, name in (("GPU models and configuration: GPU 0: NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB"),
+                       ("GPU 1: NVIDIA A100 80GB PCIe (UUID: GPU-1c2d)", "NVIDIA A100 80GB PCIe"),
+                       ("Your Tesla T4 GPU has compute capability 7.5.", "Tesla T4"),
+                       # vllm#11232's collect_env on ROCm
+                       ("GPU models and configuration: AMD Instinct MI250X/MI250 (gfx90a:sramecc+:xnack-)",
+                        "AMD Instinct MI250X/MI250"),
+                       ("|   0  NVIDIA H100 80GB HBM3          On  |   00000000:18:00.0 Off |", "NVIDIA H100 80GB HBM3")):
+        assert parse_log(line + "\nGPU KV cache size: 16 tokens").device_name == name
+
+
+def test_from_v021_the_token_line_is_concurrency_times_max_model_len():
+    """club-3090#612, vLLM v0.24.0, a hybrid Qwen3.6-35B-A3B: 567,978 tokens is no whole number of blocks; it is
+    int(4.3333 x 131,072), the concurrency line's figure in tokens (the pool's own tokens are not printed)."""
+    r = log("vllm-club3090-612-qwen36-35b-5090.log")
+    assert (r.kv_cache_tokens, r.concurrency_tokens, r.max_concurrency) == (567_978, 131_072, 4.33)
+    assert 567_978 % 16 != 0 and round(567_978 / 131_072, 2) == 4.33
+
+
+def test_the_combined_kv_line_of_recent_releases():
+    """Recent vLLM prints tokens and concurrency on one line; N = int(max_concurrency x max_model_len):
+    1,553,140 / 1,000,000 = 1.553, printed 1.55x."""
+    r = log("vllm-issue54662-hybrid-kv-line.log")
+    assert (r.kv_cache_tokens, r.concurrency_tokens, r.max_concurrency) == (1_553_140, 1_000_000, 1.55)
+    assert round(r.kv_cache_tokens / r.concurrency_tokens, 2) == r.max_concurrency

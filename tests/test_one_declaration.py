@@ -27,7 +27,7 @@ GIB_FILES = {
 }
 # Functions that turn an engine log's GiB readings into bytes, or hold registry bytes against them.
 GIB_FUNCTIONS = {
-    ("kvreg/calibrate.py", "resolve_gpu"): "matches the log's total_gpu_memory (GiB) to a registry GPU",
+    ("kvreg/calibrate.py", "_reported_gib"): "a GPU row's reported memory in GiB, to match and compare a log's total",
     ("kvreg/calibrate.py", "measured_terms"): "the log's measured terms (GiB) as deployment inputs' bytes",
     ("kvreg/calibrate.py", "sglang_in_use"): "SGLang's logged available memory (GiB) as bytes in use",
     ("kvreg/plans.py", "calibrate_plan_from_log"): "the log's measured terms (GiB) stored as a plan's bytes",

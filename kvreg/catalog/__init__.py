@@ -30,3 +30,10 @@ def load_catalog() -> dict[str, list[dict]]:
         data = tomllib.loads(root.joinpath(filename).read_text(encoding="utf-8"))
         catalog[key] = data[table]
     return catalog
+
+
+def load_device_names() -> list[dict]:
+    """device_names.toml: each catalog GPU's name as a startup log prints it (``[{"name", "memory",
+    "device_names", "source"}, ...]``). Not a registry table: `kvreg calibrate --log` reads it to tell the GPU."""
+    text = resources.files(__name__).joinpath("device_names.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)["gpu"]

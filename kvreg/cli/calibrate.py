@@ -17,9 +17,11 @@ SUMMARY_KEYS = ["engine", "format", "engine_version", "model", "gpu", "tp", "pp"
 def log_options(fn):
     """The options that say what a log's run was where the log does not."""
     for option in reversed([
-        click.option("--model", help="Registry model the log's run served (default: the model path the log names)."),
-        click.option("--gpu", help="Registry GPU (default: the one whose reported memory is nearest the log's "
-                     "total_gpu_memory, within 0.05 GiB; needed when two are as near)."),
+        click.option("--model", help="Registry model the log's run served (default: the one the log's model path or "
+                     "Hugging Face id names, cache folders included, matched to the repo id of its config or its name)."),
+        click.option("--gpu", help="Registry GPU (default: the one the log's device name is, as "
+                     "kvreg/catalog/device_names.toml lists them, else the one whose reported memory is nearest the "
+                     "log's total_gpu_memory, within 0.05 GiB; needed when two are as near)."),
         click.option("--context", help="Tokens per request for the concurrency figure (default: the log's "
                      "'Maximum concurrency for N tokens', else its max_model_len, else the model's claimed context)."),
         click.option("--weight-dtype", help="Weight dtype of the checkpoint (default: the model's native dtype)."),
@@ -66,7 +68,8 @@ def calibrate_cmd(ctx, log_path, model, gpu, context, weight_dtype, kv_dtype, en
     before them still gets kv_cache_gib, kv_cache_tokens and max_concurrency. Nothing is saved (see
     `kvreg plan calibrate NAME --log` to keep the measured terms for a plan).
 
-    Example: kvreg calibrate --log server.log --model Llama-3.1-8B --format json
+    Examples: kvreg calibrate --log server.log --format json;
+    kvreg calibrate --log server.log --model Llama-3.1-8B --gpu H100-SXM (for a log that names neither)
     """
     from kvreg.calibrate import compare
     from kvreg.enginelog import read_log

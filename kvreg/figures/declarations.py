@@ -135,7 +135,52 @@ def _sglang_reserved() -> Expr:
             + greatest(F("sglang_chunked_prefill_size"), SGLANG_RESERVED_MIN_PREFILL_TOKENS)
             * SGLANG_RESERVED_MIB_PER_PREFILL_TOKEN
             + F("sglang_cuda_graph_max_bs") * SGLANG_RESERVED_MIB_PER_CUDA_GRAPH_BS
-            + I("tp") * I("pp") / 8 * SGLANG_RESERVED_MIB_PER_8_RANKS)
+            + I("tp") * I("pp") / 8 * SGLANG_RESERVED_MIB_PER_8_RANKS
+            + F("sglang_prefill_graphs_mib"))
+
+
+def _sglang_prefill_graphs() -> Expr:
+    """How many prefill CUDA graphs SGLang captures at its chunked_prefill_size (one of the tiers' sizes)."""
+    out: Expr = Const(sglang_prefill_graph_sizes(SGLANG_MEMORY_TIERS[-1][1]))
+    for chunk in sorted({t[1] for t in SGLANG_MEMORY_TIERS[:-1]}, reverse=True):
+        out = if_(F("sglang_chunked_prefill_size").eq(chunk), sglang_prefill_graph_sizes(chunk), out)
+    return out
+
+
+def _sglang_legacy_reserved() -> Expr:
+    """v0.4.8 to v0.5.2's reserve in MiB: (a + TP x PP x b) x 1024 by the GPU's memory (SGLANG_LEGACY_RESERVED_TIERS)."""
+    *bounded, (_top, a, b) = SGLANG_LEGACY_RESERVED_TIERS
+    parallel = I("tp") * I("pp")
+    out: Expr = (a + parallel * b) * 1024
+    for top, a, b in reversed(bounded):
+        out = if_(F("sglang_gpu_memory_mib") < top, (a + parallel * b) * 1024, out)
+    return out
+
+
+def _sglang_tp_fraction(parallel: Expr) -> Expr:
+    """Releases before v0.4.8: the fraction by parallel size (SGLANG_TP_FRACTIONS; 0.82 from 8 before v0.4.0)."""
+    out: Expr = Const(SGLANG_SMALL_TP_FRACTION)
+    for size, fraction in reversed(SGLANG_TP_FRACTIONS):
+        if size == 8:
+            fraction = if_(F("engine_release_used") < SGLANG_FRACTION_040_FROM, SGLANG_TP8_FRACTION_BEFORE_040, fraction)
+        out = if_(parallel >= size, fraction, out)
+    return out
+
+
+def _sglang_fraction_before_v048() -> Expr:
+    """mem_fraction_static's default up to v0.4.7 (see engine_defaults.py), from the tier figures."""
+    gpu = F("sglang_gpu_memory_mib")
+    by_tp = F("sglang_tp_tier_fraction")
+    v047_base = if_(gpu <= SGLANG_V046_LARGE_GPU_MIB, F("sglang_parallel_tier_fraction"), SGLANG_SMALL_TP_FRACTION)
+    v047 = if_(gpu > SGLANG_V047_HUGE_GPU_MIB, SGLANG_V047_HUGE_GPU_FRACTION,
+               if_(gpu > SGLANG_V047_BIG_GPU_MIB,
+                   least(v047_base + SGLANG_V047_HEADROOM_MIB * (1 - v047_base) / gpu,
+                         (gpu - SGLANG_V047_RESERVED_MIB) / gpu),
+                   v047_base))
+    return if_(F("engine_release_used") < SGLANG_FRACTION_BY_MEMORY_FROM, by_tp,
+               if_(F("engine_release_used") < SGLANG_V047_FROM,
+                   if_(gpu <= SGLANG_V046_LARGE_GPU_MIB, by_tp, (gpu - SGLANG_V046_RESERVED_MIB) / gpu),
+                   v047))
 
 
 _KIND_LAYERS = ("full_layers_per_gpu", "sliding_layers_per_gpu", "chunked_layers_per_gpu", "linear_layers_per_gpu")
@@ -664,24 +709,60 @@ _FIGURES: list[Figure] = [
     Figure("sglang_cuda_graph_max_bs", "sequences",
            f"SGLang: its default cuda_graph_max_bs by GPU memory, below TP {SGLANG_CUDA_GRAPH_TP} and from it: "
            + ", ".join(f"{bs}/{bs_tp} {'under ' + format(top // 1024) + ' GiB' if top else 'above'}"
-                       for top, _chunk, bs, bs_tp in SGLANG_MEMORY_TIERS),
-           if_(_rule("sglang"), if_(I("tp") < SGLANG_CUDA_GRAPH_TP, _sglang_tier(2), _sglang_tier(3)), Const(None)),
+                       for top, _chunk, bs, bs_tp in SGLANG_MEMORY_TIERS)
+           + f" (before v0.5.{SGLANG_CUDA_GRAPH_BS_24_FROM % 1000}:"
+           f" {SGLANG_V053_SMALL_CUDA_GRAPH_BS} below TP {SGLANG_CUDA_GRAPH_TP} on GPUs of 20 to 35 GiB)",
+           if_(_rule("sglang"), if_(I("tp") < SGLANG_CUDA_GRAPH_TP,
+                                    if_(and_(F("engine_release_used") < SGLANG_CUDA_GRAPH_BS_24_FROM,
+                                             F("sglang_gpu_memory_mib") >= SGLANG_MEMORY_TIERS[0][0],
+                                             F("sglang_gpu_memory_mib") < SGLANG_MEMORY_TIERS[1][0]),
+                                        SGLANG_V053_SMALL_CUDA_GRAPH_BS, _sglang_tier(2)),
+                                    _sglang_tier(3)), Const(None)),
            "int"),
+    Figure("sglang_tp_tier_fraction", "fraction", "SGLang before v0.4.8: its default mem_fraction_static by TP:"
+           " 0.79 from 16, 0.81 from 8 (0.82 before v0.4), 0.85 from 4, 0.87 from 2, else 0.88",
+           if_(_rule("sglang"), _sglang_tp_fraction(I("tp")), Const(None))),
+    Figure("sglang_parallel_tier_fraction", "fraction", "SGLang v0.4.7: the same tiers by TP x PP",
+           if_(_rule("sglang"), _sglang_tp_fraction(I("tp") * I("pp")), Const(None))),
+    Figure("sglang_prefill_graphs_mib", "MiB", "SGLang from v0.5.10: memory its default mem_fraction_static leaves"
+           f" for the prefill (piecewise) CUDA graphs at PP 1: {SGLANG_MIB_PER_PREFILL_GRAPH} MiB for each graph size"
+           " up to chunked_prefill_size (42 at 2,048 tokens, 50 at 4,096, 58 at 8,192, 74 at 16,384), 1.5 GiB for an"
+           " MLA model; 0 before and at PP > 1",
+           if_(and_(_rule("sglang"), F("engine_release_used") >= SGLANG_PREFILL_GRAPHS_FROM, I("pp").eq(1)),
+               if_(F("is_mla"), SGLANG_MLA_PREFILL_GRAPHS_MIB, _sglang_prefill_graphs() * SGLANG_MIB_PER_PREFILL_GRAPH),
+               0)),
+    Figure("sglang_legacy_reserved_mib", "MiB", "SGLang v0.4.8 to v0.5.2: memory its default mem_fraction_static"
+           " leaves out: (a + TP x PP x b) GiB by GPU memory (2.8 + P / 10 below 35 GiB, 9.5 + P / 2 below 90, 12 +"
+           " P / 2 below 160, else 32)",
+           if_(_rule("sglang"), _sglang_legacy_reserved(), Const(None))),
     Figure("sglang_reserved_mib", "MiB",
            f"SGLang: memory its default mem_fraction_static leaves out: {SGLANG_RESERVED_BASE_MIB} + max(chunked_prefill"
            f"_size, {SGLANG_RESERVED_MIN_PREFILL_TOKENS:,}) x {SGLANG_RESERVED_MIB_PER_PREFILL_TOKEN} + cuda_graph_max_bs"
-           f" x {SGLANG_RESERVED_MIB_PER_CUDA_GRAPH_BS} + TP x PP / 8 x {SGLANG_RESERVED_MIB_PER_8_RANKS} MiB, at least"
-           f" {SGLANG_LARGE_GPU_MIN_RESERVED_MIB:,} MiB on GPUs above {SGLANG_LARGE_GPU_MIB:,} MiB",
-           if_(_rule("sglang"), if_(
-               F("sglang_gpu_memory_mib") > SGLANG_LARGE_GPU_MIB,
-               greatest(_sglang_reserved(), SGLANG_LARGE_GPU_MIN_RESERVED_MIB), _sglang_reserved()), Const(None))),
+           f" x {SGLANG_RESERVED_MIB_PER_CUDA_GRAPH_BS} + TP x PP / 8 x {SGLANG_RESERVED_MIB_PER_8_RANKS} MiB"
+           f" (from v0.5.10 at PP 1 also {SGLANG_MIB_PER_PREFILL_GRAPH} MiB a prefill CUDA graph, 1.5 GiB for an MLA"
+           f" model), at least {SGLANG_LARGE_GPU_MIN_RESERVED_MIB:,} MiB on GPUs above {SGLANG_LARGE_GPU_MIB:,} MiB;"
+           " v0.4.8 to v0.5.2: (a + TP x PP x b) GiB by GPU memory (2.8 + P / 10 below 35 GiB, 9.5 + P / 2 below 90,"
+           " 12 + P / 2 below 160, else 32); NULL before v0.4.8, whose default had no reserve",
+           if_(_rule("sglang"),
+               if_(F("engine_release_used") >= SGLANG_RESERVE_FORMULA_V053_FROM,
+                   if_(F("sglang_gpu_memory_mib") > SGLANG_LARGE_GPU_MIB,
+                       greatest(_sglang_reserved(), SGLANG_LARGE_GPU_MIN_RESERVED_MIB), _sglang_reserved()),
+                   if_(F("engine_release_used") >= SGLANG_RESERVED_FORMULA_FROM, F("sglang_legacy_reserved_mib"),
+                       Const(None))),
+               Const(None))),
     Figure("mem_fraction_static_used", "fraction",
-           "SGLang: mem_fraction_static, else its server's default: round((GPU memory - sglang_reserved_mib) / GPU"
-           f" memory, {SGLANG_MEM_FRACTION_DECIMALS})",
+           "SGLang: mem_fraction_static, else its server's default: from v0.4.8 round((GPU memory -"
+           f" sglang_reserved_mib) / GPU memory, {SGLANG_MEM_FRACTION_DECIMALS}); up to v0.4.5 by TP: 0.79 from 16,"
+           " 0.81 from 8 (0.82 before v0.4), 0.85 from 4, 0.87 from 2, else 0.88; v0.4.6 the same up to 81,920 MiB,"
+           " else (GPU memory - 13 GiB) / GPU memory; v0.4.7 the tiers by TP x PP up to 81,920 MiB, else 0.88, then"
+           " 0.79 above 180,000 MiB and above 96 GiB min(f + 48 GiB x (1 - f) / GPU memory, (GPU memory - 18 GiB) /"
+           " GPU memory)",
            if_(_rule("sglang"), coalesce(
                I("mem_fraction_static"),
-               floor((F("sglang_gpu_memory_mib") - F("sglang_reserved_mib")) / F("sglang_gpu_memory_mib")
-                     * 10**SGLANG_MEM_FRACTION_DECIMALS + 0.5) / 10**SGLANG_MEM_FRACTION_DECIMALS), Const(None))),
+               if_(F("engine_release_used") >= SGLANG_RESERVED_FORMULA_FROM,
+                   floor((F("sglang_gpu_memory_mib") - F("sglang_reserved_mib")) / F("sglang_gpu_memory_mib")
+                         * 10**SGLANG_MEM_FRACTION_DECIMALS + 0.5) / 10**SGLANG_MEM_FRACTION_DECIMALS,
+                   _sglang_fraction_before_v048())), Const(None))),
     # ---- vLLM's pipeline stages (vllm/distributed/utils.py get_pp_indices; each worker sizes its own KV cache and
     # the engine keeps the smallest block count, vllm/v1/core/kv_cache_utils.py)
     Figure("pp_stages_modelled", "flag", "1 under vLLM at PP > 1 for a model of full-attention layers only: the"
@@ -967,11 +1048,15 @@ _FIGURES: list[Figure] = [
         "kv_cache_tokens",
         "tokens",
         "the KV cache size the engine prints for one GPU: vLLM 'GPU KV cache size' = num_blocks // kv_groups x"
-        " kv_block_tokens; SGLang max_total_num_tokens = kv_cells_bytes_per_gpu // cell_bytes, rounded down to"
+        f" kv_block_tokens, and from v0.{VLLM_KV_TOKENS_AS_CONCURRENCY_FROM // 1000}"
+        " int(num_blocks / blocks_per_request x context), its concurrency in tokens (a hybrid model's is not its"
+        " pool's); SGLang max_total_num_tokens = kv_cells_bytes_per_gpu // cell_bytes, rounded down to"
         " the page (block_size); NULL under the theoretical rule (see kv_pool_tokens)",
         if_(
             _rule("vllm"),
-            floor(F("num_blocks") / F("kv_groups")) * F("kv_block_tokens"),
+            if_(F("engine_release_used") >= VLLM_KV_TOKENS_AS_CONCURRENCY_FROM,
+                floor(F("num_blocks") / F("blocks_per_request") * I("context_tokens")),
+                floor(F("num_blocks") / F("kv_groups")) * F("kv_block_tokens")),
             if_(
                 _rule("sglang"),
                 if_(F("weights_fit"),

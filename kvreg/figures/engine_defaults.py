@@ -230,6 +230,21 @@ VLLM_V1_NCCL_IN_SNAPSHOT_BEFORE = 11000  # v0.11.0 (from VLLM_SNAPSHOT_AFTER_CUD
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; https://github.com/vllm-project/vllm/issues/50722 quotes both lines).
 # kvreg does not estimate them: a plan gives --cuda-graph-memory, or calibrates from a log of such a release.
 VLLM_CUDA_GRAPH_IN_BUDGET_RELEASE = 21000  # v0.21.0
+# vLLM's "GPU KV cache size: N tokens" line: up to v0.20 num_blocks // kv_cache_groups x the smallest block size
+# (vllm/v1/core/kv_cache_utils.py _report_kv_cache_config, read at a v0.1x commit), from v0.21 int(max_concurrency x
+# max_model_len), where max_concurrency = num_blocks / the blocks one max_model_len request takes over every group
+# (get_max_concurrency_for_kv_cache_config; kv_cache_utils.py get_kv_cache_capacity and update_kv_cache_capacity,
+# quoted at lines 2021-2047 of commit 22df3a3 in https://github.com/vllm-project/vllm/issues/54662, after the fixes
+# proposed in vllm PRs 38364 and 40694 for https://github.com/vllm-project/vllm/issues/40691). For a model of one KV
+# group the two agree up to a block; for a hybrid model (full attention beside sliding-window or linear layers) the
+# new line is a concurrency in token units, far from the pool's tokens. The release, from logs: v0.19.0 printed the
+# old line (vllm#40691: 290,864 tokens, a whole number of 16-token blocks, beside 33.04x at 32,768 tokens = 1,082,654);
+# Gemma 4's line went from ~55k tokens in v0.20.0 to ~525k in v0.21.0 with the same ~50 GB of KV memory
+# (https://github.com/vllm-project/vllm/issues/43308); a v0.21.1 development build's DeepSeek-V4 line reads 1,001,650
+# tokens beside 5.01x at 200,000, and v0.24.0's 567,978 tokens beside 4.33x at 131,072 (Qwen3.6-35B-A3B,
+# tests/data/logs/vllm-club3090-612-qwen36-35b-5090.log): neither a whole number of blocks, each int(concurrency x
+# max_model_len).
+VLLM_KV_TOKENS_AS_CONCURRENCY_FROM = 21000  # v0.21.0
 # vLLM's V0 engine from v0.7.3 padded every KV cache entry to a multiple of 256 bytes on CUDA (PR 12676, "Mem align KV
 # caches for CUDA devices (MLA perf improvement)": "for MLA with a head dim of 576 ... and a fp16/bf16 cache, we allocate
 # 640 elements per cache entry instead of 576"), until PR 14842 removed it in March 2025, before V1 became the default in
@@ -265,6 +280,59 @@ SGLANG_MEMORY_TIERS = (
     (None, 16384, 512, 512),  # B200, MI300
 )
 SGLANG_CUDA_GRAPH_TP = 4  # "cuda_graph_max_bs 24 if tp < 4 else 80"
+# SGLang's default mem_fraction_static by release (python/sglang/srt/server_args.py of each release's wheel on PyPI,
+# read release by release; docs/engine-rules.md cites the lines). kvreg follows the CUDA path without speculative
+# decoding, DP attention or multimodal towers (see the docs for those). "gpu_mem" is nvidia-smi's memory in MiB
+# (kvreg: the GPU's reported memory); P = TP x PP.
+# - up to v0.4.5 (ServerArgs.__post_init__, 0.3.6 lines 155-166, 0.4.5 lines 233-243): by TP alone, whatever the
+#   GPU: 0.79 from TP 16, 0.81 from TP 8 (0.82 in v0.3), 0.85 from 4, 0.87 from 2, else 0.88;
+# - v0.4.6 (lines 221-238): the same by TP on GPUs of at most 81,920 MiB, else (gpu_mem - 13 x 1024) / gpu_mem;
+# - v0.4.7 (lines 253-283): the same tiers by P on GPUs of at most 81,920 MiB, else 0.88; then 0.79 on GPUs above
+#   180,000 MiB, and above 96 x 1024 MiB min(f + 48 x 1024 x (1 - f) / gpu_mem, (gpu_mem - 18 x 1024) / gpu_mem);
+# - v0.4.8 to v0.5.2 (0.4.9 lines 280-319, 0.5.2 lines 452-496): round((gpu_mem - reserved) / gpu_mem, 3), reserved
+#   = (a + P x b) x 1024 MiB by GPU memory (SGLANG_LEGACY_RESERVED_TIERS);
+# - from v0.5.3 (_handle_gpu_memory_settings): the reserve of SGLANG_RESERVED_* below, with cuda_graph_max_bs 16
+#   rather than 24 below TP 4 on GPUs of 20 to 35 GiB before v0.5.5;
+# - from v0.5.10, where the piecewise (prefill) CUDA graphs are on by default (disable_piecewise_cuda_graph; before,
+#   --enable-piecewise-cuda-graph), the reserve adds 8 MiB for each prefill capture size (1.5 GiB for an MLA
+#   model), except at PP > 1 (0.5.10 lines 1078-1139 and 1302-1310; 0.5.16 reserve_for_graph_mb, lines 4164-4194).
+SGLANG_TP_FRACTIONS = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87))  # (from this parallel size, fraction)
+SGLANG_SMALL_TP_FRACTION = 0.88
+SGLANG_TP8_FRACTION_BEFORE_040 = 0.82
+SGLANG_FRACTION_040_FROM = 4000  # v0.4.0
+SGLANG_FRACTION_BY_MEMORY_FROM = 4006  # v0.4.6: large GPUs leave the TP tiers
+SGLANG_V046_LARGE_GPU_MIB = 81920
+SGLANG_V046_RESERVED_MIB = 13 * 1024
+SGLANG_V047_FROM = 4007
+SGLANG_V047_HUGE_GPU_MIB = 180 * 1000  # "gpu_mem > 180 * 1000 and is_cuda()"
+SGLANG_V047_HUGE_GPU_FRACTION = 0.79
+SGLANG_V047_BIG_GPU_MIB = 96 * 1024
+SGLANG_V047_HEADROOM_MIB = 48 * 1024
+SGLANG_V047_RESERVED_MIB = 18 * 1024  # "15 GB + additional 3GB for cuda graph"
+SGLANG_RESERVED_FORMULA_FROM = 4008  # v0.4.8: round((gpu_mem - reserved_mem) / gpu_mem, 3)
+# v0.4.8 to v0.5.2: (upper bound in MiB, exclusive, or None; a GiB; b GiB per GPU of P): reserved = (a + P x b) GiB
+SGLANG_LEGACY_RESERVED_TIERS = ((20 * 1024, 2.8, 0.1), (35 * 1024, 2.8, 0.1), (90 * 1024, 9.5, 0.5),
+                                (100 * 1024, 12, 0.5), (160 * 1024, 12, 0.5), (None, 32, 0))
+SGLANG_RESERVE_FORMULA_V053_FROM = 5003  # v0.5.3: 512 + chunked prefill x 1.5 + cuda graphs x 2 + P / 8 x 1024
+SGLANG_CUDA_GRAPH_BS_24_FROM = 5005  # v0.5.5: cuda_graph_max_bs 24 (16 before) below TP 4 on 20 to 35 GiB GPUs
+SGLANG_V053_SMALL_CUDA_GRAPH_BS = 16
+SGLANG_PREFILL_GRAPHS_FROM = 5010  # v0.5.10: piecewise CUDA graphs on by default
+SGLANG_MIB_PER_PREFILL_GRAPH = 8  # "len(self.piecewise_cuda_graph_tokens) * 8"
+SGLANG_MLA_PREFILL_GRAPHS_MIB = 1.5 * 1024
+
+
+def sglang_prefill_graph_sizes(max_tokens: int) -> int:
+    """How many prefill (piecewise) CUDA graphs SGLang captures up to max_tokens (its chunked_prefill_size):
+    server_args.py _generate_piecewise_cuda_graph_tokens, 4 to 32 by 4, 48 to 256 by 16, 288 to 512 by 32, 576 to
+    1,024 by 64, 1,280 to 4,096 by 256, then by 512 (8,192 tokens: 58 graphs)."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32)) + list(range(576, 1025, 64))
+             + list(range(1280, 4097, 256)) + list(range(4608, max_tokens + 1, 512)))
+    return sum(1 for s in sizes if s <= max_tokens)
+
+
+# The fraction SGLang uses when it cannot read the GPU's memory (gpu_mem None): kvreg always knows it, so this
+# only names the classic default the docs compare against.
+SGLANG_MEM_FRACTION_STATIC = 0.88
 # Memory in use on a GPU before SGLang loads weights: the CUDA context, and at TP x PP > 1 NCCL's and the custom
 # all-reduce's buffers (python/sglang/srt/model_executor/model_runner.py: init_torch_distributed takes the smallest
 # free memory over the ranks, min_per_gpu_memory, as pre_model_load_memory; its log's "Load weight begin. avail mem"

@@ -317,12 +317,12 @@ def plan_rollup(ctx, quarter, start, quarters, whole_nodes, fmt):
 
 
 @plan_group.command("optimize")
-@click.option("--from", "start", required=True, help="First quarter of the horizon (2026Q4).")
-@click.option("--quarters", help="Quarters in the horizon (default 4).")
-@click.option("--allow-gpus", help="GPU types any plan may move to, comma-separated (H100-SXM,H200). Default: each "
-                                   "plan's own.")
-@click.option("--allow-kv-dtypes", help="KV dtypes any plan may use, comma-separated (bf16,fp8). Default: each "
-                                        "plan's own.")
+@click.option("--from", "start", help="First quarter of the horizon (2026Q4); default: the current quarter.")
+@click.option("--quarters", help="Quarters in the horizon (default 4, or on to the last entry).")
+@click.option("--allow-gpus", help="GPU types every plan may move to in this run, comma-separated (H100-SXM,H200), "
+                                   "beyond each plan's own and those it allows (plan set --allow-gpus).")
+@click.option("--allow-kv-dtypes", help="KV dtypes every plan may use in this run, comma-separated (bf16,fp8), "
+                                        "beyond each plan's own and those it allows (plan set --allow-kv-dtypes).")
 @click.option("--whole-nodes", is_flag=True, help="Buy whole nodes of the GPU type's node_gpus.")
 @click.option("--budget", type=float, help="At most this much capex (USD) landing in any one quarter.")
 @click.option("--residual", type=float, default=0.0, show_default=True,
@@ -335,8 +335,14 @@ def plan_rollup(ctx, quarter, start, quarters, whole_nodes, fmt):
 @user_errors
 def plan_optimize(ctx, start, quarters, allow_gpus, allow_kv_dtypes, whole_nodes, budget, residual, time_limit,
                   apply_, fmt):
-    """The cheapest fleet for the horizon: per plan a GPU type, TP and KV dtype (TP free, GPU and KV
-    dtype within --allow-gpus / --allow-kv-dtypes), per GPU type and quarter the GPUs to buy.
+    """The cheapest fleet for the horizon: per plan a GPU type, TP and KV dtype, per GPU type and
+    quarter the GPUs to buy.
+
+    A plan may move to its own GPU type and KV dtype, to those stored on it (kvreg plan set NAME
+    --allow-gpus H100-SXM,H200 --allow-kv-dtypes bf16,fp8) and to those this run's --allow-gpus /
+    --allow-kv-dtypes name; TP is free among the layouts the model allows; PP and every other
+    setting stay the plan's own. The horizon follows plan rollup's rule: from --from (default the
+    current quarter), 4 quarters or on to the last entry.
 
     The cost is the purchases' capex (less --residual) plus the running cost of the GPUs in use
     (price_per_hour x 730 h x 3 per quarter) over the horizon. Every plan's users are served in every

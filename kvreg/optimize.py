@@ -1,11 +1,14 @@
 """`kvreg plan optimize`: the cheapest fleet for a horizon, solved exactly as a mixed-integer program.
 
 Per plan the program picks one setting (GPU type, TP, KV dtype) among the allowed ones, held over
-the horizon; per GPU type and quarter it picks the GPUs to buy. Every candidate's capacity is read
-from the views: each plan x GPU x TP x KV dtype is written as a scratch plan and read back through
-`plan_quarter` (kvreg.plans.evaluate), and its GPUs needed for a quarter's users is the declared
-`gpus_needed` figure evaluated on that row (kvreg.figures.expr.PythonEvaluator), never a second
-formula.
+the horizon; per GPU type and quarter it picks the GPUs to buy. A plan may use its own GPU type and
+KV dtype, those stored on it (plan columns allow_gpus and allow_kv_dtypes, `kvreg plan set
+--allow-gpus`) and those the run allows every plan; TP is free among the layouts the model allows;
+PP and every other setting stay the plan's own. Every candidate's capacity is read from the views:
+each distinct deployment (plan settings x GPU x TP x KV dtype) is written once as a scratch plan and
+all are read back through `plan_quarter` in one query (kvreg.plans.evaluate); its GPUs needed for a
+quarter's users is the declared `gpus_needed` figure evaluated on that row
+(kvreg.figures.expr.PythonEvaluator), never a second formula.
 
 The program (scipy.optimize.milp, HiGHS's branch and bound):
 

@@ -693,6 +693,7 @@ def write_doc(path: Path, ctx: Context, args, sizes: dict[int, dict], goals, sca
 KEPT_SECTIONS = [
     ("<!-- kvreg serve: written by bench/serve.py -->", "<!-- end of the kvreg serve section -->"),
     ("<!-- test suite: measured by hand -->", "<!-- end of the test suite section -->"),
+    ("<!-- plan optimize: measured with bench/optimize.py -->", "<!-- end of the plan optimize section -->"),
 ]
 
 

@@ -36,7 +36,7 @@ from kvreg.capacity import valid_tps
 from kvreg.db.read import list_gpus, rollup, runner, schedule_horizon
 from kvreg.errors import KvregError
 from kvreg.figures.declarations import FIGURES, HOURS_PER_MONTH
-from kvreg.figures.expr import PythonEvaluator
+from kvreg.figures.expr import PythonEvaluator, Ref
 from kvreg.figures.quarters import index_of_quarter, quarter_of_index
 from kvreg.plans import SPEC_DEFAULTS, allowed_names, check_allowed, evaluate, set_plan
 from kvreg.registry import dtype_names, get_gpu
@@ -46,6 +46,22 @@ STATUS = {0: "optimal", 1: "time limit reached", 2: "infeasible", 3: "unbounded"
 PLAN_COLUMNS = ["plan", "gpu", "tp", "kv_dtype", "changed", "current_gpu", "current_tp", "current_kv_dtype",
                 "gpus_in_last_quarter"]
 PURCHASE_COLUMNS = ["gpu", "quarter", "gpus_to_buy", "capex_to_buy", "order_by"]
+
+
+def _view_names(name: str) -> set[str]:
+    """The figures `name`'s declaration reads (its references), but replicas_needed, evaluated here too."""
+    out, stack = set(), [FIGURES[name].expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Ref):
+            out.add(e.name)
+        stack.extend(e.children())
+    return out
+
+
+# What a candidate's plan_quarter row must carry: whether it fits and what gpus_needed reads.
+VIEW_COLUMNS = tuple(sorted(({"fits"} | _view_names("gpus_needed") | _view_names("replicas_needed"))
+                            - {"replicas_needed", "gpus_needed"}))
 
 
 def gpus_needed(view_row: dict, users: int) -> int | None:
@@ -134,7 +150,7 @@ def _candidates(conn, plans: list[str], allow_gpus, allow_kv_dtypes) -> dict[str
                 specs[key] = len(unique)
                 unique.append(spec)
             keys.append((name, g, t, kvd, (g, t, kvd) == own, specs[key]))
-    rows = evaluate(conn, unique)
+    rows = evaluate(conn, unique, columns=VIEW_COLUMNS)
     out: dict[str, list[dict]] = {name: [] for name in plans}
     for name, g, t, kvd, own, i in keys:
         if own or rows[i]["fits"]:

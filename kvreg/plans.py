@@ -558,11 +558,12 @@ def remove_demand(conn, plan: str, quarter: str) -> None:
 # --------------------------------------------------------------------------- scratch evaluation
 
 
-def evaluate(conn, rows: list[dict], *, full: bool = False) -> list[dict]:
+def evaluate(conn, rows: list[dict], *, full: bool = False, columns: tuple[str, ...] | None = None) -> list[dict]:
     """plan_quarter rows for unsaved plans: each row is a validated plan row (no name) plus `users`.
 
     The rows are written as scratch plans with one scratch demand row each, read back through
-    the views and rolled back: nothing is saved. `full` adds the plan_capacity figures.
+    the views and rolled back: nothing is saved. `full` adds the plan_capacity figures; `columns`
+    reads only these plan_quarter columns (a search over many candidates that needs a few figures).
     """
     if not rows:
         return []
@@ -579,7 +580,9 @@ def evaluate(conn, rows: list[dict], *, full: bool = False) -> list[dict]:
         conn.execute(insert(Demand), [dict(plan_id=ids[n], quarter=_SCRATCH_QUARTER, users=r["users"])
                                       for r, n in zip(rows, names)])
         wanted = set(ids.values())
-        by_id = _scratch_rows(conn, _SCRATCH_QUARTER_SQL, wanted)
+        sql = _SCRATCH_QUARTER_SQL if columns is None else _SCRATCH_QUARTER_SQL.replace(
+            "*", ", ".join(("plan_id", *columns)))
+        by_id = _scratch_rows(conn, sql, wanted)
         if full:
             for pid, cap in _scratch_rows(conn, _SCRATCH_CAPACITY_SQL, wanted).items():
                 by_id[pid] = {**by_id[pid], **{k: v for k, v in cap.items() if k not in by_id[pid]}}

@@ -49,14 +49,8 @@ PURCHASE_COLUMNS = ["gpu", "quarter", "gpus_to_buy", "capex_to_buy", "order_by"]
 
 
 def _view_names(name: str) -> set[str]:
-    """The figures `name`'s declaration reads (its references), but replicas_needed, evaluated here too."""
-    out, stack = set(), [FIGURES[name].expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Ref):
-            out.add(e.name)
-        stack.extend(e.children())
-    return out
+    """The figures `name`'s declaration refers to directly."""
+    return {e.name for e in FIGURES[name].expr.walk() if isinstance(e, Ref)}
 
 
 # What a candidate's plan_quarter row must carry: whether it fits and what gpus_needed reads.

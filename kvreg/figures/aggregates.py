@@ -48,13 +48,7 @@ def _refs(a: Aggregate) -> list[str]:
         return [a.of]
     if a.expr is None:
         return []
-    out, stack = [], [a.expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Ref):
-            out.append(e.name)
-        stack.extend(e.children())
-    return out
+    return [e.name for e in a.expr.walk() if isinstance(e, Ref)]
 
 
 def _inputs(e) -> list[str]:

@@ -205,6 +205,11 @@ def test_allowances_travel_with_the_plans_file(kv, tmp_path):
     assert "~ plan docs-llama3-8b" in out and "plan: 0 added, 1 changed, 5 unchanged" in out
     assert other.json("plan", "show", "docs-llama3-8b")[0]["allow_kv_dtypes"] == "bf16,fp8"
     assert other("export").stdout == exported
+    # `db copy` carries them too (every column of every table)
+    copy = tmp_path / "copy.db"
+    kv("db", "copy", "--from", kv.url, "--to", f"sqlite:///{copy}")
+    shown = Kvreg(f"sqlite:///{copy}").json("plan", "show", "docs-llama3-8b")[0]
+    assert (shown["allow_gpus"], shown["allow_kv_dtypes"]) == (f"{H100},{H200}", "bf16,fp8")
     # a file naming a GPU type the registry lacks is refused, nothing written
     path.write_text(exported.replace(f'allow_gpus = "{H100},{H200}"', 'allow_gpus = "H100-SXM,B999"'))
     bad = other("apply", path, ok=False)

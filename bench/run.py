@@ -694,6 +694,7 @@ KEPT_SECTIONS = [
     ("<!-- kvreg serve: written by bench/serve.py -->", "<!-- end of the kvreg serve section -->"),
     ("<!-- test suite: measured by hand -->", "<!-- end of the test suite section -->"),
     ("<!-- what-ifs that only read: measured by hand -->", "<!-- end of the what-if section -->"),
+    ("<!-- plan optimize: measured with bench/optimize.py -->", "<!-- end of the plan optimize section -->"),
 ]
 
 

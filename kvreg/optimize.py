@@ -1,11 +1,14 @@
 """`kvreg plan optimize`: the cheapest fleet for a horizon, solved exactly as a mixed-integer program.
 
 Per plan the program picks one setting (GPU type, TP, KV dtype) among the allowed ones, held over
-the horizon; per GPU type and quarter it picks the GPUs to buy. Every candidate's capacity is read
-from the views: each plan x GPU x TP x KV dtype is written as a scratch plan and read back through
-`plan_quarter` (kvreg.plans.evaluate), and its GPUs needed for a quarter's users is the declared
-`gpus_needed` figure evaluated on that row (kvreg.figures.python.PythonEvaluator), never a second
-formula.
+the horizon; per GPU type and quarter it picks the GPUs to buy. A plan may use its own GPU type and
+KV dtype, those stored on it (plan columns allow_gpus and allow_kv_dtypes, `kvreg plan set
+--allow-gpus`) and those the run allows every plan; TP is free among the layouts the model allows;
+PP and every other setting stay the plan's own. Every candidate's capacity is read from the views:
+each distinct deployment (plan settings x GPU x TP x KV dtype) is bound once as a what-if (nothing
+is written) and all are read through `plan_quarter` in one query (kvreg.plans.evaluate); its GPUs
+needed for a quarter's users is the declared `gpus_needed` figure evaluated on that row
+(kvreg.figures.python.PythonEvaluator), never a second formula.
 
 The program (scipy.optimize.milp, HiGHS's branch and bound):
 
@@ -30,19 +33,30 @@ from __future__ import annotations
 import math
 
 from kvreg.capacity import valid_tps
-from kvreg.db.read import horizon_quarters, list_demand, rollup
+from kvreg.db.read import list_gpus, rollup, runner, schedule_horizon
 from kvreg.errors import KvregError
 from kvreg.figures.declarations import FIGURES, HOURS_PER_MONTH
+from kvreg.figures.expr import Ref
 from kvreg.figures.python import PythonEvaluator
 from kvreg.figures.quarters import index_of_quarter, quarter_of_index
-from kvreg.plans import evaluate, plan_solver_spec, set_plan, validate_plan, validate_workload
-from kvreg.registry import check_dtype, get_gpu
+from kvreg.plans import SPEC_DEFAULTS, allowed_names, check_allowed, evaluate, set_plan
+from kvreg.registry import dtype_names, get_gpu
 
 MONTHS_PER_QUARTER = 3
 STATUS = {0: "optimal", 1: "time limit reached", 2: "infeasible", 3: "unbounded", 4: "solver error"}
 PLAN_COLUMNS = ["plan", "gpu", "tp", "kv_dtype", "changed", "current_gpu", "current_tp", "current_kv_dtype",
                 "gpus_in_last_quarter"]
 PURCHASE_COLUMNS = ["gpu", "quarter", "gpus_to_buy", "capex_to_buy", "order_by"]
+
+
+def _view_names(name: str) -> set[str]:
+    """The figures `name`'s declaration refers to directly."""
+    return {e.name for e in FIGURES[name].expr.walk() if isinstance(e, Ref)}
+
+
+# What a candidate's plan_quarter row must carry: whether it fits and what gpus_needed reads.
+VIEW_COLUMNS = tuple(sorted(({"fits"} | _view_names("gpus_needed") | _view_names("replicas_needed"))
+                            - {"replicas_needed", "gpus_needed"}))
 
 
 def gpus_needed(view_row: dict, users: int) -> int | None:
@@ -58,64 +72,105 @@ def gpus_needed(view_row: dict, users: int) -> int | None:
     return None if value is None else int(value)
 
 
-def _split(values, what: str) -> list[str] | None:
-    if values is None:
-        return None
-    items = [v.strip() for v in (values.split(",") if isinstance(values, str) else values) if v.strip()]
-    if not items:
-        raise KvregError(f"--allow-{what} needs at least one name, comma-separated")
-    return items
+def _names(conn, values, option: str, field: str) -> list[str]:
+    """--allow-gpus / --allow-kv-dtypes of the command line, checked (an unknown name: one line)."""
+    names = allowed_names(values, option)
+    if names is not None and not names:
+        raise KvregError(f"{option} needs at least one name, comma-separated")
+    return check_allowed(conn, field, names) if names else []
+
+
+def _stored(plan: str, text_: str | None, known, option: str, what: str) -> list[str]:
+    """A plan's stored allowance (kvreg plan set --allow-gpus ...) -> names; one that the registry no
+    longer has is a one-line error naming the plan."""
+    names = [n for n in (text_ or "").split(",") if n]
+    for n in names:
+        if n not in known:
+            raise KvregError(f"plan {plan} allows {what} {n!r}, which the registry does not have: change it with "
+                             f"`kvreg plan set {plan} {option} ...`")
+    return names
+
+
+def _plan_rows(conn, plans: list[str]) -> dict[str, dict]:
+    """The stored rows of these plans (one query), each with its GPU's name and its workload mix."""
+    run = runner(conn)
+    rows = {r["name"]: r for r in run.rows("SELECT p.*, g.name AS gpu_name, m.name AS model_name FROM plan p"
+                                           " JOIN gpu g ON g.id = p.gpu_id JOIN model m ON m.id = p.model_id")
+            if r["name"] in set(plans)}
+    mix: dict = {}
+    for c in run.rows("SELECT plan_id, name, avg_tokens, share FROM workload_class ORDER BY id"):
+        mix.setdefault(c["plan_id"], []).append({"name": c["name"], "avg_tokens": c["avg_tokens"], "share": c["share"]})
+    for r in rows.values():
+        r["workload"] = mix.get(r["id"], [])
+    return rows
 
 
 def _candidates(conn, plans: list[str], allow_gpus, allow_kv_dtypes) -> dict[str, list[dict]]:
-    """Per plan: its own setting (when valid) and every other allowed GPU x TP x KV dtype that fits,
-    each with its plan_quarter row for one user (read through the views). A plan is validated once
-    (validate_plan, TP left open); its candidates differ from that row in GPU, TP and KV dtype only,
-    the TPs being those the `tp_valid` figure accepts for the model (kvreg.capacity.valid_tps)."""
-    gpus = [get_gpu(conn, g)["name"] for g in allow_gpus] if allow_gpus else None
-    kv_dtypes = [check_dtype(conn, d, "kv", "KV dtype") for d in allow_kv_dtypes] if allow_kv_dtypes else None
-    gpu_ids: dict = {}
+    """Per plan: its own setting and every other allowed GPU x TP x KV dtype that fits, each with its
+    plan_quarter row for one user (read through the views). A plan may move to its own GPU type and
+    KV dtype, those its stored allowances name (kvreg plan set --allow-gpus / --allow-kv-dtypes) and
+    those the command allows every plan; TP is free among those the `tp_valid` figure accepts for the
+    model (kvreg.capacity.valid_tps); everything else stays as stored. Every distinct candidate is
+    bound once as a what-if (nothing written) and all are read in one query (kvreg.plans.evaluate): plans
+    that share a deployment share its candidates' rows."""
+    gpu_ids = {g["name"]: g["id"] for g in list_gpus(conn)}
+    kv_known = set(dtype_names(conn, "kv"))
+    extra_gpus = _names(conn, allow_gpus, "--allow-gpus", "allow_gpus")
+    extra_kv = _names(conn, allow_kv_dtypes, "--allow-kv-dtypes", "allow_kv_dtypes")
+    stored = _plan_rows(conn, plans)
     tps_of: dict = {}
-    specs, keys = [], []
+    specs: dict = {}  # a candidate's full deployment -> its index in `unique`
+    unique: list[dict] = []
+    keys = []
     for name in plans:
-        spec = plan_solver_spec(conn, name)
-        base = validate_plan(conn, {**spec, "tp": "auto"}, named=False, choose_tp=False)
-        base["workload"] = validate_workload(spec.get("workload"), base["context_tokens"], base["avg_tokens"])
-        layout = (spec["model"], base["gpus_per_node"], base["pp"])
+        row = stored[name]
+        base = {k: row[k] for k in SPEC_DEFAULTS if k != "tp"}
+        base.update(model_id=row["model_id"], notes="", workload=row["workload"])
+        layout = (row["model_name"], row["gpus_per_node"], row["pp"])
         if layout not in tps_of:
             tps_of[layout] = valid_tps(conn, *layout)
-        tps = [t for t in tps_of[layout] if t % base["dp_attention"] == 0]
-        own = (spec["gpu"], spec["tp"], spec["kv_dtype"])
-        options = [own] if spec["tp"] in tps else []
-        for g in gpus or [spec["gpu"]]:
-            for kvd in kv_dtypes or [spec["kv_dtype"]]:
+        tps = [t for t in tps_of[layout] if t % row["dp_attention"] == 0]
+        gpus = [row["gpu_name"], *_stored(name, row["allow_gpus"], gpu_ids, "--allow-gpus", "GPU type"), *extra_gpus]
+        kvds = [row["kv_dtype"], *_stored(name, row["allow_kv_dtypes"], kv_known, "--allow-kv-dtypes", "KV dtype"),
+                *extra_kv]
+        own = (row["gpu_name"], row["tp"], row["kv_dtype"])
+        options = [own] if row["tp"] in tps else []
+        for g in dict.fromkeys(gpus):
+            for kvd in dict.fromkeys(kvds):
                 options += [(g, t, kvd) for t in tps if (g, t, kvd) != own]
         for g, t, kvd in options:
-            if g not in gpu_ids:
-                gpu_ids[g] = get_gpu(conn, g)["id"]
-            specs.append({**base, "gpu_id": gpu_ids[g], "tp": t, "kv_dtype": kvd, "users": 1})
-            keys.append((name, g, t, kvd, (g, t, kvd) == own))
+            spec = {**base, "gpu_id": gpu_ids[g], "tp": t, "kv_dtype": kvd, "users": 1}
+            key = repr(sorted((k, v if k != "workload" else repr(v)) for k, v in spec.items()))
+            if key not in specs:
+                specs[key] = len(unique)
+                unique.append(spec)
+            keys.append((name, g, t, kvd, (g, t, kvd) == own, specs[key]))
+    rows = evaluate(conn, unique, columns=VIEW_COLUMNS)
     out: dict[str, list[dict]] = {name: [] for name in plans}
-    for (name, g, t, kvd, own), r in zip(keys, evaluate(conn, specs)):
-        if own or r["fits"]:
-            out[name].append({"gpu": g, "tp": t, "kv_dtype": kvd, "own": own, "row": r})
+    for name, g, t, kvd, own, i in keys:
+        if own or rows[i]["fits"]:
+            out[name].append({"gpu": g, "tp": t, "kv_dtype": kvd, "own": own, "row": rows[i], "spec": i})
     return out
 
 
 def _demand(conn, quarters: list[str]) -> dict[str, list[int]]:
-    """Users per plan in each quarter (carried forward), for plans with users in some quarter."""
+    """Users per plan in each quarter (carried forward), for plans with users in some quarter: the
+    demand entries read once, each held from its quarter until the plan's next entry (0 ends it)."""
+    axis = [index_of_quarter(q) for q in quarters]
     users: dict[str, list[int]] = {}
-    for i, q in enumerate(quarters):
-        for d in list_demand(conn, quarter=q):
-            users.setdefault(d["plan"], [0] * len(quarters))[i] = d["users"] or 0
+    for d in runner(conn).rows("SELECT plan, quarter_index, until_index, users FROM plan_quarter"):
+        for i, qi in enumerate(axis):
+            if d["quarter_index"] <= qi and (d["until_index"] is None or d["until_index"] > qi):
+                users.setdefault(d["plan"], [0] * len(quarters))[i] = d["users"] or 0
     return {p: u for p, u in sorted(users.items()) if any(u)}
 
 
 def build_program(conn, start: str, quarters=None, *, allow_gpus=None, allow_kv_dtypes=None,
                   whole_nodes: bool = False, budget=None, residual=0.0) -> "Program":
-    """The program for the horizon from `start` (`quarters` long, default 4): demand, candidates and
-    their GPUs needed (from the views), the GPU types' facts and installed fleet."""
-    axis = horizon_quarters(start, quarters or 4)
+    """The program for the purchase schedule's horizon (kvreg.db.read.schedule_horizon: from `start`,
+    by default the current quarter, `quarters` long, by default 4 or on to the last entry): demand,
+    candidates and their GPUs needed (from the views), the GPU types' facts and installed fleet."""
+    axis = schedule_horizon(conn, start, quarters)
     residual = float(residual or 0)
     if not 0 <= residual < 1:
         raise KvregError(f"--residual is the share of capex recovered at the horizon's end, from 0 up to 1, not {residual}")
@@ -124,11 +179,15 @@ def build_program(conn, start: str, quarters=None, *, allow_gpus=None, allow_kv_
         if not math.isfinite(budget) or budget < 0:
             raise KvregError(f"--budget must be a number of USD per quarter, at least 0, not {budget}")
     users = _demand(conn, axis)
-    cands = _candidates(conn, list(users), _split(allow_gpus, "gpus"), _split(allow_kv_dtypes, "kv-dtypes"))
+    cands = _candidates(conn, list(users), allow_gpus, allow_kv_dtypes)
     need: dict = {}
+    known: dict = {}  # (distinct candidate, users) -> GPUs needed: plans sharing a deployment share it
     for p, cs in cands.items():
         for ci, c in enumerate(cs):
-            need[(p, ci)] = [gpus_needed(c["row"], u) if u else 0 for u in users[p]]
+            for u in users[p]:
+                if u and (c["spec"], u) not in known:
+                    known[(c["spec"], u)] = gpus_needed(c["row"], u)
+            need[(p, ci)] = [known[(c["spec"], u)] if u else 0 for u in users[p]]
         for qi, q in enumerate(axis):
             if users[p][qi] and not any(need[(p, ci)][qi] is not None for ci in range(len(cs))):
                 raise KvregError(f"plan {p} cannot be served in {q}: no allowed setting fits (widen --allow-gpus or "
@@ -186,7 +245,7 @@ class Program:
     def solve(self, time_limit: float, fixed: bool = False, last: int | None = None) -> dict:
         """Solve the program (`fixed`: every plan at today's setting; `last`: the first `last`
         quarters only, capacity alone)."""
-        if fixed and any(not any(self.cands[p][ci]["own"] for (q, ci) in self.x if q == p) for p in self.cands):
+        if fixed and {p for (p, ci) in self.x if self.cands[p][ci]["own"]} != set(self.cands):
             return {"status": "infeasible", "cost": None, "gap": None}  # a plan's setting today does not serve
         # lazy: scipy and numpy load only when a program is solved (start-up time of every other command)
         import numpy as np
@@ -221,12 +280,16 @@ class Program:
             lo.append(1), hi.append(1)
             r += 1
         kcol = {key: j for j, key in enumerate(self.k, start=nx)}
+        uses: dict = {}  # (GPU type, quarter) -> the columns using it and their GPUs needed
+        for j, (p, ci) in enumerate(self.x):
+            g = self.cands[p][ci]["gpu"]
+            for qi, n in enumerate(self.need[(p, ci)][:nq]):
+                if n:
+                    uses.setdefault((g, qi), []).append((j, n))
         for g in self.gpus:  # GPUs in use within the fleet and the purchases so far
             for qi in range(nq):
-                for j, (p, ci) in enumerate(self.x):
-                    n = self.need[(p, ci)][qi]
-                    if n and self.cands[p][ci]["gpu"] == g:
-                        rows.append(r), cols.append(j), vals.append(n)
+                for j, n in uses.get((g, qi), []):
+                    rows.append(r), cols.append(j), vals.append(n)
                 for q2 in range(qi + 1):
                     rows.append(r), cols.append(kcol[(g, q2)]), vals.append(-self.unit(g))
                 lo.append(-np.inf), hi.append(self.installed.get((g, self.axis[qi]), 0))

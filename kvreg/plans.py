@@ -69,7 +69,52 @@ MAX_CLASSES = 64
 MAX_SHARE = 1e6
 
 
+# What `kvreg plan optimize` may change in a plan beyond its own GPU type and KV dtype (plan columns,
+# migration 0016): comma-separated names, NULL for none. TP is always free; PP is held (docs/plans.md).
+ALLOWANCE_FIELDS = {"allow_gpus": "--allow-gpus", "allow_kv_dtypes": "--allow-kv-dtypes"}
+
+
 # --------------------------------------------------------------------------- validation
+
+
+def allowed_names(values, option: str) -> list[str] | None:
+    """--allow-gpus / --allow-kv-dtypes as given (comma-separated text, or a list from a plans file) ->
+    the names; None when not given; [] for none (clears a plan's allowance)."""
+    if values is None:
+        return None
+    if isinstance(values, str):
+        items = [v.strip() for v in values.split(",")]
+    elif isinstance(values, (list, tuple)) and all(isinstance(v, str) for v in values):
+        items = [v.strip() for v in values]
+    else:
+        raise KvregError(f"{option} takes names, comma-separated (H100-SXM,H200), not {values!r}")
+    items = [v for v in items if v]
+    if len(items) == 1 and items[0].lower() == "none":
+        return []
+    if any(v.lower() == "none" for v in items):
+        raise KvregError(f"{option}: none clears the allowance on its own; give names (H100-SXM,H200) or none")
+    return items
+
+
+def check_allowed(conn, field: str, names: list[str]) -> list[str]:
+    """The GPU types or KV dtypes named, as the registry spells them, each once, in the order given;
+    an unknown name is a one-line error that suggests close ones."""
+    if field == "allow_gpus":
+        known = [get_gpu(conn, n)["name"] for n in names]
+    else:
+        known = [check_dtype(conn, n, "kv", "KV dtype") for n in names]
+    return list(dict.fromkeys(known))
+
+
+def validate_allowances(conn, spec: dict) -> dict:
+    """The allowance columns a spec gives (ALLOWANCE_FIELDS; absent keys left out), checked and as the
+    plan table stores them: 'H100-SXM,H200', or None for none."""
+    out = {}
+    for field, option in ALLOWANCE_FIELDS.items():
+        if field in spec:
+            names = allowed_names(spec[field], option)
+            out[field] = ",".join(check_allowed(conn, field, names)) if names else None
+    return out
 
 
 def spec_from_options(opts: dict, *, partial: bool) -> dict:
@@ -283,6 +328,7 @@ def plan_demand_users(conn, name: str, quarter: str) -> int:
 def add_plan(conn, spec: dict) -> dict:
     """Validate and store a new plan; returns its plan_capacity row."""
     row = validate_plan(conn, spec)
+    row.update(validate_allowances(conn, spec))
     classes = validate_workload(spec.get("workload"), row["context_tokens"], row["avg_tokens"])
     if conn.execute(select(Plan.id).where(Plan.name == row["name"])).first() is not None:
         raise _exists(row["name"])
@@ -306,6 +352,10 @@ def set_plan(conn, name: str, changes: dict) -> dict:
     changes = dict(changes)
     if not changes:
         raise KvregError(f"nothing to change for plan {name!r}: give at least one option, such as --tp 2")
+    allowances = validate_allowances(conn, {k: changes.pop(k) for k in ALLOWANCE_FIELDS if k in changes})
+    if not changes:  # only what the optimizer may change: the deployment stays as it is
+        conn.execute(update(Plan).where(Plan.id == get_plan(conn, name)["id"]).values(**allowances))
+        return plan_capacity(conn, name)
     old = plan_spec(conn, name)
     new_name = changes.pop("rename", None) or name
     if "model" in changes and "weight_dtype" not in changes:
@@ -336,7 +386,7 @@ def set_plan(conn, name: str, changes: dict) -> dict:
             # the log measured another deployment: its terms go, unless given again in this change
             row.update({k: None for k in MEASURED_TERMS if k not in changes}, calibration_source=None)
     try:
-        conn.execute(update(Plan).where(Plan.name == name).values(**row))
+        conn.execute(update(Plan).where(Plan.name == name).values(**row, **allowances))
     except IntegrityError as exc:
         raise _integrity(exc, new_name) from None
     if "workload" in changes:
@@ -511,17 +561,19 @@ def remove_demand(conn, plan: str, quarter: str) -> None:
 # --------------------------------------------------------------------------- what-if evaluation
 
 
-def evaluate(conn, rows: list[dict], *, full: bool = False) -> list[dict]:
+def evaluate(conn, rows: list[dict], *, full: bool = False, columns: tuple[str, ...] | None = None) -> list[dict]:
     """plan_quarter rows for unsaved plans: each row is a validated plan row (no name) plus `users`.
 
     Each row is a plan with one demand entry, bound as parameters in place of the plan, workload_class
     and demand tables' rows and read through the views' own SQL (kvreg.db.read.whatif): nothing is
-    written. `full` adds the plan_capacity figures.
+    written. `full` adds the plan_capacity figures; `columns` reads only these plan_quarter columns (a
+    search over many candidates that needs a few figures).
     """
     if not rows:
         return []
     tables = _whatif_tables(rows)
-    by_id = {r["plan_id"]: r for r in whatif(conn, "plan_quarter", tables, _WHATIF_QUARTER_SQL)}
+    by_id = {r["plan_id"]: r for r in whatif(conn, "plan_quarter", tables, _WHATIF_QUARTER_SQL if columns is None
+                                  else _WHATIF_QUARTER_SQL.replace("*", ", ".join(("plan_id", *columns))))}
     if full:
         for cap in whatif(conn, "plan_capacity", tables, _WHATIF_CAPACITY_SQL):
             pid = cap["plan_id"]

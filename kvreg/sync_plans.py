@@ -24,6 +24,7 @@ from kvreg.plans import (
     remove_demand,
     remove_plan,
     set_demand,
+    validate_allowances,
     validate_plan,
     validate_workload,
     write_workload,
@@ -72,7 +73,7 @@ def normalise(conn, kind: str, row: dict) -> dict:
         classes = row.get("workload") or []
         if not isinstance(classes, list) or not all(isinstance(c, dict) for c in classes):
             raise KvregError("workload must be a list of { name, avg_tokens, share } tables")
-        stored = validate_plan(conn, spec)
+        stored = {**validate_plan(conn, spec), **validate_allowances(conn, spec)}
         wl = validate_workload([{"class": c.get("name"), "avg_tokens": c.get("avg_tokens"), "share": c.get("share")}
                                 for c in classes], stored["context_tokens"], stored["avg_tokens"])
         out = {k: stored.get(k) for k in PLAN_KEYS if k not in ("model", "gpu", "workload")}
@@ -114,7 +115,7 @@ def write(conn, kind: str, row: dict, exists: bool) -> None:
                                                   "share": c["share"]} for c in row["workload"]]})
             return
         plan_id = get_plan(conn, row["name"])["id"]
-        stored = validate_plan(conn, spec)
+        stored = {**validate_plan(conn, spec), **validate_allowances(conn, spec)}
         conn.execute(update(Plan).where(Plan.id == plan_id).values(**stored))
         write_workload(conn, plan_id, row["workload"])
     elif kind == "demand":

@@ -29,7 +29,7 @@ def _by(rows, *keys):
 def test_fleet_40_need_93_buy_53_and_a_quarter_with_spare(kv):
     kv("fleet", "set", H100, "2026Q3", 40)
     kv("fleet", "set", H200, "2026Q4", 10, "--reserved", 2, "--reserved-price", "3.5")
-    r = _by(kv.json("plan", "rollup")["schedule"], "gpu", "quarter")
+    r = _by(kv.json("plan", "rollup", "--from", "2026Q3", "--quarters", 2)["schedule"], "gpu", "quarter")
     # 2026Q3: 39 needed, 40 owned -> nothing to buy, 1 spare.
     q3 = r[(H100, "2026Q3")]
     assert (q3["gpus_needed"], q3["gpus_installed"], q3["gpus_to_buy"], q3["gpus_spare"]) == (39, 40, 0, 40 - 39)
@@ -111,7 +111,7 @@ def test_demand_carries_forward_over_three_quarters_until_an_explicit_0(kv):
 def test_a_new_quarter_no_longer_makes_demand_vanish(kv):
     """The issue's bug: one plan with a new quarter made the rollup show gpus_change -91."""
     kv("demand", "set", "chat-llama3-8b", "2027Q1", 300)
-    q1 = _by(kv.json("plan", "rollup")["schedule"], "gpu", "quarter")[(H100, "2027Q1")]
+    q1 = _by(kv.json("plan", "rollup", "--from", "2026Q4")["schedule"], "gpu", "quarter")[(H100, "2027Q1")]
     # chat: 300 / 268.85 -> 2 replicas = 2 GPUs; the rest carry: 93 - 1 + 2 = 94.
     assert (q1["gpus_needed"], q1["gpus_needed_quarter_change"]) == (93 - 1 + 2, 1)
 

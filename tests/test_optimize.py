@@ -148,3 +148,70 @@ def test_bad_input_is_one_line(kv, args, why):
     kv("gpu", "show", H100)
     r = kv("plan", "optimize", "--from", "2026Q4", *args, ok=False)
     assert r.exit_code == 1 and why in r.output and len(r.output.strip().splitlines()) == 1, r.output
+
+
+# --------------------------------------------------------------------------- what a plan allows
+
+
+def test_a_plan_stores_what_the_optimizer_may_change(kv):
+    """docs-llama3-8b (H100-SXM, bf16, 60 users in 2026Q4) needs 2 GPUs in bf16 and 1 in fp8, which halves
+    its KV (test_apply_writes_the_chosen_settings_and_dry_run_writes_nothing). By default the optimizer
+    keeps its GPU type and KV dtype (TP free): 2 GPUs. Allowed fp8 on the plan itself, with no option
+    on the run, it picks fp8, as a run with --allow-kv-dtypes bf16,fp8 does."""
+    _only(kv, "docs-llama3-8b")
+    own = kv.json("plan", "optimize", "--from", "2026Q4", "--quarters", 1)["plans"][0]
+    assert (own["gpu"], own["kv_dtype"], own["changed"], own["gpus_in_last_quarter"]) == (H100, "bf16", False, 2)
+    kv("plan", "set", "docs-llama3-8b", "--allow-gpus", f"{H200}, {H100},{H200}", "--allow-kv-dtypes", "fp8")
+    shown = kv.json("plan", "show", "docs-llama3-8b")[0]
+    # each name once, in the order given, as the registry spells it; the plan's own settings untouched
+    assert (shown["allow_gpus"], shown["allow_kv_dtypes"]) == (f"{H200},{H100}", "fp8")
+    assert (shown["gpu"], shown["kv_dtype"]) == (H100, "bf16")
+    stored = kv.json("plan", "optimize", "--from", "2026Q4", "--quarters", 1)
+    given = kv.json("plan", "optimize", "--from", "2026Q4", "--quarters", 1, "--allow-kv-dtypes", "bf16,fp8",
+                    "--allow-gpus", f"{H100},{H200}")
+    assert stored["plans"][0]["kv_dtype"] == "fp8" and stored["plans"][0]["gpus_in_last_quarter"] == 1
+    assert stored["plans"] == given["plans"] and stored["optimal_cost"] == pytest.approx(given["optimal_cost"])
+    # none clears an allowance: back to the plan's own KV dtype
+    kv("plan", "set", "docs-llama3-8b", "--allow-kv-dtypes", "none")
+    assert kv.json("plan", "show", "docs-llama3-8b")[0]["allow_kv_dtypes"] is None
+    assert kv.json("plan", "optimize", "--from", "2026Q4", "--quarters", 1)["plans"][0]["kv_dtype"] == "bf16"
+
+
+@pytest.mark.parametrize("args, why", [
+    (("--allow-gpus", "NoSuchGPU"), "unknown gpu 'NoSuchGPU'"),
+    (("--allow-gpus", "H200,NoSuchGPU"), "unknown gpu 'NoSuchGPU'"),
+    (("--allow-kv-dtypes", "fp9"), "unknown KV dtype 'fp9'"),
+    (("--allow-kv-dtypes", "bf16,none"), "none clears the allowance on its own"),
+    (("--allow-gpus", "H200", "--allow-kv-dtypes", "fp9"), "unknown KV dtype 'fp9'"),
+])
+def test_a_bad_allowance_is_one_line_and_writes_nothing(kv, args, why):
+    kv("plan", "set", "docs-llama3-8b", "--allow-gpus", H100)
+    before = kv.json("plan", "show", "docs-llama3-8b")
+    r = kv("plan", "set", "docs-llama3-8b", *args, ok=False)
+    assert r.exit_code == 1 and why in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert kv.json("plan", "show", "docs-llama3-8b") == before  # nothing written, the GPU allowance kept
+
+
+def test_allowances_travel_with_the_plans_file(kv, tmp_path):
+    from conftest import Kvreg
+
+    kv("plan", "set", "docs-llama3-8b", "--allow-gpus", f"{H100},{H200}", "--allow-kv-dtypes", "bf16,fp8")
+    exported = kv("export").stdout
+    assert f'allow_gpus = "{H100},{H200}"\nallow_kv_dtypes = "bf16,fp8"\n' in exported
+    other = Kvreg(f"sqlite:///{tmp_path / 'other.db'}")
+    path = tmp_path / "registry.toml"
+    path.write_text(exported)
+    out = other("apply", path).stdout.splitlines()
+    assert "~ plan docs-llama3-8b" in out and "plan: 0 added, 1 changed, 5 unchanged" in out
+    assert other.json("plan", "show", "docs-llama3-8b")[0]["allow_kv_dtypes"] == "bf16,fp8"
+    assert other("export").stdout == exported
+    # `db copy` carries them too (every column of every table)
+    copy = tmp_path / "copy.db"
+    kv("db", "copy", "--from", kv.url, "--to", f"sqlite:///{copy}")
+    shown = Kvreg(f"sqlite:///{copy}").json("plan", "show", "docs-llama3-8b")[0]
+    assert (shown["allow_gpus"], shown["allow_kv_dtypes"]) == (f"{H100},{H200}", "bf16,fp8")
+    # a file naming a GPU type the registry lacks is refused, nothing written
+    path.write_text(exported.replace(f'allow_gpus = "{H100},{H200}"', 'allow_gpus = "H100-SXM,B999"'))
+    bad = other("apply", path, ok=False)
+    assert bad.exit_code == 1 and "unknown gpu 'B999'" in bad.output
+    assert other("export").stdout == exported

@@ -51,5 +51,6 @@ def test_capacity_and_plan_add_share_the_deployment_options():
     assert sorted(n for n in shared if cap[n].help != plan[n].help) == [
         "context", "gpu", "kv-cache-memory", "kv-dtype", "model", "reserve", "tp"]
     assert sorted(set(cap) - shared) == ["columns", "format", "wide"]  # the output options (format_option)
-    assert sorted(set(plan) - shared) == ["avg-tokens", "notes", "workload"]
+    # a plan's own: its mix and notes, and what `plan optimize` may change in it (allowance_options)
+    assert sorted(set(plan) - shared) == ["allow-gpus", "allow-kv-dtypes", "avg-tokens", "notes", "workload"]
     assert cap["pp"].help == plan["pp"].help == "Pipeline-parallel size."

@@ -152,7 +152,8 @@ def test_rollup_is_the_sum_of_plan_quarter_rows(kv):
         s["plans_not_fitting"] += 0 if r["fits"] else 1
         for k in ("users", "gpus_needed", "nodes_needed", "cost_per_month"):
             s[k] += r[k] or 0  # a plan that does not fit needs no GPUs: its figures are empty
-    rollup = kv.json("plan", "rollup")["schedule"]
+    # The horizon from the first entry's quarter (by default it starts at the current quarter).
+    rollup = kv.json("plan", "rollup", "--from", "2026Q3", "--quarters", 2)["schedule"]
     assert {(r["gpu"], r["quarter"]) for r in rollup} == set(sums)
     for r in rollup:
         s = sums[(r["gpu"], r["quarter"])]
@@ -277,7 +278,8 @@ def test_demand_and_rollup_csv(kv):
     table = list(csv.DictReader(io.StringIO(kv("demand", "list", "--format", "csv").stdout)))
     assert len(table) == 12  # six plans x two quarters
     assert {"plan", "quarter", "users", "replicas_needed", "gpus_needed", "cost_per_month"} <= set(table[0])
-    rollup = list(csv.DictReader(io.StringIO(kv("plan", "rollup", "--format", "csv").stdout)))
+    rollup = list(csv.DictReader(io.StringIO(kv("plan", "rollup", "--from", "2026Q3", "--quarters", 2, "--format",
+                                                "csv").stdout)))
     assert [(r["gpu"], r["quarter"], r["gpus_needed"]) for r in rollup] == [
         ("H100-SXM", "2026Q3", "39"), ("H200", "2026Q3", "2"), ("H100-SXM", "2026Q4", "93"), ("H200", "2026Q4", "3")]
 

@@ -123,3 +123,93 @@ def test_gpu_add_takes_lead_time_and_node_size(kv):
     kv("gpu", "add", "Test-GPU-1", "--memory", "192GiB", "--unit-price", "20000", "--lead-time", 3, "--node-gpus", 8)
     g = kv.json("gpu", "show", "Test-GPU-1")[0]
     assert (g["lead_time_quarters"], g["node_gpus"]) == (3, 8)
+
+
+# --------------------------------------------------------------------------- one horizon rule everywhere
+
+SCHEDULE_KEYS = ("gpus_to_buy", "capex_to_buy", "order_by", "order_late")
+
+
+def _summary_rows(path) -> tuple[str, dict]:
+    """The workbook Summary's quarter (B1) and its rows by GPU type, {column name: stored value}."""
+    from openpyxl import load_workbook
+
+    ws = load_workbook(path, data_only=True)["Summary"]
+    names = [c.value for c in ws[5]]
+    rows = {}
+    for r in range(6, ws.max_row + 1):
+        if ws.cell(r, 1).value in (H100, H200):
+            rows[ws.cell(r, 1).value] = {n: ws.cell(r, i).value for i, n in enumerate(names, start=1) if n}
+    return ws["B1"].value, rows
+
+
+def test_report_rollup_workbook_and_web_share_one_horizon(kv, db_url, tmp_path, monkeypatch):
+    """The schedule starts at the current (or report) quarter, 2026Q4 here, whatever quarter the first
+    entry names: the demand's 2026Q3 entries carry into it and the H100 purchases are those of the
+    first test, 53, 1, 1, 0 (93, 94, 95, 95 needed less the 40 installed). With a lead time of 1 the
+    2026Q4 order was due in 2026Q3, before the horizon: late. `plan rollup` (no arguments and --from),
+    the report's data, the web page and the workbook's Summary (its stored values, and, when
+    LibreOffice is installed, each horizon quarter picked in B1 and recalculated) give the same numbers."""
+    import json
+
+    import kvreg.units
+    from test_serve import _grid, _InProcess
+
+    from kvreg.web.app import create_app
+
+    _issue_horizon(kv)
+    kv("gpu", "set", H100, "--lead-time", 1)
+    monkeypatch.setattr(kvreg.units, "current_quarter", lambda today=None: "2026Q4")
+    default = kv.json("plan", "rollup")
+    assert default == kv.json("plan", "rollup", "--from", "2026Q4")
+    assert default["quarters"] == list(HORIZON)
+    want = {(r["gpu"], r["quarter"]): {k: r[k] for k in SCHEDULE_KEYS} for r in default["schedule"]}
+    assert [want[(H100, q)]["gpus_to_buy"] for q in HORIZON] == [53, 1, 1, 0]
+    assert [want[(H100, q)]["order_by"] for q in HORIZON] == ["2026Q3", "2026Q4", "2027Q1", None]
+    assert [want[(H100, q)]["order_late"] for q in HORIZON] == [1, 0, 0, 0]
+    assert [want[(H200, q)]["gpus_to_buy"] for q in HORIZON] == [3, 0, 0, 0]
+    assert default["total"]["gpus_to_buy"] == 55 + 3 and default["total"]["orders_late"] == 1
+
+    # The report (2026Q4, the default quarter): its horizon rows and totals.
+    out = tmp_path / "reports"
+    kv("report", "--out", out, "--format", "md,xlsx")
+    data = json.loads((out / "2026-Q4" / "data.json").read_text())
+    assert {(r["gpu"], r["quarter"]): {k: r[k] for k in SCHEDULE_KEYS} for r in data["horizon"]} == want
+    assert data["schedule_totals"] == default["totals"] and data["schedule_total"] == default["total"]
+    assert "| H100-SXM | 55 | 1,650,000.00 | 2026Q3 | 1 |" in (out / "2026-Q4" / "capacity.md").read_text()
+
+    # The web page's schedule and totals.
+    html = _InProcess(create_app(db_url)).get("/procurement").text
+    shown = {(r["gpu"], r["quarter"]): r for r in _grid(html)}
+    assert set(shown) == set(want)
+    for key, row in want.items():
+        assert shown[key]["gpus_to_buy"] == f"{row['gpus_to_buy']:,}"
+        assert shown[key]["capex_to_buy"] == f"{row['capex_to_buy']:,.2f}"
+        assert shown[key]["order_by"] == (row["order_by"] or "")
+        assert shown[key]["order_late"] == ("yes" if row["order_late"] else "no")
+    assert {r["gpu"]: r["gpus_to_buy"] for r in _grid(html, 1)} == {H100: "55", H200: "3", "total": "58"}
+
+    # The workbook's Summary: the horizon's quarters in its per-quarter block, its 2026Q4 row as stored.
+    book = out / "2026-Q4" / "capacity.xlsx"
+    quarter, rows = _summary_rows(book)
+    assert quarter == "2026Q4"
+    for gpu in (H100, H200):
+        assert {k: rows[gpu][k] or None for k in SCHEDULE_KEYS} == {k: v or None for k, v in want[(gpu, quarter)].items()}
+    from libreoffice import recalculate, soffice
+
+    if soffice() is None:
+        pytest.skip("LibreOffice is not installed: the Summary's other quarters are not recalculated")
+    from openpyxl import load_workbook
+
+    picked = []
+    for q in HORIZON:
+        wb = load_workbook(book)
+        wb["Summary"]["B1"].value = q
+        picked.append(tmp_path / f"pick-{q}.xlsx")
+        wb.save(picked[-1])
+    for q, path in zip(HORIZON, recalculate(picked, tmp_path / "recalculated")):
+        quarter, rows = _summary_rows(path)
+        assert quarter == q
+        for gpu in (H100, H200):
+            got = {k: rows[gpu][k] if rows[gpu][k] not in ("", 0) else None for k in SCHEDULE_KEYS}
+            assert got == {k: v or None for k, v in want[(gpu, q)].items()}, (gpu, q)

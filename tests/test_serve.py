@@ -274,26 +274,54 @@ def _grid(html: str, which: int = 0) -> list[dict]:
 
 
 def test_procurement_page_shows_what_to_buy_as_the_cli_rollup(server, module_db_url):
-    cli = Kvreg(module_db_url).json("plan", "rollup")["schedule"]
-    html = server.get("/procurement")[2].decode()
+    cli = Kvreg(module_db_url).json("plan", "rollup", "--from", "2026Q4")
+    html = server.get("/procurement?from=2026Q4")[2].decode()
     rows = _grid(html)
-    # every rollup row, with what to buy, never an empty cell where the rollup has a value
-    assert [(r["gpu"], r["quarter"]) for r in rows] == [(c["gpu"], c["quarter"]) for c in cli]
-    for shown, c in zip(rows, cli):
-        for key in ("gpus_needed", "gpus_installed", "gpus_to_buy", "gpus_spare", "plans", "users", "nodes_needed",
-                    "previous_quarter_gpus_needed", "gpus_needed_quarter_change"):
+    # every schedule row, with what to buy, never an empty cell where the rollup has a value
+    assert [(r["gpu"], r["quarter"]) for r in rows] == [(c["gpu"], c["quarter"]) for c in cli["schedule"]]
+    for shown, c in zip(rows, cli["schedule"]):
+        for key in ("gpus_needed", "gpus_installed", "gpus_to_buy", "gpus_bought", "gpus_spare", "plans", "users",
+                    "nodes_needed", "previous_quarter_gpus_needed", "gpus_needed_quarter_change"):
             assert shown[key] == f"{c[key]:,}", key
         for key in ("capex_to_buy", "cost_per_month"):
             assert shown[key] == f"{c[key]:,.2f}", key
-    # Seed 002's H100-SXM: 39 GPUs needed in 2026Q3, 93 in 2026Q4, none installed. GPUs bought stay bought:
-    # 39 are bought for 2026Q3, so 2026Q4 buys 93 - 39 = 54 more, at 30,000 USD = 1,620,000 USD.
-    h100 = next(r for r in rows if (r["gpu"], r["quarter"]) == ("H100-SXM", "2026Q4"))
-    assert (h100["gpus_needed"], h100["gpus_installed"], h100["gpus_to_buy"]) == ("93", "0", "54")
-    assert h100["capex_to_buy"] == f"{(93 - 39) * 30000:,.2f}" == "1,620,000.00"
-    # totals per quarter: 2026Q4 = H100-SXM 54 + H200 (3 - 2 =) 1 GPUs; capex 1,620,000 + 1 x 35,000
-    totals = {r["quarter"]: r for r in _grid(html, 1)}
-    assert totals["2026Q4"]["gpus_to_buy"] == "55"
-    assert totals["2026Q4"]["capex_to_buy"] == f"{54 * 30000 + 1 * 35000:,.2f}" == "1,655,000.00"
+        assert (shown["order_by"], shown["driving_plans"]) == (c["order_by"] or "", c["driving_plans"])
+        assert shown["order_late"] == ("yes" if c["order_late"] else "no")
+    # Seed 002's H100-SXM: 39 GPUs needed in 2026Q3, 93 in 2026Q4, none installed. The horizon starts at
+    # 2026Q4 (what 2026Q3 needed was bought then, or is short and belongs in the fleet): 93 to buy in
+    # 2026Q4 at 30,000 USD = 2,790,000 USD, then nothing (demand carried forward).
+    h100 = {r["quarter"]: r for r in rows if r["gpu"] == "H100-SXM"}
+    assert [h100[q]["gpus_to_buy"] for q in ("2026Q4", "2027Q1", "2027Q2", "2027Q3")] == ["93", "0", "0", "0"]
+    assert h100["2026Q4"]["capex_to_buy"] == f"{93 * 30000:,.2f}" == "2,790,000.00"
+    assert h100["2026Q4"]["order_by"] == "2026Q4" and h100["2026Q4"]["order_late"] == "no"
+    assert h100["2026Q4"]["driving_plans"].startswith("longctx-qwen3-235b +64, longctx-llama31-70b +24")
+    # totals per GPU type and overall: H100-SXM 93, H200 3 (35,000 USD each)
+    by_gpu = {r["gpu"]: r for r in _grid(html, 1)}
+    assert (by_gpu["H100-SXM"]["gpus_to_buy"], by_gpu["H200"]["gpus_to_buy"], by_gpu["total"]["gpus_to_buy"]) == (
+        "93", "3", "96")
+    assert by_gpu["total"]["capex_to_buy"] == f"{93 * 30000 + 3 * 35000:,.2f}" == "2,895,000.00"
+    assert by_gpu["total"]["capex_to_buy"] == f"{cli['total']['capex_to_buy']:,.2f}"
+    # totals per quarter: 2026Q4 = 93 + 3 GPUs
+    totals = {r["quarter"]: r for r in _grid(html, 2)}
+    assert totals["2026Q4"]["gpus_to_buy"] == "96" and totals["2027Q1"]["gpus_to_buy"] == "0"
+    # no GPU type has a lead time: every order is placed in the quarter it lands, none late
+    assert 'id="late"' not in html
+
+
+def test_procurement_page_flags_late_orders_and_refuses_a_bad_quarter(db_url):
+    from kvreg.web.app import create_app
+
+    kv = Kvreg(db_url)
+    kv("gpu", "set", "H100-SXM", "--lead-time", 2)
+    page = _InProcess(create_app(db_url))
+    html = page.get("/procurement?from=2026Q4").text
+    # 2026Q4's 93 H100s had to be ordered 2 quarters earlier, in 2026Q2: before the horizon, late.
+    h100 = next(r for r in _grid(html) if (r["gpu"], r["quarter"]) == ("H100-SXM", "2026Q4"))
+    assert (h100["order_by"], h100["order_late"]) == ("2026Q2", "yes")
+    assert "1 order is late: H100-SXM for 2026Q4 (order by 2026Q2)" in html
+    assert {r["gpu"]: r["orders_late"] for r in _grid(html, 1)} == {"H100-SXM": "1", "H200": "0", "total": "1"}
+    bad = page.get("/procurement?from=2026Q5")
+    assert bad.status_code == 404 and "2026Q5" in bad.text
 
 
 class _InProcess:
@@ -321,16 +349,16 @@ def test_a_column_the_rollup_lost_is_a_server_error_not_an_empty_cell(module_db_
     import kvreg.db.read
     from kvreg.web.app import MissingColumn, create_app
 
-    renamed = [{("capex" if k == "capex_to_buy" else k): v for k, v in r.items()}
-               for r in Kvreg(module_db_url).json("plan", "rollup")["schedule"]]
-    monkeypatch.setattr(kvreg.db.read, "rollup", lambda conn, *a: renamed)
+    sched = Kvreg(module_db_url).json("plan", "rollup", "--from", "2026Q4")
+    renamed = [{("capex" if k == "capex_to_buy" else k): v for k, v in r.items()} for r in sched["schedule"]]
+    monkeypatch.setattr(kvreg.db.read, "purchase_schedule", lambda conn, **k: {**sched, "schedule": renamed})
     with pytest.raises(MissingColumn, match=r"the rows have no column 'capex_to_buy'"):
         _InProcess(create_app(module_db_url)).get("/procurement")
-    # a purchase schedule's order_by shows when the rollup has it
+    # what the schedule gives is what the page shows: an order_by of 2026Q2 reads 2026Q2
     scheduled = [{**r, "order_by": "2026Q2"} for r in renamed]
     for r in scheduled:
         r["capex_to_buy"] = r.pop("capex")
-    monkeypatch.setattr(kvreg.db.read, "rollup", lambda conn, *a: scheduled)
+    monkeypatch.setattr(kvreg.db.read, "purchase_schedule", lambda conn, **k: {**sched, "schedule": scheduled})
     rows = _grid(_InProcess(create_app(module_db_url)).get("/procurement").text)
     assert [r["order_by"] for r in rows] == ["2026Q2"] * len(scheduled)
 

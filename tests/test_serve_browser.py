@@ -269,7 +269,7 @@ _GRIDS = """return Array.from(document.querySelectorAll('table.sortable')).map(f
   return Array.from(t.tBodies[0].rows).map(function (r) {
     var o = {}; Array.from(r.cells).forEach(function (c, i) { o[keys[i]] = c.innerText.trim(); }); return o; });
 });"""
-YES_NO = ("fits", "tp_valid", "weights_fit", "context_within_claim")
+YES_NO = ("fits", "tp_valid", "weights_fit", "context_within_claim", "order_late")
 
 
 def grids(driver) -> list[list[dict]]:
@@ -319,10 +319,14 @@ def test_every_page_shows_the_figures_the_cli_prints(sqlite_url, browser):
         # Procurement: what to buy per GPU type and quarter, as `kvreg plan rollup --format json`.
         browser.get(server.base + "/procurement")
         shot(browser, "procurement")
-        rollup, totals = grids(browser)
-        cli = kv.json("plan", "rollup")["schedule"]
-        assert {"gpus_needed", "gpus_installed", "gpus_to_buy", "capex_to_buy"} <= set(rollup[0])
+        rollup, by_gpu, totals = grids(browser)
+        schedule = kv.json("plan", "rollup")
+        cli = schedule["schedule"]
+        assert {"gpus_needed", "gpus_installed", "gpus_to_buy", "capex_to_buy", "order_by", "order_late",
+                "driving_plans"} <= set(rollup[0])
         assert_rows(rollup, cli)
+        # the totals per GPU type and overall, as the CLI's JSON gives them
+        assert_rows(by_gpu, [*schedule["totals"], {"gpu": "total", **schedule["total"]}])
         # the totals: each quarter's rows summed by hand from the CLI's JSON
         for t in totals:
             rows = [c for c in cli if c["quarter"] == t["quarter"]]

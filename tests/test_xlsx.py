@@ -126,6 +126,7 @@ def _edit_registry(conn) -> None:
     conn.execute(text("UPDATE demand SET users = users * 2 WHERE quarter = '2026Q4'"))
     conn.execute(text(f"UPDATE gpu SET memory_bytes = {94 * GIB} WHERE name = 'H100-SXM'"))
     conn.execute(text("UPDATE gpu SET price_per_hour = 4.0 WHERE name = 'H200'"))
+    conn.execute(text("UPDATE gpu SET unit_price = 32000 WHERE name = 'H100-SXM'"))  # finance edits a card's price
     conn.execute(text("UPDATE model SET layers = 96, full_layers = 96 WHERE name = 'Qwen3-235B-A22B'"))
     conn.execute(text("UPDATE workload_class SET share = 0.5 WHERE name = 'chat'"))
     conn.execute(text("UPDATE fleet SET gpus_owned = 7 WHERE quarter = '2026Q3'"))  # finance edits a fleet count
@@ -143,6 +144,7 @@ def _edit_workbook(src: Path, dst: Path) -> None:
             demand.cell(r, users).value *= 2
     _cell(wb["GPUs"], "H100-SXM", "memory_gib_input").value = 94  # typed in GiB, converted by formula
     _cell(wb["GPUs"], "H200", "price_per_hour").value = 4.0
+    _cell(wb["GPUs"], "H100-SXM", "unit_price").value = 32000
     _cell(wb["Models"], "Qwen3-235B-A22B", "layers").value = 96
     _cell(wb["Models"], "Qwen3-235B-A22B", "full_layers").value = 96
     work = wb["Workload"]
@@ -215,8 +217,9 @@ def _grain_rows(conn, grain: str, key) -> dict:
     return {k: {**source[k], **v} for k, v in view.items()}
 
 
-# The quarters of the Summary's per-quarter block: those with an entry, and the workbook's.
-BLOCK_QUARTERS = ("2026Q3", "2026Q4", "2027Q1")
+# The quarters of the Summary's per-quarter block: the purchase schedule's horizon (kvreg.db.read.schedule_horizon)
+# from the workbook's quarter, 4 quarters (the last entry, H200's fleet of 2027Q1, is before its end).
+BLOCK_QUARTERS = ("2026Q4", "2027Q1", "2027Q2", "2027Q3")
 
 
 def _with_in_force(conn, view: str, key: str, rows: dict) -> dict:
@@ -245,7 +248,7 @@ def _expected(conn) -> dict:
             (r["gpu"], r["quarter"]): dict(r) for r in conn.execute(text("SELECT * FROM fleet_quarter")).mappings()}),
         "model_kv": _grain_rows(conn, "model_kv", lambda r: (r["model"], r["kv_dtype"])),
         # The declared aggregates through SQL (carry-forward included), per GPU type and quarter.
-        # Over the block's quarters as a horizon (consecutive here): GPUs bought in 2026Q3 stay bought in 2026Q4.
+        # Over the block's quarters as a horizon (the purchase schedule's, from the workbook's 2026Q4).
         "procurement": {(r["gpu"], r["quarter"]): r
                         for r in rollup(conn, start=BLOCK_QUARTERS[0], quarters=len(BLOCK_QUARTERS))},
         "gpus": {r["name"]: dict(r) for r in conn.execute(text("SELECT * FROM gpu")).mappings()},
@@ -940,8 +943,9 @@ def test_sweep_sheet_asks_about_at_most_sweep_pairs_model_gpu_pairs(engine, monk
 
 
 def test_to_buy_cells_follow_a_fleet_edit(registry, recalculated):
-    """Finance lowers H100-SXM's 2026Q3 fleet entry from 40 to 7: it carries into 2026Q4 (the
-    Summary's quarter), and the recalculated to-buy cells equal the views before and after."""
+    """Finance lowers H100-SXM's 2026Q3 fleet entry from 40 to 7 (it carries into 2026Q4, the Summary's
+    quarter and the horizon's first), doubles 2026Q4's demand and raises H100-SXM's unit price from
+    30,000 to 32,000 USD: the recalculated to-buy cells equal the views before and after."""
     from openpyxl import load_workbook
 
     from kvreg.db.read import rollup
@@ -957,7 +961,7 @@ def test_to_buy_cells_follow_a_fleet_edit(registry, recalculated):
     with registry.connect() as conn:
         trans = conn.begin()
         try:
-            def view():  # the Summary's horizon: the block's quarters, 2026Q3 first
+            def view():  # the Summary's horizon: the block's quarters, 2026Q4 first
                 rows = rollup(conn, start=BLOCK_QUARTERS[0], quarters=len(BLOCK_QUARTERS))
                 return next(r for r in rows if (r["gpu"], r["quarter"]) == ("H100-SXM", "2026Q4"))
 
@@ -967,13 +971,14 @@ def test_to_buy_cells_follow_a_fleet_edit(registry, recalculated):
         finally:
             trans.rollback()
     assert (before["gpus_installed"], after["gpus_installed"]) == (40, 7)
-    for got, view in ((before, view_before), (after, view_after)):
+    for got, view, price in ((before, view_before, 30_000), (after, view_after, 32_000)):
         assert {k: got[k] for k in keys} == pytest.approx({k: view[k] for k in keys})
-        # GPUs bought stay bought: the largest shortfall so far less what 2026Q3 bought.
+        # GPUs bought stay bought: the largest shortfall so far less what the horizon bought before
+        # (nothing: 2026Q4 is its first quarter, so the purchase is the shortfall).
         assert got["gpus_short"] == max(0, got["gpus_needed"] - got["gpus_installed"])
-        assert got["gpus_bought"] == max(got["gpus_short"], got["previous_gpus_bought"])
+        assert got["previous_gpus_bought"] == 0 and got["gpus_bought"] == got["gpus_short"]
         assert got["gpus_to_buy"] == got["gpus_bought"] - got["previous_gpus_bought"]
-        assert got["capex_to_buy"] == pytest.approx(got["gpus_to_buy"] * 30_000)
+        assert got["capex_to_buy"] == pytest.approx(got["gpus_to_buy"] * price)
     # The Summary leads with the purchase.
     ws = load_workbook(recalculated["before"][0])["Summary"]
     assert [c.value for c in ws[5]][1:3] == ["gpus_to_buy", "capex_to_buy"]

@@ -21,7 +21,7 @@ SHOW_KEY_COLUMNS = ["plan", "model", "gpu", "rule", "tp", "pp", "dp_attention", 
                     "workload_tokens", "kv_dtype", "weight_dtype", "kv_bytes_per_token_per_gpu",
                     "kv_gib_per_sequence_per_gpu", "weights_gib_per_gpu", "kv_pool_gib_per_gpu", "max_concurrency",
                     "whole_sequences", "workload_concurrency", "replicas_per_node", "node_concurrency",
-                    "context_within_claim", "fits", "reason"]
+                    "context_within_claim", "fits", "reason", "allow_gpus", "allow_kv_dtypes"]
 CLASS_TABLE_COLUMNS = ["plan", "workload_class", "class_tokens", "share", "class_kv_bytes_per_request_per_gpu",
                        "class_concurrency"]
 CALIBRATION_COLUMNS = ["plan", "rule", "measured_engine_version", "kv_cache_tokens", "kv_pool_tokens",
@@ -60,6 +60,18 @@ def _claim_warning(conn, row: dict) -> str:
             "to answer well past it")
 
 
+def allowance_options(fn):
+    """--allow-gpus / --allow-kv-dtypes of `plan add` and `plan set`: what `plan optimize` may change."""
+    fn = click.option("--allow-kv-dtypes", help="KV dtypes `plan optimize` may move the plan to, beyond its own, "
+                                                "comma-separated (bf16,fp8); none clears them.")(fn)
+    return click.option("--allow-gpus", help="GPU types `plan optimize` may move the plan to, beyond its own, "
+                                             "comma-separated (H100-SXM,H200); none clears them.")(fn)
+
+
+def _allowances(opts: dict) -> dict:
+    return {k: opts.pop(k) for k in ("allow_gpus", "allow_kv_dtypes") if opts.get(k) is not None}
+
+
 def _fit_note(row: dict) -> str:
     return "" if row["fits"] else f"; it does not fit: {row['reason']}"
 
@@ -75,6 +87,7 @@ def plan_group():
 @plan_group.command("add")
 @click.argument("name")
 @plan_add_options
+@allowance_options
 @click.pass_context
 @user_errors
 def plan_add(ctx, name, **opts):
@@ -85,7 +98,8 @@ def plan_add(ctx, name, **opts):
     """
     from kvreg.plans import add_plan
 
-    spec = {"name": name, **_spec(opts, partial=False)}
+    allow = _allowances(opts)
+    spec = {"name": name, **_spec(opts, partial=False), **allow}
     with open_db(ctx).begin() as conn:
         row = add_plan(conn, spec)
         claim = _claim_warning(conn, row)
@@ -98,16 +112,23 @@ def plan_add(ctx, name, **opts):
 @click.argument("name")
 @click.option("--rename", help="A new name for the plan.")
 @deployment_options(defaults=False)
+@allowance_options
 @click.pass_context
 @user_errors
 def plan_set(ctx, name, rename, **opts):
     """Change a plan's fields; options left out keep their values. The result is validated like `plan add`.
 
+    --allow-gpus and --allow-kv-dtypes store what `kvreg plan optimize` may change in the plan: the
+    GPU types and KV dtypes it may move the plan to, beyond its own (TP is always free; PP stays).
+
     Example: kvreg plan set chat --tp 2 --kv-dtype fp8
+
+    Example: kvreg plan set chat --allow-gpus H100-SXM,H200 --allow-kv-dtypes bf16,fp8
     """
     from kvreg.plans import set_plan
 
-    changes = _spec(opts, partial=True)
+    allow = _allowances(opts)
+    changes = {**_spec(opts, partial=True), **allow}
     if rename is not None:
         changes["rename"] = rename
     with open_db(ctx).begin() as conn:
@@ -242,8 +263,8 @@ def plan_remove(ctx, name):
 
 @plan_group.command("rollup")
 @click.option("--quarter", help="Only this quarter (2026Q4); demand and fleet entries carry forward into it.")
-@click.option("--from", "start", help="First quarter of a horizon (2026Q4): the quarters side by side.")
-@click.option("--quarters", help="Quarters in the horizon from --from (default 4).")
+@click.option("--from", "start", help="First quarter of the horizon (2026Q4); default: the current quarter.")
+@click.option("--quarters", help="Quarters in the horizon from --from (default 4, or on to the last entry).")
 @click.option("--whole-nodes", is_flag=True,
               help="Buy whole nodes: purchases rounded up to the GPU type's node_gpus (kvreg gpu set --node-gpus).")
 @format_option()
@@ -260,9 +281,13 @@ def plan_rollup(ctx, quarter, start, quarters, whole_nodes, fmt):
     time (kvreg gpu set --lead-time 2); order_late is 1 when that is before the horizon's first
     quarter. Demand and fleet entries hold until their next entry.
 
-    With --from Q --quarters N the table shows N quarters side by side per GPU type. Without them:
-    every quarter with an entry. json: an object with the schedule's rows, the totals per GPU type
-    and the total; csv: the schedule's rows.
+    The horizon starts at --from, by default the current quarter: purchases made before it are in
+    the installed fleet (record them with kvreg fleet set), never bought again. It runs --quarters
+    quarters, by default 4 or on to the last quarter with a demand or fleet entry, whichever is
+    later. The report, the workbook's Summary and the web page's procurement view use the same rule.
+    The table shows the quarters side by side per GPU type; --quarter Q shows that one quarter as a
+    horizon of its own. json: an object with the horizon's quarters, the schedule's rows, the totals
+    per GPU type and the total; csv: the schedule's rows.
 
     Example: kvreg plan rollup --from 2026Q4 --quarters 4 --whole-nodes
     """
@@ -280,7 +305,7 @@ def plan_rollup(ctx, quarter, start, quarters, whole_nodes, fmt):
     if fmt == "csv":
         emit(rows, fmt)
         return
-    if start or quarters:
+    if quarter is None:
         from kvreg.fleet import horizon_table
 
         columns, table = horizon_table(rows)
@@ -293,12 +318,12 @@ def plan_rollup(ctx, quarter, start, quarters, whole_nodes, fmt):
 
 
 @plan_group.command("optimize")
-@click.option("--from", "start", required=True, help="First quarter of the horizon (2026Q4).")
-@click.option("--quarters", help="Quarters in the horizon (default 4).")
-@click.option("--allow-gpus", help="GPU types any plan may move to, comma-separated (H100-SXM,H200). Default: each "
-                                   "plan's own.")
-@click.option("--allow-kv-dtypes", help="KV dtypes any plan may use, comma-separated (bf16,fp8). Default: each "
-                                        "plan's own.")
+@click.option("--from", "start", help="First quarter of the horizon (2026Q4); default: the current quarter.")
+@click.option("--quarters", help="Quarters in the horizon (default 4, or on to the last entry).")
+@click.option("--allow-gpus", help="GPU types every plan may move to in this run, comma-separated (H100-SXM,H200), "
+                                   "beyond each plan's own and those it allows (plan set --allow-gpus).")
+@click.option("--allow-kv-dtypes", help="KV dtypes every plan may use in this run, comma-separated (bf16,fp8), "
+                                        "beyond each plan's own and those it allows (plan set --allow-kv-dtypes).")
 @click.option("--whole-nodes", is_flag=True, help="Buy whole nodes of the GPU type's node_gpus.")
 @click.option("--budget", type=float, help="At most this much capex (USD) landing in any one quarter.")
 @click.option("--residual", type=float, default=0.0, show_default=True,
@@ -311,8 +336,14 @@ def plan_rollup(ctx, quarter, start, quarters, whole_nodes, fmt):
 @user_errors
 def plan_optimize(ctx, start, quarters, allow_gpus, allow_kv_dtypes, whole_nodes, budget, residual, time_limit,
                   apply_, fmt):
-    """The cheapest fleet for the horizon: per plan a GPU type, TP and KV dtype (TP free, GPU and KV
-    dtype within --allow-gpus / --allow-kv-dtypes), per GPU type and quarter the GPUs to buy.
+    """The cheapest fleet for the horizon: per plan a GPU type, TP and KV dtype, per GPU type and
+    quarter the GPUs to buy.
+
+    A plan may move to its own GPU type and KV dtype, to those stored on it (kvreg plan set NAME
+    --allow-gpus H100-SXM,H200 --allow-kv-dtypes bf16,fp8) and to those this run's --allow-gpus /
+    --allow-kv-dtypes name; TP is free among the layouts the model allows; PP and every other
+    setting stay the plan's own. The horizon follows plan rollup's rule: from --from (default the
+    current quarter), 4 quarters or on to the last entry.
 
     The cost is the purchases' capex (less --residual) plus the running cost of the GPUs in use
     (price_per_hour x 730 h x 3 per quarter) over the horizon. Every plan's users are served in every

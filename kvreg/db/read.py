@@ -23,6 +23,7 @@ import json
 import sqlite3
 from contextlib import contextmanager
 
+from kvreg import units
 from kvreg.db import fastpath
 from kvreg.errors import KvregError, suggest
 from kvreg.figures.inputs import WHATIF_COLUMNS, WHATIF_TABLES
@@ -259,7 +260,8 @@ def declared_rows(conn) -> dict[str, list[dict]]:
 PLAN_KEYS = ["name", "model", "gpu", "gpus_per_node", "tp", "pp", "dp_attention", "kv_dtype", "weight_dtype",
              "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", "rule",
              "gpu_memory_utilization", "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes",
-             "cuda_graph_bytes", "mem_fraction_static", "max_num_seqs", "notes", "workload"]
+             "cuda_graph_bytes", "mem_fraction_static", "max_num_seqs", "notes", "allow_gpus", "allow_kv_dtypes",
+             "workload"]
 DEMAND_KEYS = ["plan", "quarter", "users"]
 FLEET_KEYS = ["gpu", "quarter", "gpus_owned", "gpus_reserved", "reserved_price_per_hour"]
 
@@ -417,6 +419,8 @@ def show_plan(conn, name: str, quarter: str | None = None) -> list[dict]:
     columns empty.
     """
     cap = plan_capacity(conn, name)
+    cap.update(runner(conn).rows("SELECT allow_gpus, allow_kv_dtypes FROM plan WHERE name = :name",
+                                 {"name": name})[0])
     quarter = parse_quarter(quarter) if quarter else None
     rows = list_demand(conn, plan=name, quarter=quarter)
     if not rows:
@@ -548,6 +552,26 @@ def _one_quarter_sql(conn) -> str:
 
 
 # --------------------------------------------------------------------------- the purchase schedule
+# One horizon rule for every output (plan rollup, the report, the workbook's Summary, the web page):
+# the schedule starts at the quarter asked about, by default the current one. Purchases made before it
+# are not bought again: they are in the installed fleet (`kvreg fleet set`). It runs HORIZON_QUARTERS
+# quarters, or on to the last quarter a demand or fleet entry names when that is later (at most
+# MAX_HORIZON_QUARTERS), so no entered demand falls outside it.
+
+HORIZON_QUARTERS = 4
+
+
+def schedule_horizon(conn, start: str | None = None, quarters=None) -> list[str]:
+    """The purchase schedule's quarters: from `start` (default: the current quarter), `quarters` long
+    (default: HORIZON_QUARTERS, or through the last demand or fleet entry's quarter when later)."""
+    first = parse_quarter(start) if start else units.current_quarter()
+    if quarters is not None:
+        return horizon_quarters(first, quarters)
+    last = runner(conn).rows("SELECT MAX(q) AS q FROM (SELECT quarter AS q FROM demand UNION ALL"
+                             " SELECT quarter AS q FROM fleet) entries")[0]["q"]
+    span = index_of_quarter(last) - index_of_quarter(first) + 1 if last else 0
+    return horizon_quarters(first, min(max(HORIZON_QUARTERS, span), MAX_HORIZON_QUARTERS))
+
 
 # What `--whole-nodes` reads in place of each schedule column (the declared whole-node aggregates).
 WHOLE_NODE_COLUMNS = {"gpus_to_buy": "gpus_to_buy_whole_nodes", "capex_to_buy": "capex_to_buy_whole_nodes",
@@ -589,12 +613,21 @@ def _driving_plans(conn, rows: list[dict]) -> None:
 
 def purchase_schedule(conn, quarter: str | None = None, start: str | None = None, quarters=None, *,
                       whole_nodes: bool = False) -> dict:
-    """The purchase schedule: `rollup`'s rows (the same arguments), each with the plans that drive its
-    purchase, and the totals of GPUs to buy and their capex per GPU type and overall. GPUs bought stay
-    bought: gpus_to_buy is the increment beyond the fleet and the horizon's earlier purchases, so the
-    totals are what the horizon buys. `whole_nodes`: the purchases rounded up to whole nodes
-    (the GPU type's node_gpus), read from the declared *_whole_nodes aggregates."""
-    rows = rollup(conn, quarter, start, quarters)
+    """The purchase schedule: the declared aggregates per GPU type and quarter of the horizon (one
+    `quarter`, or schedule_horizon(start, quarters): from the current quarter by default), each row
+    with the plans that drive its purchase, and the totals of GPUs to buy and their capex per GPU type
+    and overall. GPUs bought stay bought: gpus_to_buy is the increment beyond the fleet and the
+    horizon's earlier purchases, so the totals are what the horizon buys. `whole_nodes`: the purchases
+    rounded up to whole nodes (the GPU type's node_gpus), read from the declared *_whole_nodes
+    aggregates."""
+    if quarter is not None:
+        if start is not None or quarters is not None:
+            raise KvregError("give --quarter or --from/--quarters, not both")
+        axis = [parse_quarter(quarter)]
+        rows = rollup(conn, quarter)
+    else:
+        axis = schedule_horizon(conn, start, quarters)
+        rows = rollup(conn, start=axis[0], quarters=len(axis))
     if whole_nodes:
         for r in rows:
             for col, whole in WHOLE_NODE_COLUMNS.items():
@@ -618,4 +651,4 @@ def purchase_schedule(conn, quarter: str | None = None, start: str | None = None
              "capex_to_buy": None if None in costs else sum(costs),
              "first_order_by": min((t["first_order_by"] for t in by_gpu if t["first_order_by"]), default=None),
              "orders_late": sum(t["orders_late"] for t in by_gpu)}
-    return {"whole_nodes": whole_nodes, "schedule": rows, "totals": by_gpu, "total": total}
+    return {"whole_nodes": whole_nodes, "quarters": axis, "schedule": rows, "totals": by_gpu, "total": total}

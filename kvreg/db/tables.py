@@ -337,6 +337,10 @@ class Plan(Deployment, table=True):
     # calibrate --log); a plan with a source is "calibrated": its measured terms are its inputs.
     measured_kv_cache_bytes: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
     calibration_source: Optional[str] = Field(default=None, sa_column=Column(String, nullable=True))
+    # 0016: what `kvreg plan optimize` may change (kvreg plan set --allow-gpus / --allow-kv-dtypes):
+    # comma-separated names beyond the plan's own GPU type and KV dtype (NULL: none).
+    allow_gpus: Optional[str] = Field(default=None, sa_column=Column(String, nullable=True))
+    allow_kv_dtypes: Optional[str] = Field(default=None, sa_column=Column(String, nullable=True))
 
 
 class Demand(SQLModel, table=True):

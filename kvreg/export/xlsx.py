@@ -920,8 +920,10 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
                                          gpu_criterion=lambda r_, key=key: f'{r_},"="&{key}')
             g.put(short + i, j, f, book.cell("figure", "#,##0"),
                   result=(agg.get((gpu["name"], q)) or {}).get("gpus_short") or 0)
-    ws.set_row(short - 1, 80)  # GPU type names, rotated
-    ws.set_row(block - 1, 80)  # GPU type names, rotated
+    # GPU type names, rotated: 60 pt holds about 9 characters a line (A100-80GB), a longer name wraps. Low
+    # enough that the rollup and both blocks of a 4-quarter horizon print on page 1 with the first chart.
+    ws.set_row(short - 1, 60)
+    ws.set_row(block - 1, 60)
     # Narrow enough that the table prints on one landscape page at 80% or more (text 8 pt or more).
     ws.set_column(0, 0, 12)
     for name in AGGREGATE_COLUMNS:

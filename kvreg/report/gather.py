@@ -30,6 +30,7 @@ from kvreg.db.read import (
     purchase_schedule,
     rollup,
     runner,
+    schedule_horizon,
 )
 from kvreg.figures.aggregates import aggregate_sql, index_of_quarter, quarters_sql
 from kvreg.figures.declarations import FIGURES, HOURS_PER_MONTH
@@ -52,7 +53,6 @@ PROCUREMENT_COLUMNS = ["gpu", "gpus_to_buy", "capex_to_buy", "gpus_needed", "gpu
                        "previous_quarter_gpus_needed", "gpus_needed_quarter_change", "unit_price"]
 HORIZON_COLUMNS = ["gpu", "quarter", "gpus_needed", "gpus_installed", "gpus_bought", "gpus_to_buy", "capex_to_buy",
                    "order_by", "order_late", "gpus_spare", "driving_plans"]
-HORIZON_QUARTERS = 4
 CLASS_COLUMNS = ["workload_class", "class_tokens", "share", "class_kv_bytes_per_request_per_gpu", "class_concurrency"]
 PLAN_COLUMNS = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens",
                 "workload_tokens", "kv_bytes_per_request_per_gpu",
@@ -281,13 +281,13 @@ def procurement_total(rows: list[dict]) -> dict:
     return total
 
 
-def _span_quarters(conn, quarter: str) -> list[str]:
+def _span_quarters(conn, quarter: str, horizon: list[str]) -> list[str]:
     """Every quarter from the first demand or fleet entry (or `quarter`, when earlier) to the last of
-    the horizon (HORIZON_QUARTERS from `quarter`), at most MAX_HORIZON_QUARTERS: the latest ones."""
+    the purchase schedule's `horizon`, at most MAX_HORIZON_QUARTERS: the latest ones."""
     first = conn.execute(text("SELECT MIN(q) FROM (SELECT quarter AS q FROM demand UNION ALL "
                               "SELECT quarter AS q FROM fleet) entries")).scalar()
     start = index_of_quarter(min(first, quarter) if first else quarter)
-    end = index_of_quarter(quarter) + HORIZON_QUARTERS - 1
+    end = index_of_quarter(horizon[-1])
     start = max(start, end - MAX_HORIZON_QUARTERS + 1)
     return horizon_quarters(quarter_of_index(start), end - start + 1)
 
@@ -297,14 +297,13 @@ def gather(conn, quarter: str, *, generated_at: str, registry_url: str, asked: d
     the capacity questions' answers by repr(question), to be reused on the same connection."""
     # The GPUs-needed chart and table show every quarter from the first demand or fleet entry to the end
     # of the horizon, entries carried forward, one without entries too. The purchase schedule is the
-    # horizon's: its first quarter is the report's (GPUs bought stay bought from there on), with the GPU
-    # types that have plans or a fleet then. Computing plan_quarter is the costly part: a span that
-    # starts at the report's quarter is the horizon itself and is read once.
-    span = _span_quarters(conn, quarter)
-    schedule = purchase_schedule(conn, start=quarter, quarters=HORIZON_QUARTERS)
+    # horizon's (kvreg.db.read.schedule_horizon, the rule every output follows): its first quarter is
+    # the report's (GPUs bought stay bought from there on). Computing plan_quarter is the costly part: a
+    # span that starts at the report's quarter is the horizon itself and is read once.
+    schedule = purchase_schedule(conn, start=quarter)
     horizon = schedule["schedule"]
-    rows = horizon if span == horizon_quarters(quarter, HORIZON_QUARTERS) \
-        else rollup(conn, start=span[0], quarters=len(span))
+    span = _span_quarters(conn, quarter, schedule["quarters"])
+    rows = horizon if span == schedule["quarters"] else rollup(conn, start=span[0], quarters=len(span))
     procurement = [r for r in horizon if r["quarter"] == quarter and (r["plans"] or r["gpus_installed"])]
     by_quarter = [_pick(r, ["gpu", "quarter", "gpus_needed"]) for r in rows]
     models = _models(conn)
@@ -413,7 +412,9 @@ def _workbook_aggregates(conn, data: dict, quarter: str) -> None:
     quarter and for each quarter of its per-quarter block, read through the same compiled SQL as
     the `procurement` view: the values the Summary's formulas store. Also each Demand and Fleet
     entry's in-force flags (the values of their helper columns)."""
-    block = sorted({q for (_g, q) in data["procurement"]} | {quarter})
+    # The per-quarter block is the purchase schedule's horizon (kvreg.db.read.schedule_horizon): it
+    # starts at the workbook's quarter, as the report's and `plan rollup --from` do.
+    block = schedule_horizon(conn, quarter)
     data["block_quarters"] = block
     rows = runner(conn).rows(aggregate_sql(quarters_sql(block), dialect(conn), every_gpu=True))
     data["aggregates"] = {(r["gpu"], r["quarter"]): r for r in rows}

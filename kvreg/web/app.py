@@ -71,15 +71,18 @@ QUARTER_COLUMNS = [("quarter", "quarter"), ("users", "users"), ("workload_concur
                    ("replicas_needed", "replicas"), ("gpus_needed", "GPUs"), ("nodes_needed", "nodes"),
                    ("headroom_users", "headroom users"), ("headroom_fraction", "headroom share"),
                    ("cost_per_month", "USD/month"), ("capex", "capex USD"), ("reason", "why not")]
-# The procurement page: what to buy first, then why. Keys are the columns `kvreg plan rollup --format json`
-# prints (kvreg.db.read.rollup); order_by shows only when the rollup gives it (a purchase schedule).
-ROLLUP_COLUMNS = [("gpu", "GPU"), ("quarter", "quarter"), ("gpus_needed", "GPUs needed"),
-                  ("gpus_installed", "installed"), ("gpus_to_buy", "to buy"), ("capex_to_buy", "capex USD"),
-                  ("order_by", "order by"), ("gpus_spare", "spare"), ("plans", "plans"),
-                  ("plans_not_fitting", "not fitting"), ("users", "users"), ("nodes_needed", "nodes"),
-                  ("cost_per_month", "USD/month"), ("previous_quarter_gpus_needed", "GPUs needed before"),
-                  ("gpus_needed_quarter_change", "change")]
-ROLLUP_OPTIONAL = ("order_by",)
+# The procurement page: the purchase schedule, what to buy first, then why. Keys are the columns
+# `kvreg plan rollup --format json` prints (kvreg.db.read.purchase_schedule's rows and totals).
+ROLLUP_COLUMNS = [("gpu", "GPU"), ("quarter", "quarter"), ("gpus_to_buy", "to buy"), ("capex_to_buy", "capex USD"),
+                  ("order_by", "order by"), ("order_late", "order late"), ("driving_plans", "driven by (GPUs more)"),
+                  ("gpus_needed", "GPUs needed"), ("gpus_installed", "installed"), ("gpus_bought", "bought so far"),
+                  ("gpus_spare", "spare"), ("plans", "plans"), ("plans_not_fitting", "not fitting"), ("users", "users"),
+                  ("nodes_needed", "nodes"), ("cost_per_month", "USD/month"),
+                  ("previous_quarter_gpus_needed", "GPUs needed before"), ("gpus_needed_quarter_change", "change")]
+ROLLUP_OPTIONAL = ()
+# The schedule's totals per GPU type, and overall as the last row (gpu "total", as `plan rollup` prints it).
+SCHEDULE_TOTALS = [("gpu", "GPU"), ("gpus_to_buy", "to buy"), ("capex_to_buy", "capex USD"),
+                   ("first_order_by", "first order by"), ("orders_late", "orders late")]
 # The per-quarter totals under the procurement table (as the workbook's Total row: counts and dollars add up).
 ROLLUP_TOTALS = [("quarter", "quarter"), ("gpus_needed", "GPUs needed"), ("gpus_installed", "installed"),
                  ("gpus_to_buy", "to buy"), ("capex_to_buy", "capex USD"), ("users", "users"),
@@ -124,7 +127,7 @@ def _plain(row: dict) -> dict:
 
 def _fmt(value, key: str = "") -> str:
     """A value as the CLI's table prints it (fits as yes or no)."""
-    if key in ("fits", "tp_valid", "weights_fit", "context_within_claim") and value in (0, 1):
+    if key in ("fits", "tp_valid", "weights_fit", "context_within_claim", "order_late") and value in (0, 1):
         return "yes" if value else "no"
     if key in PROSE_KEYS and isinstance(value, str):
         # the views' sentences print counts bare ("beyond the model's 131072-token claim"): grouped here
@@ -550,16 +553,23 @@ class App:
 
     def procurement(self, request: Request):
         # The function `kvreg plan rollup --format json` prints: a key it adds or renames reaches this page.
-        from kvreg.db.read import rollup
-        from kvreg.units import current_quarter
+        # The horizon follows the one rule (kvreg.db.read.schedule_horizon): from ?from=2027Q1, by default
+        # the current quarter.
+        from kvreg.db.read import purchase_schedule
 
-        with snapshot(self.engine) as conn:  # reads wait for no writer
-            rows = rollup(conn)
-        quarters = sorted({r["quarter"] for r in rows}) or [current_quarter()]
-        chosen = current_quarter() if current_quarter() in quarters else quarters[-1]
+        start = request.query_params.get("from") or None
+        try:
+            with snapshot(self.engine) as conn:  # reads wait for no writer
+                sched = purchase_schedule(conn, start=start)
+        except user_error_types() as exc:
+            return self.not_found(" ".join(str(exc).split()))
+        rows, quarters = sched["schedule"], sched["quarters"]
+        late = [r for r in rows if r["order_late"]]
         return self.page("procurement.html.j2", title="Procurement", nav="procurement",
                          table=_table(rows, ROLLUP_COLUMNS, optional=ROLLUP_OPTIONAL), quarters=quarters,
-                         chosen=chosen, totals=_table(_quarter_totals(rows), ROLLUP_TOTALS))
+                         chosen=quarters[0], late=late,
+                         by_gpu=_table([*sched["totals"], {"gpu": "total", **sched["total"]}], SCHEDULE_TOTALS),
+                         totals=_table(_quarter_totals(rows), ROLLUP_TOTALS))
 
     async def report(self, request: Request):
         """This quarter's report or workbook, written on request into a private folder (kvreg.report writes

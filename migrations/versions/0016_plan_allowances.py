@@ -20,7 +20,7 @@ from kvreg.db.alter import add_columns, drop_columns
 
 
 revision: str = '0016'
-down_revision: Union[str, None] = '0014'
+down_revision: Union[str, None] = '0015'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 

@@ -403,6 +403,28 @@ def test_glm5_per_gpu_bytes(registry, name, indexer_layers):
                 (tp, rule)
 
 
+@pytest.mark.parametrize("name, indexer_layers", [("GLM-5.2", 21), ("GLM-5.1", 78)])
+def test_glm5_vllm_pages_hold_an_indexer_only_on_the_layers_keeping_one(registry, name, indexer_layers):
+    """vLLM (deepseek_v2.py, DeepseekV2MLAAttention.__init__) builds an Indexer, and with it a
+    DeepseekV32IndexerCache layer whose MLAAttentionSpec is one 132-byte uint8 entry per token, only on the layers
+    that do not skip top-k; GLM-5.2's index_topk_freq 4 and index_skip_topk_offset 3 skip 57 of 78, the same layers
+    indexer_types marks "shared". All specs being full attention of one block size, get_kv_cache_groups
+    (vllm/v1/core/kv_cache_utils.py) puts every layer in one UniformTypeKVCacheSpecs group, whose page is the sum of
+    each layer's own page (vllm/v1/kv_cache_interface.py): the shared layers add no indexer page."""
+    with registry.connect() as conn:
+        for tp in TPS:
+            (r,) = ask(conn, Question(models=[name], contexts=[8192], tp=tp, gpus=["H100-SXM"], block_size=16,
+                                      rule="vllm"))
+            block = r["kv_block_tokens"]
+            latent_page = block * 78 * (512 + 64) * 2  # 78 MLA layers of 1,152 B a token: 1,437,696 B at 16 tokens
+            indexer_page = block * indexer_layers * 132  # GLM-5.2: 44,352 B; GLM-5.1: 164,736 B
+            assert r["page_bytes_per_gpu"] == latent_page + indexer_page, tp
+            assert r["page_bytes_per_gpu"] == block * r["kv_bytes_per_token_per_gpu"], tp
+            assert r["num_blocks"] == max(0, r["kv_pool_bytes_per_gpu"] // r["page_bytes_per_gpu"]), tp  # 0: no fit
+    if name == "GLM-5.2":
+        assert (block, latent_page, indexer_page) == (16, 1_437_696, 44_352)  # 1,482,048 B a block (16 x 78 x 1,284 = 1,602,432 before)
+
+
 def test_indexer_types_must_be_full_or_shared_per_layer():
     bad = {**load("zai-org__GLM-5.2.json"), "indexer_types": ["full", "lazy"] * 39}
     with pytest.raises(ConfigError, match=r'^constructed: indexer_types must list "full" or "shared" for each of the 78'):

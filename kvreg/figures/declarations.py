@@ -866,8 +866,11 @@ _FIGURES: list[Figure] = [
         "page_bytes_per_gpu",
         "bytes",
         "vLLM: bytes one KV block takes on one GPU: a page for each layer of a group (uniform models:"
-        " block_size x kv_bytes_per_token_per_gpu)",
-        F("page_bytes_per_layer_per_gpu") * F("kv_group_layers"),
+        " block_size x kv_bytes_per_token_per_gpu); the MLA layers keeping no indexer of their own (indexer_layers)"
+        " have no indexer page (vLLM builds no indexer cache layer there and sums each layer's own page:"
+        " UniformTypeKVCacheSpecs)",
+        F("page_bytes_per_layer_per_gpu") * F("kv_group_layers")
+        - F("kv_block_tokens") * _indexer_less_bytes_per_gpu(),
     ),
     Figure(
         "num_blocks",

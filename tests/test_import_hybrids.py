@@ -249,6 +249,28 @@ def test_kimi_k3_real_config_in_text_config():
     assert r["max_position_embeddings"] == 1_048_576
 
 
+def test_kimi_k3_routed_experts_work_in_the_expert_latent():
+    """Kimi-K3's routed experts work in routed_expert_hidden_size (3,584) rather than hidden_size (7,168): a
+    routed_expert_down_proj (hidden -> latent) before the experts and a routed_expert_up_proj after them, once per
+    MoE layer; the router and the two shared experts (num_shared_experts x moe_intermediate_size wide) keep the full
+    hidden width (the checkpoint's block_sparse_moe tensors). The estimate was 5.49T total / 141B active before it
+    read the latent."""
+    r = row("Kimi-K3")
+    hidden, vocab = 7168, 163840
+    embeddings = 2 * vocab * hidden  # tie_word_embeddings false
+    mla = (hidden * 1536 + 1536 * 96 * (128 + 64)  # q_lora_rank 1536, 96 heads of 128 nope + 64 rope
+           + hidden * (512 + 64) + 512 * 96 * (128 + 128)  # kv_lora_rank 512: the latent, then K nope and V
+           + 96 * 128 * hidden)  # o_proj
+    kda = (4 * hidden * 96 * 128 + 2 * (hidden * 128 + 128 * 96 * 128)  # q, k, v, o; forget and output gates
+           + hidden * 96 + 3 * 96 * 128 * 4)  # b_proj; three depthwise convolutions of 4 taps
+    dense = 3 * hidden * 33792  # layer 0 (first_k_dense_replace 1)
+    expert = 3 * 3584 * 3072  # gate, up, down in the latent
+    per_moe_layer = 2 * 3 * hidden * 3072 + hidden * 896 + 2 * hidden * 3584  # shared experts, router, down + up
+    base = embeddings + 24 * mla + 69 * kda + dense
+    assert r["params_total"] == base + 92 * (896 * expert + per_moe_layer) == 2_771_459_489_792
+    assert r["params_active"] == base + 92 * (16 * expert + per_moe_layer) == 97_339_031_552
+
+
 @pytest.mark.parametrize("name, mla, kda, per_layer, heads", [
     ("Kimi-Linear-48B", 7, 20, 2_170_880, 32), ("Kimi-K3", 24, 69, 6_512_640, 96)])
 def test_kimi_per_gpu_bytes(registry, name, mla, kda, per_layer, heads):

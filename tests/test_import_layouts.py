@@ -476,8 +476,13 @@ def test_nemotron3_layers_block_type():
     ssm = 256 * 64 * 128  # 2,097,152 elements in fp32 (mamba_ssm_cache_dtype)
     assert r["linear_state_elements_per_layer"] * 4 == conv * 2 + ssm * 4 == 8_499_200
     assert r["linear_recurrent_elements_per_layer"] == ssm == 2_097_152
-    # squared-ReLU MLPs (2 matrices) and experts in the 2,048-wide latent: 550B total, about 55B active
-    assert (round(r["params_total"] / 1e9), round(r["params_active"] / 1e9)) == (550, 57)
+    # squared-ReLU MLPs (2 matrices) and experts in the 2,048-wide latent: 550B total, 55B active published. The one
+    # shared expert is moe_shared_expert_intermediate_size x n_shared_experts = 10,240 wide at the full 8,192 hidden
+    # (vLLM nemotron_h.py NemotronHMoE), 2 x 8,192 x 10,240 = 167,772,160 a MoE layer; it was once counted again as a
+    # routed expert in the latent (2 x 2,048 x 5,120 = 20,971,520 more in each of the 48 MoE layers).
+    assert (r["params_total"], r["params_active"]) == (550_309_462_016 - 48 * 20_971_520,
+                                                       57_059_311_616 - 48 * 20_971_520) == (549_302_829_056,
+                                                                                             56_052_678_656)
 
 
 def test_nemotron3_per_gpu_bytes(registry):

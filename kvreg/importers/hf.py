@@ -1171,12 +1171,21 @@ def _mlp_params(cfg: _Config, hidden: int, moe_flags: list[bool]) -> tuple[int, 
     n_shared = cfg.per_layer(_SHARED_COUNT_KEYS, "shared experts", layers, required=False, minimum=0)
     if n_shared is None and cfg.model_type == "llama4_text":
         n_shared = [1] * layers  # Llama4TextMoe: one shared expert of the expert width in every MoE layer, unnamed
-    n_shared = n_shared or [0] * layers
     shared_width = cfg.count(("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"),
-                             "shared expert width", required=False, minimum=0) or 0
+                             "shared expert width", required=False, minimum=0)
+    # The shared experts' width in each MoE layer: Qwen's shared_expert_intermediate_size is one shared expert;
+    # Nemotron-H's moe_shared_expert_intermediate_size x n_shared_experts (vLLM nemotron_h.py NemotronHMoE); else
+    # n_shared_experts experts of the routed experts' width (DeepSeek, Kimi, GLM, Llama 4).
+    if shared_width is not None:
+        shared_widths = [shared_width * n for n in n_shared or [1] * layers]
+    else:
+        shared_widths = [w * n for w, n in zip(width, n_shared or [0] * layers)]
     beside = dense if cfg.flag("enable_moe_block") else 0
-    # Nemotron 3 Super/Ultra: experts work in a smaller latent width, projected down and up once per layer.
-    latent = cfg.count(("moe_latent_size",), "MoE latent width", required=False)
+    # The routed experts work in a smaller latent width, projected down and up once per layer: Nemotron 3 Super /
+    # Ultra (moe_latent_size) and Kimi-K3 (routed_expert_hidden_size; Kimi-Linear leaves it 0 or out). The router
+    # and the shared experts keep the full hidden width.
+    latent = cfg.count(("moe_latent_size", "routed_expert_hidden_size"), "MoE latent width", required=False,
+                       minimum=0)
     expert_in, beside = (latent, beside + 2 * hidden * latent) if latent else (hidden, beside)
     total = active = 0
     for i, is_moe in enumerate(moe_flags):
@@ -1184,7 +1193,7 @@ def _mlp_params(cfg: _Config, hidden: int, moe_flags: list[bool]) -> tuple[int, 
             total, active = total + dense, active + dense
             continue
         expert = matrices * expert_in * width[i]
-        shared = expert * n_shared[i] + matrices * hidden * shared_width
+        shared = matrices * hidden * shared_widths[i]
         router = hidden * experts[i]
         total += experts[i] * expert + shared + router + beside
         active += min(top_k[i], experts[i]) * expert + shared + router + beside

@@ -93,11 +93,11 @@ PUBLISHED_PARAMS_B = {
 
 
 def test_every_config_in_the_folder_has_expectations():
-    """Each vendored config is checked here or, for the 2025-2026 layouts, in test_import_layouts.py or
-    test_import_hybrids.py."""
+    """Each vendored config is checked here or, for the 2025-2026 layouts, in test_import_layouts.py,
+    test_import_hybrids.py or test_layer_heads.py."""
     names = {p.name for p in CONFIG_DIR.glob("*.json")}
     layouts = "".join((Path(__file__).parent / f).read_text(encoding="utf-8")
-                      for f in ("test_import_layouts.py", "test_import_hybrids.py"))
+                      for f in ("test_import_layouts.py", "test_import_hybrids.py", "test_layer_heads.py"))
     assert sorted(n for n in names if n not in EXPECTED and n not in layouts) == []
     assert set(EXPECTED) <= names
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvreg.errors import UserError
+from kvreg.figures.inputs import KV_GROUPS
 
 MAX_CONFIG_BYTES = 10_000_000  # real config.json files are a few KB; 10 MB is surely not one
 # A safetensors index lists every tensor: ~9 MB for a 1T-param MoE. A 20 MB one (261,052 tensors)
@@ -124,6 +125,8 @@ _UNDERSTOOD = {
     "linear_attn_config",
     # Laguna: query heads per layer; the cache takes num_key_value_heads, one count for every layer
     "num_attention_heads_per_layer",
+    # DeciLM-7B (and Laguna's config class): kv heads per layer, read as groups of layers (_kv_head_groups)
+    "num_key_value_heads_per_layer",
     # GLM-5.2: "full" layers keep their own sparse-attention indexer, "shared" ones reuse the last full one's
     "indexer_types",
     "full_attn_idxs", "conv_L_cache",  # LFM2: its attention layers (configs before layer_types), conv state length
@@ -259,6 +262,7 @@ class _Config:
         self.defaults = ARCH_DEFAULTS.get(_DEFAULTS_ALIASES.get(self.model_type, self.model_type), {})
         self.defaulted: dict[str, Any] = {}  # architecture defaults the import relied on, in order of use
         self.heads_per_layer: list[int] | None = None  # num_attention_heads_per_layer (Laguna), once read
+        self.kv_heads_per_layer: list[int | None] | None = None  # per-layer kv heads (None: no attention), once read
 
     def raw(self, *keys: str) -> tuple[str | None, Any]:
         """``(key, value)`` of the first key set to a non-null value, or ``(None, None)``."""
@@ -444,9 +448,10 @@ def _per_layer_query_heads(cfg: _Config, layers: int, att: dict, findings: _Find
         size = f"{len(value)} entries" if isinstance(value, list) else f"a {_json_type(value)}"
         raise ConfigError(f"{cfg.source}: {key} has {size} but the model has {layers} layers; fix the config")
     counts = [_whole(v, f"{key}[{i}]", cfg.source) for i, v in enumerate(value)]
+    kv = cfg.kv_heads_per_layer or [att["kv_heads"]] * layers
     for i, heads in enumerate(counts):
-        if att["kv_lora_rank"] is None and heads % att["kv_heads"]:
-            raise ConfigError(f"{cfg.source}: {key}[{i}] = {heads} is not a multiple of the {att['kv_heads']} kv heads; "
+        if att["kv_lora_rank"] is None and kv[i] and heads % kv[i]:
+            raise ConfigError(f"{cfg.source}: {key}[{i}] = {heads} is not a multiple of the {kv[i]} kv heads; "
                               "fix the config")
     # tp_valid checks attention_heads % TP: their greatest common divisor divides by TP exactly when every layer's does
     att["attention_heads"] = math.gcd(*counts)
@@ -463,6 +468,9 @@ def _kv_heads(cfg: _Config, heads: int, findings: _Findings) -> int:
     # new_decoder_architecture (40B/180B in the transformers format) says to read num_kv_heads.
     if cfg.flag("multi_query") and not cfg.flag("new_decoder_architecture"):
         return 1
+    per_layer = _kv_head_list(cfg)
+    if per_layer is not None:
+        return _most_common(per_layer)
     if cfg.raw(*_KV_HEAD_KEYS)[0] is not None:
         return cfg.count(_KV_HEAD_KEYS, "kv head count")
     if cfg.raw("multi_query_group_num")[0] is not None:
@@ -476,6 +484,61 @@ def _kv_heads(cfg: _Config, heads: int, findings: _Findings) -> int:
         findings.warn(f"no kv head count ({_alternatives(_KV_HEAD_KEYS)}): multi-head attention assumed, "
                       f"{heads} kv heads (one per attention head); check the model card")
     return heads
+
+
+def _kv_head_list(cfg: _Config) -> list[int] | None:
+    """Per-layer kv heads given as a list, one count per layer: num_key_value_heads_per_layer (DeciLM-7B), or a
+    num_key_value_heads that is a list; None when the config gives one count for every layer."""
+    key, value = cfg.raw("num_key_value_heads_per_layer", *_KV_HEAD_KEYS)
+    if not isinstance(value, list):
+        return None
+    layers = cfg.count(_LAYER_KEYS, "layer count")
+    if len(value) != layers:
+        raise ConfigError(f"{cfg.source}: {key} lists {len(value)} values but the model has {layers} layers; fix the config")
+    counts = [_whole(v, f"{key}[{i}]", cfg.source) for i, v in enumerate(value)]
+    cfg.kv_heads_per_layer = counts
+    return counts
+
+
+def _most_common(counts: list[int | None]) -> int:
+    """The kv head count most attention layers hold (the larger on a tie): the row's kv_heads."""
+    held = [c for c in counts if c is not None]
+    return max(set(held), key=lambda c: (held.count(c), c))
+
+
+def _kv_head_groups(cfg: _Config, att: dict, kinds: list[str], findings: _Findings) -> dict:
+    """Per-layer kv heads as the row keeps them: kv_heads (the count most full layers hold) and, for each other
+    count, kv_heads_N with the full layers holding it in kv_layers_N, N = 2, 3, 4. Engines give each layer its own
+    K/V heads (vLLM's nemotron_nas.py builds every DeciLM layer's attention with num_attention_heads //
+    n_heads_in_group kv heads), each split over TP or replicated past it as in any layer."""
+    out = {f"kv_{what}_{n}": None for n in KV_GROUPS for what in ("heads", "layers")}
+    counts = cfg.kv_heads_per_layer
+    if counts is None or att["kv_lora_rank"] is not None:
+        return out
+    held = [c for c, kind in zip(counts, kinds) if kind != "none" and c is not None]
+    others = sorted(set(held) - {att["kv_heads"]}, key=lambda c: (-held.count(c), -c))
+    if not others:
+        return out
+    key = "block_configs" if cfg.raw("block_configs")[0] is not None else \
+        cfg.raw("num_key_value_heads_per_layer", *_KV_HEAD_KEYS)[0]
+    shown = ", ".join(f"{c} kv heads in {held.count(c)} layers" for c in sorted(set(held), reverse=True))
+    if len(others) > len(KV_GROUPS):
+        raise ConfigError(f"{cfg.source}: {key} gives the attention layers {len(others) + 1} kv head counts ({shown}); "
+                          f"kvreg keeps at most {len(KV_GROUPS) + 1}: enter this model by hand")
+    if set(kinds) - {"full", "none"}:
+        raise ConfigError(f"{cfg.source}: {key} gives the layers different kv head counts ({shown}) in a model with "
+                          "sliding, chunked or linear layers; kvreg keeps per-layer kv heads for full attention only: "
+                          "enter this model by hand")
+    for count in others:
+        if att["attention_heads"] % count:
+            raise ConfigError(f"{cfg.source}: {key}: {count} kv heads do not divide the {att['attention_heads']} "
+                              "attention heads; fix the config")
+    for n, count in zip(KV_GROUPS, others):
+        out.update({f"kv_heads_{n}": count, f"kv_layers_{n}": held.count(count)})
+    findings.note(f"{key}: kv heads per layer ({shown}); kv_heads holds the {held.count(att['kv_heads'])} layers' "
+                  f"{att['kv_heads']}, kv_heads_N / kv_layers_N the others, each split over TP or replicated past it "
+                  "layer by layer")
+    return out
 
 
 def _head_dim(cfg: _Config, heads: int) -> int:
@@ -610,16 +673,12 @@ def _decilm_blocks(cfg: _Config, layers: int, heads: int, findings: _Findings, a
 
 
 def _blocks_kv_heads(cfg: _Config, blocks: list[_Block], heads: int) -> int:
-    """The one kv head count every attention layer of a DeciLM model has (kvreg keeps one per layer kind)."""
-    counts: dict[int, int] = {}
-    for block in blocks:
-        if block.kv_heads is not None:
-            counts[block.kv_heads] = counts.get(block.kv_heads, 0) + 1
-    if len(counts) > 1:
-        shown = ", ".join(f"{n} kv heads in {c} layers" for n, c in sorted(counts.items()))
-        raise ConfigError(f"{cfg.source}: block_configs give the attention layers different kv head counts ({shown}); "
-                          "kvreg keeps one kv head count per layer kind: enter this model by hand")
-    return next(iter(counts), heads)
+    """The kv head count most attention layers of a DeciLM model hold (Llama-Nemotron Super/Ultra: all of them);
+    layers with another count (n_heads_in_group varying by layer) become groups of their own (_kv_head_groups)."""
+    cfg.kv_heads_per_layer = [block.kv_heads for block in blocks]
+    if all(count is None for count in cfg.kv_heads_per_layer):
+        return heads
+    return _most_common(cfg.kv_heads_per_layer)
 
 
 def _unknown(cfg: _Config, findings: _Findings, accept_unknown: bool, key: str, value: Any) -> None:
@@ -1317,10 +1376,13 @@ def _estimate_params(cfg: _Config, att: dict, layout: dict, blocks: list[_Block]
     linear = layout["linear_layers"]
     attention = sum(layout[f"{kind}_layers"] * _attention_params(cfg, att, hidden, kind)
                     for kind in ("full", "sliding", "chunked"))
-    if cfg.heads_per_layer is not None:  # Laguna: each layer's own query heads
-        kinds = _attention_kinds(cfg, layout["layers"] + layout["no_cache_layers"], _Findings(), None)
-        attention = sum(_attention_params(cfg, {**att, "attention_heads": heads}, hidden, kind)
-                        for heads, kind in zip(cfg.heads_per_layer, kinds) if kind in ("full", "sliding", "chunked"))
+    if cfg.heads_per_layer is not None or cfg.kv_heads_per_layer is not None:  # each layer's own query / kv heads
+        all_layers = layout["layers"] + layout["no_cache_layers"]
+        kinds = _attention_kinds(cfg, all_layers, _Findings(), None)
+        query = cfg.heads_per_layer or [att["attention_heads"]] * all_layers
+        kv = cfg.kv_heads_per_layer or [att["kv_heads"]] * all_layers
+        attention = sum(_attention_params(cfg, {**att, "attention_heads": heads, "kv_heads": kv_heads}, hidden, kind)
+                        for heads, kv_heads, kind in zip(query, kv, kinds) if kind in ("full", "sliding", "chunked"))
     all_layers = layout["layers"] + layout["no_cache_layers"]
     # Layers that only read another layer's cache (num_kv_shared_layers, Gemma 3n / 4) keep their own
     # attention weights, each of its own kind (Gemma 4 E2B: 16 sliding of 256 and 4 full of 512).
@@ -1418,6 +1480,7 @@ def _model_from_config(config: dict, *, name: str, source: str, sha256: str | No
     _per_layer_query_heads(cfg, layers, att, findings)
     kinds = _layer_kinds(cfg, layers, findings, blocks)
     att.update(_kind_heads(cfg, att, kinds, findings))
+    groups = _kv_head_groups(cfg, att, kinds, findings)
     layout = _layout(cfg, kinds, blocks)
     linear = _linear_fields(cfg, layout["linear_layers"], findings)  # validates the state shapes the estimate reads
     total, active = _params(cfg, att, layout, params_total, params_active, findings, blocks)
@@ -1433,6 +1496,7 @@ def _model_from_config(config: dict, *, name: str, source: str, sha256: str | No
         **layout,
         **linear,
         **att,
+        **groups,
         "params_total": total,
         "params_active": active,
         "weight_dtype": _weight_dtype(cfg, findings),

@@ -227,3 +227,18 @@ def test_the_registry_refuses_half_a_group_and_groups_holding_every_full_layer(d
         with pytest.raises(KvregError, match=r"kv_heads_3 \(3\) must divide attention_heads \(128\)"):
             add_model(conn, {**base, "kv_heads_3": 3, "kv_layers_3": 1})
     engine.dispose()
+
+
+def test_model_add_takes_kv_head_groups(tmp_path):
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["--db", db, "init"]).exit_code == 0
+    base = ["--db", db, "model", "add", "V", "--layers", "64", "--kv-heads", "8", "--attention-heads", "128",
+            "--head-dim", "128", "--params-b", "253"]
+    out = runner.invoke(cli, [*base, "--kv-head-group", "4by10"])
+    assert out.exit_code != 0 and "--kv-head-group '4by10' is not HEADSxLAYERS" in out.output
+    out = runner.invoke(cli, [*base, "--kv-head-group", "4x10", "--kv-head-group", "2x4"])
+    assert out.exit_code == 0, out.output
+    out = runner.invoke(cli, ["--db", db, "capacity", "--model", "V", "--gpu", "B200", "--tp", "4", "--context", "8K",
+                              "--format", "json"])
+    assert json.loads(out.output)[0]["kv_bytes_per_token_per_gpu"] == 114 * BYTES_PER_HEAD  # as Ultra-varied at TP4

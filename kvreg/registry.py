@@ -271,7 +271,7 @@ _MODEL_OPTIONAL_INTS = ["sliding_window", "attention_chunk_size", "kv_lora_rank"
                         "intermediate_size", "vocab_size", "sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads",
                         "chunked_head_dim", "linear_recurrent_elements_per_layer", "embedding_matrices",
                         "experts", "expert_intermediate_size", "moe_layers", "rotary_dim", "indexer_layers",
-                        *[f"kv_{what}_{n}" for n in KV_GROUPS for what in ("heads", "layers")]]
+                        *[f"kv_{what}_{n}" for n in KV_GROUPS for what in ("heads", "layers")], "expert_hidden_size"]
 
 
 def validate_model(conn, row: dict) -> dict:
@@ -339,6 +339,9 @@ def validate_model(conn, row: dict) -> dict:
     if any(v is not None for v in expert_shape) and None in expert_shape:
         raise KvregError(f"model {row['name']!r}: experts, expert_intermediate_size and moe_layers go together (a"
                          " mixture-of-experts layout); give all three, or none for a dense model")
+    if row.get("expert_hidden_size") is not None and row.get("experts") is None:
+        raise KvregError(f"model {row['name']!r}: expert_hidden_size is the routed experts' latent width; give the "
+                         "expert layout too (experts, expert_intermediate_size, moe_layers), or drop it")
     if row.get("rotary_dim") is not None and row["rotary_dim"] > row["head_dim"]:
         raise KvregError(f"model {row['name']!r}: rotary_dim ({row['rotary_dim']}) cannot exceed head_dim "
                          f"({row['head_dim']}); give the elements of a head RoPE rotates (partial_rotary_factor x head_dim)")

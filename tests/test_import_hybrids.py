@@ -271,6 +271,18 @@ def test_kimi_k3_routed_experts_work_in_the_expert_latent():
     assert r["params_active"] == base + 92 * (16 * expert + per_moe_layer) == 97_339_031_552
 
 
+def test_kimi_k3_mxfp4_experts_are_laid_out_in_the_latent(registry):
+    """Kimi-K3's checkpoint is MXFP4 (compressed-tensors mxfp4-pack-quantized, group 32: weight_dtype fp4), so the
+    engine rules lay its routed experts out as the MoE kernels do, each expert 3 x 3,072 x 3,584 (the latent it works
+    in, expert_hidden_size), not x 7,168: the routed experts are 2.72T of the 2.77T parameters, not 5.45T."""
+    assert row("Kimi-K3")["expert_hidden_size"] == 3584
+    with registry.connect() as conn:
+        (r,) = ask(conn, Question(models=["Kimi-K3"], contexts=[8192], tp=8, gpus=["B200"], rule="vllm"))
+    assert r["expert_params"] == 92 * 896 * 3 * 3584 * 3072 == 2_722_740_830_208
+    assert r["expert_params"] < row("Kimi-K3")["params_total"] == 2_771_459_489_792
+    assert r["mxfp4_hidden"] == 3584  # Triton kernels (v0.11.1 on): the width unpadded
+
+
 @pytest.mark.parametrize("name, mla, kda, per_layer, heads", [
     ("Kimi-Linear-48B", 7, 20, 2_170_880, 32), ("Kimi-K3", 24, 69, 6_512_640, 96)])
 def test_kimi_per_gpu_bytes(registry, name, mla, kda, per_layer, heads):
@@ -396,9 +408,12 @@ def test_per_layer_heads_that_split_a_kv_group_are_refused():
         model_from_config(bad, name="l", source="constructed")
 
 
-def test_per_layer_kv_heads_are_refused_naming_the_key():
+def test_per_layer_kv_heads_beside_sliding_layers_are_refused_naming_the_key():
+    """Laguna has sliding layers: kvreg keeps per-layer kv heads for full attention only (tests/test_layer_heads.py)."""
     bad = {**load("poolside__Laguna-XS.2-FP8.json"), "num_key_value_heads_per_layer": [8, 4] * 20}
-    with pytest.raises(ConfigError, match=r"num_key_value_heads_per_layer = .* could change the KV cache"):
+    with pytest.raises(ConfigError, match=r"^constructed: num_key_value_heads_per_layer gives the layers different kv "
+                                          r"head counts \(8 kv heads in 20 layers, 4 kv heads in 20 layers\) in a model "
+                                          r"with sliding, chunked or linear layers"):
         model_from_config(bad, name="l", source="constructed")
 
 

@@ -55,6 +55,7 @@ def figures(**inputs) -> dict:
         weight_dtype_name="bf16", experts=None, expert_intermediate_size=None, moe_layers=None,
         # no per-layer kv heads (0017)
         kv_heads_2=None, kv_layers_2=None, kv_heads_3=None, kv_layers_3=None, kv_heads_4=None, kv_layers_4=None,
+        expert_hidden_size=None,
     )
     row.update(inputs)
     memo: dict = {}

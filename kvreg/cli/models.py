@@ -68,6 +68,9 @@ def model_group():
 @click.option("--moe-layers", type=int, help="Layers that carry experts (all but DeepSeek's first_k_dense_replace). "
               "With --experts and --expert-intermediate-size, the engine rules lay an MXFP4 (fp4) checkpoint's "
               "experts out as vLLM's and SGLang's MoE kernels pad them.")
+@click.option("--expert-hidden-size", type=int, help="The routed experts' input and output width where they work in "
+              "a latent projected from hidden_size (Kimi-K3 routed_expert_hidden_size, Nemotron 3 moe_latent_size; "
+              "default: --hidden-size).")
 @click.option("--rotary-dim", type=int, help="Elements of a head RoPE rotates, when not the whole head (config.json "
               "partial_rotary_factor x head_dim): sizes the cos/sin table the engines keep on every GPU.")
 @click.option("--architecture", default="", help="e.g. LlamaForCausalLM.")
@@ -80,7 +83,8 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
               sliding_kv_heads, sliding_head_dim, chunked_kv_heads, chunked_head_dim, no_cache_layers,
               linear_layers, linear_state_elements, linear_recurrent_elements, linear_state_heads, linear_state_dtype, kv_lora_rank,
               qk_rope_head_dim, indexer_bytes_per_token_per_layer, indexer_layers, kv_head_groups, hidden_size,
-              intermediate_size, vocab_size, tied_embeddings, experts, expert_intermediate_size, moe_layers, rotary_dim, architecture, family, notes):
+              intermediate_size, vocab_size, tied_embeddings, experts, expert_intermediate_size, moe_layers,
+              expert_hidden_size, rotary_dim, architecture, family, notes):
     """Add a model by hand.
 
     Example: kvreg model add My-8B --layers 32 --kv-heads 8 --attention-heads 32 --head-dim 128 --params-b 8
@@ -107,7 +111,8 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
         indexer_layers=indexer_layers, **_kv_head_groups(kv_head_groups),
         hidden_size=hidden_size, intermediate_size=intermediate_size, vocab_size=vocab_size,
         embedding_matrices=None if tied_embeddings is None else 1 if tied_embeddings else 2, experts=experts,
-        expert_intermediate_size=expert_intermediate_size, moe_layers=moe_layers, rotary_dim=rotary_dim, architecture=architecture, family=family, notes=notes, source="manual",
+        expert_intermediate_size=expert_intermediate_size, moe_layers=moe_layers,
+        expert_hidden_size=expert_hidden_size, rotary_dim=rotary_dim, architecture=architecture, family=family, notes=notes, source="manual",
     )
     if v_head_dim is not None:  # left out, it is the registry's default (kvreg.catalog.defaults)
         row["v_head_dim"] = v_head_dim

@@ -136,6 +136,7 @@ class Model(SQLModel, table=True):
                           name=f"ck_model_kv_group_{n}") for n in KV_GROUPS],
         CheckConstraint(" + ".join(f"COALESCE(kv_layers_{n}, 0)" for n in KV_GROUPS) + " < full_layers",
                         name="ck_model_kv_groups_layers"),
+        CheckConstraint("expert_hidden_size IS NULL OR expert_hidden_size > 0", name="ck_model_expert_hidden_size"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -225,6 +226,9 @@ class Model(SQLModel, table=True):
     kv_layers_3: Optional[int] = None
     kv_heads_4: Optional[int] = None
     kv_layers_4: Optional[int] = None
+    # The routed experts' input and output width where they work in a latent (0017): Kimi-K3's
+    # routed_expert_hidden_size 3,584 of hidden 7,168, Nemotron 3's moe_latent_size. NULL: hidden_size.
+    expert_hidden_size: Optional[int] = None
 
 class Gpu(SQLModel, table=True):
     """An accelerator SKU."""

@@ -182,6 +182,12 @@ def _grouped_layers() -> Expr:
     return total
 
 
+def _expert_hidden() -> Expr:
+    """The routed experts' input and output width: the MoE latent where the model has one (Kimi-K3
+    routed_expert_hidden_size, Nemotron 3 moe_latent_size), else hidden_size."""
+    return coalesce(I("expert_hidden_size"), I("hidden_size"))
+
+
 def _replicated_kv_layers(layers: Expr, kv_heads: Expr) -> Expr:
     """Layers x the share of a K/V projection a GPU holds beyond its even split when TP exceeds the kv heads:
     layers x (1 - kv_heads / TP), 0 at TP up to the kv heads."""
@@ -442,9 +448,10 @@ _FIGURES: list[Figure] = [
            " input embeddings and the lm_head, one matrix when tied); 0 when one of them is unknown",
            # Const(1) first: PostgreSQL multiplies the three integer columns in 64 bits (Kimi-K2's is 2.3e9)
            coalesce(Const(1) * I("vocab_size") * I("hidden_size") * I("embedding_matrices"), 0), "int"),
-    Figure("expert_params", "params", "the routed experts' parameters: moe_layers x experts x 3 x hidden_size x"
-           " expert_intermediate_size (gate, up and down matrices); 0 for a dense model or an unknown layout",
-           coalesce(Const(1) * I("moe_layers") * I("experts") * 3 * I("hidden_size") * I("expert_intermediate_size"),
+    Figure("expert_params", "params", "the routed experts' parameters: moe_layers x experts x 3 x the experts' input"
+           " width (expert_hidden_size, else hidden_size) x expert_intermediate_size (gate, up and down matrices); 0 for"
+           " a dense model or an unknown layout",
+           coalesce(Const(1) * I("moe_layers") * I("experts") * 3 * _expert_hidden() * I("expert_intermediate_size"),
                     0), "int"),
     Figure("mxfp4_layout", "flag", "1 under an engine rule when the checkpoint is MXFP4 (weight_dtype fp4) and its"
            " expert layout is known: only the experts are 4-bit, laid out as the engine's MoE kernels pad them",
@@ -458,10 +465,10 @@ _FIGURES: list[Figure] = [
            if_(F("mxfp4_layout"), ceil(ceil(I("expert_intermediate_size") / I("tp"))
                                        / if_(F("mxfp4_marlin"), VLLM_MARLIN_MXFP4_WIDTH_ALIGN, MXFP4_TRITON_WIDTH_ALIGN))
                * if_(F("mxfp4_marlin"), VLLM_MARLIN_MXFP4_WIDTH_ALIGN, MXFP4_TRITON_WIDTH_ALIGN), Const(None)), "int"),
-    Figure("mxfp4_hidden", "elements", "hidden_size as the MXFP4 kernels pad it (Marlin: to a multiple of"
-           f" {VLLM_MARLIN_MXFP4_HIDDEN_ALIGN})",
-           if_(F("mxfp4_layout"), if_(F("mxfp4_marlin"), ceil(I("hidden_size") / VLLM_MARLIN_MXFP4_HIDDEN_ALIGN)
-                                      * VLLM_MARLIN_MXFP4_HIDDEN_ALIGN, I("hidden_size")), Const(None)), "int"),
+    Figure("mxfp4_hidden", "elements", "the experts' input width (expert_hidden_size, else hidden_size) as the MXFP4"
+           f" kernels pad it (Marlin: to a multiple of {VLLM_MARLIN_MXFP4_HIDDEN_ALIGN})",
+           if_(F("mxfp4_layout"), if_(F("mxfp4_marlin"), ceil(_expert_hidden() / VLLM_MARLIN_MXFP4_HIDDEN_ALIGN)
+                                      * VLLM_MARLIN_MXFP4_HIDDEN_ALIGN, _expert_hidden()), Const(None)), "int"),
     Figure("mxfp4_bytes_per_expert_per_gpu", "bytes",
            f"one MXFP4 expert on one GPU: 3 x width x hidden (both padded) x (1/{MXFP4_VALUES_PER_BYTE} + 1/{MXFP4_BLOCK})"
            f" B of values and scales; vLLM's Triton kernels (v0.11.1 on) add the scales' swizzled copy, (width x 2 and"
@@ -472,8 +479,8 @@ _FIGURES: list[Figure] = [
                * (1 / MXFP4_VALUES_PER_BYTE + 1 / MXFP4_BLOCK)
                + if_(and_(_rule("vllm"), not_(F("mxfp4_marlin"))),
                      (ceil(2 * F("mxfp4_expert_width_per_gpu") / VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN)
-                      * VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN * I("hidden_size")
-                      + ceil(I("hidden_size") / VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN) * VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN
+                      * VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN * _expert_hidden()
+                      + ceil(_expert_hidden() / VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN) * VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN
                       * F("mxfp4_expert_width_per_gpu")) / MXFP4_BLOCK, 0),
                Const(None))),
     Figure("engine_embedding_extra_bytes", "bytes",

@@ -136,6 +136,9 @@ _INPUTS = [
               " unknown)", nullable=True, positive=True, table="model"),
     InputDecl("moe_layers", "layers", "layers that carry experts (NULL: dense, or unknown)", nullable=True,
               positive=True, table="model"),
+    InputDecl("expert_hidden_size", "elements", "the routed experts' input and output width where they work in a"
+              " latent projected from hidden_size (Kimi-K3 routed_expert_hidden_size, Nemotron 3 moe_latent_size; NULL:"
+              " hidden_size)", nullable=True, positive=True, table="model"),
     InputDecl("rotary_dim", "elements", "the elements of a head RoPE rotates, where not the whole head"
               " (partial_rotary_factor x head_dim; NULL: the whole head, MLA: qk_rope_head_dim)", nullable=True,
               positive=True, table="model"),

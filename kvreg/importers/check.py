@@ -75,6 +75,7 @@ def explain(row: dict, warnings: list[str], details: dict) -> dict:
         "experts": row.get("experts"),
         "expert_intermediate_size": row.get("expert_intermediate_size"),
         "moe_layers": row.get("moe_layers"),
+        "expert_hidden_size": row.get("expert_hidden_size"),
         "rotary_dim": row.get("rotary_dim"),
         "indexer_bytes_per_token_per_layer": row.get("indexer_bytes_per_token_per_layer"),
         "indexer_layers": row.get("indexer_layers"),

@@ -1243,8 +1243,7 @@ def _mlp_params(cfg: _Config, hidden: int, moe_flags: list[bool]) -> tuple[int, 
     # The routed experts work in a smaller latent width, projected down and up once per layer: Nemotron 3 Super /
     # Ultra (moe_latent_size) and Kimi-K3 (routed_expert_hidden_size; Kimi-Linear leaves it 0 or out). The router
     # and the shared experts keep the full hidden width.
-    latent = cfg.count(("moe_latent_size", "routed_expert_hidden_size"), "MoE latent width", required=False,
-                       minimum=0)
+    latent = _moe_latent(cfg)
     expert_in, beside = (latent, beside + 2 * hidden * latent) if latent else (hidden, beside)
     total = active = 0
     for i, is_moe in enumerate(moe_flags):
@@ -1257,6 +1256,13 @@ def _mlp_params(cfg: _Config, hidden: int, moe_flags: list[bool]) -> tuple[int, 
         total += experts[i] * expert + shared + router + beside
         active += min(top_k[i], experts[i]) * expert + shared + router + beside
     return total, active
+
+
+def _moe_latent(cfg: _Config) -> int | None:
+    """The routed experts' latent width where they work in one (Nemotron 3 moe_latent_size, Kimi-K3
+    routed_expert_hidden_size; Kimi-Linear leaves it 0 or out): None without one."""
+    return cfg.count(("moe_latent_size", "routed_expert_hidden_size"), "MoE latent width", required=False,
+                     minimum=0) or None
 
 
 def _attention_params(cfg: _Config, att: dict, hidden: int, kind: str = "full") -> int:
@@ -1347,7 +1353,7 @@ def _rotary_dim(cfg: _Config, att: dict) -> int | None:
 def _expert_layout(cfg: _Config, layout: dict, blocks: list[_Block] | None) -> dict:
     """experts, expert_intermediate_size and moe_layers: the routed experts of a layer, one expert's width and
     the layers that carry them, when every MoE layer has the same shape (else, and for a dense model, None)."""
-    none = {"experts": None, "expert_intermediate_size": None, "moe_layers": None}
+    none = {"experts": None, "expert_intermediate_size": None, "moe_layers": None, "expert_hidden_size": None}
     if blocks is not None or not _moe_shape(cfg)[0]:
         return none
     pattern = _hybrid_pattern(cfg)
@@ -1357,7 +1363,8 @@ def _expert_layout(cfg: _Config, layout: dict, blocks: list[_Block] | None) -> d
     _, width = cfg.raw("moe_intermediate_size", "expert_intermediate_size", "intermediate_size")
     if not sum(flags) or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (experts, width)):
         return none  # per-layer lists (Hunyuan) have no one shape
-    return {"experts": experts, "expert_intermediate_size": width, "moe_layers": sum(flags)}
+    return {"experts": experts, "expert_intermediate_size": width, "moe_layers": sum(flags),
+            "expert_hidden_size": _moe_latent(cfg)}
 
 
 def _estimate_params(cfg: _Config, att: dict, layout: dict, blocks: list[_Block] | None = None) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""per-layer kv heads: groups of full layers holding kv heads of their own
+"""per-layer kv heads: groups of full layers holding kv heads of their own; the experts' latent width
 
 Revision ID: 0017
 Revises: 0014
@@ -11,7 +11,11 @@ NULL means no such group, which is what every existing row meant, so no row chan
 existing model stays the same. The constraint texts are copied from kvreg.db.tables as they were when this
 revision was written.
 
-Downgrading drops the columns: such models then count kv_heads in every full layer.
+A seventh, expert_hidden_size: the routed experts' input and output width where they work in a latent
+projected from hidden_size (Kimi-K3's routed_expert_hidden_size, Nemotron 3's moe_latent_size); NULL means
+hidden_size, as every existing row meant.
+
+Downgrading drops the columns: such models then count kv_heads in every full layer, and experts at hidden_size.
 """
 from typing import Sequence, Union
 
@@ -39,6 +43,8 @@ def _columns() -> dict[str, list[tuple[sa.Column, list[tuple[str, str]]]]]:
             checks.append(("ck_model_kv_groups_layers",
                            " + ".join(f"COALESCE(kv_layers_{g}, 0)" for g in _GROUPS) + " < full_layers"))
         columns.append((sa.Column(f'kv_layers_{n}', sa.Integer(), nullable=True), checks))
+    columns.append((sa.Column('expert_hidden_size', sa.Integer(), nullable=True), [
+        ("ck_model_expert_hidden_size", "expert_hidden_size IS NULL OR expert_hidden_size > 0")]))
     return {'model': columns}
 
 

@@ -168,6 +168,17 @@ def test_per_layer_kv_heads_bytes_per_gpu(registry, tp, heads):
     assert per_gpu(registry, "Ultra-varied", 1)[8192]["kv_bytes_per_token"] == 448 * BYTES_PER_HEAD == 229_376
 
 
+def test_sglang_does_not_serve_per_layer_kv_heads(registry):
+    """SGLang refuses variable GQA (python/sglang/srt/configs/model_config.py, get_total_num_kv_heads: "Variable GQA
+    (VGQA) is not yet supported for nemotron-nas in sglang"): under its rule the model does not fit, saying why; the
+    real Ultra config, one kv head count in every layer, is served."""
+    varied = per_gpu(registry, "Ultra-varied", 8, "sglang")[8192]
+    assert (varied["fits"], varied["node_concurrency"], varied["reason"]) == (
+        0, 0, "SGLang does not serve a model whose layers differ in kv heads (variable GQA)")
+    assert per_gpu(registry, "Ultra-varied", 8, "vllm")[8192]["fits"] == 1
+    assert per_gpu(registry, "Ultra", 8, "sglang")[8192]["fits"] == 1
+
+
 def test_vllm_page_sums_each_layers_page(registry):
     """One UniformTypeKVCacheSpecs group: a block is every layer's page at its own kv heads, 16 tokens x 114 heads x
     512 B = 933,888 B at TP4 (a page sized to the 8-head layers would be 16 x 64 x 2 x 512 = 1,048,576 B)."""

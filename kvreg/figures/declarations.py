@@ -240,21 +240,25 @@ _WHY_NOT = (
                 not_(F("kv_dtype_valid")),
                 concat("KV dtype ", I("kv_dtype"), " is for MLA models only"),
                 if_(
-                    not_(F("weights_fit")),
+                    not_(F("engine_serves_layout")),
+                    "SGLang does not serve a model whose layers differ in kv heads (variable GQA)",
                     if_(
-                        isnull(I("kv_cache_memory_bytes")),
-                        concat("weights need ", fmt(F("weights_gib_per_gpu"), 2), " GiB per GPU but only ",
-                               fmt(F("allocatable_gib_per_gpu"), 2), " GiB is usable"),
-                        concat("weights (", fmt(F("weights_gib_per_gpu"), 2), " GiB) plus the KV pool (",
-                               fmt(F("kv_pool_gib_per_gpu"), 2), " GiB) exceed ", fmt(F("memory_gib"), 2),
-                               " GiB per GPU"),
-                    ),
-                    if_(
-                        F("whole_sequences") < 1,
-                        concat("one ", grouped(I("context_tokens")), "-token sequence needs ",
-                               fmt(F("kv_gib_per_sequence_per_gpu"), 2), " GiB per GPU but the KV pool holds ",
-                               fmt(F("kv_pool_gib_per_gpu"), 2), " GiB"),
-                        "",
+                        not_(F("weights_fit")),
+                        if_(
+                            isnull(I("kv_cache_memory_bytes")),
+                            concat("weights need ", fmt(F("weights_gib_per_gpu"), 2), " GiB per GPU but only ",
+                                   fmt(F("allocatable_gib_per_gpu"), 2), " GiB is usable"),
+                            concat("weights (", fmt(F("weights_gib_per_gpu"), 2), " GiB) plus the KV pool (",
+                                   fmt(F("kv_pool_gib_per_gpu"), 2), " GiB) exceed ", fmt(F("memory_gib"), 2),
+                                   " GiB per GPU"),
+                        ),
+                        if_(
+                            F("whole_sequences") < 1,
+                            concat("one ", grouped(I("context_tokens")), "-token sequence needs ",
+                                   fmt(F("kv_gib_per_sequence_per_gpu"), 2), " GiB per GPU but the KV pool holds ",
+                                   fmt(F("kv_pool_gib_per_gpu"), 2), " GiB"),
+                            "",
+                        ),
                     ),
                 ),
             ),
@@ -863,6 +867,15 @@ _FIGURES: list[Figure] = [
         "flag",
     ),
     Figure(
+        "engine_serves_layout",
+        "flag",
+        "0 under the SGLang rule for a model with per-layer kv heads (kv_layers_N): SGLang refuses variable GQA"
+        " (python/sglang/srt/configs/model_config.py, get_total_num_kv_heads: \"Variable GQA (VGQA) is not yet"
+        " supported for nemotron-nas in sglang\"); 1 otherwise",
+        if_(and_(_rule("sglang"), _grouped_layers() > 0), 0, 1),
+        "flag",
+    ),
+    Figure(
         "kv_dtype_valid",
         "flag",
         "1 unless an MLA-only KV format (such as fp8_ds_mla) is used on a model without MLA",
@@ -1092,7 +1105,8 @@ _FIGURES: list[Figure] = [
         "fits",
         "flag",
         "1 when a replica can hold at least one whole context-length sequence",
-        and_(F("tp_valid"), F("kv_dtype_valid"), F("weights_fit"), F("whole_sequences") >= 1),
+        and_(F("tp_valid"), F("kv_dtype_valid"), F("engine_serves_layout"), F("weights_fit"),
+             F("whole_sequences") >= 1),
         "flag",
     ),
     Figure(

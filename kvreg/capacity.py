@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from kvreg.db.read import runner, whatif
 from kvreg.errors import KvregError, suggest
-from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS
+from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, KV_GROUPS, inputs_of
 from kvreg.rules import ENGINE_FIELDS, check_engine_settings, parse_engine_options
 from kvreg.units import format_tokens, parse_fraction, parse_size, parse_token_list
 
@@ -363,7 +363,16 @@ def model_layer_groups(conn, model: str, tp: int = 1, gpu: str = "H100-SXM", kv_
                        "indexer_layers": (m["indexer_layers"] or m["full_layers"])
                        if m["indexer_bytes_per_token_per_layer"] else None,
                        "indexer_bytes_per_token_per_layer": m["indexer_bytes_per_token_per_layer"],
-                       "bytes_per_token_per_gpu": r["kv_bytes_per_token_full_per_gpu"]})
+                       "bytes_per_token_per_gpu": r["kv_bytes_per_token_kv_heads_layers_per_gpu"]})
+    # per-layer kv heads: the full layers holding kv_heads above, each other count a group of its own
+    grouped = [n for n in KV_GROUPS if m[f"kv_layers_{n}"]]
+    if grouped:
+        groups[0].update(layers=m["full_layers"] - sum(m[f"kv_layers_{n}"] for n in grouped),
+                         layers_per_gpu=r["kv_heads_layers_per_gpu"])
+    for n in grouped:
+        groups.append({**groups[0], "layers": m[f"kv_layers_{n}"], "layers_per_gpu": r[f"kv_layers_{n}_per_gpu"],
+                       "kv_heads_per_gpu": r[f"kv_heads_{n}_per_gpu"],
+                       "bytes_per_token_per_gpu": r[f"kv_bytes_per_token_kv_group_{n}_per_gpu"]})
     for kind, size in (("sliding", "sliding_window"), ("chunked", "attention_chunk_size")):
         if m[f"{kind}_layers"]:
             width = None if mla else (m[f"{kind}_head_dim"] or m["head_dim"])

@@ -36,7 +36,7 @@ from kvreg.capacity import valid_tps
 from kvreg.db.read import list_gpus, rollup, runner, schedule_horizon
 from kvreg.errors import KvregError
 from kvreg.figures.declarations import FIGURES, HOURS_PER_MONTH
-from kvreg.figures.expr import Ref
+from kvreg.figures.expr import Ref, names
 from kvreg.figures.python import PythonEvaluator
 from kvreg.figures.quarters import index_of_quarter, quarter_of_index
 from kvreg.plans import SPEC_DEFAULTS, allowed_names, check_allowed, evaluate, set_plan
@@ -51,7 +51,7 @@ PURCHASE_COLUMNS = ["gpu", "quarter", "gpus_to_buy", "capex_to_buy", "order_by"]
 
 def _view_names(name: str) -> set[str]:
     """The figures `name`'s declaration refers to directly."""
-    return {e.name for e in FIGURES[name].expr.walk() if isinstance(e, Ref)}
+    return set(names(FIGURES[name].expr, (Ref,)))
 
 
 # What a candidate's plan_quarter row must carry: whether it fits and what gpus_needed reads.

@@ -18,7 +18,7 @@ from kvreg.db.read import (  # noqa: F401  (the read queries live in the db laye
 )
 from kvreg.db.tables import GPU_FIELDS, MODEL_FIELDS, Dtype, Fleet, Gpu, Model, Plan, SQLModel
 from kvreg.errors import AlreadyExists, KvregError, suggest
-from kvreg.figures.inputs import INPUTS, MAXIMUMS
+from kvreg.figures.inputs import INPUTS, KV_GROUPS, MAXIMUMS
 from kvreg.text import invisible_characters
 from kvreg.units import UnitError, parse_flops, parse_size
 
@@ -270,7 +270,8 @@ _MODEL_OPTIONAL_INTS = ["sliding_window", "attention_chunk_size", "kv_lora_rank"
                         "linear_state_heads", "indexer_bytes_per_token_per_layer", "hidden_size",
                         "intermediate_size", "vocab_size", "sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads",
                         "chunked_head_dim", "linear_recurrent_elements_per_layer", "embedding_matrices",
-                        "experts", "expert_intermediate_size", "moe_layers", "rotary_dim", "indexer_layers"]
+                        "experts", "expert_intermediate_size", "moe_layers", "rotary_dim", "indexer_layers",
+                        *[f"kv_{what}_{n}" for n in KV_GROUPS for what in ("heads", "layers")], "expert_hidden_size"]
 
 
 def validate_model(conn, row: dict) -> dict:
@@ -338,6 +339,9 @@ def validate_model(conn, row: dict) -> dict:
     if any(v is not None for v in expert_shape) and None in expert_shape:
         raise KvregError(f"model {row['name']!r}: experts, expert_intermediate_size and moe_layers go together (a"
                          " mixture-of-experts layout); give all three, or none for a dense model")
+    if row.get("expert_hidden_size") is not None and row.get("experts") is None:
+        raise KvregError(f"model {row['name']!r}: expert_hidden_size is the routed experts' latent width; give the "
+                         "expert layout too (experts, expert_intermediate_size, moe_layers), or drop it")
     if row.get("rotary_dim") is not None and row["rotary_dim"] > row["head_dim"]:
         raise KvregError(f"model {row['name']!r}: rotary_dim ({row['rotary_dim']}) cannot exceed head_dim "
                          f"({row['head_dim']}); give the elements of a head RoPE rotates (partial_rotary_factor x head_dim)")
@@ -357,6 +361,7 @@ def validate_model(conn, row: dict) -> dict:
     if row.get("indexer_layers") is not None and not 0 < row["indexer_layers"] <= (row.get("full_layers") or 0):
         raise KvregError(f"model {row['name']!r}: indexer_layers ({row['indexer_layers']}) must be between 1 and the "
                          f"{row.get('full_layers')} MLA layers; leave it out when every MLA layer keeps an indexer")
+    _check_kv_groups(row, mla)
     kinds = ("mamba2", "gated_deltanet", "kda", "lightning", "short_conv")
     if row.get("linear_state_kind") is not None and row["linear_state_kind"] not in kinds:
         raise KvregError(f"model {row['name']!r}: linear_state_kind {row['linear_state_kind']!r} is not one of "
@@ -364,6 +369,31 @@ def validate_model(conn, row: dict) -> dict:
     for f in TEXT_DEFAULTS:
         row.setdefault(f, model_default(f, row))
     return row
+
+
+def _check_kv_groups(row: dict, mla: bool) -> None:
+    """Per-layer kv heads: each group (kv_heads_N of kv_layers_N full layers) whole, its heads dividing the query
+    heads, in a model of full attention layers alone (a standard cache, not MLA) that keeps at least one full layer
+    at kv_heads."""
+    groups = [(n, row.get(f"kv_heads_{n}"), row.get(f"kv_layers_{n}")) for n in KV_GROUPS]
+    groups = [(n, heads, layers) for n, heads, layers in groups if heads is not None or layers is not None]
+    if not groups:
+        return
+    name = row["name"]
+    for n, heads, layers in groups:
+        if heads is None or layers is None:
+            raise KvregError(f"model {name!r}: kv_heads_{n} and kv_layers_{n} go together (that many full layers with "
+                             "that many kv heads each); give both, or neither")
+        if row["attention_heads"] % heads:
+            raise KvregError(f"model {name!r}: kv_heads_{n} ({heads}) must divide attention_heads "
+                             f"({row['attention_heads']})")
+    if mla or row["sliding_layers"] or row["chunked_layers"] or row["linear_layers"]:
+        raise KvregError(f"model {name!r}: per-layer kv heads (kv_heads_N / kv_layers_N) are for models whose cache "
+                         "layers are all standard full attention; drop them, or enter the layers as one kind")
+    grouped = sum(layers for _, _, layers in groups)
+    if grouped >= row["full_layers"]:
+        raise KvregError(f"model {name!r}: the per-layer kv head groups hold {grouped} layers, but at least one of the "
+                         f"{row['full_layers']} full layers must hold kv_heads; make the largest group kv_heads")
 
 
 def add_model(conn, row: dict, *, replace: bool = False) -> dict:

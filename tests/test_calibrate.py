@@ -311,7 +311,7 @@ def test_what_a_model_path_says(path, repo, checkpoint):
 ])
 def test_the_registry_model_a_model_path_names(kv, path, model):
     from kvreg.calibrate import resolve_model
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
     from kvreg.enginelog import EngineLog
 
     kv("gpu", "list")

@@ -43,6 +43,10 @@ def test_replace_keeps_published_figures_and_adds_no_duplicates(kv):
     updated = [line for line in result.stderr.splitlines() if line.startswith("updated ")]
     assert len(updated) == 1 and "no figure changed" in updated[0] and "'Llama-3-8B'" in updated[0]
     assert "Meta-Llama-3-8B.json: updated" not in result.stderr
+    # every catalog row read from a config holds what the config says: re-importing it changes no column
+    # (the Qwen3-Next row once lacked linear_state_kind gated_deltanet and reported "changed linear_state_kind")
+    assert "; changed " not in result.stderr
+    assert f"updated {len(CONFIGS)} models already in the registry, no figure changed" in updated[0]
 
 
 def test_exact_counts_from_a_safetensors_index_do_replace(kv, tmp_path):

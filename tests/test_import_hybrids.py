@@ -249,6 +249,40 @@ def test_kimi_k3_real_config_in_text_config():
     assert r["max_position_embeddings"] == 1_048_576
 
 
+def test_kimi_k3_routed_experts_work_in_the_expert_latent():
+    """Kimi-K3's routed experts work in routed_expert_hidden_size (3,584) rather than hidden_size (7,168): a
+    routed_expert_down_proj (hidden -> latent) before the experts and a routed_expert_up_proj after them, once per
+    MoE layer; the router and the two shared experts (num_shared_experts x moe_intermediate_size wide) keep the full
+    hidden width (the checkpoint's block_sparse_moe tensors). The estimate was 5.49T total / 141B active before it
+    read the latent."""
+    r = row("Kimi-K3")
+    hidden, vocab = 7168, 163840
+    embeddings = 2 * vocab * hidden  # tie_word_embeddings false
+    mla = (hidden * 1536 + 1536 * 96 * (128 + 64)  # q_lora_rank 1536, 96 heads of 128 nope + 64 rope
+           + hidden * (512 + 64) + 512 * 96 * (128 + 128)  # kv_lora_rank 512: the latent, then K nope and V
+           + 96 * 128 * hidden)  # o_proj
+    kda = (4 * hidden * 96 * 128 + 2 * (hidden * 128 + 128 * 96 * 128)  # q, k, v, o; forget and output gates
+           + hidden * 96 + 3 * 96 * 128 * 4)  # b_proj; three depthwise convolutions of 4 taps
+    dense = 3 * hidden * 33792  # layer 0 (first_k_dense_replace 1)
+    expert = 3 * 3584 * 3072  # gate, up, down in the latent
+    per_moe_layer = 2 * 3 * hidden * 3072 + hidden * 896 + 2 * hidden * 3584  # shared experts, router, down + up
+    base = embeddings + 24 * mla + 69 * kda + dense
+    assert r["params_total"] == base + 92 * (896 * expert + per_moe_layer) == 2_771_459_489_792
+    assert r["params_active"] == base + 92 * (16 * expert + per_moe_layer) == 97_339_031_552
+
+
+def test_kimi_k3_mxfp4_experts_are_laid_out_in_the_latent(registry):
+    """Kimi-K3's checkpoint is MXFP4 (compressed-tensors mxfp4-pack-quantized, group 32: weight_dtype fp4), so the
+    engine rules lay its routed experts out as the MoE kernels do, each expert 3 x 3,072 x 3,584 (the latent it works
+    in, expert_hidden_size), not x 7,168: the routed experts are 2.72T of the 2.77T parameters, not 5.45T."""
+    assert row("Kimi-K3")["expert_hidden_size"] == 3584
+    with registry.connect() as conn:
+        (r,) = ask(conn, Question(models=["Kimi-K3"], contexts=[8192], tp=8, gpus=["B200"], rule="vllm"))
+    assert r["expert_params"] == 92 * 896 * 3 * 3584 * 3072 == 2_722_740_830_208
+    assert r["expert_params"] < row("Kimi-K3")["params_total"] == 2_771_459_489_792
+    assert r["mxfp4_hidden"] == 3584  # Triton kernels (v0.11.1 on): the width unpadded
+
+
 @pytest.mark.parametrize("name, mla, kda, per_layer, heads", [
     ("Kimi-Linear-48B", 7, 20, 2_170_880, 32), ("Kimi-K3", 24, 69, 6_512_640, 96)])
 def test_kimi_per_gpu_bytes(registry, name, mla, kda, per_layer, heads):
@@ -374,9 +408,12 @@ def test_per_layer_heads_that_split_a_kv_group_are_refused():
         model_from_config(bad, name="l", source="constructed")
 
 
-def test_per_layer_kv_heads_are_refused_naming_the_key():
+def test_per_layer_kv_heads_beside_sliding_layers_are_refused_naming_the_key():
+    """Laguna has sliding layers: kvreg keeps per-layer kv heads for full attention only (tests/test_layer_heads.py)."""
     bad = {**load("poolside__Laguna-XS.2-FP8.json"), "num_key_value_heads_per_layer": [8, 4] * 20}
-    with pytest.raises(ConfigError, match=r"num_key_value_heads_per_layer = .* could change the KV cache"):
+    with pytest.raises(ConfigError, match=r"^constructed: num_key_value_heads_per_layer gives the layers different kv "
+                                          r"head counts \(8 kv heads in 20 layers, 4 kv heads in 20 layers\) in a model "
+                                          r"with sliding, chunked or linear layers"):
         model_from_config(bad, name="l", source="constructed")
 
 
@@ -401,6 +438,28 @@ def test_glm5_per_gpu_bytes(registry, name, indexer_layers):
             got = per_gpu(registry, name, tp, rule)
             assert (got["all"], got["full"], got[8192], got[131072]) == (token, token, token * 8192, token * 131072), \
                 (tp, rule)
+
+
+@pytest.mark.parametrize("name, indexer_layers", [("GLM-5.2", 21), ("GLM-5.1", 78)])
+def test_glm5_vllm_pages_hold_an_indexer_only_on_the_layers_keeping_one(registry, name, indexer_layers):
+    """vLLM (deepseek_v2.py, DeepseekV2MLAAttention.__init__) builds an Indexer, and with it a
+    DeepseekV32IndexerCache layer whose MLAAttentionSpec is one 132-byte uint8 entry per token, only on the layers
+    that do not skip top-k; GLM-5.2's index_topk_freq 4 and index_skip_topk_offset 3 skip 57 of 78, the same layers
+    indexer_types marks "shared". All specs being full attention of one block size, get_kv_cache_groups
+    (vllm/v1/core/kv_cache_utils.py) puts every layer in one UniformTypeKVCacheSpecs group, whose page is the sum of
+    each layer's own page (vllm/v1/kv_cache_interface.py): the shared layers add no indexer page."""
+    with registry.connect() as conn:
+        for tp in TPS:
+            (r,) = ask(conn, Question(models=[name], contexts=[8192], tp=tp, gpus=["H100-SXM"], block_size=16,
+                                      rule="vllm"))
+            block = r["kv_block_tokens"]
+            latent_page = block * 78 * (512 + 64) * 2  # 78 MLA layers of 1,152 B a token: 1,437,696 B at 16 tokens
+            indexer_page = block * indexer_layers * 132  # GLM-5.2: 44,352 B; GLM-5.1: 164,736 B
+            assert r["page_bytes_per_gpu"] == latent_page + indexer_page, tp
+            assert r["page_bytes_per_gpu"] == block * r["kv_bytes_per_token_per_gpu"], tp
+            assert r["num_blocks"] == max(0, r["kv_pool_bytes_per_gpu"] // r["page_bytes_per_gpu"]), tp  # 0: no fit
+    if name == "GLM-5.2":
+        assert (block, latent_page, indexer_page) == (16, 1_437_696, 44_352)  # 1,482,048 B a block (16 x 78 x 1,284 = 1,602,432 before)
 
 
 def test_indexer_types_must_be_full_or_shared_per_layer():
@@ -463,10 +522,11 @@ def test_model_check_says_which_cache_keys_were_read_and_which_ignored():
 
 def test_docs_name_every_key_read_or_known_inert():
     """docs/config-keys.md lists what the importer reads and what it knows not to change the cache."""
-    from kvreg.importers import hf
+    from kvreg.importers.hf import config, keys as accounting
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "config-keys.md").read_text(encoding="utf-8")
-    keys = hf._UNDERSTOOD | hf._HARMLESS | hf._KDA_READ | hf._KDA_HARMLESS | set(hf._TEXT_CONFIG_KEYS)
+    keys = (accounting._UNDERSTOOD | accounting._HARMLESS | accounting.KDA_READ | accounting.KDA_HARMLESS
+            | set(config.TEXT_CONFIG_KEYS))
     assert sorted(k for k in keys if f"`{k}`" not in page) == []
 
 

@@ -53,6 +53,9 @@ def figures(**inputs) -> dict:
         no_cache_layers=0, sliding_kv_heads=None, sliding_head_dim=None, chunked_kv_heads=None, chunked_head_dim=None,
         # the weights' dtype by name, and no MoE expert layout (0010)
         weight_dtype_name="bf16", experts=None, expert_intermediate_size=None, moe_layers=None,
+        # no per-layer kv heads (0017)
+        kv_heads_2=None, kv_layers_2=None, kv_heads_3=None, kv_layers_3=None, kv_heads_4=None, kv_layers_4=None,
+        expert_hidden_size=None,
     )
     row.update(inputs)
     memo: dict = {}

@@ -208,7 +208,7 @@ def test_the_stored_what_ifs_are_the_compiled_ones(tmp_path):
     import sys
 
     from kvreg.db import read as db_read
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
     from kvreg.figures.views import WHATIF_SQL_KEY, whatif_definitions
 
     assert db_read.WHATIF_SQL_KEY == WHATIF_SQL_KEY

@@ -297,5 +297,7 @@ def test_doc_formulas_read_as_written():
         "attention_heads mod tp = 0 and (kv_heads mod tp = 0 or tp mod kv_heads = 0)"
         " and (coalesce(sliding_kv_heads, kv_heads) mod tp = 0 or tp mod coalesce(sliding_kv_heads, kv_heads) = 0)"
         " and (coalesce(chunked_kv_heads, kv_heads) mod tp = 0 or tp mod coalesce(chunked_kv_heads, kv_heads) = 0)"
-        " and tp * pp <= gpus_per_node"
+        + "".join(f" and (coalesce(kv_heads_{n}, kv_heads) mod tp = 0 or tp mod coalesce(kv_heads_{n}, kv_heads) = 0)"
+                  for n in (2, 3, 4))  # the groups of per-layer kv heads
+        + " and tp * pp <= gpus_per_node"
     )

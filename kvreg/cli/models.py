@@ -51,6 +51,9 @@ def model_group():
               help="MLA models with a sparse-attention indexer cache (DeepSeek-V3.2: 132).")
 @click.option("--indexer-layers", type=int,
               help="Of the MLA layers, those keeping an indexer cache of their own (GLM-5.2: 21 of 78; default: all).")
+@click.option("--kv-head-group", "kv_head_groups", multiple=True, metavar="HEADSxLAYERS",
+              help="Per-layer kv heads: LAYERS of the full layers hold HEADS kv heads, not --kv-heads (DeciLM "
+              "n_heads_in_group varying by layer); up to 3 times, e.g. --kv-head-group 4x10 --kv-head-group 2x4.")
 @click.option("--hidden-size", type=int, help="Residual stream width (hidden_size); vLLM's activation estimate.")
 @click.option("--intermediate-size", type=int, help="MLP width a token passes through (MoE: expert width x experts "
               "per token); vLLM's activation estimate.")
@@ -65,6 +68,9 @@ def model_group():
 @click.option("--moe-layers", type=int, help="Layers that carry experts (all but DeepSeek's first_k_dense_replace). "
               "With --experts and --expert-intermediate-size, the engine rules lay an MXFP4 (fp4) checkpoint's "
               "experts out as vLLM's and SGLang's MoE kernels pad them.")
+@click.option("--expert-hidden-size", type=int, help="The routed experts' input and output width where they work in "
+              "a latent projected from hidden_size (Kimi-K3 routed_expert_hidden_size, Nemotron 3 moe_latent_size; "
+              "default: --hidden-size).")
 @click.option("--rotary-dim", type=int, help="Elements of a head RoPE rotates, when not the whole head (config.json "
               "partial_rotary_factor x head_dim): sizes the cos/sin table the engines keep on every GPU.")
 @click.option("--architecture", default="", help="e.g. LlamaForCausalLM.")
@@ -76,8 +82,9 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
               weight_dtype, max_context, sliding_layers, sliding_window, chunked_layers, attention_chunk_size,
               sliding_kv_heads, sliding_head_dim, chunked_kv_heads, chunked_head_dim, no_cache_layers,
               linear_layers, linear_state_elements, linear_recurrent_elements, linear_state_heads, linear_state_dtype, kv_lora_rank,
-              qk_rope_head_dim, indexer_bytes_per_token_per_layer, indexer_layers, hidden_size, intermediate_size, vocab_size,
-              tied_embeddings, experts, expert_intermediate_size, moe_layers, rotary_dim, architecture, family, notes):
+              qk_rope_head_dim, indexer_bytes_per_token_per_layer, indexer_layers, kv_head_groups, hidden_size,
+              intermediate_size, vocab_size, tied_embeddings, experts, expert_intermediate_size, moe_layers,
+              expert_hidden_size, rotary_dim, architecture, family, notes):
     """Add a model by hand.
 
     Example: kvreg model add My-8B --layers 32 --kv-heads 8 --attention-heads 32 --head-dim 128 --params-b 8
@@ -101,16 +108,34 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
         linear_recurrent_elements_per_layer=linear_recurrent_elements,
         linear_state_heads=linear_state_heads, linear_state_dtype=linear_state_dtype, kv_lora_rank=kv_lora_rank,
         qk_rope_head_dim=qk_rope_head_dim, indexer_bytes_per_token_per_layer=indexer_bytes_per_token_per_layer,
-        indexer_layers=indexer_layers,
+        indexer_layers=indexer_layers, **_kv_head_groups(kv_head_groups),
         hidden_size=hidden_size, intermediate_size=intermediate_size, vocab_size=vocab_size,
         embedding_matrices=None if tied_embeddings is None else 1 if tied_embeddings else 2, experts=experts,
-        expert_intermediate_size=expert_intermediate_size, moe_layers=moe_layers, rotary_dim=rotary_dim, architecture=architecture, family=family, notes=notes, source="manual",
+        expert_intermediate_size=expert_intermediate_size, moe_layers=moe_layers,
+        expert_hidden_size=expert_hidden_size, rotary_dim=rotary_dim, architecture=architecture, family=family, notes=notes, source="manual",
     )
     if v_head_dim is not None:  # left out, it is the registry's default (kvreg.catalog.defaults)
         row["v_head_dim"] = v_head_dim
     with open_db(ctx).begin() as conn:
         add_model(conn, row)
     click.echo(f"added model {name}")
+
+
+def _kv_head_groups(groups: tuple[str, ...]) -> dict:
+    """--kv-head-group HEADSxLAYERS, repeated: the model's kv_heads_N / kv_layers_N columns, N from 2."""
+    from kvreg.errors import KvregError
+    from kvreg.figures.inputs import KV_GROUPS
+
+    if len(groups) > len(KV_GROUPS):
+        raise KvregError(f"--kv-head-group given {len(groups)} times; a model keeps at most {len(KV_GROUPS)} groups "
+                         "beside --kv-heads")
+    out = {}
+    for n, text in zip(KV_GROUPS, groups):
+        heads, _, layers = text.lower().partition("x")
+        if not (heads.isdigit() and layers.isdigit()):
+            raise KvregError(f"--kv-head-group {text!r} is not HEADSxLAYERS; e.g. 4x10 for 10 layers of 4 kv heads")
+        out.update({f"kv_heads_{n}": int(heads), f"kv_layers_{n}": int(layers)})
+    return out
 
 
 def _billions(value: float, flag: str) -> int:

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from kvreg import units
 from kvreg.db import fastpath
 from kvreg.errors import KvregError, suggest
-from kvreg.figures.inputs import WHATIF_COLUMNS, WHATIF_TABLES
+from kvreg.figures.inputs import KV_GROUPS, WHATIF_COLUMNS, WHATIF_TABLES
 from kvreg.figures.quarters import in_force_sql, index_of_quarter, quarter_of_index
 from kvreg.units import parse_quarter
 
@@ -48,7 +48,7 @@ MODEL_COLUMNS = (
     "source_sha256", "imported_at", "notes", "no_cache_layers", "sliding_kv_heads", "sliding_head_dim",
     "chunked_kv_heads", "chunked_head_dim", "k_eq_v_layers", "linear_recurrent_elements_per_layer",
     "embedding_matrices", "experts", "expert_intermediate_size", "moe_layers", "rotary_dim", "indexer_layers",
-    "linear_state_kind",
+    "linear_state_kind", *[f"kv_{what}_{n}" for n in KV_GROUPS for what in ("heads", "layers")], "expert_hidden_size",
 )
 COLUMNS = {"dtype": DTYPE_COLUMNS, "gpu": GPU_COLUMNS, "model": MODEL_COLUMNS}
 # Columns a declaration file holds as text with a unit ("80GiB", "3350GB"): `kvreg export` writes

@@ -12,6 +12,7 @@ from sqlalchemy import BigInteger, CheckConstraint, Column, Float, ForeignKey, I
 from sqlmodel import Field, SQLModel
 
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS as _D
+from kvreg.figures.inputs import KV_GROUPS
 from kvreg.rules import RULES
 
 
@@ -131,6 +132,11 @@ class Model(SQLModel, table=True):
                         name="ck_model_indexer_layers"),
         CheckConstraint("linear_state_kind IS NULL OR linear_state_kind IN ('mamba2', 'gated_deltanet', 'kda',"
                         " 'lightning', 'short_conv')", name="ck_model_linear_state_kind"),
+        *[CheckConstraint(f"(kv_heads_{n} IS NULL AND kv_layers_{n} IS NULL) OR (kv_heads_{n} > 0 AND kv_layers_{n} > 0)",
+                          name=f"ck_model_kv_group_{n}") for n in KV_GROUPS],
+        CheckConstraint(" + ".join(f"COALESCE(kv_layers_{n}, 0)" for n in KV_GROUPS) + " < full_layers",
+                        name="ck_model_kv_groups_layers"),
+        CheckConstraint("expert_hidden_size IS NULL OR expert_hidden_size > 0", name="ck_model_expert_hidden_size"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -211,6 +217,18 @@ class Model(SQLModel, table=True):
     # Which recurrent layer the linear layers are (0013), as `model show --layers` names them: mamba2,
     # gated_deltanet, kda, lightning or short_conv. NULL: not named (the state shape is what counts).
     linear_state_kind: Optional[str] = None
+    # Per-layer kv heads (0017): of the full layers, kv_layers_N hold kv_heads_N kv heads each (DeciLM block_configs
+    # whose n_heads_in_group differ, a num_key_value_heads list); the other full layers, at least one, hold kv_heads.
+    # NULL: no such group (every full layer holds kv_heads).
+    kv_heads_2: Optional[int] = None
+    kv_layers_2: Optional[int] = None
+    kv_heads_3: Optional[int] = None
+    kv_layers_3: Optional[int] = None
+    kv_heads_4: Optional[int] = None
+    kv_layers_4: Optional[int] = None
+    # The routed experts' input and output width where they work in a latent (0017): Kimi-K3's
+    # routed_expert_hidden_size 3,584 of hidden 7,168, Nemotron 3's moe_latent_size. NULL: hidden_size.
+    expert_hidden_size: Optional[int] = None
 
 class Gpu(SQLModel, table=True):
     """An accelerator SKU."""

@@ -40,7 +40,7 @@ from .expr import (
 # The engines' defaults and constants, each named once with its source, and the inputs, declared in their
 # own modules (stdlib only, for the commands that need no figure); the figures below read them by name.
 from .engine_defaults import *  # noqa: F403
-from .inputs import INPUT_TABLES, INPUTS, InputDecl, inputs_of  # noqa: F401
+from .inputs import INPUT_TABLES, INPUTS, KV_GROUPS, InputDecl, inputs_of  # noqa: F401
 
 HOURS_PER_MONTH = 730  # 8,760 hours a year / 12
 
@@ -218,10 +218,41 @@ def _tp_fits_heads(kv_heads: Expr) -> Expr:
     return or_(mod(kv_heads, I("tp")).eq(0), mod(I("tp"), kv_heads).eq(0))
 
 
+def _group_kv_heads(n: int) -> Expr:
+    """Per-layer kv heads: the kv heads of group n's full layers (kv_heads when the model has no such group)."""
+    return coalesce(I(f"kv_heads_{n}"), I("kv_heads"))
+
+
+def _grouped_layers() -> Expr:
+    """The full layers that hold kv heads of their own (per-layer kv heads), not kv_heads; 0 for most models."""
+    total: Expr = coalesce(I(f"kv_layers_{KV_GROUPS[0]}"), 0)
+    for n in KV_GROUPS[1:]:
+        total = total + coalesce(I(f"kv_layers_{n}"), 0)
+    return total
+
+
+def _expert_hidden() -> Expr:
+    """The routed experts' input and output width: the MoE latent where the model has one (Kimi-K3
+    routed_expert_hidden_size, Nemotron 3 moe_latent_size), else hidden_size."""
+    return coalesce(I("expert_hidden_size"), I("hidden_size"))
+
+
+def _replicated_kv_layers(layers: Expr, kv_heads: Expr) -> Expr:
+    """Layers x the share of a K/V projection a GPU holds beyond its even split when TP exceeds the kv heads:
+    layers x (1 - kv_heads / TP), 0 at TP up to the kv heads."""
+    return if_(I("tp") > kv_heads, layers * (1 - kv_heads / I("tp")), 0)
+
+
+def _kv_groups_sum(term: Callable[[int], Expr]) -> Expr:
+    total = term(KV_GROUPS[0])
+    for n in KV_GROUPS[1:]:
+        total = total + term(n)
+    return total
+
+
 def _sequence_bytes_per_gpu(tokens: Expr) -> Expr:
     """KV bytes one sequence of `tokens` tokens holds on one GPU (SPEC "Per sequence")."""
-    full = (F("full_layers_per_gpu") * F("kv_bytes_per_token_per_layer_per_gpu")
-            - _indexer_less_bytes_per_gpu()) * _round_to_blocks(tokens)
+    full = F("kv_bytes_per_token_full_per_gpu") * _round_to_blocks(tokens)
     sliding = F("sliding_layers_per_gpu") * F("kv_bytes_per_token_per_sliding_layer_per_gpu") * _round_to_blocks(
         least(tokens, coalesce(I("sliding_window"), 0)))
     chunked = F("chunked_layers_per_gpu") * F("kv_bytes_per_token_per_chunked_layer_per_gpu") * _round_to_blocks(
@@ -258,21 +289,25 @@ _WHY_NOT = (
                 not_(F("kv_dtype_valid")),
                 concat("KV dtype ", I("kv_dtype"), " is for MLA models only"),
                 if_(
-                    not_(F("weights_fit")),
+                    not_(F("engine_serves_layout")),
+                    "SGLang does not serve a model whose layers differ in kv heads (variable GQA)",
                     if_(
-                        isnull(I("kv_cache_memory_bytes")),
-                        concat("weights need ", fmt(F("weights_gib_per_gpu"), 2), " GiB per GPU but only ",
-                               fmt(F("allocatable_gib_per_gpu"), 2), " GiB is usable"),
-                        concat("weights (", fmt(F("weights_gib_per_gpu"), 2), " GiB) plus the KV pool (",
-                               fmt(F("kv_pool_gib_per_gpu"), 2), " GiB) exceed ", fmt(F("memory_gib"), 2),
-                               " GiB per GPU"),
-                    ),
-                    if_(
-                        F("whole_sequences") < 1,
-                        concat("one ", grouped(I("context_tokens")), "-token sequence needs ",
-                               fmt(F("kv_gib_per_sequence_per_gpu"), 2), " GiB per GPU but the KV pool holds ",
-                               fmt(F("kv_pool_gib_per_gpu"), 2), " GiB"),
-                        "",
+                        not_(F("weights_fit")),
+                        if_(
+                            isnull(I("kv_cache_memory_bytes")),
+                            concat("weights need ", fmt(F("weights_gib_per_gpu"), 2), " GiB per GPU but only ",
+                                   fmt(F("allocatable_gib_per_gpu"), 2), " GiB is usable"),
+                            concat("weights (", fmt(F("weights_gib_per_gpu"), 2), " GiB) plus the KV pool (",
+                                   fmt(F("kv_pool_gib_per_gpu"), 2), " GiB) exceed ", fmt(F("memory_gib"), 2),
+                                   " GiB per GPU"),
+                        ),
+                        if_(
+                            F("whole_sequences") < 1,
+                            concat("one ", grouped(I("context_tokens")), "-token sequence needs ",
+                                   fmt(F("kv_gib_per_sequence_per_gpu"), 2), " GiB per GPU but the KV pool holds ",
+                                   fmt(F("kv_pool_gib_per_gpu"), 2), " GiB"),
+                            "",
+                        ),
                     ),
                 ),
             ),
@@ -303,8 +338,11 @@ _FIGURES: list[Figure] = [
              if_(F("is_mla"), F("kv_bytes_per_token_per_layer"), _layer_bytes(_kind_kv_heads(kind), kind)))
       for kind in ("sliding", "chunked")],
     Figure("kv_bytes_per_token_full", "bytes",
-           "KV bytes per token in full-attention layers: what each token past the windows costs (TP1)",
-           I("full_layers") * F("kv_bytes_per_token_per_layer")),
+           "KV bytes per token in full-attention layers: what each token past the windows costs (TP1); with"
+           " per-layer kv heads, the kv_layers_N layers at kv_heads_N heads and the others at kv_heads",
+           (I("full_layers") - _grouped_layers()) * F("kv_bytes_per_token_per_layer")
+           + if_(F("is_mla"), 0, _kv_groups_sum(lambda n: coalesce(I(f"kv_layers_{n}"), 0)
+                                               * _layer_bytes(_group_kv_heads(n), "full")))),
     Figure("kv_bytes_per_token_sliding", "bytes", "KV bytes per token in sliding-window layers (up to the window)",
            I("sliding_layers") * F("kv_bytes_per_token_per_sliding_layer")),
     Figure("kv_bytes_per_token_chunked", "bytes", "KV bytes per token in chunked-attention layers (up to the chunk)",
@@ -334,12 +372,13 @@ _FIGURES: list[Figure] = [
         "tp_valid",
         "flag",
         "1 when attention_heads % TP = 0 and (kv_heads % TP = 0 or TP % kv_heads = 0) for the kv heads of every"
-        " layer kind, and TP x PP fits the node",
+        " layer kind and every group of per-layer kv heads, and TP x PP fits the node",
         and_(
             mod(I("attention_heads"), I("tp")).eq(0),
             _tp_fits_heads(I("kv_heads")),
             _tp_fits_heads(_kind_kv_heads("sliding")),
             _tp_fits_heads(_kind_kv_heads("chunked")),
+            *[_tp_fits_heads(_group_kv_heads(n)) for n in KV_GROUPS],
             (I("tp") * I("pp")) <= I("gpus_per_node"),
         ),
         "flag",
@@ -353,6 +392,9 @@ _FIGURES: list[Figure] = [
     ),
     *[Figure(f"{kind}_kv_heads_per_gpu", "heads", f"KV heads each GPU holds in a {kind} layer",
              greatest(1, floor(_kind_kv_heads(kind) / F("attention_tp"))), "int") for kind in ("sliding", "chunked")],
+    *[Figure(f"kv_heads_{n}_per_gpu", "heads", f"per-layer kv heads: KV heads each GPU holds in one of the"
+             f" kv_layers_{n} full layers, max(1, kv_heads_{n} // TP) (kv_heads_per_gpu when the group is empty)",
+             greatest(1, floor(_group_kv_heads(n) / F("attention_tp"))), "int") for n in KV_GROUPS],
     Figure("full_layers_per_gpu", "layers", "full-attention layers on the fullest pipeline stage",
            ceil(I("full_layers") / I("pp")), "int"),
     Figure("sliding_layers_per_gpu", "layers", "sliding layers on the fullest stage", ceil(I("sliding_layers") / I("pp")), "int"),
@@ -378,18 +420,36 @@ _FIGURES: list[Figure] = [
     Figure(
         "kv_bytes_per_token_per_gpu",
         "bytes",
-        "KV bytes one token adds on one GPU, all attention layers of the fullest stage (a token inside every window);"
-        " under an engine rule the MLA layers that keep no indexer of their own (indexer_layers) hold none",
-        F("full_layers_per_gpu") * F("kv_bytes_per_token_per_layer_per_gpu") - _indexer_less_bytes_per_gpu()
-        + F("sliding_layers_per_gpu") * F("kv_bytes_per_token_per_sliding_layer_per_gpu")
-        + F("chunked_layers_per_gpu") * F("kv_bytes_per_token_per_chunked_layer_per_gpu"),
+        "KV bytes one token adds on one GPU, all attention layers of the fullest stage (a token inside every window):"
+        " kv_bytes_per_token_full_per_gpu plus the sliding and chunked layers'",
+        F("kv_bytes_per_token_full_per_gpu") + _local_bytes_per_gpu(),
+    ),
+    *[Figure(f"kv_layers_{n}_per_gpu", "layers", f"per-layer kv heads: of the fullest stage's full layers, those"
+             f" holding kv_heads_{n} kv heads (kv_layers_{n} / PP rounded up; 0 without the group)",
+             ceil(coalesce(I(f"kv_layers_{n}"), 0) / I("pp")), "int") for n in KV_GROUPS],
+    *[Figure(f"kv_bytes_per_token_kv_group_{n}_per_gpu", "bytes", f"per-layer kv heads: KV bytes one token adds on"
+             f" one GPU in the kv_layers_{n} full layers holding kv_heads_{n} kv heads each (0 without the group)",
+             if_(F("is_mla"), 0, F(f"kv_layers_{n}_per_gpu") * _layer_bytes(F(f"kv_heads_{n}_per_gpu"), "full")))
+      for n in KV_GROUPS],
+    Figure("kv_heads_layers_per_gpu", "layers", "of the fullest stage's full layers, those holding kv_heads: all of"
+           " them, less the kv_layers_N_per_gpu of a model with per-layer kv heads",
+           F("full_layers_per_gpu") - _kv_groups_sum(lambda n: F(f"kv_layers_{n}_per_gpu")), "int"),
+    Figure(
+        "kv_bytes_per_token_kv_heads_layers_per_gpu",
+        "bytes",
+        "KV bytes one token adds on one GPU in the full layers holding kv_heads (all of them unless the model has"
+        " per-layer kv heads): kv_heads_layers_per_gpu x kv_bytes_per_token_per_layer_per_gpu; under an engine rule"
+        " the MLA layers that keep no indexer of their own (indexer_layers) hold none",
+        F("kv_heads_layers_per_gpu") * F("kv_bytes_per_token_per_layer_per_gpu") - _indexer_less_bytes_per_gpu(),
     ),
     Figure(
         "kv_bytes_per_token_full_per_gpu",
         "bytes",
         "KV bytes one token adds on one GPU in full-attention layers alone: what each token past the windows"
-        " costs (equal to kv_bytes_per_token_per_gpu for a model with only full attention)",
-        F("full_layers_per_gpu") * F("kv_bytes_per_token_per_layer_per_gpu") - _indexer_less_bytes_per_gpu(),
+        " costs (equal to kv_bytes_per_token_per_gpu for a model with only full attention): the layers holding"
+        " kv_heads plus each group of per-layer kv heads",
+        F("kv_bytes_per_token_kv_heads_layers_per_gpu")
+        + _kv_groups_sum(lambda n: F(f"kv_bytes_per_token_kv_group_{n}_per_gpu")),
     ),
     *[Figure(f"kv_bytes_per_token_{kind}_per_gpu", "bytes",
              f"KV bytes one token inside the {'window' if kind == 'sliding' else 'chunk'} adds on one GPU in the"
@@ -441,9 +501,10 @@ _FIGURES: list[Figure] = [
            " input embeddings and the lm_head, one matrix when tied); 0 when one of them is unknown",
            # Const(1) first: PostgreSQL multiplies the three integer columns in 64 bits (Kimi-K2's is 2.3e9)
            coalesce(Const(1) * I("vocab_size") * I("hidden_size") * I("embedding_matrices"), 0), "int"),
-    Figure("expert_params", "params", "the routed experts' parameters: moe_layers x experts x 3 x hidden_size x"
-           " expert_intermediate_size (gate, up and down matrices); 0 for a dense model or an unknown layout",
-           coalesce(Const(1) * I("moe_layers") * I("experts") * 3 * I("hidden_size") * I("expert_intermediate_size"),
+    Figure("expert_params", "params", "the routed experts' parameters: moe_layers x experts x 3 x the experts' input"
+           " width (expert_hidden_size, else hidden_size) x expert_intermediate_size (gate, up and down matrices); 0 for"
+           " a dense model or an unknown layout",
+           coalesce(Const(1) * I("moe_layers") * I("experts") * 3 * _expert_hidden() * I("expert_intermediate_size"),
                     0), "int"),
     Figure("mxfp4_layout", "flag", "1 under an engine rule when the checkpoint is MXFP4 (weight_dtype fp4) and its"
            " expert layout is known: only the experts are 4-bit, laid out as the engine's MoE kernels pad them",
@@ -457,10 +518,10 @@ _FIGURES: list[Figure] = [
            if_(F("mxfp4_layout"), ceil(ceil(I("expert_intermediate_size") / I("tp"))
                                        / if_(F("mxfp4_marlin"), VLLM_MARLIN_MXFP4_WIDTH_ALIGN, MXFP4_TRITON_WIDTH_ALIGN))
                * if_(F("mxfp4_marlin"), VLLM_MARLIN_MXFP4_WIDTH_ALIGN, MXFP4_TRITON_WIDTH_ALIGN), Const(None)), "int"),
-    Figure("mxfp4_hidden", "elements", "hidden_size as the MXFP4 kernels pad it (Marlin: to a multiple of"
-           f" {VLLM_MARLIN_MXFP4_HIDDEN_ALIGN})",
-           if_(F("mxfp4_layout"), if_(F("mxfp4_marlin"), ceil(I("hidden_size") / VLLM_MARLIN_MXFP4_HIDDEN_ALIGN)
-                                      * VLLM_MARLIN_MXFP4_HIDDEN_ALIGN, I("hidden_size")), Const(None)), "int"),
+    Figure("mxfp4_hidden", "elements", "the experts' input width (expert_hidden_size, else hidden_size) as the MXFP4"
+           f" kernels pad it (Marlin: to a multiple of {VLLM_MARLIN_MXFP4_HIDDEN_ALIGN})",
+           if_(F("mxfp4_layout"), if_(F("mxfp4_marlin"), ceil(_expert_hidden() / VLLM_MARLIN_MXFP4_HIDDEN_ALIGN)
+                                      * VLLM_MARLIN_MXFP4_HIDDEN_ALIGN, _expert_hidden()), Const(None)), "int"),
     Figure("mxfp4_bytes_per_expert_per_gpu", "bytes",
            f"one MXFP4 expert on one GPU: 3 x width x hidden (both padded) x (1/{MXFP4_VALUES_PER_BYTE} + 1/{MXFP4_BLOCK})"
            f" B of values and scales; vLLM's Triton kernels (v0.11.1 on) add the scales' swizzled copy, (width x 2 and"
@@ -471,8 +532,8 @@ _FIGURES: list[Figure] = [
                * (1 / MXFP4_VALUES_PER_BYTE + 1 / MXFP4_BLOCK)
                + if_(and_(_rule("vllm"), not_(F("mxfp4_marlin"))),
                      (ceil(2 * F("mxfp4_expert_width_per_gpu") / VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN)
-                      * VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN * I("hidden_size")
-                      + ceil(I("hidden_size") / VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN) * VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN
+                      * VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN * _expert_hidden()
+                      + ceil(_expert_hidden() / VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN) * VLLM_TRITON_MXFP4_SCALE_ROWS_ALIGN
                       * F("mxfp4_expert_width_per_gpu")) / MXFP4_BLOCK, 0),
                Const(None))),
     Figure("engine_embedding_extra_bytes", "bytes",
@@ -519,11 +580,15 @@ _FIGURES: list[Figure] = [
            "under an engine rule at TP above the KV heads, what the K and V projections add on one GPU by holding"
            " a whole KV head each (QKVParallelLinear replicates a head over TP / kv_heads ranks rather than split it):"
            " (layers - linear_layers) / PP x 2 x hidden_size x head_dim x (1 - kv_heads / TP) x the weight bytes"
-           f" ({ENGINE_EMBEDDING_BYTES_PER_PARAM} for an MXFP4 layout, which keeps attention at 16 bits); 0 for MLA"
-           " (one latent, not heads), at TP up to the KV heads, under the theoretical rule or without hidden_size",
-           if_(and_(not_(_rule("theoretical")), not_(F("is_mla")), I("tp") > I("kv_heads")),
-               coalesce(Const(1) * (I("layers") - I("linear_layers")) / I("pp") * 2 * I("hidden_size") * I("head_dim")
-                        * (1 - I("kv_heads") / I("tp"))
+           f" ({ENGINE_EMBEDDING_BYTES_PER_PARAM} for an MXFP4 layout, which keeps attention at 16 bits), each group"
+           " of per-layer kv heads (kv_layers_N at kv_heads_N) on its own; 0 for MLA (one latent, not heads), for"
+           " layers at TP up to their KV heads, under the theoretical rule or without hidden_size",
+           if_(and_(not_(_rule("theoretical")), not_(F("is_mla"))),
+               coalesce(Const(1) * (_replicated_kv_layers(I("layers") - I("linear_layers") - _grouped_layers(),
+                                                          I("kv_heads"))
+                                    + _kv_groups_sum(lambda n: _replicated_kv_layers(coalesce(I(f"kv_layers_{n}"), 0),
+                                                                                     _group_kv_heads(n))))
+                        / I("pp") * 2 * I("hidden_size") * I("head_dim")
                         * if_(F("mxfp4_layout"), ENGINE_EMBEDDING_BYTES_PER_PARAM, I("weight_bytes_per_param")), 0),
                0)),
     Figure("engine_replicated_bytes_per_gpu", "bytes", "what every GPU of an engine rule holds whole beside its"
@@ -898,6 +963,15 @@ _FIGURES: list[Figure] = [
         "flag",
     ),
     Figure(
+        "engine_serves_layout",
+        "flag",
+        "0 under the SGLang rule for a model with per-layer kv heads (kv_layers_N): SGLang refuses variable GQA"
+        " (python/sglang/srt/configs/model_config.py, get_total_num_kv_heads: \"Variable GQA (VGQA) is not yet"
+        " supported for nemotron-nas in sglang\"); 1 otherwise",
+        if_(and_(_rule("sglang"), _grouped_layers() > 0), 0, 1),
+        "flag",
+    ),
+    Figure(
         "kv_dtype_valid",
         "flag",
         "1 unless an MLA-only KV format (such as fp8_ds_mla) is used on a model without MLA",
@@ -962,8 +1036,15 @@ _FIGURES: list[Figure] = [
         "page_bytes_per_gpu",
         "bytes",
         "vLLM: bytes one KV block takes on one GPU: a page for each layer of a group (uniform models:"
-        " block_size x kv_bytes_per_token_per_gpu)",
-        F("page_bytes_per_layer_per_gpu") * F("kv_group_layers"),
+        " block_size x kv_bytes_per_token_per_gpu); a layer with kv heads of its own (per-layer kv heads) has a page"
+        " of its own size, and the MLA layers keeping no indexer of their own (indexer_layers) have no indexer page"
+        " (vLLM gives such layers their own specs and, all being full attention, sums each layer's own page:"
+        " UniformTypeKVCacheSpecs)",
+        F("page_bytes_per_layer_per_gpu") * F("kv_group_layers")
+        + F("kv_block_tokens") * (_kv_groups_sum(lambda n: F(f"kv_bytes_per_token_kv_group_{n}_per_gpu")
+                                                 - F(f"kv_layers_{n}_per_gpu")
+                                                 * F("kv_bytes_per_token_per_layer_per_gpu"))
+                                  - _indexer_less_bytes_per_gpu()),
     ),
     Figure(
         "num_blocks",
@@ -1124,7 +1205,8 @@ _FIGURES: list[Figure] = [
         "fits",
         "flag",
         "1 when a replica can hold at least one whole context-length sequence",
-        and_(F("tp_valid"), F("kv_dtype_valid"), F("weights_fit"), F("whole_sequences") >= 1),
+        and_(F("tp_valid"), F("kv_dtype_valid"), F("engine_serves_layout"), F("weights_fit"),
+             F("whole_sequences") >= 1),
         "flag",
     ),
     Figure(

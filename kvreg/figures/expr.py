@@ -65,14 +65,6 @@ class Expr:
     def children(self) -> Iterable["Expr"]:
         return ()
 
-    def walk(self) -> Iterable["Expr"]:
-        """This node and every node below it (depth first)."""
-        stack: list[Expr] = [self]
-        while stack:
-            e = stack.pop()
-            yield e
-            stack.extend(e.children())
-
 
 @dataclass(frozen=True, eq=False)
 class Const(Expr):

@@ -22,6 +22,9 @@ from .engine_defaults import (
 # Prices: a GPU-hour costs a few USD and a GPU tens of thousands; these bounds leave a thousandfold
 # headroom and keep every cost figure (price x 730 hours x GPUs x quarters) far below overflow.
 MAX_PRICE_PER_HOUR = 1e6
+# Per-layer kv heads: besides kv_heads, up to three groups of full layers with kv heads of their own (kv_heads_N of
+# kv_layers_N), so four head counts in all; a config with more is refused, naming the key.
+KV_GROUPS = (2, 3, 4)
 MAX_UNIT_PRICE = 1e9
 
 
@@ -156,6 +159,9 @@ _INPUTS = [
               " unknown)", nullable=True, positive=True, table="model"),
     InputDecl("moe_layers", "layers", "layers that carry experts (NULL: dense, or unknown)", nullable=True,
               positive=True, table="model"),
+    InputDecl("expert_hidden_size", "elements", "the routed experts' input and output width where they work in a"
+              " latent projected from hidden_size (Kimi-K3 routed_expert_hidden_size, Nemotron 3 moe_latent_size; NULL:"
+              " hidden_size)", nullable=True, positive=True, table="model"),
     InputDecl("rotary_dim", "elements", "the elements of a head RoPE rotates, where not the whole head"
               " (partial_rotary_factor x head_dim; NULL: the whole head, MLA: qk_rope_head_dim)", nullable=True,
               positive=True, table="model"),
@@ -167,6 +173,11 @@ _INPUTS = [
               nullable=True, positive=True, table="model"),
     InputDecl("indexer_layers", "layers", "MLA layers keeping an indexer cache of their own (GLM-5.2 indexer_types"
               " \"full\"; NULL: every MLA layer)", nullable=True, positive=True, table="model"),
+    *[decl for n in KV_GROUPS for decl in (
+        InputDecl(f"kv_heads_{n}", "heads", f"per-layer kv heads: the kv heads of each of kv_layers_{n} full layers"
+                  " (NULL: no such group)", nullable=True, positive=True, table="model"),
+        InputDecl(f"kv_layers_{n}", "layers", f"per-layer kv heads: full layers holding kv_heads_{n} kv heads, not"
+                  " kv_heads (NULL: none)", nullable=True, positive=True, table="model"))],
     # dtypes
     InputDecl("kv_dtype", "name", "KV cache dtype", "text", table="kv_dtype", column="name", default="bf16"),
     InputDecl("kv_bytes_per_element", "bytes", "bytes per KV element", "real", positive=True,

@@ -7,6 +7,7 @@ write (a bf16 KV cache on one GPU), so they are the numbers `kvreg model show` p
 from __future__ import annotations
 
 from kvreg.figures.declarations import FIGURES, INPUTS
+from kvreg.figures.inputs import KV_GROUPS
 from kvreg.figures.python import PythonEvaluator
 
 from .hf import WEIGHT_BYTES
@@ -64,6 +65,9 @@ def explain(row: dict, warnings: list[str], details: dict) -> dict:
         "chunked_kv_heads": row.get("chunked_kv_heads") or (same if row["chunked_layers"] else None),
         "chunked_head_dim": row.get("chunked_head_dim") or (same if row["chunked_layers"] else None),
         "k_eq_v_layers": row.get("k_eq_v_layers", 0),
+        # per-layer kv heads: each other count and the full layers holding it (empty: every full layer at kv_heads)
+        "kv_head_groups": [{"kv_heads": row[f"kv_heads_{n}"], "layers": row[f"kv_layers_{n}"]}
+                           for n in KV_GROUPS if row.get(f"kv_layers_{n}")],
         "mla_latent": row["kv_lora_rank"] + row["qk_rope_head_dim"] if mla else None,
         "linear_state_elements_per_layer": row.get("linear_state_elements_per_layer"),
         "linear_recurrent_elements_per_layer": row.get("linear_recurrent_elements_per_layer"),
@@ -71,6 +75,7 @@ def explain(row: dict, warnings: list[str], details: dict) -> dict:
         "experts": row.get("experts"),
         "expert_intermediate_size": row.get("expert_intermediate_size"),
         "moe_layers": row.get("moe_layers"),
+        "expert_hidden_size": row.get("expert_hidden_size"),
         "rotary_dim": row.get("rotary_dim"),
         "indexer_bytes_per_token_per_layer": row.get("indexer_bytes_per_token_per_layer"),
         "indexer_layers": row.get("indexer_layers"),

@@ -1,0 +1,76 @@
+"""Reading a config.json (or any JSON the importer reads: a safetensors index or header) within kvreg.limits:
+a byte limit, UTF-8, one JSON object, nesting no deeper than limits.MAX_DEPTH."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+
+from kvreg.limits import MAX_DEPTH, depth
+
+from .config import ConfigError, json_type
+
+
+MAX_CONFIG_BYTES = 10_000_000  # real config.json files are a few KB; 10 MB is surely not one
+# A safetensors index lists every tensor: ~9 MB for a 1T-param MoE. A 20 MB one (261,052 tensors)
+# imports with a 155 MB peak (a 97 MB one took 1.4 GB).
+MAX_INDEX_BYTES = 20_000_000
+
+INDEX_FILE = "model.safetensors.index.json"
+
+
+def read_config(path_or_text: str | bytes | pathlib.Path, *, source_name: str | None = None) -> tuple[dict, str, str]:
+    """Parse a config and return ``(config, source file name, sha256 hex of the raw bytes)``.
+
+    ``bytes`` are the file's content; a ``pathlib.Path`` is a file; a ``str`` is JSON text when
+    it starts with ``{`` or ``[`` (after blanks), else a file path.
+    """
+    if isinstance(path_or_text, bytes):
+        raw, source = path_or_text, source_name or "stdin"
+    elif isinstance(path_or_text, str) and path_or_text.lstrip()[:1] in ("{", "["):
+        raw, source = path_or_text.encode("utf-8"), source_name or "stdin"
+    else:
+        path = pathlib.Path(path_or_text)
+        source = source_name or path.name
+        raw = read_file(path, source)
+    return parse_json_object(raw, source), source, hashlib.sha256(raw).hexdigest()
+
+
+def read_file(path: pathlib.Path, source: str, limit: int = MAX_CONFIG_BYTES) -> bytes:
+    """The file's bytes, at most ``limit + 1`` of them (so /dev/zero or a weights file cannot exhaust memory)."""
+    if not path.exists():
+        raise ConfigError(f"{path}: no such file; give the path of a config.json or of the model folder holding it")
+    if not path.is_file():
+        raise ConfigError(f"{path}: not a regular file; give the path of a config.json")
+    with path.open("rb") as fh:
+        return fh.read(limit + 1)
+
+
+def parse_json_object(raw: bytes, source: str, limit: int = MAX_CONFIG_BYTES) -> dict:
+    """JSON object from raw bytes, with one-line errors for every way it can go wrong."""
+    if len(raw) > limit:
+        raise ConfigError(
+            f"{source}: larger than {limit // 1_000_000} MB, too big for a model's JSON metadata; "
+            "pass the model's config.json, not a weights or data file"
+        )
+    try:
+        config = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: not UTF-8 text; pass the model's config.json") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: JSON nested too deeply to be a config; pass the model's config.json") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{source}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); pass the model's config.json"
+        ) from None
+    if not isinstance(config, dict):
+        raise ConfigError(
+            f"{source}: JSON is a {json_type(config)}, not an object; a config.json is one JSON object {{...}}"
+        )
+    if depth(config) > MAX_DEPTH:
+        raise ConfigError(
+            f"{source}: JSON nested more than {MAX_DEPTH} levels deep, too deep to be a config; "
+            "pass the model's config.json"
+        )
+    return config

@@ -9,28 +9,40 @@ from __future__ import annotations
 
 import click
 
-from kvreg.cli.common import deployment_options, emit, format_option, read, user_errors
+from kvreg.cli.common import deployment_options, emit, format_option, latency_options, read, user_errors
 
 
 @click.command("capacity")
 @deployment_options(defaults=True, many=True, notes=False, workload=False,
                     tp_auto="the smallest valid TP in the node at which a replica holds one whole sequence: fits = 1")
+@latency_options()
 @format_option()
 @click.pass_context
 @user_errors
 def capacity_cmd(ctx, models, gpus, context, kv_dtype, weight_dtype, tp, pp, dp_attention, gpus_per_node, reserve,
-                 kv_cache_memory, block_size, fmt, **engine):
+                 kv_cache_memory, block_size, fmt, input_tokens, output_tokens, concurrency, tpot_ms, ttft_ms,
+                 **engine):
     """How many context-length sequences fit: KV per token and per sequence per GPU, weights, KV pool,
     max concurrency (a real number) and node concurrency. Nothing is saved. With --rule vllm or sglang,
-    what that engine allocates and prints at startup (docs/engine-rules.md).
+    what that engine allocates and prints at startup (docs/engine-rules.md). With --input-tokens and
+    --output-tokens, the latency a replica gives such requests at --concurrency (the context defaults to
+    their sum); with --tpot-ms or --ttft-ms, the requests it serves within those targets and whether memory
+    or latency binds (docs/methodology.md, "Latency").
 
     Example: kvreg capacity --model Llama-3.1-8B --gpu H100-SXM --context 128K --format json
+
+    Example: kvreg capacity --model Llama-3.1-70B --gpu H100-SXM --tp 4 --input-tokens 1024 --output-tokens 1024
+    --concurrency 32 --tpot-ms 50 --ttft-ms 2000
     """
     from kvreg.capacity import ask, columns, question_from_options
 
-    q = question_from_options(models=models, gpus=gpus, context=context, kv_dtype=kv_dtype,
-                              weight_dtype=weight_dtype, tp=tp, pp=pp, dp_attention=dp_attention,
+    given = ctx.get_parameter_source("context") is not click.core.ParameterSource.DEFAULT
+    latency = dict(input_tokens=input_tokens, output_tokens=output_tokens, concurrency=concurrency, tpot_ms=tpot_ms,
+                   ttft_ms=ttft_ms)
+    q = question_from_options(models=models, gpus=gpus, context=context if given or input_tokens is None else None,
+                              kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp, pp=pp, dp_attention=dp_attention,
                               gpus_per_node=gpus_per_node, reserve=reserve, kv_cache_memory=kv_cache_memory,
-                              block_size=block_size, **engine)
+                              block_size=block_size, latency=latency, **engine)
     rows = read(ctx, lambda conn: ask(conn, q))
-    emit(rows, fmt, columns(q.rule, table=fmt == "table"))
+    emit(rows, fmt, columns(q.rule, table=fmt == "table", latency=q.input_tokens is not None,
+                            slo=q.tpot_target_ms is not None or q.ttft_target_ms is not None))

@@ -228,6 +228,10 @@ class Gpu(SQLModel, table=True):
         CheckConstraint("fabric IS NULL OR fabric IN (0, 1)", name="ck_gpu_fabric"),
         CheckConstraint("lead_time_quarters >= 0", name="ck_gpu_lead_time"),
         CheckConstraint("node_gpus > 0", name="ck_gpu_node_gpus"),
+        CheckConstraint("flops_bf16_per_s IS NULL OR flops_bf16_per_s > 0", name="ck_gpu_flops_bf16"),
+        CheckConstraint("flops_fp8_per_s IS NULL OR flops_fp8_per_s > 0", name="ck_gpu_flops_fp8"),
+        CheckConstraint("flops_fp4_per_s IS NULL OR flops_fp4_per_s > 0", name="ck_gpu_flops_fp4"),
+        CheckConstraint("reported_memory_estimated IN (0, 1)", name="ck_gpu_reported_memory_estimated"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -254,6 +258,14 @@ class Gpu(SQLModel, table=True):
     lead_time_quarters: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
     # GPUs in one node of this type as it is bought (0014): `plan rollup --whole-nodes` rounds purchases up to it.
     node_gpus: int = Field(default=8, sa_column=Column(Integer, nullable=False, server_default="8"))
+    # Dense tensor throughput per dtype, FLOP per second without 2:4 sparsity (0015), the vendor's datasheet
+    # figure: BF16/FP16, FP8, and FP4 (NVFP4/MXFP4). NULL: the GPU has no such units, or not known.
+    flops_bf16_per_s: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    flops_fp8_per_s: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    flops_fp4_per_s: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    # 1 when reported_memory_bytes was estimated from the nominal memory by kvreg's rule (0015; `kvreg gpu add`
+    # without --reported-memory, docs/engine-rules.md) rather than read from a log; 0 when given or unknown.
+    reported_memory_estimated: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"))
 
 
 class Deployment(SQLModel):
@@ -286,7 +298,25 @@ class Deployment(SQLModel):
     max_num_seqs: Optional[int] = Field(default=None, sa_type=Integer, nullable=True)
 
 
-class Plan(Deployment, table=True):
+class LatencyWorkload(Deployment):
+    """A deployment with the workload its latency is asked for (kvreg.figures.inputs, table "workload"; 0018):
+    request lengths, the requests a replica serves at once and the latency targets. NULL: not asked."""
+
+    input_tokens: Optional[int] = Field(default=None, sa_type=BigInteger, nullable=True)
+    output_tokens: Optional[int] = Field(default=None, sa_type=BigInteger, nullable=True)
+    concurrency: Optional[int] = Field(default=None, sa_type=BigInteger, nullable=True)
+    tpot_target_ms: Optional[float] = Field(default=None, sa_type=Float, nullable=True)
+    ttft_target_ms: Optional[float] = Field(default=None, sa_type=Float, nullable=True)
+
+
+def _workload_checks(table: str) -> list[CheckConstraint]:
+    return [CheckConstraint(f"{c} IS NULL OR {c} > 0", name=f"ck_{table}_{c}") for c in WORKLOAD_COLUMNS]
+
+
+WORKLOAD_COLUMNS = ("input_tokens", "output_tokens", "concurrency", "tpot_target_ms", "ttft_target_ms")
+
+
+class Plan(LatencyWorkload, table=True):
     """A named deployment: one model served on one GPU type with one parallelism layout."""
 
     __tablename__ = "plan"
@@ -302,6 +332,7 @@ class Plan(Deployment, table=True):
         CheckConstraint("kv_cache_memory_bytes IS NULL OR kv_cache_memory_bytes > 0", name="ck_plan_kvmem"),
         CheckConstraint("block_size >= 0", name="ck_plan_block"),
         *_engine_checks("plan"),
+        *_workload_checks("plan"),
         CheckConstraint("measured_kv_cache_tokens IS NULL OR measured_kv_cache_tokens >= 0",
                         name="ck_plan_measured_tokens"),
         CheckConstraint("measured_max_concurrency IS NULL OR measured_max_concurrency >= 0",
@@ -389,12 +420,12 @@ class WorkloadClass(SQLModel, table=True):
     share: float = Field(sa_column=Column(Float, nullable=False))
 
 
-class Scenario(Deployment, table=True):
+class Scenario(LatencyWorkload, table=True):
     """Scratch rows for ad-hoc questions (`kvreg capacity`): written and rolled back in one
     transaction, so the capacity view answers them without saving anything."""
 
     __tablename__ = "scenario"
-    __table_args__ = tuple(_engine_checks("scenario"))
+    __table_args__ = tuple(_engine_checks("scenario")) + tuple(_workload_checks("scenario"))
 
     id: Optional[int] = Field(default=None, primary_key=True)
     model_id: int = Field(sa_column=Column(Integer, ForeignKey("model.id", ondelete="CASCADE"), nullable=False))

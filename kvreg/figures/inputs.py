@@ -59,7 +59,9 @@ class InputDecl:
 # (kvreg/db/tables.py). A deployment is a saved plan or a scratch scenario; what an engine printed for
 # a plan (kvreg plan calibrate) is kept on the plan; the three dtypes are rows of dtype, found by the
 # deployment's kv_dtype and weight_dtype and the model's linear-state dtype; a plan's mix is computed
-# over its workload classes (CLASS_MEANS) and has no table.
+# over its workload classes (CLASS_MEANS) and has no table. The workload a deployment's latency is asked
+# for (request lengths, concurrency, targets) sits on the same rows as its deployment inputs but apart from
+# them: what the latency figures read, not how the deployment allocates memory.
 INPUT_TABLES = {
     "model": ("model",),
     "gpu": ("gpu",),
@@ -69,6 +71,7 @@ INPUT_TABLES = {
     "weight_dtype": ("dtype",),
     "state_dtype": ("dtype",),
     "class": ("workload_class",),
+    "workload": ("plan", "scenario"),
     "mix": (),
     "demand": ("demand",),
 }
@@ -179,6 +182,12 @@ _INPUTS = [
               " serving", table="gpu"),
     InputDecl("node_gpus", "GPUs", "GPUs in one node of this type as it is bought (purchases by whole nodes)",
               positive=True, table="gpu"),
+    InputDecl("flops_bf16_per_s", "FLOP/s", "dense BF16/FP16 tensor FLOP per second, without sparsity (an H100 SXM:"
+              " 989.4 TFLOPS); NULL: not known", nullable=True, positive=True, table="gpu"),
+    InputDecl("flops_fp8_per_s", "FLOP/s", "dense FP8 tensor FLOP per second, without sparsity (an H100 SXM: 1,978.9"
+              " TFLOPS); NULL: no FP8 units, or not known", nullable=True, positive=True, table="gpu"),
+    InputDecl("flops_fp4_per_s", "FLOP/s", "dense FP4 (NVFP4, MXFP4) tensor FLOP per second, without sparsity (a"
+              " B200: 9 PFLOPS); NULL: no FP4 units, or not known", nullable=True, positive=True, table="gpu"),
     # deployment
     InputDecl("tp", "GPUs", "tensor-parallel size", positive=True, table="deployment", default=1),
     InputDecl("pp", "GPUs", "pipeline-parallel size", positive=True, table="deployment", default=1),
@@ -250,6 +259,18 @@ _INPUTS = [
               " memory', SGLang K size + V size)", nullable=True, table="calibration"),
     InputDecl("calibration_source", "name", "the startup log a plan's measured terms came from (NULL: none)", "text",
               nullable=True, table="calibration"),
+    # workload: the requests a deployment's latency is asked for (kvreg capacity --input-tokens ...)
+    InputDecl("input_tokens", "tokens", "prompt tokens of a request (NULL: no latency asked)", nullable=True,
+              positive=True, table="workload"),
+    InputDecl("output_tokens", "tokens", "tokens a request generates (NULL: no latency asked)", nullable=True,
+              positive=True, table="workload"),
+    InputDecl("concurrency", "requests", "requests one replica serves at once, each sent when the last ended (a"
+              " closed loop, as benchmark_serving's --max-concurrency; NULL: 1)", nullable=True, positive=True,
+              table="workload"),
+    InputDecl("tpot_target_ms", "ms", "the time per output token a request may take at most (NULL: no target)",
+              "real", nullable=True, positive=True, table="workload", maximum=1e9),
+    InputDecl("ttft_target_ms", "ms", "the time to first token a request may take at most (NULL: no target)",
+              "real", nullable=True, positive=True, table="workload", maximum=1e9),
     # demand
     InputDecl("users", "users", "target concurrent users in a quarter", table="demand"),
 ]

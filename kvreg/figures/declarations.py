@@ -1266,9 +1266,9 @@ def _tpot_limit() -> Expr:
 
 
 def _ttft_limit() -> Expr:
-    """Largest concurrency whose ttft (prefill_s x (1 + (C - 1) / 2 x min(1, prefill_s / (output_tokens x
-    decode step)))) meets the target: (C - 1) / 2 <= q, or (C - 1) x prefill_s <= 2 q output_tokens x decode
-    step, with q = target / prefill_s - 1."""
+    """Largest concurrency whose ttft (request_overhead_s + prefill_s x (1 + (C - 1) / 2 x min(1, prefill_s /
+    (output_tokens x decode step)))) meets the target: (C - 1) / 2 <= q, or (C - 1) x prefill_s <= 2 q
+    output_tokens x decode step, with q = ttft_queue_allowance."""
     q = F("ttft_queue_allowance")
     k = 2 * q * I("output_tokens")
     p = F("prefill_s")
@@ -1288,6 +1288,8 @@ _LATENCY_FIGURES = [
            " reach on this GPU family under this engine (EFFICIENCIES)", _efficiency("compute")),
     Figure("step_overhead_s", "s", "seconds each engine step costs beyond its reads and FLOPs: scheduling,"
            " kernel launches, sampling (EFFICIENCIES)", _efficiency("step_overhead_s")),
+    Figure("request_overhead_s", "s", "seconds a request's first token waits beyond prefill: the HTTP round trip,"
+           " tokenization, the first scheduling step (EFFICIENCIES)", _efficiency("request_overhead_s")),
     Figure("peak_flops_per_s", "FLOP/s", "the GPU's dense FLOP/s in the weights' format: FP8 and int8 weights"
            " the FP8 rate, FP4 weights the FP4 rate, where the GPU has such units; else BF16",
            if_(or_(*[I("weight_dtype_name").eq(n) for n in FP8_WEIGHT_DTYPES + ("int8",)]),
@@ -1377,9 +1379,10 @@ _LATENCY_FIGURES = [
     Figure("ttft_queue_fraction", "fraction", "prompts ahead of a new one, per other running request: 1/2 when the"
            " requests arrive together, fewer (prefill_s / (output_tokens x decode step)) once they have spread out",
            least(1, F("prefill_s") / (I("output_tokens") * F("decode_step_s")))),
-    Figure("ttft_running_s", "s", "time to first token once the KV pool has room: its own prefill plus the prompts"
-           " queued ahead, prefill_s x (B - 1) / 2 x ttft_queue_fraction",
-           F("prefill_s") * (1 + (F("latency_batch_sequences") - 1) / 2 * F("ttft_queue_fraction"))),
+    Figure("ttft_running_s", "s", "time to first token once the KV pool has room: request_overhead_s, its own"
+           " prefill and the prompts queued ahead, prefill_s x (B - 1) / 2 x ttft_queue_fraction",
+           F("request_overhead_s")
+           + F("prefill_s") * (1 + (F("latency_batch_sequences") - 1) / 2 * F("ttft_queue_fraction"))),
     Figure("request_running_s", "s", "a running request from its prompt to its last token: ttft_running_s +"
            " (output_tokens - 1) x tpot_s", F("ttft_running_s") + (I("output_tokens") - 1) * F("tpot_s")),
     Figure("slot_wait_s", "s", "waiting for room in the KV pool when the concurrency is more than it holds:"
@@ -1398,7 +1401,8 @@ _LATENCY_FIGURES = [
            / (I("tp") * I("pp"))),
     # ---- service-level objectives
     Figure("ttft_queue_allowance", "prompts", "prompts that may queue ahead of a new one within the ttft target:"
-           " ttft_target_ms / 1000 / prefill_s - 1", I("ttft_target_ms") / 1000 / F("prefill_s") - 1),
+           " (ttft_target_ms / 1000 - request_overhead_s) / prefill_s - 1",
+           (I("ttft_target_ms") / 1000 - F("request_overhead_s")) / F("prefill_s") - 1),
     Figure("tpot_concurrency_limit", "requests", "the most requests a replica runs with tpot within"
            " tpot_target_ms (NULL: no target)", if_(isnull(I("tpot_target_ms")), Const(None), _tpot_limit())),
     Figure("ttft_concurrency_limit", "requests", "the most requests a replica runs with ttft within"

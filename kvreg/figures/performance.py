@@ -49,19 +49,31 @@ class Efficiency:
     fallback); `engine`: vllm or sglang (the theoretical rule reads vllm's); `bandwidth`: share of the
     datasheet memory bandwidth a decode step's reads reach; `compute`: share of the datasheet dense
     FLOP/s the matrix multiplications reach; `step_overhead_s`: seconds each engine step costs beyond
-    its reads and FLOPs (scheduling, kernel launches, sampling); `source`: the measurements fitted."""
+    its reads and FLOPs (scheduling, kernel launches, sampling); `request_overhead_s`: seconds a request's
+    first token waits beyond prefill (the HTTP round trip, tokenization, the first scheduling step);
+    `source`: the measurements fitted."""
 
     needle: str
     engine: str
     bandwidth: float
     compute: float
     step_overhead_s: float
+    request_overhead_s: float
     source: str
 
 
-# First match wins: a family's own entry before the engine's fallback ("").
+# First match wins: a family's own entry before the engine's fallback (""). Fitted by `python
+# bench/latency_accuracy.py --fit` on the runs tests/data/latency/measurements.toml marks "fit"; compute stays
+# at 0.5 where no fitted run is bound by FLOPs (short prompts, small batches: the fit cannot tell prefill FLOPs
+# from the request overhead there). The fallbacks are fitted on the NVIDIA runs only (ROCm's kernels differ).
+_GPUSTACK = "gpustack performance lab, Qwen3-8B on one H100 SXM (docs/performance-lab/qwen3-8b/h100-latency.md)"
+_OCI = "Oracle OCI blog, Llama 3.1 405B FP8 on 8x MI300X, vLLM benchmark_latency batches 1-256"
 EFFICIENCIES = (
-    Efficiency("", "vllm", 0.80, 0.55, 0.002, "not yet fitted"),
-    Efficiency("", "sglang", 0.80, 0.55, 0.002, "not yet fitted"),
+    Efficiency("h100", "vllm", 0.97, 0.5, 0.0024, 0.056, _GPUSTACK + ", vLLM 0.11.0, concurrency 1 and 8"),
+    Efficiency("h100", "sglang", 0.91, 0.5, 0.0018, 0.018, _GPUSTACK + ", SGLang 0.5.3, two runs at concurrency 4"),
+    Efficiency("mi300x", "vllm", 0.37, 0.17, 0.0008, 0.03, _OCI + " (batches 1, 4, 16, 64, 256; request overhead"
+               " not measured, kept at 0.03)"),
+    Efficiency("", "vllm", 0.97, 0.5, 0.0024, 0.056, "the vLLM H100 runs (no other NVIDIA GPU has fitted runs)"),
+    Efficiency("", "sglang", 0.91, 0.5, 0.0018, 0.018, "the SGLang H100 runs"),
 )
 ENGINES = ("vllm", "sglang")

@@ -20,7 +20,7 @@ from kvreg.db.tables import GPU_FIELDS, MODEL_FIELDS, Dtype, Fleet, Gpu, Model, 
 from kvreg.errors import AlreadyExists, KvregError, suggest
 from kvreg.figures.inputs import INPUTS, MAXIMUMS
 from kvreg.text import invisible_characters
-from kvreg.units import parse_size
+from kvreg.units import UnitError, parse_flops, parse_size
 
 MAX_NAME = 200
 _INT_LIMIT = 2**62
@@ -456,6 +456,9 @@ def remove_model(conn, name: str) -> None:
 
 # --------------------------------------------------------------------------- GPUs
 
+# A GPU's dense tensor FLOP per second by dtype (0015), read with parse_flops: 989.4TFLOPS, 2.25PFLOPS.
+GPU_FLOPS = ("flops_bf16_per_s", "flops_fp8_per_s", "flops_fp4_per_s")
+
 
 def validate_gpu(row: dict) -> dict:
     row = {k: v for k, v in row.items() if k in GPU_FIELDS}
@@ -475,6 +478,12 @@ def validate_gpu(row: dict) -> dict:
     for f in ("price_per_hour", "unit_price"):
         if row.get(f) is not None:
             row[f] = check_input(f, row[f])
+    for f in GPU_FLOPS:
+        if row.get(f) is not None:
+            try:
+                row[f] = check_input(f, parse_flops(row[f], f))
+            except UnitError as exc:
+                raise KvregError(f"gpu {row['name']!r}: {exc}") from None
     if row.get("compute_capability") is not None:
         try:
             row["compute_capability"] = check_input("compute_capability", row["compute_capability"])
@@ -512,8 +521,8 @@ def add_gpu(conn, row: dict, *, replace: bool = False) -> dict:
     return row
 
 
-# What `kvreg gpu set` may change on an existing GPU type: its procurement facts.
-GPU_SETTABLE = ("lead_time_quarters", "node_gpus", "unit_price", "price_per_hour")
+# What `kvreg gpu set` may change on an existing GPU type: its procurement facts and its dense FLOP/s.
+GPU_SETTABLE = ("lead_time_quarters", "node_gpus", "unit_price", "price_per_hour", *GPU_FLOPS)
 
 
 def set_gpu(conn, name: str, changes: dict) -> dict:
@@ -524,8 +533,8 @@ def set_gpu(conn, name: str, changes: dict) -> dict:
     if unknown:
         raise KvregError(f"gpu set cannot change {', '.join(unknown)}: only {', '.join(GPU_SETTABLE)}")
     if not changes:
-        raise KvregError("gpu set needs something to change: --lead-time, --node-gpus, --unit-price or "
-                         "--price-per-hour")
+        raise KvregError("gpu set needs something to change: --lead-time, --node-gpus, --unit-price, "
+                         "--price-per-hour, --flops-bf16, --flops-fp8 or --flops-fp4")
     row = validate_gpu({**{k: g.get(k) for k in GPU_FIELDS}, **changes})
     values = {k: row[k] for k in changes}
     conn.execute(update(Gpu).where(Gpu.id == g["id"]).values(**values))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
+from decimal import Decimal
 
 from kvreg.errors import UserError
 
@@ -79,6 +80,43 @@ def parse_size(text: str | int | float) -> int:
             raise UnitError(f"size {text!r} is not a whole number of bytes")
         return int(rounded)
     return int(nbytes)
+
+
+_FLOPS_UNITS = {"flops": 1, "gflops": 10**9, "tflops": 10**12, "pflops": 10**15}
+_FLOPS_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)(?:/s)?\s*$")
+
+
+def parse_flops(text: str | int | float, what: str = "FLOP/s") -> int:
+    """Parse ``989.4TFLOPS``, ``1979 TFLOPS``, ``2.25PFLOPS`` (also ``989.4TFLOP/s``) into whole FLOP per
+    second: TFLOPS is 10^12, PFLOPS 10^15, GFLOPS 10^9 (decimal, as vendors quote them). Text must carry a
+    unit; a Python int (a value already in FLOP/s, from the registry) needs none."""
+    if isinstance(text, bool):
+        raise UnitError(f"{what} {text!r} is not a number of FLOP/s")
+    if isinstance(text, (int, float)):
+        value, unit, scale = text, "", 1
+    else:
+        m = _FLOPS_RE.match(str(text))
+        if not m:
+            raise UnitError(f"{what} {text!r} is not understood: use a number with a unit such as 989.4TFLOPS "
+                            "or 2.25PFLOPS")
+        unit = m.group(2).lower().removesuffix("/s")
+        unit = {"t": "tflops", "p": "pflops", "g": "gflops", "tflop": "tflops", "pflop": "pflops",
+                "gflop": "gflops", "flop": "flops"}.get(unit, unit)
+        if not unit:
+            raise UnitError(f"{what} {text!r} has no unit: write {m.group(1)}TFLOPS (10^12 per second)")
+        if unit not in _FLOPS_UNITS:
+            raise UnitError(f"{what} {text!r} has an unknown unit {m.group(2)!r}: use GFLOPS, TFLOPS or PFLOPS")
+        value, scale = Decimal(m.group(1)), _FLOPS_UNITS[unit]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UnitError(f"{what} {text!r} is not a finite number")
+    flops = value * scale
+    if flops <= 0:
+        raise UnitError(f"{what} {text!r} must be greater than zero")
+    if flops >= 2**63:
+        raise UnitError(f"{what} {text!r} is too large (at most 2^63 - 1 FLOP/s)")
+    if flops != int(flops):
+        raise UnitError(f"{what} {text!r} is not a whole number of FLOP/s")
+    return int(flops)
 
 
 _TOKEN_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kKmMgG]?)\s*$")

@@ -180,6 +180,50 @@ def test_gpu_prices_are_nominal(gpus):
         assert "nominal" in gpus[name]["notes"], name
 
 
+TFLOPS = 10**12
+
+
+def test_gpu_dense_flops_exact(gpus):
+    """Dense tensor FLOP/s (no 2:4 sparsity) from the vendors' sheets; None: no units for that dtype."""
+    expected = {  # name: (BF16, FP8, FP4) in TFLOPS
+        # NVIDIA H100 Tensor Core GPU Architecture whitepaper, H100 SXM5: 989.4 / 1,978.9 dense; no FP4
+        "H100-SXM": (989.4, 1978.9, None),
+        # H200 datasheet: 1,979 / 3,958 with sparsity; the H100 SXM's die and clocks, so its dense figures
+        "H200": (989.4, 1978.9, None),
+        # A100 datasheet: BF16 312 (624 sparse); Ampere has no FP8 or FP4 units
+        "A100-40GB": (312, None, None), "A100-80GB": (312, None, None),
+        # L40S datasheet: BF16 362.05 (733 sparse), FP8 733 (1,466 sparse)
+        "L40S": (362.05, 733, None),
+        # Ada whitepaper appendix, RTX 4090, FP32 accumulate: 165.2 / 330.3 (GeForce's FP16 accumulate is twice)
+        "RTX-4090": (165.2, 330.3, None),
+        # RTX Blackwell whitepaper appendix, RTX 5090, FP32 accumulate: 209.5 / 419 / 1,676 (3,352 AI TOPS is sparse)
+        "RTX-5090": (209.5, 419, 1676),
+        # AMD Instinct MI300X datasheet: 1,307.4 / 2,614.9 dense; no FP4 units
+        "MI300X": (1307.4, 2614.9, None),
+        # HGX B200 datasheet, 8 GPUs with sparsity: BF16 36, FP8 72, FP4 144 PFLOPS -> / 8 GPUs / 2 (dense)
+        "B200": (36_000 / 8 / 2, 72_000 / 8 / 2, 144_000 / 8 / 2),
+        "M3-Ultra": (None, None, None),  # Apple publishes no tensor FLOP/s
+    }
+    assert expected["B200"] == (2250, 4500, 9000)
+    for name, figures in expected.items():
+        got = tuple(gpus[name].get(c) for c in ("flops_bf16_per_s", "flops_fp8_per_s", "flops_fp4_per_s"))
+        want = tuple(None if t is None else round(Decimal(str(t)) * TFLOPS) for t in figures)
+        assert got == want, name
+        assert all(v is None or isinstance(v, int) for v in got), name
+        if figures[0] is not None:
+            notes = gpus[name]["notes"]
+            assert "FLOP/s" in notes and ("datasheet" in notes or "whitepaper" in notes), name
+
+
+def test_no_fp8_flops_below_compute_capability_8_9(gpus):
+    """FP8 tensor units came with Ada and Hopper (8.9, 9.0); FP4 with Blackwell (10.0, 12.0)."""
+    for name, g in gpus.items():
+        cc = g.get("compute_capability")
+        if cc is not None:
+            assert (g.get("flops_fp8_per_s") is not None) == (cc >= 8.9), name
+            assert (g.get("flops_fp4_per_s") is not None) == (cc >= 10.0), name
+
+
 # ---------------------------------------------------------------- models: internal consistency
 
 

@@ -96,6 +96,26 @@ def _gpu_fact(i: int):
     return fact
 
 
+def _gpu_flops(column: str):
+    """0015 fills the dense FLOP/s of the catalog GPUs, where the row still has the catalog's nominal memory: the
+    catalog's own values (kvreg/catalog/gpus.toml: the H100-SXM's BF16 989.4 TFLOPS, the A100's FP8 none); nothing
+    else, and never a GPU added since (its name is not the catalog's)."""
+    catalog = {g["name"]: g for g in tomllib.loads(
+        (pathlib.Path(__file__).parents[1] / "kvreg" / "catalog" / "gpus.toml").read_text())["gpu"]}
+
+    def fact(gpu: dict):
+        row = catalog.get(gpu["name"])
+        if row is None or gpu["memory_bytes"] != row["memory_bytes"] or gpu["name"] not in _FLOPS_FILLED:
+            return None
+        return row.get(column)
+    return fact
+
+
+# The catalog GPUs 0015 knows (a GPU the catalog gains later is not filled by it).
+_FLOPS_FILLED = ("H100-SXM", "H200", "A100-40GB", "A100-80GB", "L40S", "RTX-4090", "RTX-5090", "MI300X", "B200",
+                 "M3-Ultra")
+
+
 def _rotary_dim(model: dict) -> int | None:
     """0012 fills the rotated width of the catalog's partial-rotary rows where a row still has the catalog's
     head_dim: head_dim x partial_rotary_factor from the config.json under tests/data/hf-configs (Qwen3-Next 0.25
@@ -121,7 +141,8 @@ FILLED = {("gpu", "reported_memory_bytes"): _reported_memory,
           ("model", "embedding_matrices"): _embedding_matrices,
           ("model", "experts"): _expert_part(0), ("model", "expert_intermediate_size"): _expert_part(1),
           ("model", "moe_layers"): _expert_part(2), ("model", "rotary_dim"): _rotary_dim,
-          ("gpu", "compute_capability"): _gpu_fact(0), ("gpu", "fabric"): _gpu_fact(1)}
+          ("gpu", "compute_capability"): _gpu_fact(0), ("gpu", "fabric"): _gpu_fact(1),
+          **{("gpu", c): _gpu_flops(c) for c in ("flops_bf16_per_s", "flops_fp8_per_s", "flops_fp4_per_s")}}
 
 
 def revisions() -> list[str]:

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from kvreg.units import (UnitError, current_quarter, format_size, format_tokens, gib, parse_fraction, parse_quarter,
+from kvreg.units import (UnitError, current_quarter, format_size, format_tokens, gib, parse_flops, parse_fraction,
+                         parse_quarter,
                          parse_size, parse_token_list, parse_tokens, quarter_folder)
 
 
@@ -225,3 +226,32 @@ def test_parse_fraction(typed, value):
 def test_parse_fraction_refuses(typed, what, message):
     with pytest.raises(UnitError, match=_exactly(message)):
         parse_fraction(typed, what)
+
+
+@pytest.mark.parametrize("typed, flops", [
+    ("989.4TFLOPS", 989_400_000_000_000),  # an H100 SXM's dense BF16: 989.4 x 10^12, exact (decimal arithmetic)
+    ("989.4 TFLOP/s", 989_400_000_000_000),
+    ("1978.9T", 1_978_900_000_000_000),
+    ("2.25PFLOPS", 2_250_000_000_000_000),  # a B200's dense BF16: 2.25 x 10^15
+    ("9PFLOPS", 9 * 10**15),
+    ("362.05tflops", 362_050_000_000_000),  # units are read in any case
+    ("500GFLOPS", 5 * 10**11),
+    ("1e15FLOPS", 10**15),
+    (312_000_000_000_000, 312 * 10**12),  # a Python int is already FLOP/s (a registry value)
+])
+def test_parse_flops(typed, flops):
+    assert parse_flops(typed) == flops
+
+
+@pytest.mark.parametrize("typed, message", [
+    ("989", "FLOP/s '989' has no unit: write 989TFLOPS (10^12 per second)"),
+    ("989TB", "FLOP/s '989TB' has an unknown unit 'TB': use GFLOPS, TFLOPS or PFLOPS"),
+    ("-1TFLOPS", "FLOP/s '-1TFLOPS' is not understood: use a number with a unit such as 989.4TFLOPS or 2.25PFLOPS"),
+    ("0TFLOPS", "FLOP/s '0TFLOPS' must be greater than zero"),
+    ("0.5FLOPS", "FLOP/s '0.5FLOPS' is not a whole number of FLOP/s"),
+    ("10000PFLOPS", "FLOP/s '10000PFLOPS' is too large (at most 2^63 - 1 FLOP/s)"),  # 10^19 > 2^63 ~ 9.2 x 10^18
+    (True, "FLOP/s True is not a number of FLOP/s"),
+])
+def test_parse_flops_refuses(typed, message):
+    with pytest.raises(UnitError, match=_exactly(message)):
+        parse_flops(typed)

@@ -6,8 +6,10 @@ import click
 
 from kvreg.cli.common import emit, emit_record, format_option, open_db, read, user_errors
 
-GPU_COLUMNS = ["name", "vendor", "memory_bytes", "memory_gib", "reported_memory_bytes", "memory_bandwidth_bytes_per_s",
-               "interconnect", "compute_capability", "fabric", "price_per_hour", "unit_price", "lead_time_quarters", "node_gpus", "notes"]
+GPU_COLUMNS = ["name", "vendor", "memory_bytes", "memory_gib", "reported_memory_bytes", "reported_memory_estimated",
+               "memory_bandwidth_bytes_per_s",
+               "interconnect", "compute_capability", "fabric", "price_per_hour", "unit_price", "lead_time_quarters", "node_gpus",
+               "flops_bf16_per_s", "flops_fp8_per_s", "flops_fp4_per_s", "notes"]
 
 
 def _gpu_out(row: dict) -> dict:
@@ -16,6 +18,18 @@ def _gpu_out(row: dict) -> dict:
     out = {k: row.get(k) for k in GPU_COLUMNS if k != "memory_gib"}
     out["memory_gib"] = figure_value("memory_gib", row)
     return {k: out[k] for k in GPU_COLUMNS}
+
+
+def _flops_options(fn):
+    """--flops-bf16, --flops-fp8, --flops-fp4: dense tensor FLOP/s with a unit (gpu add and gpu set)."""
+    for dtype, example, absent in reversed((
+            ("bf16", "989.4TFLOPS (H100 SXM)", "BF16/FP16"),
+            ("fp8", "1978.9TFLOPS (H100 SXM)", "FP8; leave it out on a GPU without FP8 units (A100)"),
+            ("fp4", "9PFLOPS (B200)", "FP4 (NVFP4, MXFP4); leave it out on a GPU without FP4 units (H100)"))):
+        fn = click.option(f"--flops-{dtype}", f"flops_{dtype}",
+                          help=f"Dense {absent} tensor FLOP per second, without sparsity, with a unit "
+                               f"(TFLOPS = 10^12, PFLOPS = 10^15): {example}.")(fn)
+    return fn
 
 
 @click.group("gpu")
@@ -43,13 +57,14 @@ def gpu_group():
 @click.option("--lead-time", "lead_time", type=int,
               help="Quarters from placing an order to the GPUs serving (plan rollup's order_by). Default: 0.")
 @click.option("--node-gpus", type=int, help="GPUs in one node as bought (plan rollup --whole-nodes). Default: 8.")
+@_flops_options
 @click.option("--notes", default="")
 @click.pass_context
 @user_errors
 def gpu_add(ctx, name, memory, reported_memory, bandwidth, vendor, interconnect, compute_capability, fabric,
-            price_per_hour, unit_price, lead_time, node_gpus, notes):
+            price_per_hour, unit_price, lead_time, node_gpus, flops_bf16, flops_fp8, flops_fp4, notes):
     """Add a GPU: kvreg gpu add H100-PCIe --memory 80GiB --reported-memory 79.19GiB --bandwidth 2TB
-    --compute-capability 9.0 --pcie-only."""
+    --compute-capability 9.0 --pcie-only --flops-bf16 756TFLOPS --flops-fp8 1513TFLOPS."""
     from kvreg.registry import add_gpu
 
     with open_db(ctx).begin() as conn:
@@ -57,6 +72,7 @@ def gpu_add(ctx, name, memory, reported_memory, bandwidth, vendor, interconnect,
                            memory_bandwidth_bytes_per_s=bandwidth, vendor=vendor, interconnect=interconnect,
                            compute_capability=compute_capability, fabric=fabric, price_per_hour=price_per_hour,
                            unit_price=unit_price, lead_time_quarters=lead_time, node_gpus=node_gpus,
+                           flops_bf16_per_s=flops_bf16, flops_fp8_per_s=flops_fp8, flops_fp4_per_s=flops_fp4,
                            notes=notes))
     click.echo(f"added gpu {name}")
 
@@ -70,15 +86,18 @@ def gpu_add(ctx, name, memory, reported_memory, bandwidth, vendor, interconnect,
                                             "up to whole nodes.")
 @click.option("--unit-price", type=float, help="USD to buy one GPU (for capex).")
 @click.option("--price-per-hour", type=float, help="USD per GPU-hour (for monthly cost).")
+@_flops_options
 @click.pass_context
 @user_errors
-def gpu_set(ctx, name, lead_time, node_gpus, unit_price, price_per_hour):
-    """Change a GPU type's procurement facts: kvreg gpu set H100-SXM --lead-time 2 --node-gpus 8."""
+def gpu_set(ctx, name, lead_time, node_gpus, unit_price, price_per_hour, flops_bf16, flops_fp8, flops_fp4):
+    """Change a GPU type's procurement facts or dense FLOP/s: kvreg gpu set H100-SXM --lead-time 2 --node-gpus 8;
+    kvreg gpu set H100-SXM --flops-bf16 989.4TFLOPS --flops-fp8 1978.9TFLOPS."""
     from kvreg.registry import set_gpu
 
     with open_db(ctx).begin() as conn:
         set_gpu(conn, name, dict(lead_time_quarters=lead_time, node_gpus=node_gpus, unit_price=unit_price,
-                                 price_per_hour=price_per_hour))
+                                 price_per_hour=price_per_hour, flops_bf16_per_s=flops_bf16,
+                                 flops_fp8_per_s=flops_fp8, flops_fp4_per_s=flops_fp4))
     click.echo(f"changed gpu {name}")
 
 

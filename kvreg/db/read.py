@@ -35,7 +35,8 @@ DTYPE_COLUMNS = ("name", "bytes_per_element", "kind", "mla_bytes_per_token_per_l
                  "scale_bytes_per_token_per_head", "notes")
 GPU_COLUMNS = ("id", "name", "vendor", "memory_bytes", "memory_bandwidth_bytes_per_s", "interconnect",
                "price_per_hour", "unit_price", "notes", "reported_memory_bytes", "compute_capability", "fabric",
-               "lead_time_quarters", "node_gpus")
+               "lead_time_quarters", "node_gpus", "flops_bf16_per_s", "flops_fp8_per_s", "flops_fp4_per_s",
+               "reported_memory_estimated")
 MODEL_COLUMNS = (
     "id", "name", "architecture", "family", "layers", "full_layers", "sliding_layers", "sliding_window",
     "chunked_layers", "attention_chunk_size", "linear_layers", "linear_state_elements_per_layer",

@@ -78,6 +78,9 @@ LABELS = {
     "orders_late": "Orders already late (count)",
     "lead_time_quarters": "Lead time (quarters)",
     "node_gpus": "GPUs per node bought (GPUs)",
+    "flops_bf16_per_s": "Dense BF16 tensor FLOP per second",
+    "flops_fp8_per_s": "Dense FP8 tensor FLOP per second",
+    "flops_fp4_per_s": "Dense FP4 tensor FLOP per second",
 }
 
 

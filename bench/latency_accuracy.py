@@ -16,6 +16,7 @@ engine over all its rows (the fallback for GPUs without their own).
     python bench/latency_accuracy.py            # print the table
     python bench/latency_accuracy.py --write    # refresh docs/latency-accuracy.md
     python bench/latency_accuracy.py --fit      # fit the efficiency factors, print them
+    python bench/latency_accuracy.py --check    # exit 1 when docs/latency-accuracy.md is stale (the tests)
 """
 
 from __future__ import annotations
@@ -274,6 +275,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="write docs/latency-accuracy.md")
     parser.add_argument("--fit", action="store_true", help="fit the efficiency factors on the fit rows")
+    parser.add_argument("--check", action="store_true", help="exit 1 when docs/latency-accuracy.md is stale")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     runs = load_runs()
@@ -281,6 +283,11 @@ def main(argv=None) -> int:
         run_fit(runs)
         return 0
     text = table(compare(runs))
+    if args.check:
+        if DOC.read_text(encoding="utf-8") != text:
+            print(f"{DOC.relative_to(ROOT)} is stale: run python bench/latency_accuracy.py --write", file=sys.stderr)
+            return 1
+        return 0
     if args.write:
         DOC.write_text(text, encoding="utf-8")
     else:

@@ -137,7 +137,8 @@ def _positive_whole(value, option: str) -> int | None:
     if value is None:
         return None
     try:
-        number = parse_tokens(value) if option.endswith("tokens") else int(value)
+        text = str(value).strip()
+        number = int(text) if text.lstrip("-").isdigit() or not option.endswith("tokens") else parse_tokens(text)
     except (KvregError, ValueError):
         raise KvregError(f"{option} {value!r} is not understood: give a whole number (1024, or 8k for tokens)") from None
     if number < 1:

@@ -116,6 +116,7 @@ _KV_INPUTS = set(inputs_of("kv_dtype"))
 # A deployment's settings, in sheet order: the deployment inputs in their declarations' order, with the
 # dtypes a deployment names after its layout (TP, PP, DP-attention, GPUs per node).
 _DEPLOYMENT = inputs_of("deployment")
+_WORKLOAD = set(inputs_of("workload"))
 _AFTER_LAYOUT = _DEPLOYMENT.index("gpus_per_node") + 1
 _SETTINGS = [*_DEPLOYMENT[:_AFTER_LAYOUT], "kv_dtype", "weight_dtype", *_DEPLOYMENT[_AFTER_LAYOUT:]]
 # What an engine printed for a plan (plans only), in sheet order: compared with the figures by the
@@ -436,7 +437,8 @@ def _deployment_sheet(book: Book, ws, grain_name: str, rows: list[dict], refs: _
         t.add(input_column(name, validation=validation))
     cells.update({c.name: c.letter for c in t.columns if c.name not in cells})
 
-    figures = figure_order(grain)
+    # The latency figures read a workload (request lengths, concurrency, targets) the sheet has no columns for.
+    figures = [f for f in figure_order(grain) if not dependencies(f) & _WORKLOAD]
     needed = set(figure_references(figures)) | set(overrides)
     r = ROW
     m, g, d = refs.models, refs.gpus, refs.dtypes

@@ -163,6 +163,7 @@ GRAINS: list[Grain] = [
         " JOIN dtype sd ON sd.name = COALESCE(m.linear_state_dtype, m.weight_dtype)",
         ("model_id", "model", "weight_dtype", *_MODEL_COLS, *_DTYPE_INPUTS),
         ("model_id", "model", "kv_dtype", "weight_dtype"),
+        ("attention_flops_per_context_token",),  # a latency term, not a per-model catalog figure
     ),
     Grain(
         "capacity",

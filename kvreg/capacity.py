@@ -118,7 +118,8 @@ class Question:
 def columns(rule: str, table: bool = False, latency: bool = False, slo: bool = False) -> list[str]:
     """The columns `kvreg capacity` prints for a rule: JSON_COLUMNS (TABLE_COLUMNS), with the engine's
     own figures after max_concurrency under an engine rule; `latency` (request lengths given) adds the
-    latency figures after node_concurrency, `slo` (a target given) the concurrency within it."""
+    latency figures after node_concurrency, `slo` (a target given) the concurrency within it and what
+    binds it (question_columns picks both from a question)."""
     base = TABLE_COLUMNS if table else JSON_COLUMNS
     extra = ENGINE_COLUMNS.get(rule, [])
     if table:
@@ -131,6 +132,12 @@ def columns(rule: str, table: bool = False, latency: bool = False, slo: bool = F
         at = out.index("node_concurrency") + 1
         out = out[:at] + more + out[at:]
     return out
+
+
+def question_columns(q: Question, table: bool = False) -> list[str]:
+    """The columns printed for a question: its rule's, with the latency and target columns when it asks them."""
+    return columns(q.rule, table=table, latency=q.input_tokens is not None,
+                   slo=q.tpot_target_ms is not None or q.ttft_target_ms is not None)
 
 
 def _positive_whole(value, option: str) -> int | None:
@@ -199,12 +206,13 @@ def parse_tp(tp: str | int) -> int | str:
 def question_from_options(*, models=(), gpus=(), context=format_tokens(_D["context_tokens"]),
                           kv_dtype=INPUTS["kv_dtype"].default, weight_dtype="native", tp=str(_D["tp"]), pp=_D["pp"],
                           dp_attention=_D["dp_attention"], gpus_per_node=_D["gpus_per_node"], reserve=str(_D["reserve"]),
-                          kv_cache_memory=None, block_size=_D["block_size"], latency=None, **engine) -> Question:
+                          kv_cache_memory=None, block_size=_D["block_size"], input_tokens=None, output_tokens=None,
+                          concurrency=None, tpot_ms=None, ttft_ms=None, **engine) -> Question:
     """A Question from `kvreg capacity`'s options as given (text, as typed): the command and the web
     page's /api/capacity both build their question here. `engine`: --rule and the engine settings;
-    `latency`: the latency options (latency_from_options' arguments). context None: the requests'
+    input_tokens ... ttft_ms: the latency options (latency_from_options). context None: the requests'
     input + output tokens when given, else the declared default."""
-    workload = latency_from_options(**(latency or {}))
+    workload = latency_from_options(input_tokens, output_tokens, concurrency, tpot_ms, ttft_ms)
     if context is None:
         context = (str(workload["input_tokens"] + workload["output_tokens"]) if workload["input_tokens"]
                    else format_tokens(_D["context_tokens"]))
@@ -468,4 +476,4 @@ def model_layer_groups(conn, model: str, tp: int = 1, gpu: str = "H100-SXM", kv_
 
 
 __all__ = ["Question", "model_layer_groups", "LAYER_COLUMNS", "question_from_options", "ask", "valid_tps", "candidate_tps", "model_context_figures", "JSON_COLUMNS", "TABLE_COLUMNS",
-           "ENGINE_COLUMNS", "columns", "SQL", "runner"]
+           "ENGINE_COLUMNS", "columns", "question_columns", "SQL", "runner"]

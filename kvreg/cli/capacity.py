@@ -34,15 +34,13 @@ def capacity_cmd(ctx, models, gpus, context, kv_dtype, weight_dtype, tp, pp, dp_
     Example: kvreg capacity --model Llama-3.1-70B --gpu H100-SXM --tp 4 --input-tokens 1024 --output-tokens 1024
     --concurrency 32 --tpot-ms 50 --ttft-ms 2000
     """
-    from kvreg.capacity import ask, columns, question_from_options
+    from kvreg.capacity import ask, question_columns, question_from_options
 
     given = ctx.get_parameter_source("context") is not click.core.ParameterSource.DEFAULT
-    latency = dict(input_tokens=input_tokens, output_tokens=output_tokens, concurrency=concurrency, tpot_ms=tpot_ms,
-                   ttft_ms=ttft_ms)
     q = question_from_options(models=models, gpus=gpus, context=context if given or input_tokens is None else None,
                               kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp, pp=pp, dp_attention=dp_attention,
                               gpus_per_node=gpus_per_node, reserve=reserve, kv_cache_memory=kv_cache_memory,
-                              block_size=block_size, latency=latency, **engine)
+                              block_size=block_size, input_tokens=input_tokens, output_tokens=output_tokens,
+                              concurrency=concurrency, tpot_ms=tpot_ms, ttft_ms=ttft_ms, **engine)
     rows = read(ctx, lambda conn: ask(conn, q))
-    emit(rows, fmt, columns(q.rule, table=fmt == "table", latency=q.input_tokens is not None,
-                            slo=q.tpot_target_ms is not None or q.ttft_target_ms is not None))
+    emit(rows, fmt, question_columns(q, table=fmt == "table"))

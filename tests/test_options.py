@@ -50,6 +50,8 @@ def test_capacity_and_plan_add_share_the_deployment_options():
     assert len(shared) == 23
     assert sorted(n for n in shared if cap[n].help != plan[n].help) == [
         "context", "gpu", "kv-cache-memory", "kv-dtype", "model", "reserve", "tp"]
-    assert sorted(set(cap) - shared) == ["columns", "format", "wide"]  # the output options (format_option)
+    # the output options (format_option), and the latency workload a what-if asks about (latency_options)
+    assert sorted(set(cap) - shared) == ["columns", "concurrency", "format", "input-tokens", "output-tokens",
+                                         "tpot-ms", "ttft-ms", "wide"]
     assert sorted(set(plan) - shared) == ["avg-tokens", "notes", "workload"]
     assert cap["pp"].help == plan["pp"].help == "Pipeline-parallel size."

@@ -18,7 +18,7 @@ from kvreg.db.read import runner, whatif
 from kvreg.errors import KvregError, suggest
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, KV_GROUPS, inputs_of
 from kvreg.rules import ENGINE_FIELDS, check_engine_settings, parse_engine_options
-from kvreg.units import format_tokens, parse_fraction, parse_size, parse_token_list
+from kvreg.units import format_tokens, parse_fraction, parse_size, parse_token_list, parse_tokens
 
 MAX_GPUS_PER_NODE = 1024  # the largest node kvreg accepts (kvreg.registry uses it too)
 # A context sweep (report and workbook) asks about at most this many model x GPU pairs: a
@@ -37,6 +37,14 @@ JSON_COLUMNS = [
 TABLE_COLUMNS = ["model", "gpu", "tp", "context_tokens", "kv_dtype", "kv_bytes_per_token_per_gpu",
                  "kv_gib_per_sequence_per_gpu", "weights_gib_per_gpu", "kv_pool_gib_per_gpu", "max_concurrency",
                  "node_concurrency", "reason"]
+# With request lengths (--input-tokens, --output-tokens): the latency a replica gives that workload at the
+# question's concurrency, after node_concurrency; with a target (--tpot-ms, --ttft-ms) also the requests it
+# serves within them and what binds.
+LATENCY_COLUMNS = ["input_tokens", "output_tokens", "concurrency", "tpot_ms", "ttft_ms", "output_tokens_per_s_per_gpu",
+                   "total_tokens_per_s_per_gpu"]
+LATENCY_TABLE_COLUMNS = ["concurrency", "tpot_ms", "ttft_ms", "output_tokens_per_s_per_gpu"]
+SLO_COLUMNS = ["tpot_target_ms", "ttft_target_ms", "max_concurrency_within_slo", "binding_constraint"]
+SLO_TABLE_COLUMNS = ["max_concurrency_within_slo", "binding_constraint"]
 # Under an engine rule, rows also carry what the engine allocates and prints (docs/engine-rules.md),
 # next to max_concurrency: vLLM's num_blocks and "GPU KV cache size", SGLang's cell and max_total_num_tokens, the
 # sequences the pool holds (vLLM's "Maximum concurrency" line) and the engine's cap on running requests.
@@ -95,17 +103,82 @@ class Question:
     engine_release: int | None = None  # derived from engine_version by kvreg.rules
     non_torch_bytes: int | None = None
     weights_measured_bytes: int | None = None
+    # the workload a latency is asked for (None: not asked; kvreg.figures.inputs, table "workload")
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    concurrency: int | None = None
+    tpot_target_ms: float | None = None
+    ttft_target_ms: float | None = None
 
 
-def columns(rule: str, table: bool = False) -> list[str]:
+def columns(rule: str, table: bool = False, latency: bool = False, slo: bool = False) -> list[str]:
     """The columns `kvreg capacity` prints for a rule: JSON_COLUMNS (TABLE_COLUMNS), with the engine's
-    own figures after max_concurrency under an engine rule."""
+    own figures after max_concurrency under an engine rule; `latency` (request lengths given) adds the
+    latency figures after node_concurrency, `slo` (a target given) the concurrency within it and what
+    binds it (question_columns picks both from a question)."""
     base = TABLE_COLUMNS if table else JSON_COLUMNS
     extra = ENGINE_COLUMNS.get(rule, [])
     if table:
         extra = [c for c in extra if c == "kv_cache_tokens"]
     at = base.index("max_concurrency") + 1
-    return base[:at] + extra + base[at:]
+    out = base[:at] + extra + base[at:]
+    if latency:
+        more = (LATENCY_TABLE_COLUMNS if table else LATENCY_COLUMNS) + (
+            (SLO_TABLE_COLUMNS if table else SLO_COLUMNS) if slo else [])
+        at = out.index("node_concurrency") + 1
+        out = out[:at] + more + out[at:]
+    return out
+
+
+def question_columns(q: Question, table: bool = False) -> list[str]:
+    """The columns printed for a question: its rule's, with the latency and target columns when it asks them."""
+    return columns(q.rule, table=table, latency=q.input_tokens is not None,
+                   slo=q.tpot_target_ms is not None or q.ttft_target_ms is not None)
+
+
+def _positive_whole(value, option: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        text = str(value).strip()
+        number = int(text) if text.lstrip("-").isdigit() or not option.endswith("tokens") else parse_tokens(text)
+    except (KvregError, ValueError):
+        raise KvregError(f"{option} {value!r} is not understood: give a whole number (1024, or 8k for tokens)") from None
+    if number < 1:
+        raise KvregError(f"{option} must be at least 1")
+    return number
+
+
+def _positive_ms(value, option: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise KvregError(f"{option} {value!r} is not understood: give milliseconds, such as 50") from None
+    most = INPUTS["tpot_target_ms"].maximum
+    if not 0 < number <= most:
+        raise KvregError(f"{option} must be more than 0 and at most {most:g} milliseconds")
+    return number
+
+
+def latency_from_options(input_tokens=None, output_tokens=None, concurrency=None, tpot_ms=None,
+                         ttft_ms=None) -> dict:
+    """The workload fields of a Question from the latency options as typed: request lengths go together, and a
+    concurrency or a target needs them."""
+    out = dict(input_tokens=_positive_whole(input_tokens, "--input-tokens"),
+               output_tokens=_positive_whole(output_tokens, "--output-tokens"),
+               concurrency=_positive_whole(concurrency, "--concurrency"),
+               tpot_target_ms=_positive_ms(tpot_ms, "--tpot-ms"), ttft_target_ms=_positive_ms(ttft_ms, "--ttft-ms"))
+    lengths = (out["input_tokens"], out["output_tokens"])
+    if (lengths[0] is None) != (lengths[1] is None):
+        raise KvregError("--input-tokens and --output-tokens go together: give both (1024 and 1024, say)")
+    if lengths[0] is None:
+        given = [o for o, k in (("--concurrency", "concurrency"), ("--tpot-ms", "tpot_target_ms"),
+                                ("--ttft-ms", "ttft_target_ms")) if out[k] is not None]
+        if given:
+            raise KvregError(f"{given[0]} needs the requests' lengths: add --input-tokens and --output-tokens")
+    return out
 
 
 def _split(values) -> list[str]:
@@ -129,16 +202,27 @@ def parse_tp(tp: str | int) -> int | str:
 def question_from_options(*, models=(), gpus=(), context=format_tokens(_D["context_tokens"]),
                           kv_dtype=INPUTS["kv_dtype"].default, weight_dtype="native", tp=str(_D["tp"]), pp=_D["pp"],
                           dp_attention=_D["dp_attention"], gpus_per_node=_D["gpus_per_node"], reserve=str(_D["reserve"]),
-                          kv_cache_memory=None, block_size=_D["block_size"], **engine) -> Question:
+                          kv_cache_memory=None, block_size=_D["block_size"], input_tokens=None, output_tokens=None,
+                          concurrency=None, tpot_ms=None, ttft_ms=None, **engine) -> Question:
     """A Question from `kvreg capacity`'s options as given (text, as typed): the command and the web
-    page's /api/capacity both build their question here. `engine`: --rule and the engine settings."""
+    page's /api/capacity both build their question here. `engine`: --rule and the engine settings;
+    input_tokens ... ttft_ms: the latency options (latency_from_options). context None: the requests'
+    input + output tokens when given, else the declared default."""
+    workload = latency_from_options(input_tokens, output_tokens, concurrency, tpot_ms, ttft_ms)
+    if context is None:
+        context = (str(workload["input_tokens"] + workload["output_tokens"]) if workload["input_tokens"]
+                   else format_tokens(_D["context_tokens"]))
     return Question(
         models=_split(models), gpus=_split(gpus) or ["H100-SXM"], contexts=parse_token_list(context),
         kv_dtypes=_split((kv_dtype,)), weight_dtype=None if weight_dtype == "native" else weight_dtype, tp=parse_tp(tp),
         pp=pp, dp_attention=dp_attention, gpus_per_node=gpus_per_node, reserve=parse_fraction(reserve),
         kv_cache_memory_bytes=parse_size(kv_cache_memory) if kv_cache_memory else None, block_size=block_size,
-        **parse_engine_options(engine),
+        **workload, **parse_engine_options(engine),
     )
+
+
+def _workload(q: Question) -> dict:
+    return {name: getattr(q, name) for name in inputs_of("workload")}
 
 
 # --------------------------------------------------------------------------- lookups
@@ -264,7 +348,7 @@ def ask(conn, q: Question) -> list[dict]:
         dict(model_id=m["id"], gpu_id=g["id"], gpus_per_node=q.gpus_per_node, tp=tp, pp=q.pp,
              dp_attention=q.dp_attention, kv_dtype=kvd, weight_dtype=q.weight_dtype or m["weight_dtype"],
              context_tokens=ctx, avg_tokens=None, reserve=q.reserve,
-             kv_cache_memory_bytes=q.kv_cache_memory_bytes, block_size=q.block_size, **engine)
+             kv_cache_memory_bytes=q.kv_cache_memory_bytes, block_size=q.block_size, **engine, **_workload(q))
         for m in models for g in gpus for ctx in q.contexts for kvd in q.kv_dtypes for tp in tps
     ]
     result = _through_view(db, rows, SQL["capacity"])
@@ -294,7 +378,7 @@ def sweep(conn, q: Question) -> list[dict]:
         dict(model_id=m["id"], gpu_id=g["id"], gpus_per_node=q.gpus_per_node, tp=tp_of[(m["name"], g["name"], kvd)],
              pp=q.pp, dp_attention=q.dp_attention, kv_dtype=kvd, weight_dtype=q.weight_dtype or m["weight_dtype"],
              context_tokens=ctx, avg_tokens=None, reserve=q.reserve,
-             kv_cache_memory_bytes=q.kv_cache_memory_bytes, block_size=q.block_size, **engine)
+             kv_cache_memory_bytes=q.kv_cache_memory_bytes, block_size=q.block_size, **engine, **_workload(q))
         for m in models for g in gpus for ctx in q.contexts for kvd in q.kv_dtypes
     ]
     return _through_view(db, rows, SQL["capacity"])
@@ -323,7 +407,7 @@ def valid_tps(conn, model: str, gpus_per_node: int = 8, pp: int = 1) -> list[int
     m = _model(db, model)
     first = db.rows(SQL["first_gpu"])
     g = first[0]["id"] if first else None
-    rows = [{**DEPLOYMENT_DEFAULTS, "model_id": m["id"], "gpu_id": g, "gpus_per_node": gpus_per_node, "tp": tp,
+    rows = [{**DEPLOYMENT_DEFAULTS, **dict.fromkeys(inputs_of("workload")), "model_id": m["id"], "gpu_id": g, "gpus_per_node": gpus_per_node, "tp": tp,
              "pp": pp, "kv_dtype": INPUTS["kv_dtype"].default, "weight_dtype": m["weight_dtype"], "context_tokens": 1,
              "block_size": 0}
             for tp in range(1, gpus_per_node // pp + 1)]
@@ -393,4 +477,4 @@ def model_layer_groups(conn, model: str, tp: int = 1, gpu: str = "H100-SXM", kv_
 
 
 __all__ = ["Question", "model_layer_groups", "LAYER_COLUMNS", "question_from_options", "ask", "valid_tps", "candidate_tps", "model_context_figures", "JSON_COLUMNS", "TABLE_COLUMNS",
-           "ENGINE_COLUMNS", "columns", "SQL", "runner"]
+           "ENGINE_COLUMNS", "columns", "question_columns", "SQL", "runner"]

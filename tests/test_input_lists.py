@@ -20,6 +20,8 @@ from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, WHATIF_COLUMNS
 from kvreg.plans import CALIBRATION_FIELDS, MEASURED_BY, MEASURED_TERMS, SPEC_DEFAULTS
 
 DEPLOYMENT = set(inputs_of("deployment"))
+# The workload a deployment's latency is asked for: on the same rows, apart from the deployment inputs.
+WORKLOAD = set(inputs_of("workload"))
 # What a deployment row holds besides its inputs: the model, GPU and dtypes it joins to.
 REFERENCES = {"model_id", "gpu_id", "kv_dtype", "weight_dtype"}
 # A capacity question's fields that are not one deployment's inputs: lists of what it asks about (every
@@ -30,7 +32,7 @@ QUESTION_LISTS = {"models", "gpus", "contexts", "kv_dtypes", "weight_dtype"}
 def test_a_scenario_row_is_the_deployment_inputs_and_references():
     names = [c for c, _kind in WHATIF_COLUMNS["scenario"]]
     assert len(names) == len(set(names))
-    assert set(names) == DEPLOYMENT | REFERENCES | {"id"}
+    assert set(names) == DEPLOYMENT | WORKLOAD | REFERENCES | {"id"}
 
 
 # A what-if binds a table's rows as JSON (kvreg.db.read.bound_rows) and gives each value as the column keeps it.
@@ -73,7 +75,9 @@ def test_the_tables_share_the_deployment_columns_with_the_declared_defaults():
 def test_a_capacity_question_has_every_deployment_setting_with_its_declared_default():
     fields = {f.name: f for f in dataclasses.fields(Question)}
     # avg_tokens and context_tokens are what the question lists (contexts) or leaves to the context.
-    assert set(fields) == (DEPLOYMENT - {"avg_tokens", "context_tokens"}) | QUESTION_LISTS
+    assert set(fields) == (DEPLOYMENT - {"avg_tokens", "context_tokens"}) | WORKLOAD | QUESTION_LISTS
+    for name in set(fields) & WORKLOAD:
+        assert fields[name].default is None, name
     for name in set(fields) & DEPLOYMENT:
         assert fields[name].default == DEPLOYMENT_DEFAULTS[name], name
     q = Question()

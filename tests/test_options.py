@@ -50,7 +50,9 @@ def test_capacity_and_plan_add_share_the_deployment_options():
     assert len(shared) == 23
     assert sorted(n for n in shared if cap[n].help != plan[n].help) == [
         "context", "gpu", "kv-cache-memory", "kv-dtype", "model", "reserve", "tp"]
-    assert sorted(set(cap) - shared) == ["columns", "format", "wide"]  # the output options (format_option)
+    # the output options (format_option), and the latency workload a what-if asks about (latency_options)
+    assert sorted(set(cap) - shared) == ["columns", "concurrency", "format", "input-tokens", "output-tokens",
+                                         "tpot-ms", "ttft-ms", "wide"]
     # a plan's own: its mix and notes, and what `plan optimize` may change in it (allowance_options)
     assert sorted(set(plan) - shared) == ["allow-gpus", "allow-kv-dtypes", "avg-tokens", "notes", "workload"]
     assert cap["pp"].help == plan["pp"].help == "Pipeline-parallel size."

@@ -126,10 +126,39 @@ def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True
     return decorate
 
 
+def latency_options():
+    """The workload a latency is asked for (`kvreg capacity`): request lengths, concurrency, targets."""
+    opts = [
+        click.option("--input-tokens", help="Prompt tokens of a request (1024, 8k): adds tpot_ms, ttft_ms and tokens/s"
+                     " per GPU; the context defaults to input + output tokens."),
+        click.option("--output-tokens", help="Tokens a request generates; goes with --input-tokens."),
+        click.option("--concurrency", help="Requests one replica serves at once, each sent when the last ends"
+                     " (default 1)."),
+        click.option("--tpot-ms", help="Target time per output token in ms: adds max_concurrency_within_slo and"
+                     " binding_constraint (memory or latency)."),
+        click.option("--ttft-ms", help="Target time to first token in ms (as --tpot-ms)."),
+    ]
+
+    def decorate(fn):
+        for opt in reversed(opts):
+            fn = opt(fn)
+        return fn
+
+    return decorate
+
+
 # The questions both front ends ask: `kvreg capacity` (the what-if page) and `kvreg plan add` (its form).
-capacity_options = deployment_options(
+_capacity_deployment = deployment_options(
     defaults=True, many=True, notes=False, workload=False,
     tp_auto="the smallest valid TP in the node at which a replica holds one whole sequence: fits = 1")
+_capacity_latency = latency_options()
+
+
+def capacity_options(fn):
+    """`kvreg capacity`'s options: one deployment's (as lists), then the latency workload's."""
+    return _capacity_deployment(_capacity_latency(fn))
+
+
 plan_add_options = deployment_options(defaults=True)
 
 

@@ -19,18 +19,27 @@ from kvreg.cli.common import emit, format_option, read, user_errors
 @click.pass_context
 @user_errors
 def capacity_cmd(ctx, models, gpus, context, kv_dtype, weight_dtype, tp, pp, dp_attention, gpus_per_node, reserve,
-                 kv_cache_memory, block_size, fmt, **engine):
+                 kv_cache_memory, block_size, fmt, input_tokens, output_tokens, concurrency, tpot_ms, ttft_ms,
+                 **engine):
     """How many context-length sequences fit: KV per token and per sequence per GPU, weights, KV pool,
     max concurrency (a real number) and node concurrency. Nothing is saved. With --rule vllm or sglang,
-    what that engine allocates and prints at startup (docs/engine-rules.md).
+    what that engine allocates and prints at startup (docs/engine-rules.md). With --input-tokens and
+    --output-tokens, the latency a replica gives such requests at --concurrency (the context defaults to
+    their sum); with --tpot-ms or --ttft-ms, the requests it serves within those targets and whether memory
+    or latency binds (docs/methodology.md, "Latency").
 
     Example: kvreg capacity --model Llama-3.1-8B --gpu H100-SXM --context 128K --format json
-    """
-    from kvreg.capacity import ask, columns, question_from_options
 
-    q = question_from_options(models=models, gpus=gpus, context=context, kv_dtype=kv_dtype,
-                              weight_dtype=weight_dtype, tp=tp, pp=pp, dp_attention=dp_attention,
+    Example: kvreg capacity --model Llama-3.1-70B --gpu H100-SXM --tp 4 --input-tokens 1024 --output-tokens 1024
+    --concurrency 32 --tpot-ms 50 --ttft-ms 2000
+    """
+    from kvreg.capacity import ask, question_columns, question_from_options
+
+    given = ctx.get_parameter_source("context") is not click.core.ParameterSource.DEFAULT
+    q = question_from_options(models=models, gpus=gpus, context=context if given or input_tokens is None else None,
+                              kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp, pp=pp, dp_attention=dp_attention,
                               gpus_per_node=gpus_per_node, reserve=reserve, kv_cache_memory=kv_cache_memory,
-                              block_size=block_size, **engine)
+                              block_size=block_size, input_tokens=input_tokens, output_tokens=output_tokens,
+                              concurrency=concurrency, tpot_ms=tpot_ms, ttft_ms=ttft_ms, **engine)
     rows = read(ctx, lambda conn: ask(conn, q))
-    emit(rows, fmt, columns(q.rule, table=fmt == "table"))
+    emit(rows, fmt, question_columns(q, table=fmt == "table"))

@@ -316,7 +316,25 @@ class Deployment(SQLModel):
     max_num_seqs: Optional[int] = Field(default=None, sa_type=Integer, nullable=True)
 
 
-class Plan(Deployment, table=True):
+class LatencyWorkload(Deployment):
+    """A deployment with the workload its latency is asked for (kvreg.figures.inputs, table "workload"; 0018):
+    request lengths, the requests a replica serves at once and the latency targets. NULL: not asked."""
+
+    input_tokens: Optional[int] = Field(default=None, sa_type=BigInteger, nullable=True)
+    output_tokens: Optional[int] = Field(default=None, sa_type=BigInteger, nullable=True)
+    concurrency: Optional[int] = Field(default=None, sa_type=BigInteger, nullable=True)
+    tpot_target_ms: Optional[float] = Field(default=None, sa_type=Float, nullable=True)
+    ttft_target_ms: Optional[float] = Field(default=None, sa_type=Float, nullable=True)
+
+
+def _workload_checks(table: str) -> list[CheckConstraint]:
+    return [CheckConstraint(f"{c} IS NULL OR {c} > 0", name=f"ck_{table}_{c}") for c in WORKLOAD_COLUMNS]
+
+
+WORKLOAD_COLUMNS = ("input_tokens", "output_tokens", "concurrency", "tpot_target_ms", "ttft_target_ms")
+
+
+class Plan(LatencyWorkload, table=True):
     """A named deployment: one model served on one GPU type with one parallelism layout."""
 
     __tablename__ = "plan"
@@ -332,6 +350,7 @@ class Plan(Deployment, table=True):
         CheckConstraint("kv_cache_memory_bytes IS NULL OR kv_cache_memory_bytes > 0", name="ck_plan_kvmem"),
         CheckConstraint("block_size >= 0", name="ck_plan_block"),
         *_engine_checks("plan"),
+        *_workload_checks("plan"),
         CheckConstraint("measured_kv_cache_tokens IS NULL OR measured_kv_cache_tokens >= 0",
                         name="ck_plan_measured_tokens"),
         CheckConstraint("measured_max_concurrency IS NULL OR measured_max_concurrency >= 0",
@@ -423,12 +442,12 @@ class WorkloadClass(SQLModel, table=True):
     share: float = Field(sa_column=Column(Float, nullable=False))
 
 
-class Scenario(Deployment, table=True):
+class Scenario(LatencyWorkload, table=True):
     """Scratch rows for ad-hoc questions (`kvreg capacity`): written and rolled back in one
     transaction, so the capacity view answers them without saving anything."""
 
     __tablename__ = "scenario"
-    __table_args__ = tuple(_engine_checks("scenario"))
+    __table_args__ = tuple(_engine_checks("scenario")) + tuple(_workload_checks("scenario"))
 
     id: Optional[int] = Field(default=None, primary_key=True)
     model_id: int = Field(sa_column=Column(Integer, ForeignKey("model.id", ondelete="CASCADE"), nullable=False))

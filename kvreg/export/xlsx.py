@@ -72,6 +72,7 @@ from kvreg.figures.declarations import (
     dependencies,
     inputs_of,
 )
+from kvreg.figures.expr import Input, Ref
 from kvreg.figures.facts import INPUT_NULLABLE, name_may_be_null
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS
 from kvreg.figures.labels import label
@@ -113,6 +114,7 @@ _KV_INPUTS = set(inputs_of("kv_dtype"))
 # A deployment's settings, in sheet order: the deployment inputs in their declarations' order, with the
 # dtypes a deployment names after its layout (TP, PP, DP-attention, GPUs per node).
 _DEPLOYMENT = inputs_of("deployment")
+_WORKLOAD = set(inputs_of("workload"))
 _AFTER_LAYOUT = _DEPLOYMENT.index("gpus_per_node") + 1
 _SETTINGS = [*_DEPLOYMENT[:_AFTER_LAYOUT], "kv_dtype", "weight_dtype", *_DEPLOYMENT[_AFTER_LAYOUT:]]
 # What an engine printed for a plan (plans only), in sheet order: compared with the figures by the
@@ -404,6 +406,21 @@ class _References:
         return self.dtype.get(dtype, {}).get(column)
 
 
+def _without_workload(order: list[str]) -> list[str]:
+    """The figures of `order` (each after those it refers to) that read no workload input, directly or
+    through another figure: one pass, each figure's direct names only."""
+    reads: set[str] = set(_WORKLOAD)
+    for name in order:
+        stack = [FIGURES[name].expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, (Input, Ref)) and e.name in reads:
+                reads.add(name)
+                break
+            stack.extend(e.children())
+    return [n for n in order if n not in reads]
+
+
 def _deployment_sheet(book: Book, ws, grain_name: str, rows: list[dict], refs: _References, key: str | None,
                       overrides: dict[str, str] | None = None) -> Table:
     """A deployment per row (a plan, or a sweep point): its settings as inputs, lookups of the model,
@@ -433,7 +450,8 @@ def _deployment_sheet(book: Book, ws, grain_name: str, rows: list[dict], refs: _
         t.add(input_column(name, validation=validation))
     cells.update({c.name: c.letter for c in t.columns if c.name not in cells})
 
-    figures = figure_order(grain)
+    # The latency figures read a workload (request lengths, concurrency, targets) the sheet has no columns for.
+    figures = _without_workload(figure_order(grain))
     needed = set(figure_references(figures)) | set(overrides)
     r = ROW
     m, g, d = refs.models, refs.gpus, refs.dtypes

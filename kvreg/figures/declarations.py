@@ -41,6 +41,16 @@ from .expr import (
 # own modules (stdlib only, for the commands that need no figure); the figures below read them by name.
 from .engine_defaults import *  # noqa: F403
 from .inputs import INPUT_TABLES, INPUTS, KV_GROUPS, InputDecl, inputs_of  # noqa: F401
+from .performance import (
+    ACTIVATION_WIRE_BYTES,
+    ALLREDUCE_LATENCY_S,
+    ALLREDUCES_PER_LAYER,
+    DEFAULT_PREFILL_CHUNK_TOKENS,
+    EFFICIENCIES,
+    FABRIC_LINK_BYTES_PER_S,
+    FABRIC_LINK_DEFAULT_BYTES_PER_S,
+    PCIE_LINK_BYTES_PER_S,
+)
 
 HOURS_PER_MONTH = 730  # 8,760 hours a year / 12
 
@@ -1373,6 +1383,224 @@ CLASS_MEANS = (
     ClassMean("mix_avg_tokens", "class_weighted_tokens"),
     ClassMean("mix_kv_bytes_per_request_per_gpu", "class_weighted_kv_bytes"),
 )
+
+# --------------------------------------------------------------------------- latency
+# A replica serving `concurrency` requests of input_tokens + output_tokens in a closed loop (each request sent
+# when the last ended, as benchmark_serving's --max-concurrency does). Decode: each step every running
+# sequence emits one token, and the step lasts as long as the slower of its reads (weights, KV, state) and its
+# FLOPs, plus the TP all-reduces and the engine's fixed cost per step. Prefill: the prompt's FLOPs (the
+# attention term included) or its chunks' weight reads, whichever is slower. docs/methodology.md derives the
+# closed loop's terms; kvreg.figures.performance names every constant with its source.
+
+_NO_LIMIT = 1e9  # "any concurrency": a latency target no concurrency reaches
+
+
+def _engine_is(engine: str) -> Expr:
+    """1 when the latency figures follow this engine's efficiencies (the theoretical rule follows vLLM's)."""
+    return I("rule").eq("sglang") if engine == "sglang" else not_(I("rule").eq("sglang"))
+
+
+def _efficiency(field: str) -> Expr:
+    """The first EFFICIENCIES entry the GPU's name and the engine match: its `field`."""
+    out: Expr = Const(None)
+    for e in reversed(EFFICIENCIES):
+        cond = _engine_is(e.engine) if not e.needle else and_(_engine_is(e.engine), contains(I("gpu_name"), e.needle))
+        out = if_(cond, getattr(e, field), out)
+    return out
+
+
+def _link_bytes_per_s() -> Expr:
+    out: Expr = Const(FABRIC_LINK_DEFAULT_BYTES_PER_S)
+    for needle, value in reversed(FABRIC_LINK_BYTES_PER_S):
+        out = if_(contains(I("gpu_name"), needle), value, out)
+    return if_(coalesce(I("fabric"), 1).eq(0), PCIE_LINK_BYTES_PER_S, out)
+
+
+def _within(intercept, slope, target) -> Expr:
+    """The largest x >= 0 with intercept + slope x <= target (_NO_LIMIT when every x is; 0 when none is)."""
+    return if_(slope > 0, greatest(0, (target - intercept) / slope), if_(intercept <= target, _NO_LIMIT, 0))
+
+
+def _decode_lines() -> list[tuple[Expr, Expr]]:
+    """A decode step's read and FLOP time as lines a + b x B over the batch B (seconds): all weights read
+    (every expert) plus B sequences' KV; the non-expert weights plus B sequences' experts and KV (the MoE read
+    is the smaller of the two); B sequences' FLOPs. The step's time is max(min(first, second), third)."""
+    return [
+        (F("decode_weights_s") + F("decode_experts_s"), F("decode_kv_s_per_sequence")),
+        (F("decode_weights_s"), F("decode_experts_s_per_sequence") + F("decode_kv_s_per_sequence")),
+        (Const(0), F("decode_compute_s_per_sequence")),
+    ]
+
+
+def _decode_step(batch: Expr) -> Expr:
+    (a1, b1), (a2, b2), (a3, b3) = _decode_lines()
+    return (greatest(least(a1 + b1 * batch, a2 + b2 * batch), a3 + b3 * batch)
+            + F("decode_fixed_s") + F("communication_s_per_sequence") * batch)
+
+
+def _tpot_limit() -> Expr:
+    """Largest concurrency whose tpot (decode step + (C - 1) x prefill_s / output_tokens) meets the target."""
+    target = I("tpot_target_ms") / 1000
+    rest_a = F("decode_fixed_s") - F("prefill_s") / I("output_tokens")
+    rest_b = F("communication_s_per_sequence") + F("prefill_s") / I("output_tokens")
+    (a1, b1), (a2, b2), (a3, b3) = [(a + rest_a, b + rest_b) for a, b in _decode_lines()]
+    return least(greatest(_within(a1, b1, target), _within(a2, b2, target)), _within(a3, b3, target))
+
+
+def _ttft_limit() -> Expr:
+    """Largest concurrency whose ttft (request_overhead_s + prefill_s x (1 + (C - 1) / 2 x min(1, prefill_s /
+    (output_tokens x decode step)))) meets the target: (C - 1) / 2 <= q, or (C - 1) x prefill_s <= 2 q
+    output_tokens x decode step, with q = ttft_queue_allowance."""
+    q = F("ttft_queue_allowance")
+    k = 2 * q * I("output_tokens")
+    p = F("prefill_s")
+    lines = [(a + F("decode_fixed_s"), b + F("communication_s_per_sequence")) for a, b in _decode_lines()]
+    # (C - 1) p <= k (a + b C)  <=>  (p - k b) C <= k a + p
+    (s1, s2, s3) = [_within(0, p - k * b, k * a + p) for a, b in lines]
+    return if_(q < 0, 0, greatest(1 + 2 * q, greatest(least(s1, s2), s3)))
+
+
+_LATENCY_FIGURES = [
+    Figure("latency_engine", "name", "the engine whose efficiencies the latency figures use: sglang under the"
+           " sglang rule, else vllm", if_(_engine_is("sglang"), "sglang", "vllm"), "text"),
+    Figure("bandwidth_efficiency", "fraction", "share of the datasheet memory bandwidth a decode step's reads"
+           " reach on this GPU family under this engine (kvreg.figures.performance EFFICIENCIES, fitted on"
+           " docs/latency-accuracy.md's measurements)", _efficiency("bandwidth")),
+    Figure("compute_efficiency", "fraction", "share of the datasheet dense FLOP/s the matrix multiplications"
+           " reach on this GPU family under this engine (EFFICIENCIES)", _efficiency("compute")),
+    Figure("step_overhead_s", "s", "seconds each engine step costs beyond its reads and FLOPs: scheduling,"
+           " kernel launches, sampling (EFFICIENCIES)", _efficiency("step_overhead_s")),
+    Figure("request_overhead_s", "s", "seconds a request's first token waits beyond prefill: the HTTP round trip,"
+           " tokenization, the first scheduling step (EFFICIENCIES)", _efficiency("request_overhead_s")),
+    Figure("peak_flops_per_s", "FLOP/s", "the GPU's dense FLOP/s in the weights' format: FP8 and int8 weights"
+           " the FP8 rate, FP4 weights the FP4 rate, where the GPU has such units; else BF16",
+           if_(or_(*[I("weight_dtype_name").eq(n) for n in FP8_WEIGHT_DTYPES + ("int8",)]),
+               coalesce(I("flops_fp8_per_s"), I("flops_bf16_per_s")),
+               if_(or_(I("weight_dtype_name").eq("fp4"), I("weight_dtype_name").eq("nvfp4")),
+                   coalesce(I("flops_fp4_per_s"), I("flops_bf16_per_s")), I("flops_bf16_per_s")))),
+    Figure("effective_bandwidth_bytes_per_s", "bytes/s", "memory bandwidth x bandwidth_efficiency",
+           I("memory_bandwidth_bytes_per_s") * F("bandwidth_efficiency")),
+    Figure("effective_flops_per_s", "FLOP/s", "peak_flops_per_s x compute_efficiency",
+           F("peak_flops_per_s") * F("compute_efficiency")),
+    Figure("link_bytes_per_s", "bytes/s", "one GPU's link bandwidth one way for the TP all-reduce: PCIe 4.0 x16"
+           f" ({PCIE_LINK_BYTES_PER_S / 1e9:.0f} GB/s) over PCIe only (fabric 0), else the family's NVLink or"
+           " Infinity Fabric (kvreg.figures.performance)", _link_bytes_per_s()),
+    Figure("decode_mean_context_tokens", "tokens", "tokens a sequence holds on average while it decodes:"
+           " input_tokens + output_tokens / 2", I("input_tokens") + I("output_tokens") / 2),
+    Figure("latency_batch_sequences", "sequences", "requests decoding together on one replica: the concurrency"
+           " (1 when not given), at most the whole sequences the KV pool holds (whole_sequences); the rest wait",
+           if_(F("fits"), least(coalesce(I("concurrency"), 1), F("whole_sequences")), Const(None))),
+    # ---- a decode step's terms (seconds, per replica: the stages one after the other)
+    Figure("decode_weights_s", "s", "reading the weights every sequence shares, once per step: the non-expert"
+           " weights (all of a dense model's params_active) / (TP x PP) / effective bandwidth, over the PP stages",
+           if_(F("expert_params") > 0, I("params_total") - F("expert_params"), I("params_active"))
+           * I("weight_bytes_per_param") / I("tp") / F("effective_bandwidth_bytes_per_s")),
+    Figure("decode_experts_s", "s", "reading every routed expert once (a large batch touches them all)",
+           F("expert_params") * I("weight_bytes_per_param") / I("tp") / F("effective_bandwidth_bytes_per_s")),
+    Figure("decode_experts_s_per_sequence", "s", "reading the routed experts one sequence's token activates:"
+           " params_active less the non-expert weights (a small batch reads only these, for each sequence)",
+           greatest(0, I("params_active") - I("params_total") + F("expert_params")) * I("weight_bytes_per_param")
+           / I("tp") / F("effective_bandwidth_bytes_per_s")),
+    Figure("decode_kv_s_per_sequence", "s", "reading one sequence's KV and state at the mean decode context, on"
+           " one GPU (an attention rank holds 1 / dp_attention of the batch), over the PP stages",
+           _sequence_bytes_per_gpu(F("decode_mean_context_tokens")) * I("pp") / I("dp_attention")
+           / F("effective_bandwidth_bytes_per_s")),
+    Figure("attention_flops_per_context_token", "FLOP", "attention FLOPs one token spends on each earlier token"
+           " in one layer: 4 x attention_heads x head_dim (QK and AV); MLA 2 x attention_heads x (2 x kv_lora_rank"
+           " + qk_rope_head_dim), attending in the latent",
+           if_(F("is_mla"), 2 * I("attention_heads") * (2 * coalesce(I("kv_lora_rank"), 0)
+                                                       + coalesce(I("qk_rope_head_dim"), 0)),
+               4 * I("attention_heads") * I("head_dim"))),
+    Figure("decode_flops_per_sequence", "FLOP", "FLOPs one sequence's token costs in a decode step:"
+           " 2 x params_active plus attention over the mean context (sliding and chunked layers up to their"
+           " window)", 2 * I("params_active") + F("attention_flops_per_context_token") * (
+               I("full_layers") * F("decode_mean_context_tokens")
+               + I("sliding_layers") * least(F("decode_mean_context_tokens"), coalesce(I("sliding_window"), 0))
+               + I("chunked_layers") * least(F("decode_mean_context_tokens"), coalesce(I("attention_chunk_size"), 0)))),
+    Figure("decode_compute_s_per_sequence", "s", "one sequence's decode FLOPs / TP / effective FLOP/s (0 when"
+           " the GPU's FLOP/s is not known)",
+           coalesce(F("decode_flops_per_sequence") / I("tp") / F("effective_flops_per_s"), 0)),
+    Figure("allreduces_per_step", "all-reduces", f"TP all-reduces one forward pass makes: {ALLREDUCES_PER_LAYER}"
+           " per layer (after attention and after the MLP) at TP > 1; 0 at TP 1",
+           if_(I("tp") > 1, ALLREDUCES_PER_LAYER * (I("layers") + I("no_cache_layers")), 0), "int"),
+    Figure("communication_s_per_step", "s", "the all-reduces' fixed latency in one step:"
+           f" allreduces_per_step x {ALLREDUCE_LATENCY_S * 1e6:g} us", F("allreduces_per_step") * ALLREDUCE_LATENCY_S),
+    Figure("communication_s_per_sequence", "s", "one token's all-reduce traffic: allreduces_per_step x"
+           f" hidden_size x {ACTIVATION_WIRE_BYTES} B x 2 (TP - 1) / TP (a ring all-reduce) / link_bytes_per_s",
+           coalesce(F("allreduces_per_step") * I("hidden_size") * ACTIVATION_WIRE_BYTES * 2 * (I("tp") - 1) / I("tp")
+                    / F("link_bytes_per_s"), 0)),
+    Figure("decode_fixed_s", "s", "what a decode step costs whatever the batch beyond its reads:"
+           " communication_s_per_step + step_overhead_s",
+           F("communication_s_per_step") + F("step_overhead_s")),
+    Figure("decode_step_s", "s", "one decode step at latency_batch_sequences B: max(min(weights + experts + B x KV,"
+           " weights + B x (experts per sequence + KV)), B x compute) + decode_fixed_s + B x"
+           " communication_s_per_sequence", _decode_step(F("latency_batch_sequences"))),
+    # ---- prefill (one prompt, in chunks)
+    Figure("prefill_chunk_tokens", "tokens", "prompt tokens one engine step takes: vLLM max_num_batched_tokens,"
+           f" SGLang chunked_prefill_size, else {DEFAULT_PREFILL_CHUNK_TOKENS:,}",
+           coalesce(F("max_num_batched_tokens_used"), coalesce(F("sglang_chunked_prefill_size"), coalesce(
+               I("max_num_batched_tokens"), DEFAULT_PREFILL_CHUNK_TOKENS))), "int"),
+    Figure("prefill_chunks", "steps", "engine steps one prompt takes: ceil(input_tokens / prefill_chunk_tokens)",
+           ceil(I("input_tokens") / F("prefill_chunk_tokens")), "int"),
+    Figure("prefill_flops", "FLOP", "FLOPs of one prompt: 2 x params_active x input_tokens plus attention, each"
+           " token over the tokens before it (full layers input_tokens^2 / 2; sliding and chunked layers up to"
+           " their window)",
+           2 * I("params_active") * I("input_tokens") + F("attention_flops_per_context_token") * I("input_tokens") * (
+               I("full_layers") * I("input_tokens") / 2
+               + I("sliding_layers") * least(I("input_tokens") / 2, coalesce(I("sliding_window"), 0))
+               + I("chunked_layers") * least(I("input_tokens") / 2, coalesce(I("attention_chunk_size"), 0) / 2))),
+    Figure("prefill_s", "s", "one prompt's prefill: the slower of its FLOPs / (TP x effective FLOP/s) and its"
+           " chunks' weight reads, plus each chunk's fixed cost and the prompt's all-reduce traffic",
+           greatest(coalesce(F("prefill_flops") / I("tp") / F("effective_flops_per_s"), 0),
+                    F("prefill_chunks") * (F("decode_weights_s") + F("decode_experts_s")))
+           + F("prefill_chunks") * F("decode_fixed_s") + I("input_tokens") * F("communication_s_per_sequence")),
+    # ---- a request in the closed loop
+    Figure("tpot_s", "s", "time per output token: a decode step, stretched by the other running requests' prefills"
+           " chunked in between ((B - 1) x prefill_s spread over output_tokens)",
+           F("decode_step_s") + (F("latency_batch_sequences") - 1) * F("prefill_s") / I("output_tokens")),
+    Figure("ttft_queue_fraction", "fraction", "prompts ahead of a new one, per other running request: 1/2 when the"
+           " requests arrive together, fewer (prefill_s / (output_tokens x decode step)) once they have spread out",
+           least(1, F("prefill_s") / (I("output_tokens") * F("decode_step_s")))),
+    Figure("ttft_running_s", "s", "time to first token once the KV pool has room: request_overhead_s, its own"
+           " prefill and the prompts queued ahead, prefill_s x (B - 1) / 2 x ttft_queue_fraction",
+           F("request_overhead_s")
+           + F("prefill_s") * (1 + (F("latency_batch_sequences") - 1) / 2 * F("ttft_queue_fraction"))),
+    Figure("request_running_s", "s", "a running request from its prompt to its last token: ttft_running_s +"
+           " (output_tokens - 1) x tpot_s", F("ttft_running_s") + (I("output_tokens") - 1) * F("tpot_s")),
+    Figure("slot_wait_s", "s", "waiting for room in the KV pool when the concurrency is more than it holds:"
+           " (concurrency / B - 1) x request_running_s",
+           greatest(0, coalesce(I("concurrency"), 1) / F("latency_batch_sequences") - 1) * F("request_running_s")),
+    Figure("ttft_ms", "ms", "time to first token: ttft_running_s + slot_wait_s",
+           1000 * (F("ttft_running_s") + F("slot_wait_s"))),
+    Figure("tpot_ms", "ms", "time per output token (after the first)", 1000 * F("tpot_s")),
+    Figure("request_latency_s", "s", "a request from its prompt to its last token: ttft + (output_tokens - 1) x"
+           " tpot", F("ttft_ms") / 1000 + (I("output_tokens") - 1) * F("tpot_s")),
+    Figure("output_tokens_per_s_per_gpu", "tokens/s", "tokens the replica generates per second / its GPUs:"
+           " concurrency x output_tokens / request_latency_s / (TP x PP)",
+           coalesce(I("concurrency"), 1) * I("output_tokens") / F("request_latency_s") / (I("tp") * I("pp"))),
+    Figure("total_tokens_per_s_per_gpu", "tokens/s", "prompt and generated tokens per second / its GPUs",
+           coalesce(I("concurrency"), 1) * (I("input_tokens") + I("output_tokens")) / F("request_latency_s")
+           / (I("tp") * I("pp"))),
+    # ---- service-level objectives
+    Figure("ttft_queue_allowance", "prompts", "prompts that may queue ahead of a new one within the ttft target:"
+           " (ttft_target_ms / 1000 - request_overhead_s) / prefill_s - 1",
+           (I("ttft_target_ms") / 1000 - F("request_overhead_s")) / F("prefill_s") - 1),
+    Figure("tpot_concurrency_limit", "requests", "the most requests a replica runs with tpot within"
+           " tpot_target_ms (NULL: no target)", if_(isnull(I("tpot_target_ms")), Const(None), _tpot_limit())),
+    Figure("ttft_concurrency_limit", "requests", "the most requests a replica runs with ttft within"
+           " ttft_target_ms, the KV pool not full (NULL: no target)",
+           if_(isnull(I("ttft_target_ms")), Const(None), _ttft_limit())),
+    Figure("latency_concurrency_limit", "requests", "the most whole requests within both targets",
+           floor(least(F("tpot_concurrency_limit"), F("ttft_concurrency_limit"))), "int"),
+    Figure("max_concurrency_within_slo", "requests", "requests one replica serves within the targets and its KV"
+           " pool: the smaller of whole_sequences (memory) and latency_concurrency_limit; NULL without a target",
+           if_(isnull(F("latency_concurrency_limit")), Const(None),
+               if_(F("fits"), least(F("whole_sequences"), F("latency_concurrency_limit")), 0)), "int"),
+    Figure("binding_constraint", "name", "what limits max_concurrency_within_slo: memory (the KV pool) or latency"
+           " (a target)", if_(isnull(F("latency_concurrency_limit")), Const(None),
+                              if_(F("latency_concurrency_limit") < F("whole_sequences"), "latency", "memory")), "text"),
+]
+_FIGURES += _LATENCY_FIGURES
 
 FIGURES: dict[str, Figure] = {}
 for _f in _FIGURES:

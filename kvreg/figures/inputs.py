@@ -62,7 +62,9 @@ class InputDecl:
 # (kvreg/db/tables.py). A deployment is a saved plan or a scratch scenario; what an engine printed for
 # a plan (kvreg plan calibrate) is kept on the plan; the three dtypes are rows of dtype, found by the
 # deployment's kv_dtype and weight_dtype and the model's linear-state dtype; a plan's mix is computed
-# over its workload classes (CLASS_MEANS) and has no table.
+# over its workload classes (CLASS_MEANS) and has no table. The workload a deployment's latency is asked
+# for (request lengths, concurrency, targets) sits on the same rows as its deployment inputs but apart from
+# them: what the latency figures read, not how the deployment allocates memory.
 INPUT_TABLES = {
     "model": ("model",),
     "gpu": ("gpu",),
@@ -72,6 +74,7 @@ INPUT_TABLES = {
     "weight_dtype": ("dtype",),
     "state_dtype": ("dtype",),
     "class": ("workload_class",),
+    "workload": ("plan", "scenario"),
     "mix": (),
     "demand": ("demand",),
 }
@@ -99,8 +102,8 @@ def _whatif_columns() -> dict[str, tuple[tuple[str, str], ...]]:
         return tuple((i.column, i.kind) for t in tables for i in _INPUTS if i.table == t)
     keyed = (("model_id", "int"), ("gpu_id", "int"), ("kv_dtype", "text"), ("weight_dtype", "text"))
     return {
-        "scenario": (("id", "int"), *keyed, *read("deployment")),
-        "plan": (("id", "int"), ("name", "text"), *keyed, *read("deployment", "calibration")),
+        "scenario": (("id", "int"), *keyed, *read("deployment", "workload")),
+        "plan": (("id", "int"), ("name", "text"), *keyed, *read("deployment", "calibration", "workload")),
         "workload_class": (("id", "int"), ("plan_id", "int"), ("name", "text"), *read("class")),
         "demand": (("id", "int"), ("plan_id", "int"), ("quarter", "text"), *read("demand")),
     }
@@ -290,6 +293,18 @@ _INPUTS = [
               " memory', SGLang K size + V size)", nullable=True, table="calibration"),
     InputDecl("calibration_source", "name", "the startup log a plan's measured terms came from (NULL: none)", "text",
               nullable=True, table="calibration"),
+    # workload: the requests a deployment's latency is asked for (kvreg capacity --input-tokens ...)
+    InputDecl("input_tokens", "tokens", "prompt tokens of a request (NULL: no latency asked)", nullable=True,
+              positive=True, table="workload"),
+    InputDecl("output_tokens", "tokens", "tokens a request generates (NULL: no latency asked)", nullable=True,
+              positive=True, table="workload"),
+    InputDecl("concurrency", "requests", "requests one replica serves at once, each sent when the last ended (a"
+              " closed loop, as benchmark_serving's --max-concurrency; NULL: 1)", nullable=True, positive=True,
+              table="workload"),
+    InputDecl("tpot_target_ms", "ms", "the time per output token a request may take at most (NULL: no target)",
+              "real", nullable=True, positive=True, table="workload", maximum=1e9),
+    InputDecl("ttft_target_ms", "ms", "the time to first token a request may take at most (NULL: no target)",
+              "real", nullable=True, positive=True, table="workload", maximum=1e9),
     # demand
     InputDecl("users", "users", "target concurrent users in a quarter", table="demand"),
 ]

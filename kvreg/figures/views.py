@@ -24,7 +24,7 @@ from .sql import compiler, fence
 # Each grain's source reads the inputs from the relation their declaration names (InputDecl.table),
 # under these aliases; the three dtype relations are joins of the dtype table.
 _ALIAS = {"model": "m", "gpu": "g", "deployment": "s", "calibration": "s", "kv_dtype": "kd", "weight_dtype": "wd",
-          "state_dtype": "sd", "class": "wc"}
+          "state_dtype": "sd", "class": "wc", "workload": "s"}
 
 
 def _select(table: str) -> list[str]:
@@ -60,7 +60,7 @@ def _deployment_source(table: str, key_cols: list[str], extra_cols: list[str] = 
     the deployment `s`); `joins` are more joins after the dtypes."""
     cols = list(lead) + [f"s.{c} AS {c}" for c in key_cols]
     cols += ["m.name AS model", "g.name AS gpu", "s.weight_dtype AS weight_dtype"]
-    cols += _select("model") + _select("gpu") + _select("deployment")
+    cols += _select("model") + _select("gpu") + _select("deployment") + _select("workload")
     cols += [f"s.{INPUTS[c].column} AS {c}" for c in extra_cols]
     cols += _DTYPE_SELECT
     return (
@@ -140,7 +140,8 @@ def _computable(name: str, have: set[str], memo: dict[str, bool] | None = None) 
     return memo[name]
 
 
-_DEPLOY_SOURCE_COLS = ("model", "gpu", "weight_dtype", *_MODEL_COLS, *_GPU_COLS, *_DEPLOY_COLS, *_DTYPE_INPUTS)
+_DEPLOY_SOURCE_COLS = ("model", "gpu", "weight_dtype", *_MODEL_COLS, *_GPU_COLS, *_DEPLOY_COLS,
+                       *inputs_of("workload"), *_DTYPE_INPUTS)
 # The calibration columns in the order plan_capacity shows them (not their declarations').
 _MEASURED_OUT = ("measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version",
                  "measured_kv_cache_bytes", "calibration_source")
@@ -160,6 +161,7 @@ GRAINS: list[Grain] = [
         " JOIN dtype sd ON sd.name = COALESCE(m.linear_state_dtype, m.weight_dtype)",
         ("model_id", "model", "weight_dtype", *_MODEL_COLS, *_DTYPE_INPUTS),
         ("model_id", "model", "kv_dtype", "weight_dtype"),
+        ("attention_flops_per_context_token",),  # a latency term, not a per-model catalog figure
     ),
     Grain(
         "capacity",
@@ -167,7 +169,7 @@ GRAINS: list[Grain] = [
         # A scenario has no workload classes: its mix inputs are NULL.
         _deployment_source("scenario", ["id"], lead=[f"CAST(NULL AS DOUBLE PRECISION) AS {c}" for c in _MIX_COLS]),
         ("id",) + _DEPLOY_SOURCE_COLS + tuple(_MIX_COLS),
-        ("id",) + tuple(_DEPLOY_OUT),
+        ("id",) + tuple(_DEPLOY_OUT) + tuple(inputs_of("workload")),
         _DEMAND_FIGURES,
     ),
     Grain(
@@ -191,7 +193,7 @@ GRAINS: list[Grain] = [
             joins=f" LEFT JOIN ({_mix_sql()}) mix ON mix.plan_id = s.id",
         ).replace("s.id AS id", "s.id AS plan_id").replace("s.name AS name", "s.name AS plan"),
         ("plan_id", "plan") + _DEPLOY_SOURCE_COLS + tuple(_MEASURED_COLS) + tuple(_MIX_COLS),
-        ("plan_id", "plan") + tuple(_DEPLOY_OUT) + _MEASURED_OUT,
+        ("plan_id", "plan") + tuple(_DEPLOY_OUT) + _MEASURED_OUT + tuple(inputs_of("workload")),
         _DEMAND_FIGURES,
     ),
 ]

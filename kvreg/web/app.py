@@ -110,6 +110,12 @@ ANSWER_FIGURES = [
     ("max_running_requests", "engine runs at most", "requests"),
     ("whole_sequences", "whole sequences", ""),
     ("replicas_per_node", "replicas per node", ""),
+    # with request lengths (and targets): the latency a replica gives them, and what binds
+    ("tpot_ms", "time per output token", "ms"),
+    ("ttft_ms", "time to first token", "ms"),
+    ("output_tokens_per_s_per_gpu", "output per GPU", "tokens/s"),
+    ("max_concurrency_within_slo", "requests within the targets", ""),
+    ("binding_constraint", "limited by", ""),
 ]
 
 
@@ -333,13 +339,16 @@ class App:
     def _capacity(self, items) -> dict:
         """Answer a what-if from query items: the rows and everything the page shows about them,
         or the one-line error."""
-        from kvreg.capacity import ask, columns, question_from_options
+        from kvreg.capacity import ask, question_columns, question_from_options
         from kvreg.db import fastpath
 
         pairs: list = []
         try:
             pairs = options.given(items, options.CAPACITY)
-            q = question_from_options(**options.parse(options.CAPACITY, pairs))
+            params = options.parse(options.CAPACITY, pairs)
+            if "context" not in dict(pairs) and params.get("input_tokens") is not None:
+                params["context"] = None  # as the CLI: the requests' input + output tokens
+            q = question_from_options(**params)
 
             def answer(conn):
                 _check_size(conn, q)
@@ -352,7 +361,7 @@ class App:
                     rows = answer(conn)
         except user_error_types() as exc:
             return {"error": " ".join(str(exc).split()), "pairs": pairs}
-        return {"error": None, "pairs": pairs, "rows": rows, "rule": q.rule, "columns": columns(q.rule)}
+        return {"error": None, "pairs": pairs, "rows": rows, "rule": q.rule, "columns": question_columns(q)}
 
     def _sweep_query(self, pairs: list, model: str | None) -> str | None:
         """The API query of the chart: the same question at 2K, 4K, ... up to the model's claim."""
@@ -397,7 +406,7 @@ class App:
             cli=options.command_line(["kvreg", "capacity"], pairs) + " --format json",
             api="/api/capacity?" + options.query(pairs),
             sweep=None if answer["error"] else self._sweep_query(pairs, model.split(",")[0] if model else None),
-            json_columns=columns(answer.get("rule", "theoretical")),
+            json_columns=answer.get("columns") or columns(answer.get("rule", "theoretical")),
         )
 
     def whatif(self, request: Request):

@@ -1,0 +1,79 @@
+"""The constants of the latency model (kvreg.figures.declarations, "latency"), each named once with its source.
+
+Two kinds: physical facts of the hardware (link bandwidths, all-reduce latency), taken from datasheets or
+stated as assumptions; and efficiency factors, the share of the datasheet's bandwidth and FLOP/s an engine
+reaches and its fixed cost per step, fitted on the public measurements in tests/data/latency/ by
+bench/latency_accuracy.py (docs/latency-accuracy.md lists which rows were fitted and which held out).
+Standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# ---- GPU-to-GPU links, bytes per second one way per GPU (the TP all-reduce's bandwidth)
+# NVLink per GPU, one direction: A100 NVLink 3 600 GB/s both ways, H100/H200 NVLink 4 900 GB/s, B200 NVLink 5
+# 1.8 TB/s (NVIDIA datasheets); MI300X: 7 Infinity Fabric links x 64 GB/s one way (AMD MI300X datasheet, 896 GB/s
+# aggregate both ways). The first entry whose needle the GPU's name holds (lower case) applies; "gh200" comes
+# before "h200" so a GH200 is not read as an H200.
+FABRIC_LINK_BYTES_PER_S = (
+    ("gb200", 900 * 10**9),
+    ("b200", 900 * 10**9),
+    ("gh200", 450 * 10**9),
+    ("h200", 450 * 10**9),
+    ("h100", 450 * 10**9),
+    ("a100", 300 * 10**9),
+    ("mi300x", 448 * 10**9),
+)
+FABRIC_LINK_DEFAULT_BYTES_PER_S = 450 * 10**9  # a fabric kvreg has no entry for: NVLink 4's
+# Over PCIe only (fabric 0): PCIe 4.0 x16, 32 GB/s one way (PCI-SIG), the slowest slot such cards sit in.
+PCIE_LINK_BYTES_PER_S = 32 * 10**9
+# Fixed cost of one all-reduce of a decode step's small activations, seconds: an assumption of the order
+# NCCL's small-message latency and vLLM's custom all-reduce reach within one NVLink node (5-10 us); over PCIe
+# the transfer term dominates. Not fitted.
+ALLREDUCE_LATENCY_S = 8e-6
+# All-reduces per transformer layer under TP: after attention's output projection and after the MLP's
+# down projection (Megatron-style TP, as vLLM and SGLang shard Llama-style layers).
+ALLREDUCES_PER_LAYER = 2
+# Bytes of one activation element on the wire (bf16/fp16 hidden states).
+ACTIVATION_WIRE_BYTES = 2
+# Prefill chunk when no engine setting names one: vLLM's max_num_batched_tokens on large GPUs.
+DEFAULT_PREFILL_CHUNK_TOKENS = 8192
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """What one engine reaches on one GPU family, fitted on measurements.
+
+    `needle`: lower-case letters and digits the GPU's name holds ("" matches every GPU: the engine's
+    fallback); `engine`: vllm or sglang (the theoretical rule reads vllm's); `bandwidth`: share of the
+    datasheet memory bandwidth a decode step's reads reach; `compute`: share of the datasheet dense
+    FLOP/s the matrix multiplications reach; `step_overhead_s`: seconds each engine step costs beyond
+    its reads and FLOPs (scheduling, kernel launches, sampling); `request_overhead_s`: seconds a request's
+    first token waits beyond prefill (the HTTP round trip, tokenization, the first scheduling step);
+    `source`: the measurements fitted."""
+
+    needle: str
+    engine: str
+    bandwidth: float
+    compute: float
+    step_overhead_s: float
+    request_overhead_s: float
+    source: str
+
+
+# First match wins: a family's own entry before the engine's fallback (""). Fitted by `python
+# bench/latency_accuracy.py --fit` on the runs tests/data/latency/measurements.toml marks "fit"; compute stays
+# at 0.5 where no fitted run is bound by FLOPs (short prompts, small batches: the fit cannot tell prefill FLOPs
+# from the request overhead there). The fallbacks are fitted on the NVIDIA runs only (ROCm's kernels differ).
+_GPUSTACK = "gpustack performance lab, Qwen3-8B on one H100 SXM (docs/performance-lab/qwen3-8b/h100-latency.md)"
+_OCI = "Oracle OCI blog, Llama 3.1 405B FP8 on 8x MI300X, vLLM benchmark_latency batches 1-256"
+EFFICIENCIES = (
+    Efficiency("h100", "vllm", 0.97, 0.5, 0.0024, 0.056, _GPUSTACK + ", vLLM 0.11.0, concurrency 1 and 8"),
+    Efficiency("h100", "sglang", 0.91, 0.5, 0.0018, 0.018, _GPUSTACK + ", SGLang 0.5.3, two runs at concurrency 4"),
+    Efficiency("mi300x", "vllm", 0.37, 0.17, 0.0008, 0.03, _OCI + " (batches 1, 4, 16, 64, 256; request overhead"
+               " not measured, kept at 0.03)"),
+    Efficiency("", "vllm", 0.97, 0.5, 0.0024, 0.056, "the vLLM H100 runs (no other NVIDIA GPU has fitted runs)"),
+    Efficiency("", "sglang", 0.91, 0.5, 0.0018, 0.018, "the SGLang H100 runs"),
+)
+ENGINES = ("vllm", "sglang")

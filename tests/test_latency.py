@@ -1,0 +1,153 @@
+"""The latency figures: a decode step, prefill, TPOT and TTFT worked by hand from the catalog's rows and the
+fitted factors (kvreg/figures/performance.py), the concurrency within targets against the figures it is
+solved from, and `kvreg capacity`'s latency options."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvreg.capacity import JSON_COLUMNS, Question, ask, columns
+from kvreg.figures.performance import EFFICIENCIES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _ask(engine, **kw) -> dict:
+    with engine.connect() as conn:
+        (row,) = ask(conn, Question(**kw))
+    return row
+
+
+def _factors(needle: str, engine_name: str = "vllm"):
+    return next(e for e in EFFICIENCIES if e.needle == needle and e.engine == engine_name)
+
+
+def test_one_llama_8b_request_on_an_h100_worked_by_hand(engine):
+    """Llama-3.1-8B (8.05e9 params, 32 layers, 8 KV heads x 128, bf16) on one H100 SXM (3.35 TB/s, 989.4 dense
+    BF16 TFLOPS), 1,024 prompt and 1,024 generated tokens, one request: the theoretical rule reads vLLM's H100
+    factors."""
+    f = _factors("h100")
+    row = _ask(engine, models=["Llama-3.1-8B"], gpus=["H100-SXM"], contexts=[2048], input_tokens=1024,
+               output_tokens=1024, concurrency=1)
+    bandwidth = 3.35e12 * f.bandwidth
+    flops = 989.4e12 * f.compute
+    weights_s = 8.05e9 * 2 / bandwidth
+    # The mean decode context 1,024 + 1,024 / 2 = 1,536 tokens (96 whole blocks of 16) x 131,072 B a token.
+    kv_s = 1536 * 32 * 8 * (128 + 128) * 2 / bandwidth
+    compute_s = (2 * 8.05e9 + 4 * 32 * 128 * 32 * 1536) / flops
+    step_s = max(weights_s + kv_s, compute_s) + f.step_overhead_s  # TP 1: no all-reduce
+    assert row["decode_step_s"] == pytest.approx(step_s, rel=1e-12)
+    assert row["tpot_ms"] == pytest.approx(1000 * step_s, rel=1e-12)  # nobody else's prefill at concurrency 1
+    # Prefill: one chunk (1,024 <= 8,192 tokens), its FLOPs (the attention term: each token over the tokens
+    # before it, 1,024^2 / 2 per layer) above its one weight read.
+    prefill_flops = 2 * 8.05e9 * 1024 + 4 * 32 * 128 * 1024 * 32 * 1024 / 2
+    prefill_s = max(prefill_flops / flops, weights_s) + f.step_overhead_s
+    assert row["prefill_s"] == pytest.approx(prefill_s, rel=1e-12)
+    assert row["ttft_ms"] == pytest.approx(1000 * (f.request_overhead_s + prefill_s), rel=1e-12)
+    latency_s = f.request_overhead_s + prefill_s + 1023 * step_s
+    assert row["output_tokens_per_s_per_gpu"] == pytest.approx(1024 / latency_s, rel=1e-12)
+    assert row["total_tokens_per_s_per_gpu"] == pytest.approx(2048 / latency_s, rel=1e-12)
+
+
+def test_concurrency_stretches_a_step_and_queues_prompts(engine):
+    """At 32 requests every step reads 32 sequences' KV, 31 other prompts are chunked in between a request's
+    tokens, and a new prompt waits behind (32 - 1) / 2 x min(1, prefill / (1,024 x step)) others."""
+    f = _factors("h100")
+    one = _ask(engine, models=["Llama-3.1-8B"], gpus=["H100-SXM"], contexts=[2048], input_tokens=1024,
+               output_tokens=1024, concurrency=1)
+    row = _ask(engine, models=["Llama-3.1-8B"], gpus=["H100-SXM"], contexts=[2048], input_tokens=1024,
+               output_tokens=1024, concurrency=32)
+    kv_s = 1536 * 32 * 8 * (128 + 128) * 2 / (3.35e12 * f.bandwidth)
+    step_s = one["decode_step_s"] + 31 * kv_s  # memory-bound: 32 x 1.69e10 FLOP is 1.1 ms, the reads 11 ms
+    assert row["decode_step_s"] == pytest.approx(step_s, rel=1e-12)
+    p = row["prefill_s"]
+    assert p == pytest.approx(one["prefill_s"], rel=1e-12)
+    assert row["tpot_ms"] == pytest.approx(1000 * (step_s + 31 * p / 1024), rel=1e-12)
+    queue = 31 / 2 * min(1, p / (1024 * step_s))
+    assert row["ttft_ms"] == pytest.approx(1000 * (f.request_overhead_s + p * (1 + queue)), rel=1e-12)
+
+
+def test_a_moe_request_reads_only_the_experts_its_token_activates(engine):
+    """Qwen3-235B-A22B at TP 8: one sequence reads params_active (22e9) weights; a batch reads every routed
+    expert at most once (all 235e9 weights)."""
+    f = _factors("h100")
+    row = _ask(engine, models=["Qwen3-235B-A22B"], gpus=["H100-SXM"], contexts=[2048], kv_dtypes=["fp8"],
+               weight_dtype="fp8_e4m3", tp=8, input_tokens=1024, output_tokens=1024, concurrency=1)
+    bandwidth = 3.35e12 * f.bandwidth
+    assert row["decode_weights_s"] + row["decode_experts_s_per_sequence"] == pytest.approx(22e9 / 8 / bandwidth)
+    assert row["decode_weights_s"] + row["decode_experts_s"] == pytest.approx(235e9 / 8 / bandwidth)
+
+
+@pytest.mark.parametrize("target", ["tpot_target_ms", "ttft_target_ms"])
+def test_the_concurrency_within_a_target_is_where_the_figures_cross_it(engine, target):
+    """The closed-form limit agrees with the figures themselves: at the limit the target holds, one request
+    more breaks it (Llama-3.1-70B on 4 H100s, 8,192-token prompts: latency binds before memory)."""
+    metric = target.replace("_target", "")
+    ask_at = lambda c, **t: _ask(engine, models=["Llama-3.1-70B"], gpus=["H100-SXM"], tp=4,  # noqa: E731
+                                 contexts=[8192 + 512], input_tokens=8192, output_tokens=512, concurrency=c, **t)
+    value = {"tpot_target_ms": 40.0, "ttft_target_ms": 1000.0}[target]
+    row = ask_at(1, **{target: value})
+    limit = row["max_concurrency_within_slo"]
+    assert row["binding_constraint"] == "latency" and 1 < limit < row["whole_sequences"]
+    assert ask_at(limit)[metric] <= value < ask_at(limit + 1)[metric]
+
+
+def test_memory_binds_when_the_targets_are_loose(engine):
+    row = _ask(engine, models=["Llama-3.1-8B"], gpus=["H100-SXM"], contexts=[2048], input_tokens=1024,
+               output_tokens=1024, concurrency=8, tpot_target_ms=1000.0, ttft_target_ms=60000.0)
+    assert row["binding_constraint"] == "memory"
+    assert row["max_concurrency_within_slo"] == row["whole_sequences"] == 221
+
+
+def test_no_latency_figures_without_a_workload(engine):
+    row = _ask(engine, models=["Llama-3.1-8B"], gpus=["H100-SXM"], contexts=[2048])
+    assert row["tpot_ms"] is None and row["ttft_ms"] is None and row["max_concurrency_within_slo"] is None
+
+
+def test_capacity_prints_the_latency_columns_only_when_asked(kv):
+    plain = kv.json("capacity", "--model", "Llama-3.1-8B", "--context", "2048")
+    assert list(plain[0]) == columns("theoretical") == JSON_COLUMNS
+    rows = kv.json("capacity", "--model", "Llama-3.1-8B", "--input-tokens", "1024", "--output-tokens", "1k",
+                   "--concurrency", "32")
+    assert rows[0]["context_tokens"] == 2024  # 1,024 + 1k (1,000): the context defaults to their sum
+    assert {"tpot_ms", "ttft_ms", "output_tokens_per_s_per_gpu", "total_tokens_per_s_per_gpu"} <= set(rows[0])
+    assert "binding_constraint" not in rows[0]
+    slo = kv.json("capacity", "--model", "Llama-3.1-8B", "--input-tokens", "1024", "--output-tokens", "1024",
+                  "--concurrency", "32", "--tpot-ms", "50", "--ttft-ms", "2000", "--context", "4096")
+    assert slo[0]["context_tokens"] == 4096 and slo[0]["binding_constraint"] in ("memory", "latency")
+    assert isinstance(slo[0]["max_concurrency_within_slo"], int)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--concurrency", "32"], "--concurrency needs the requests' lengths: add --input-tokens and --output-tokens"),
+    (["--input-tokens", "1024"], "--input-tokens and --output-tokens go together"),
+    (["--input-tokens", "1024", "--output-tokens", "0"], "--output-tokens must be at least 1"),
+    (["--input-tokens", "1024", "--output-tokens", "64", "--tpot-ms", "-5"], "--tpot-ms must be more than 0"),
+    (["--input-tokens", "x", "--output-tokens", "64"], "--input-tokens 'x' is not understood"),
+])
+def test_bad_latency_options_are_one_line(kv, args, message):
+    result = kv("capacity", "--model", "Llama-3.1-8B", *args, ok=False)
+    assert result.exit_code == 1
+    assert message in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_the_accuracy_table_is_current():
+    """docs/latency-accuracy.md is what bench/latency_accuracy.py computes from the vendored measurements."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "latency_accuracy.py"), "--check"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+
+
+def test_every_vendored_run_names_its_source_and_a_role():
+    import tomllib
+
+    runs = tomllib.loads((ROOT / "tests" / "data" / "latency" / "measurements.toml").read_text())["run"]
+    assert len(runs) >= 15
+    assert {r["role"] for r in runs} == {"fit", "holdout"}
+    assert all(r["source"] and r["protocol"] in ("closed_loop", "offline_batch") for r in runs)
+    assert json.dumps(runs)  # plain data only

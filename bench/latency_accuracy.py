@@ -86,7 +86,7 @@ def question(run: dict):
 
 
 def registry():
-    from kvreg.db.engine import open_registry
+    from kvreg.app.registry import open_registry
 
     return open_registry(f"sqlite:///{tempfile.mkdtemp(prefix='kvreg-latency-')}/registry.db")
 
@@ -148,7 +148,7 @@ def input_rows(runs: list[dict]) -> list[dict]:
 def evaluate(source: dict, factors: dict, names: list[str]) -> dict:
     """The figures `names` for one source row with the efficiency figures replaced by `factors`."""
     from kvreg.figures.declarations import FIGURES
-    from kvreg.figures.expr import PythonEvaluator
+    from kvreg.figures.python import PythonEvaluator
 
     memo = {FIT_FIGURES[k]: v for k, v in factors.items()}
 

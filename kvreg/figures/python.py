@@ -165,8 +165,11 @@ def _figures_of(table: str) -> tuple[str, ...]:
     return tuple(n for n in FIGURES if given[n])
 
 
-# What `kvreg gpu list`, the web page and the report show beside a GPU's own columns (memory_gib).
-GPU_FIGURES = _figures_of("gpu")
+# What `kvreg gpu list`, the web page and the report show beside a GPU's own columns: the GPU's memory
+# in GiB, a figure a GPU row alone gives (held below). Other such figures (the latency model's link
+# bandwidth) are read from the views where they are used.
+GPU_FIGURES = ("memory_gib",)
+assert set(GPU_FIGURES) <= set(_figures_of("gpu")), "a GPU figure reads only the GPU's own inputs"
 
 
 def with_gpu_figures(row: Mapping[str, object]) -> dict:

@@ -140,7 +140,7 @@ def _device_key(name: str) -> str:
 def device_gpu(device_name: str) -> dict | None:
     """The catalog GPU (kvreg/catalog/device_names.toml: name, memory, device_names) a device name as torch prints
     it stands for; None: a name the table does not list."""
-    from kvreg.catalog import load_device_names
+    from kvreg.catalog import load_device_names  # only a log that names its GPU reads the table
 
     key = _device_key(device_name)
     return next((g for g in load_device_names() if key in {_device_key(d) for d in g["device_names"]}), None)

@@ -90,7 +90,7 @@ def read_only_registry(tmp_path, monkeypatch):
         # as kvreg.db.engine does an unwritable file in an unwritable folder (mode=ro, immutable); the fast
         # path's sqlite3.connect would get a read-only handle, as here.
         import kvreg.db.engine as engine
-        import kvreg.fastpath as fastpath
+        import kvreg.db.fastpath as fastpath
 
         real = engine._read_only_file
         monkeypatch.setattr(engine, "_read_only_file",

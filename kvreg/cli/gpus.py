@@ -84,11 +84,15 @@ def gpu_add(ctx, name, memory, reported_memory, gddr_ecc, bandwidth, vendor, int
                                  notes=notes), estimate=True, gddr_ecc=gddr_ecc)
     click.echo(f"added gpu {name}")
     if row.get("reported_memory_estimated"):
-        nominal = f"{row['memory_bytes'] / 2**30:g} GiB"
+        from kvreg.figures.python import figure_value  # the declarations: only when the memory was estimated
+
+        gib = figure_value("memory_gib", row)
+        reported_gib = figure_value("memory_gib", {**row, "memory_bytes": row["reported_memory_bytes"]})
+        nominal = f"{gib:g} GiB"
         rule = (f"{nominal} less 16 MiB, as ROCm reports" if row["vendor"].strip().lower() == "amd" else
                 f"15/16 of {nominal} (GDDR with ECC) less 400 MiB and 0.5%" if gddr_ecc else
                 f"{nominal} less 400 MiB and 0.5%")
-        click.echo(f"note: estimated the memory {name} reports as {row['reported_memory_bytes'] / 2**30:.2f} GiB "
+        click.echo(f"note: estimated the memory {name} reports as {reported_gib:.2f} GiB "
                    f"({rule}; docs/engine-rules.md); override with --reported-memory from your engine's log "
                    "(vLLM: total_gpu_memory)")
 

@@ -251,7 +251,7 @@ def test_a_stale_registry_is_read_the_full_way_and_left_current(current):
     c.close()
     assert fastpath.read(current, db_read.list_gpus) == (False, None)
     names = [g["name"] for g in app_registry.read(current, db_read.list_gpus)]
-    assert names[:3] == ["A100-40GB", "A100-80GB", "B200"]  # sorted by name
+    assert names[:3] == ["A10", "A100-40GB", "A100-40GB-PCIe"]  # sorted by name
     answered, rows = fastpath.read(current, db_read.list_gpus)
     assert answered and [g["name"] for g in rows] == names
 
@@ -274,7 +274,7 @@ def test_a_new_read_query_is_one_function(current):
     def biggest_gpu(conn):
         return db_read.runner(conn).rows("SELECT name FROM gpu ORDER BY memory_bytes DESC, name LIMIT 1")
 
-    assert app_registry.read(current, biggest_gpu) == [{"name": "B200"}]
+    assert app_registry.read(current, biggest_gpu) == [{"name": "B300"}]  # 288 GB, the largest catalog GPU
 
 
 @pytest.mark.parametrize("url", [

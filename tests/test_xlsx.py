@@ -408,6 +408,11 @@ def _check_summary(vals, forms, procurement: dict, gpus: dict, problems: list, c
     totals: dict[str, float] = {}
     checked = 0
     total_row = next(r for r in range(6, forms.max_row + 1) if vals.cell(r, 1).value == "Total")
+    # Under Total: whether every plan and fleet row is on a GPU type the table lists (it lists those
+    # named when the workbook was written).
+    covered.add(("Summary", forms.cell(total_row + 1, 1).coordinate))
+    if vals.cell(total_row + 1, 1).value != "Every plan and fleet row is on a GPU type listed above":
+        problems.append(f"Summary!A{total_row + 1}: {vals.cell(total_row + 1, 1).value!r}")
     # GPUs needed, then GPUs short, per quarter (rows) and GPU type (columns), below the totals.
     blocks = [r for r in range(total_row + 1, forms.max_row + 1) if vals.cell(r, 1).value == "Quarter"]
     assert len(blocks) == 2
@@ -484,11 +489,22 @@ def recalculated(registry, written, tmp_path_factory):
     _need_libreoffice()
     work = tmp_path_factory.mktemp("recalc")
     before, after, stale = work / "before.xlsx", work / "after.xlsx", work / "stale.xlsx"
+    moved = work / "moved.xlsx"
     shutil.copy(written, before)
     _edit_workbook(written, after)
     _stale_workbook(stale)
-    out_before, out_after, out_stale = recalculate([before, after, stale], work / "out")
-    return {"before": (out_before, before), "after": (out_after, after), "stale": out_stale}
+    _moved_workbook(written, moved)
+    out_before, out_after, out_stale, out_moved = recalculate([before, after, stale, moved], work / "out")
+    return {"before": (out_before, before), "after": (out_after, after), "stale": out_stale, "moved": out_moved}
+
+
+def _moved_workbook(src: Path, dst: Path) -> None:
+    """Finance moves llama8b-h100-128k to an A10, a GPU type no plan or fleet row names when written."""
+    from openpyxl import load_workbook
+
+    wb = load_workbook(src)
+    _cell(wb["Plan detail"], "llama8b-h100-128k", "gpu").value = "A10"
+    wb.save(dst)
 
 
 def _stale_workbook(path: Path) -> None:
@@ -777,7 +793,9 @@ def printed(tmp_path_factory):
                     books[backend] = work / f"{backend}.xlsx"
                     write_workbook(conn, books[backend], "2026Q4", generated_at="2026-10-01T00:00:00+00:00")
                     names[backend] = ([r[0] for r in conn.execute(text("SELECT name FROM plan ORDER BY name"))],
-                                      [r[0] for r in conn.execute(text("SELECT name FROM gpu ORDER BY name"))])
+                                      [r[0] for r in conn.execute(text(  # the GPU types the Summary lists
+                                          "SELECT name FROM gpu WHERE id IN (SELECT gpu_id FROM plan UNION "
+                                          "SELECT gpu_id FROM fleet) ORDER BY name"))])
             finally:
                 eng.dispose()
         pdfs = convert(list(books.values()), work / "pdf", "pdf", ".pdf")
@@ -813,7 +831,7 @@ def test_seeded_workbook_prints_on_12_pages_at_8_pt_or_more(backend, printed, re
     assert NOT_PRINTED == ("Plan detail", "Models", "GPUs", "Dtypes", "Context sweep")
     assert sheet_of.count("Read me") == 1 and pages[0].width < pages[0].height  # one portrait page
     summary = [p for p, s in zip(pages, sheet_of) if s == "Summary"]
-    # Page 1: the rollup (every GPU type, the Total) and the GPUs-needed-per-quarter block; page 2 the charts.
+    # Page 1: the rollup (every GPU type in use, the Total) and the GPUs-needed-per-quarter block; page 2 the charts.
     assert len(summary) == 2 and summary[0].width > summary[0].height
     assert all(g in summary[0].text for g in gpus) and " Total " in summary[0].text
     assert "Quarter index" not in " ".join(p.text for p in pages)
@@ -947,6 +965,25 @@ def test_sweep_sheet_asks_about_at_most_sweep_pairs_model_gpu_pairs(engine, monk
     assert {r["gpu"] for r in rows} == set(plan_gpus)
     assert len(rows) == 1 * 2 * 4
     assert len(full) == 4 * 2 * 4
+
+
+def test_summary_lists_the_gpu_types_in_use_and_flags_a_plan_moved_off_them(registry, written, recalculated):
+    """The Summary lists the GPU types a plan or fleet row names (a catalog of 37 types would not
+    print on one page), not the others; a plan moved to an unlisted type in the workbook is flagged
+    under Total after recalculation."""
+    from openpyxl import load_workbook
+
+    with registry.connect() as conn:
+        named = {r[0] for r in conn.execute(text(
+            "SELECT g.name FROM gpu g WHERE g.id IN (SELECT gpu_id FROM plan UNION SELECT gpu_id FROM fleet)"))}
+        catalog = conn.execute(text("SELECT COUNT(*) FROM gpu")).scalar()
+    assert "A10" not in named and len(named) < catalog
+    ws = load_workbook(written, data_only=True)["Summary"]
+    total = next(r for r in range(6, ws.max_row + 1) if ws.cell(r, 1).value == "Total")
+    assert {ws.cell(r, 1).value for r in range(6, total)} == named
+    moved = load_workbook(recalculated["moved"], data_only=True)["Summary"]
+    assert moved.cell(total + 1, 1).value == ("1 plan or fleet row(s) name a GPU type not listed above, so the table "
+                                              "leaves them out: apply the workbook with kvreg and write it again")
 
 
 def test_to_buy_cells_follow_a_fleet_edit(registry, recalculated):

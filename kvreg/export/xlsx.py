@@ -207,7 +207,7 @@ def write_workbook(data: dict, path) -> None:
         sweep = _sweep_sheet(book, ws["Context sweep"], data["sweep"], refs)
         overview = _plans_sheet(book, ws["Plans"], data, refs.plans, demand, quarter)
         _plan_cards_sheet(book, ws["Plan cards"], data["plans"], refs.plans, overview)
-        _summary_sheet(book, ws["Summary"], quarter, data, demand, fleet, gpus, sweep)
+        _summary_sheet(book, ws["Summary"], quarter, data, demand, fleet, gpus, sweep, refs.plans)
         _assumptions_sheet(book, ws["Assumptions"])
         _readme_sheet(book, ws["Read me"], quarter, generated_at, data)
         _print_areas(ws, {"Workload": workload, "Demand": demand, "Fleet": fleet, "GPUs": gpus, "Models": models,
@@ -810,14 +810,14 @@ _SUMMARY_WIDTH = {"USD": 9.5, "USD/h": 7, "users": 8}
 
 
 def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, fleet: Table, gpu_table: Table,
-                   sweep: Table) -> None:
+                   sweep: Table, plans: Table) -> None:
     """What to buy per GPU type in the quarter in B1: the declared aggregates
     (kvreg.figures.declarations.AGGREGATES, compiled by kvreg.figures.aggregates to SUMIFS / COUNTIFS
     over the Demand and Fleet entries in force), gpus_to_buy and capex_to_buy first; GPUs needed per
     quarter and GPU type; native charts over these cells and the Context sweep. Change B1, or a
     fleet count on the Fleet sheet, and every figure recomputes."""
     agg = data["aggregates"]
-    gpus = data["gpus"]
+    gpus = data["summary_gpus"]  # the GPU types a plan or fleet entry names (kvreg.report.gather)
     previous = previous_quarter(quarter)
     g = Grid(book, ws)
     bold = book.fmt(bold=True)
@@ -908,6 +908,17 @@ def _summary_sheet(book: Book, ws, quarter: str, data: dict, demand: Table, flee
     ws.conditional_format(f"A{first}:{end}{max(last, first)}", {
         "type": "formula", "criteria": f"=${letters['plans_not_fitting']}{first}>0",
         "format": book.fmt(bg_color="#" + NOT_FIT_FILL, font_color="#9C0006")})
+    # The rows are the GPU types named when the workbook was written; a plan or fleet entry moved to
+    # another type in the workbook is counted here, since the rows above (and Total) leave it out.
+    listed = f"$A${first}:$A${max(last, first)}"
+    unlisted = "+".join(f'SUMPRODUCT(({r}<>"")*(COUNTIFS({listed},{r})=0))'
+                        for r in (plans.range("gpu"), fleet.range("gpu")))
+    g.put(total + 1, 1, f'=IF({unlisted}>0,{unlisted}&" plan or fleet row(s) name a GPU type not listed above, so '
+                        'the table leaves them out: apply the workbook with kvreg and write it again",'
+                        '"Every plan and fleet row is on a GPU type listed above")',
+          book.fmt(italic=True, font_color="#7F7F7F"), result="Every plan and fleet row is on a GPU type listed above")
+    ws.conditional_format(f"A{total + 1}", {"type": "text", "criteria": "not containing", "value": "Every",
+                                            "format": book.fmt(bold=True, font_color="#9C0006")})
 
     # GPUs needed per quarter (rows) and GPU type (columns): the chart's cells.
     assert block == total + 3
@@ -1101,7 +1112,7 @@ def _assumptions_sheet(book: Book, ws) -> None:
 
 
 def _readme_sheet(book: Book, ws, quarter: str, generated_at: str, data: dict) -> None:
-    plans, gpus = len(data["plans"]), len(data["gpus"])
+    plans, gpus = len(data["plans"]), len(data["summary_gpus"])
     lines: list[tuple[str, str, Any]] = [
         (f"Capacity workbook, quarter {quarter}", "", "title"),
         ("What this is", f"GPU capacity and cost for the {plans} LLM serving plans in the kvreg registry: how many "

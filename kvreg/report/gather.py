@@ -386,7 +386,12 @@ def _workbook_registry(conn) -> dict:
     procurement = {(r["gpu"], r["quarter"]): r for r in run.rows("SELECT * FROM procurement")}
     dtypes = list_dtypes(conn)
     blocks = _workbook_kv_dtypes(dtypes)
-    return {"dtypes": dtypes, "gpus": list_gpus(conn), "models": list_models(conn),
+    gpus = list_gpus(conn)
+    # The Summary's GPU types: those a plan or a fleet entry names (every other type's figures are 0
+    # in every quarter), so 37 catalog types do not shrink its print; every type when none is named.
+    named = {p["gpu"] for p in plans} | {f["gpu"] for f in fleet}
+    return {"dtypes": dtypes, "gpus": gpus, "models": list_models(conn),
+            "summary_gpus": [g for g in gpus if g["name"] in named] or gpus,
             "plans": plans, "classes": classes, "demand": demand, "fleet": fleet, "procurement": procurement,
             "kv_blocks": blocks,
             # Only the KV dtypes the Models sheet shows (a registry of 10,000 models has 14 rows each).

@@ -80,7 +80,8 @@ def question(run: dict):
     from kvreg.capacity import Question
 
     return Question(models=[run["model"]], gpus=[run["gpu"]], contexts=[run["input_tokens"] + run["output_tokens"]],
-                    kv_dtypes=[run["kv_dtype"]], weight_dtype=run["weight_dtype"], tp=run["tp"], rule=run["engine"],
+                    kv_dtypes=[run["kv_dtype"]], weight_dtype=run["weight_dtype"], tp=run["tp"], dp_attention=run.get("dp_attention", 1),
+                    rule=run["engine"],
                     engine_version=run.get("engine_version"), input_tokens=run["input_tokens"],
                     output_tokens=run["output_tokens"], concurrency=run["concurrency"])
 

@@ -335,7 +335,7 @@ def _pct(x: float) -> str:
 def _summary(rows: list[dict], key) -> list[str]:
     groups: dict[tuple, list[float]] = {}
     for r in rows:
-        role = "fit" if r["role"] == "fit" else "held out" if known_miss(r) else "held out*"
+        role = "fit" if r["role"] == "fit" else "held out, recorded miss" if known_miss(r) else "held out*"
         groups.setdefault((key(r), r["metric"], role), []).append(abs(r["error"]))
     out = ["| group | metric | role | runs | median abs error | mean abs error |", "|---|---|---|---:|---:|---:|"]
     for (group, metric, role), errs in sorted(groups.items()):

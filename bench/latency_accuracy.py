@@ -1,6 +1,6 @@
 """Latency accuracy: kvreg's latency figures against public serving measurements.
 
-Every [[run]] of tests/data/latency/measurements.toml is asked of the capacity view (kvreg.capacity.ask: the
+Every [[run]] of tests/data/latency/measurements.toml is asked of the capacity view (kvreg.app.capacity.ask: the
 same SQL `kvreg capacity --input-tokens ... --concurrency ...` reads) and its measured time per output token,
 time to first token, output tokens per second and request latency are set against kvreg's. The rows marked
 `role = "fit"` are the ones the efficiency factors of kvreg/figures/performance.py were fitted on; the
@@ -160,7 +160,7 @@ def saturated_sources(runs: list[dict]) -> set[str]:
 
 
 def question(run: dict, **targets):
-    from kvreg.capacity import Question
+    from kvreg.app.capacity import Question
 
     return Question(models=[run["model"]], gpus=[run["gpu"]], contexts=[run["input_tokens"] + run["output_tokens"]],
                     kv_dtypes=[run["kv_dtype"]], weight_dtype=run["weight_dtype"], tp=run["tp"], dp_attention=run.get("dp_attention", 1),
@@ -170,14 +170,14 @@ def question(run: dict, **targets):
 
 
 def registry():
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     return open_registry(f"sqlite:///{tempfile.mkdtemp(prefix='kvreg-latency-')}/registry.db")
 
 
 def predict(conn, run: dict, **targets) -> dict:
     """kvreg's figures for one run (with latency targets, if given), read from the capacity view."""
-    from kvreg.capacity import ask
+    from kvreg.app.capacity import ask
 
     (row,) = ask(conn, question(run, **targets))
     return row
@@ -236,7 +236,7 @@ def crossings(runs: list[dict]) -> list[dict]:
 
 def input_rows(runs: list[dict]) -> list[dict]:
     """The capacity view's inputs for each run (its grain's source query), to evaluate figures in Python."""
-    from kvreg.capacity import SQL, _check_question, _through_view, _workload, runner
+    from kvreg.app.capacity import SQL, _check_question, _through_view, _workload, runner
     from kvreg.figures.views import GRAIN
 
     engine = registry()

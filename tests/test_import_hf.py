@@ -1,4 +1,4 @@
-"""Importing Hugging Face config.json files (kvreg.importers.hf).
+"""Importing Hugging Face config.json files (kvreg.interchange.hf).
 
 The real configs in tests/data/hf-configs (public files; sources in its MANIFEST.md) are imported one by one and every architecture field
 is checked against the table below; KV bytes per token are recomputed here, with the arithmetic
@@ -20,13 +20,9 @@ from hypothesis import strategies as st
 from sqlmodel import Session, SQLModel, create_engine
 
 from kvreg.db.tables import MODEL_FIELDS, Dtype, Model
-from kvreg.importers.hf import (
-    ConfigError,
-    import_path,
-    import_text,
-    model_from_config,
-    read_config,
-)
+from kvreg.interchange.hf.config import ConfigError
+from kvreg.interchange.hf.read import read_config
+from kvreg.interchange.hf.row import import_path, import_text, model_from_config
 
 from conftest import HF_CONFIGS as CONFIG_DIR  # tests/data/hf-configs, vendored with MANIFEST.md
 
@@ -587,7 +583,7 @@ def test_missing_context_outside_falcon_is_an_error():
 def test_deeply_nested_json():
     with pytest.raises(ConfigError, match=r"^stdin: JSON nested"):
         import_text("[" * 100_000 + "]" * 100_000, name="x")
-    # kvreg.limits.MAX_DEPTH, the one nesting limit of every file kvreg reads (real configs nest 3 to 4 levels)
+    # kvreg.core.limits.MAX_DEPTH, the one nesting limit of every file kvreg reads (real configs nest 3 to 4 levels)
     with pytest.raises(ConfigError, match=r"^stdin: JSON nested more than 32 levels"):
         import_text('{"a": ' * 33 + "1" + "}" * 33, name="x")
     with pytest.raises(ConfigError) as at_the_limit:  # 32 levels pass the depth check; the missing keys stop it

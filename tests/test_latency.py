@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kvreg.capacity import JSON_COLUMNS, Question, ask, columns
+from kvreg.app.capacity import JSON_COLUMNS, Question, ask, columns
 from kvreg.figures.performance import EFFICIENCIES
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -100,12 +100,12 @@ def test_cycle_finder_finds_a_cycle():
 
 def test_leaves_load_only_the_standard_library():
     """Importing units, text and errors loads no other kvreg module and nothing outside the stdlib."""
-    code = ("import sys; before = set(sys.modules); import kvreg.units, kvreg.text, kvreg.errors; "
+    code = ("import sys; before = set(sys.modules); import kvreg.core.units, kvreg.core.text, kvreg.core.errors; "
             "new = sorted(m.split('.')[0] for m in set(sys.modules) - before); "
             "print(sorted(m for m in sys.modules if m.startswith('kvreg'))); "
             "print(sorted({m for m in new if m not in sys.stdlib_module_names and m != 'kvreg'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
-    assert out.splitlines() == ["['kvreg', 'kvreg.errors', 'kvreg.text', 'kvreg.units']", "[]"]
+    assert out.splitlines() == ["['kvreg', 'kvreg.core.errors', 'kvreg.core.text', 'kvreg.core.units']", "[]"]
 
 
 # Commands import what they run inside the command function (start-up stays fast), so the CLI and

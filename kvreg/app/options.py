@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import click
 
-from kvreg.errors import KvregError
+from kvreg.core.errors import KvregError
+from kvreg.core.units import format_tokens
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS as _D, INPUTS
-from kvreg.units import format_tokens
 
 # --------------------------------------------------------------------------- the options
 
 
 def engine_options(defaults: bool) -> list:
     """--rule and the engine's own settings (docs/engine-rules.md), for `kvreg capacity` and the plan
-    commands; parse them with kvreg.rules.parse_engine_options. Without defaults (plan set) an option
+    commands; parse them with kvreg.core.rules.parse_engine_options. Without defaults (plan set) an option
     left out keeps the stored value."""
     clears = "" if defaults else "; none clears it"
     return [

@@ -89,9 +89,9 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
 
     Example: kvreg model add My-8B --layers 32 --kv-heads 8 --attention-heads 32 --head-dim 128 --params-b 8
     """
-    from kvreg.errors import KvregError
-    from kvreg.registry import add_model
-    from kvreg.units import parse_tokens
+    from kvreg.app.registry import add_model
+    from kvreg.core.errors import KvregError
+    from kvreg.core.units import parse_tokens
 
     if kv_heads is None and attention_heads is None:
         raise KvregError("give --kv-heads and/or --attention-heads")
@@ -123,7 +123,7 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
 
 def _kv_head_groups(groups: tuple[str, ...]) -> dict:
     """--kv-head-group HEADSxLAYERS, repeated: the model's kv_heads_N / kv_layers_N columns, N from 2."""
-    from kvreg.errors import KvregError
+    from kvreg.core.errors import KvregError
     from kvreg.figures.inputs import KV_GROUPS
 
     if len(groups) > len(KV_GROUPS):
@@ -141,7 +141,7 @@ def _kv_head_groups(groups: tuple[str, ...]) -> dict:
 def _billions(value: float, flag: str) -> int:
     import math
 
-    from kvreg.errors import KvregError
+    from kvreg.core.errors import KvregError
 
     if value is None or not math.isfinite(value) or value <= 0 or value > 1e6:
         raise KvregError(f"{flag} must be a positive number of billions of parameters, not {value!r}")
@@ -174,9 +174,11 @@ def model_import(ctx, paths, name, params_b, replace, accept_unknown, fmt):
     """
     import sys
 
-    from kvreg.errors import KvregError
-    from kvreg.importers.hf import MAX_CONFIG_BYTES, batch_warnings, import_path, import_text
-    from kvreg.registry import import_model
+    from kvreg.app.registry import import_model
+    from kvreg.core.errors import KvregError
+    from kvreg.interchange.hf.messages import batch_warnings
+    from kvreg.interchange.hf.read import MAX_CONFIG_BYTES
+    from kvreg.interchange.hf.row import import_path, import_text
 
     if name and len(paths) > 1:
         raise KvregError("--name works with one path only")
@@ -222,7 +224,7 @@ def _has_index(path: str) -> bool:
     parameter count is exact."""
     import pathlib
 
-    from kvreg.importers.hf import INDEX_FILE
+    from kvreg.interchange.hf.read import INDEX_FILE
 
     p = pathlib.Path(path)
     config = p / "config.json" if p.is_dir() else p
@@ -244,9 +246,10 @@ def model_check(paths, params_b, accept_unknown, fmt):
 
     Example: kvreg model check config.json ~/models/Llama-3_3-Nemotron-Super-49B-v1
     """
-    from kvreg.errors import KvregError
-    from kvreg.importers.check import explain
-    from kvreg.importers.hf import ConfigError, explain_path
+    from kvreg.core.errors import KvregError
+    from kvreg.interchange.check import explain
+    from kvreg.interchange.hf.config import ConfigError
+    from kvreg.interchange.hf.row import explain_path
 
     records, failed = [], 0
     for p in paths:
@@ -331,7 +334,7 @@ def model_show(ctx, name, gpu, kv_dtype, layers, tp, rule, fmt):
 
     Example: kvreg model show Kimi-Linear-48B-A3B-Instruct --layers --tp 4 --rule vllm
     """
-    from kvreg.capacity import JSON_COLUMNS, LAYER_COLUMNS, TABLE_COLUMNS, model_context_figures, model_layer_groups
+    from kvreg.app.capacity import JSON_COLUMNS, LAYER_COLUMNS, TABLE_COLUMNS, model_context_figures, model_layer_groups
     from kvreg.db.read import get_model
 
     if layers:
@@ -370,7 +373,7 @@ def model_show(ctx, name, gpu, kv_dtype, layers, tp, rule, fmt):
 @user_errors
 def model_remove(ctx, name):
     """Remove a model that no plan uses."""
-    from kvreg.registry import remove_model
+    from kvreg.app.registry import remove_model
 
     with open_db(ctx).begin() as conn:
         remove_model(conn, name)

@@ -11,9 +11,9 @@ from typing import Optional
 from sqlalchemy import BigInteger, CheckConstraint, Column, Float, ForeignKey, Integer, String, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from kvreg.core.rules import RULES
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS as _D
 from kvreg.figures.inputs import KV_GROUPS
-from kvreg.rules import RULES
 
 
 def engine_check_sql(table: str) -> list[tuple[str, str]]:

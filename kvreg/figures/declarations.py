@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from kvreg.rules import RULES
+from kvreg.core.rules import RULES
 
 from .expr import (
     Const,

@@ -9,7 +9,7 @@ GIB = 2**30
 MIB = 2**20
 
 # ---- engine defaults (docs/engine-rules.md says where each comes from)
-# Engine releases as kvreg.rules.release_number encodes them: major x 1,000,000 + minor x 1,000 + patch
+# Engine releases as kvreg.core.rules.release_number encodes them: major x 1,000,000 + minor x 1,000 + patch
 # (0.10.1 -> 10,001). A deployment without --engine-version follows the latest release kvreg knows.
 VLLM_LATEST_RELEASE = 20000
 # --gpu-memory-utilization default: 0.9 up to v0.19, 0.92 from v0.20 (vllm/config/cache.py CacheConfig and

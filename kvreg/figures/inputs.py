@@ -39,7 +39,7 @@ class InputDecl:
     None, NULL, for a nullable input (an engine setting's NULL is the engine's own default).
     `maximum`: the largest value a real input may take, so that no figure built on it overflows to
     infinity (a price of 1e308 times 730 hours is inf, which JSON cannot hold and PostgreSQL
-    refuses); kvreg.registry.check_input enforces it on every path a value enters by."""
+    refuses); kvreg.app.registry.check_input enforces it on every path a value enters by."""
 
     name: str
     unit: str
@@ -310,7 +310,7 @@ _INPUTS = [
 ]
 INPUTS = {i.name: i for i in _INPUTS}
 # The largest value of each bounded real column, by column name, for the validator
-# (kvreg.registry.check_input). A fleet entry's reserved price is not a figure input but enters the
+# (kvreg.app.registry.check_input). A fleet entry's reserved price is not a figure input but enters the
 # procurement rollup's cost as a price per GPU-hour does.
 MAXIMUMS = {i.column: i.maximum for i in _INPUTS if i.maximum is not None} | {
     "reserved_price_per_hour": MAX_PRICE_PER_HOUR}

@@ -10,7 +10,7 @@ from kvreg.figures.declarations import FIGURES, INPUTS
 from kvreg.figures.inputs import KV_GROUPS
 from kvreg.figures.python import PythonEvaluator
 
-from .hf import WEIGHT_BYTES
+from kvreg.interchange.hf.dtypes import WEIGHT_BYTES
 
 # What a check reports beside the row's fields: figures at TP1 in a bf16 KV cache.
 CHECK_FIGURES = ("kv_bytes_per_token", "kv_bytes_per_token_full", "state_bytes_per_sequence")

@@ -30,7 +30,7 @@ def serve_cmd(ctx, host, port, allow_writes):
     # Lazy: uvicorn and Starlette load only for this command.
     import uvicorn
 
-    from kvreg.errors import KvregError
+    from kvreg.core.errors import KvregError
     from kvreg.web.app import App, is_loopback
 
     # Bind first: a port in use is one line, before the registry is opened or anything is printed.

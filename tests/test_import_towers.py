@@ -214,3 +214,17 @@ def test_sglang_v0410_scales_by_the_vision_towers_size(kv):
     assert default == 0.834
     assert sglang_fraction(kv, "G3", "0.5.6") == pytest.approx(0.834 * 0.95 * 0.9576171875, abs=1e-12)
     assert sglang_fraction(kv, "Qwen3-8B", "0.5.6") == 0.834
+
+
+@pytest.mark.parametrize("version, ratio", [("0.4.9", 1), ("0.4.10", 0.8), ("0.5.6", 0.8)])
+def test_sglang_keeps_sliding_layers_in_the_one_pool_before_v0410(kv, version, ratio):
+    """Gemma 3 4B: 34 layers, every 6th global (5 full, 29 sliding), 4 KV heads of 256 in bf16 = 4,096 B a layer and
+    token. Before v0.4.10 SGLang has one pool, every layer holding every token: 34 x 4,096 = 139,264 B a token; from
+    v0.4.10 the sliding layers have a pool of their own at swa_full_tokens_ratio 0.8: 5 x 4,096 + 0.8 x 29 x 4,096 =
+    115,507.2 B a token. A 10 GiB pool at page 1 holds floor(10 GiB / cell) tokens."""
+    kv("model", "import", str(real("google__gemma-3-4b-it.json")), "--name", "G3")
+    [row] = kv.json("capacity", "--model", "G3", "--gpu", "H100-SXM", "--gpus-per-node", "1", "--rule", "sglang",
+                    "--engine-version", version, "--kv-cache-memory", "10GiB", "--block-size", "1")
+    cell = 5 * 4096 + ratio * 29 * 4096
+    assert row["cell_bytes_per_token_per_gpu"] == pytest.approx(cell)
+    assert row["kv_cache_tokens"] == int(10 * GiB // cell) == {1: 77_101, 0.8: 92_958}[ratio]

@@ -1118,13 +1118,16 @@ _FIGURES: list[Figure] = [
         "cell_bytes_per_token_per_gpu",
         "bytes",
         "SGLang: KV bytes one token costs on one GPU (cell_size): full-attention layers, plus sliding and chunked"
-        f" layers at swa_full_tokens_ratio {SGLANG_SWA_FULL_TOKENS_RATIO} (all of them when no layer is full);"
-        " linear layers keep state, not cells",
+        f" layers at swa_full_tokens_ratio {SGLANG_SWA_FULL_TOKENS_RATIO} from v0.4.10 (their pool of its own), at 1"
+        " before (one pool, every layer holding every token); all of them when no layer is full; linear layers keep"
+        " state, not cells",
         if_(
             _rule("sglang"),
             if_(
                 F("full_layers_per_gpu") > 0,
-                F("kv_bytes_per_token_full_per_gpu") + SGLANG_SWA_FULL_TOKENS_RATIO * _local_bytes_per_gpu(),
+                F("kv_bytes_per_token_full_per_gpu")
+                + if_(F("engine_release_used") < SGLANG_HYBRID_SWA_POOL_FROM, 1, SGLANG_SWA_FULL_TOKENS_RATIO)
+                * _local_bytes_per_gpu(),
                 _local_bytes_per_gpu(),
             ),
             Const(None),

@@ -376,6 +376,13 @@ SGLANG_MEM_FRACTION_STATIC = 0.88
 SGLANG_STARTUP_BYTES = round(0.70 * GIB)
 SGLANG_STARTUP_TP_BYTES = round(1.85 * GIB)
 SGLANG_SWA_FULL_TOKENS_RATIO = 0.8  # SGLang --swa-full-tokens-ratio default: sliding pool / full pool
+# ... from v0.4.10, whose ModelRunner gives a model with a sliding window (not Llama 4) a pool of its own for the
+# sliding layers (model_runner.py 0.4.10 lines 282-290: `if not self.server_args.disable_hybrid_swa_memory and
+# self.sliding_window_size ...: self.is_hybrid = True`, SWAKVPool; server_args.py 0.4.10 lines 87-88 add
+# swa_full_tokens_ratio 0.8 and --disable-hybrid-swa-memory). v0.4.9 and earlier keep one pool in which every
+# sliding layer holds as many tokens as the full ones (0.4.9's hybrid pool is Llama 4's opt-in --hybrid-kvcache-ratio
+# only, configs/model_config.py is_hybrid_model; 0.4.8 has none).
+SGLANG_HYBRID_SWA_POOL_FROM = 4010  # v0.4.10
 # SGLang's max_running_requests when none is given (python/sglang/srt/mem_cache/kv_cache_configurator.py,
 # KVCacheConfigurator.resolve_max_num_reqs, per attention-DP worker):
 #   estimated = int(max_total_num_tokens / context_len x 512); estimated = max(min(estimated, 4096), 2048)

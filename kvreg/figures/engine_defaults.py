@@ -359,7 +359,8 @@ SGLANG_VLM_FACTOR_MAX = 1.05
 # __init__: `self.visual = Qwen2VisionTransformer(...)` of ColumnParallelLinear / RowParallelLinear layers, replicated
 # only with mm_encoder_tp_mode "data"; the tower is not built, and its weights skipped, when the prompt limits of every
 # modality are 0: `if multimodal_config.get_limit_per_prompt("image") or ...get_limit_per_prompt("video")`, else
-# `self.visual = None`, read at commit 002d181a). Quantized checkpoints keep the tower in the model's 16-bit dtype
+# `self.visual = None`, read at commit 002d181a; gemma3_mm.py at commit 0004c540 builds its SigLIP vision_tower and
+# multi_modal_projector and loads every weight). Quantized checkpoints keep the tower in the model's 16-bit dtype
 # (their quantization configs list it among the modules not converted).
 TOWER_BYTES_PER_PARAM = 2
 # The fraction SGLang uses when it cannot read the GPU's memory (gpu_mem None): kvreg always knows it, so this

@@ -228,3 +228,12 @@ def test_sglang_keeps_sliding_layers_in_the_one_pool_before_v0410(kv, version, r
     cell = 5 * 4096 + ratio * 29 * 4096
     assert row["cell_bytes_per_token_per_gpu"] == pytest.approx(cell)
     assert row["kv_cache_tokens"] == int(10 * GiB // cell) == {1: 77_101, 0.8: 92_958}[ratio]
+
+
+def test_model_check_and_model_show_say_what_the_tower_holds(kv):
+    path = str(real("google__gemma-3-4b-it.json"))
+    [check] = kv.json("model", "check", path)
+    assert (check["tower_params"], check["params_total"]) == (419_816_304, 3_879_895_040)
+    kv("model", "import", path, "--name", "G3")
+    shown = kv.json("model", "show", "G3")["model"]
+    assert (shown["tower_params"], shown["vision_num_hidden_layers"], shown["vision_hidden_size"]) == (419_816_304, 27, 1152)

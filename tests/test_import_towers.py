@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from kvreg.importers.hf import import_path, model_from_config
+from kvreg.importers.hf import ConfigError, import_path, model_from_config
 
 DATA = Path(__file__).parent / "data" / "hf-configs"
 GiB = 2**30
@@ -237,3 +237,14 @@ def test_model_check_and_model_show_say_what_the_tower_holds(kv):
     kv("model", "import", path, "--name", "G3")
     shown = kv.json("model", "show", "G3")["model"]
     assert (shown["tower_params"], shown["vision_num_hidden_layers"], shown["vision_hidden_size"]) == (419_816_304, 27, 1152)
+
+
+def test_a_vision_config_missing_a_width_leaves_the_tower_out_and_a_bad_one_is_one_line():
+    config = json.loads(real("Qwen__Qwen3-VL-8B-Instruct.json").read_text())
+    del config["vision_config"]["num_position_embeddings"]
+    row, _ = model_from_config(config, name="q3vl")
+    assert row["tower_params"] is None
+    assert "a vision_config without num_position_embeddings is not counted" in row["notes"]
+    config["vision_config"]["num_position_embeddings"] = "2304"
+    with pytest.raises(ConfigError, match=r"^manual: vision_config.num_position_embeddings is \"2304\", not a whole number"):
+        model_from_config(config, name="q3vl")

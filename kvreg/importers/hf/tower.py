@@ -25,8 +25,13 @@ def _rms_norm(width: int) -> int:
     return width
 
 
+class _Unknown(Exception):
+    """A tower kvreg cannot count from the config (the import goes on without it, with a note)."""
+
+
 class _Vision:
-    """Whole numbers from a vision_config, each a one-line ConfigError when missing or malformed."""
+    """Whole numbers from a vision_config: a key missing leaves the tower uncounted (_Unknown), a malformed value is
+    a one-line ConfigError."""
 
     def __init__(self, vision: dict, source: str):
         self.vision, self.source = vision, source
@@ -34,8 +39,7 @@ class _Vision:
     def get(self, key: str, default: int | None = None, minimum: int = 1) -> int:
         value = self.vision.get(key, default)
         if value is None:
-            raise ConfigError(f"{self.source}: vision_config has no {key}, needed to count the vision tower; add it to "
-                              "the config, or import without the tower (--params-b)")
+            raise _Unknown(f"a vision_config without {key}")
         return whole_number(value, f"vision_config.{key}", self.source, minimum=minimum)
 
 
@@ -97,10 +101,6 @@ def _siglip(v: _Vision) -> int:
     embeddings = _linear(v.get("num_channels", 3) * patch**2, hidden) + (v.get("image_size") // patch) ** 2 * hidden
     layer = 2 * _layer_norm(hidden) + 4 * _linear(hidden, hidden) + _linear(hidden, inter) + _linear(inter, hidden)
     return embeddings + v.get("num_hidden_layers") * layer + _layer_norm(hidden)
-
-
-class _Unknown(Exception):
-    """A tower kvreg cannot count from the config (the import goes on without it)."""
 
 
 def _gemma3(v: _Vision, text_hidden: int) -> int:

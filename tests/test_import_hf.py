@@ -55,6 +55,9 @@ EXPECTED = {
     "tiiuae__falcon-40b.json": (60, 60, 0, None, 0, None, 128, 8, 64, 64, None, None, "bf16", 2048),
     # Gemma-2 without layer_types: even layers slide (window 4096), odd layers are global.
     "google__gemma-2-9b-it.json": (42, 21, 21, 4096, 0, None, 16, 8, 256, 256, None, None, "bf16", 8192),
+    # Qwen2.5-VL: the text model at the top level (no text_config), use_sliding_window false; its vision tower is
+    # counted apart (tests/test_import_towers.py).
+    "Qwen__Qwen2.5-VL-7B-Instruct.json": (28, 28, 0, None, 0, None, 28, 4, 128, 128, None, None, "bf16", 128000),
 }
 COLUMNS = (
     "layers", "full_layers", "sliding_layers", "sliding_window", "linear_layers",
@@ -82,6 +85,7 @@ PUBLISHED_PARAMS_B = {
     "THUDM__chatglm3-6b-128k.json": (6.24, 6.24),
     "tiiuae__falcon-40b.json": (41.8, 41.8),
     "google__gemma-2-9b-it.json": (9.24, 9.24),
+    "Qwen__Qwen2.5-VL-7B-Instruct.json": (7.62, 7.62),  # the language model: 8,292,166,656 less the tower's 676,550,144
 }
 
 

@@ -1,7 +1,7 @@
 """A plain (non-editable) `pip install .` installs every subpackage and every data file kvreg reads.
 
 An editable install imports kvreg from the checkout, so a package missing from pyproject.toml's list goes
-unseen there, while a wheel would lack it (kvreg.app, kvreg.report and kvreg.importers.hf were once missing).
+unseen there, while a wheel would lack it (kvreg.app, kvreg.report and kvreg.interchange.hf were once missing).
 These tests read the list as setuptools reads it, without building anything and without network.
 """
 

@@ -271,7 +271,8 @@ _MODEL_OPTIONAL_INTS = ["sliding_window", "attention_chunk_size", "kv_lora_rank"
                         "intermediate_size", "vocab_size", "sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads",
                         "chunked_head_dim", "linear_recurrent_elements_per_layer", "embedding_matrices",
                         "experts", "expert_intermediate_size", "moe_layers", "rotary_dim", "indexer_layers",
-                        *[f"kv_{what}_{n}" for n in KV_GROUPS for what in ("heads", "layers")], "expert_hidden_size"]
+                        *[f"kv_{what}_{n}" for n in KV_GROUPS for what in ("heads", "layers")], "expert_hidden_size",
+                        "tower_params", "vision_num_hidden_layers", "vision_hidden_size"]
 
 
 def validate_model(conn, row: dict) -> dict:

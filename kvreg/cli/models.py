@@ -73,6 +73,9 @@ def model_group():
               "default: --hidden-size).")
 @click.option("--rotary-dim", type=int, help="Elements of a head RoPE rotates, when not the whole head (config.json "
               "partial_rotary_factor x head_dim): sizes the cos/sin table the engines keep on every GPU.")
+@click.option("--tower-params-b", type=float, help="A multimodal model's vision/audio towers and projectors, in "
+              "billions of parameters, apart from --params-b (the language model): the engine rules load them on "
+              "every GPU at 16 bits, split over TP (Qwen2.5-VL-7B: 0.677).")
 @click.option("--architecture", default="", help="e.g. LlamaForCausalLM.")
 @click.option("--family", default="", help="e.g. llama.")
 @click.option("--notes", default="")
@@ -84,7 +87,7 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
               linear_layers, linear_state_elements, linear_recurrent_elements, linear_state_heads, linear_state_dtype, kv_lora_rank,
               qk_rope_head_dim, indexer_bytes_per_token_per_layer, indexer_layers, kv_head_groups, hidden_size,
               intermediate_size, vocab_size, tied_embeddings, experts, expert_intermediate_size, moe_layers,
-              expert_hidden_size, rotary_dim, architecture, family, notes):
+              expert_hidden_size, rotary_dim, tower_params_b, architecture, family, notes):
     """Add a model by hand.
 
     Example: kvreg model add My-8B --layers 32 --kv-heads 8 --attention-heads 32 --head-dim 128 --params-b 8
@@ -112,7 +115,9 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
         hidden_size=hidden_size, intermediate_size=intermediate_size, vocab_size=vocab_size,
         embedding_matrices=None if tied_embeddings is None else 1 if tied_embeddings else 2, experts=experts,
         expert_intermediate_size=expert_intermediate_size, moe_layers=moe_layers,
-        expert_hidden_size=expert_hidden_size, rotary_dim=rotary_dim, architecture=architecture, family=family, notes=notes, source="manual",
+        expert_hidden_size=expert_hidden_size, rotary_dim=rotary_dim,
+        tower_params=_billions(tower_params_b, "--tower-params-b") if tower_params_b is not None else None,
+        architecture=architecture, family=family, notes=notes, source="manual",
     )
     if v_head_dim is not None:  # left out, it is the registry's default (kvreg.catalog.defaults)
         row["v_head_dim"] = v_head_dim

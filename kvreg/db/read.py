@@ -49,6 +49,7 @@ MODEL_COLUMNS = (
     "chunked_kv_heads", "chunked_head_dim", "k_eq_v_layers", "linear_recurrent_elements_per_layer",
     "embedding_matrices", "experts", "expert_intermediate_size", "moe_layers", "rotary_dim", "indexer_layers",
     "linear_state_kind", *[f"kv_{what}_{n}" for n in KV_GROUPS for what in ("heads", "layers")], "expert_hidden_size",
+    "tower_params", "vision_num_hidden_layers", "vision_hidden_size",
 )
 COLUMNS = {"dtype": DTYPE_COLUMNS, "gpu": GPU_COLUMNS, "model": MODEL_COLUMNS}
 # Columns a declaration file holds as text with a unit ("80GiB", "3350GB"): `kvreg export` writes

@@ -137,6 +137,10 @@ class Model(SQLModel, table=True):
         CheckConstraint(" + ".join(f"COALESCE(kv_layers_{n}, 0)" for n in KV_GROUPS) + " < full_layers",
                         name="ck_model_kv_groups_layers"),
         CheckConstraint("expert_hidden_size IS NULL OR expert_hidden_size > 0", name="ck_model_expert_hidden_size"),
+        CheckConstraint("tower_params IS NULL OR tower_params > 0", name="ck_model_tower_params"),
+        CheckConstraint("vision_num_hidden_layers IS NULL OR vision_num_hidden_layers > 0",
+                        name="ck_model_vision_num_hidden_layers"),
+        CheckConstraint("vision_hidden_size IS NULL OR vision_hidden_size > 0", name="ck_model_vision_hidden_size"),
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -229,6 +233,14 @@ class Model(SQLModel, table=True):
     # The routed experts' input and output width where they work in a latent (0017): Kimi-K3's
     # routed_expert_hidden_size 3,584 of hidden 7,168, Nemotron 3's moe_latent_size. NULL: hidden_size.
     expert_hidden_size: Optional[int] = None
+    # A multimodal model's vision/audio towers and their projectors into the language model (0020), counted apart
+    # from params_total (the language model): vLLM and SGLang load them on every GPU, split over TP, at 16 bits.
+    # NULL: no tower, or not known. vision_num_hidden_layers and vision_hidden_size are the config's
+    # vision_config keys of those names (NULL where it names none), which SGLang's multimodal memory
+    # adjustment reads.
+    tower_params: Optional[int] = Field(default=None, sa_type=BigInteger)
+    vision_num_hidden_layers: Optional[int] = None
+    vision_hidden_size: Optional[int] = None
 
 class Gpu(SQLModel, table=True):
     """An accelerator SKU."""

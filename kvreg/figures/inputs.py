@@ -165,6 +165,14 @@ _INPUTS = [
     InputDecl("expert_hidden_size", "elements", "the routed experts' input and output width where they work in a"
               " latent projected from hidden_size (Kimi-K3 routed_expert_hidden_size, Nemotron 3 moe_latent_size; NULL:"
               " hidden_size)", nullable=True, positive=True, table="model"),
+    InputDecl("tower_params", "params", "a multimodal model's vision/audio towers and their projectors, apart from"
+              " params_total (the language model); the engine rules load them on every GPU (NULL: no tower, or"
+              " unknown)", nullable=True, positive=True, table="model"),
+    InputDecl("vision_num_hidden_layers", "layers", "the config's vision_config num_hidden_layers, which SGLang's"
+              " multimodal memory adjustment reads (NULL: the config names none)", nullable=True, positive=True,
+              table="model"),
+    InputDecl("vision_hidden_size", "elements", "the config's vision_config hidden_size, which SGLang's multimodal"
+              " memory adjustment reads (NULL: the config names none)", nullable=True, positive=True, table="model"),
     InputDecl("rotary_dim", "elements", "the elements of a head RoPE rotates, where not the whole head"
               " (partial_rotary_factor x head_dim; NULL: the whole head, MLA: qk_rope_head_dim)", nullable=True,
               positive=True, table="model"),

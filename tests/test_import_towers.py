@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from kvreg.interchange.hf import ConfigError, import_path, model_from_config
+from kvreg.interchange.hf.config import ConfigError
+from kvreg.interchange.hf.row import import_path, model_from_config
 
 DATA = Path(__file__).parent / "data" / "hf-configs"
 GiB = 2**30

@@ -10,12 +10,14 @@ import math
 import pathlib
 import re
 
+from kvreg.figures.engine_defaults import TOWER_BYTES_PER_PARAM
+
 from .attention import attention_fields, kind_heads, kv_head_groups, per_layer_query_heads
 from .checkpoint import params_from_index, params_from_tensors, read_checkpoint
 from .config import (
     HEAD_KEYS, LAYER_KEYS, TEXT_CONFIG_KEYS, Config, ConfigError, Findings, json_type, show_value, text_of,
 )
-from .dtypes import max_positions, weight_dtype
+from .dtypes import WEIGHT_BYTES, max_positions, weight_dtype
 from .keys import check_unknown_keys
 from .layers import decilm_blocks, hybrid_pattern, layer_kinds, layout_counts
 from .params import embedding_matrices, expert_layout, param_counts, rotary_dim
@@ -185,10 +187,6 @@ def _without_tower(row: dict, how: str, *, active_counted: bool) -> str:
     apart in tower_params at TOWER_BYTES_PER_PARAM bytes a parameter: take its bytes out of params_total and
     params_active (when it too was counted from the checkpoint, not estimated from the text config) so that params x
     the weight dtype's bytes + the tower's bytes is the checkpoint's size."""
-    from kvreg.figures.engine_defaults import TOWER_BYTES_PER_PARAM
-
-    from .dtypes import WEIGHT_BYTES
-
     tower = row["tower_params"]
     taken = round(tower * TOWER_BYTES_PER_PARAM / WEIGHT_BYTES[row["weight_dtype"]])
     if taken >= row["params_total"]:

@@ -34,10 +34,6 @@ TARGET = 0.02
 # written (docs/engine-rules.md says why). --check fails if an error grows past its recorded value, and
 # if a recorded miss starts meeting the target (then this entry and the docs are stale).
 KNOWN_MISSES = {
-    # the LMCache run of vllm#21348 (+5.6% on KV memory, +6.9% on tokens; KNOWN_ROW_MISSES): without it the seven MoE
-    # rows from the GPU alone are 1.6% and 1.5%
-    ("vllm", "moe", "kv_cache_memory"): 0.0214,
-    ("vllm", "moe", "kv_cache_tokens"): 0.0240,
     # FlashInfer's sampler warm-up (v0.10.1 with FlashInfer installed), which kvreg has no setting for: dennislee22's
     # four Qwen2-7B runs and one gpt-oss-120b run on A100s
     ("vllm", "dense (FlashInfer sampler)", "kv_cache_memory"): 0.0807,

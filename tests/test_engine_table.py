@@ -32,10 +32,10 @@ def test_the_docs_table_is_current_and_every_target_holds(bench, capsys):
 def test_dense_vllm_is_within_two_percent(bench, table):
     means = bench.mean_errors(table)
     assert means["vllm", "dense", "kv_cache_memory"][0] <= 0.02
-    # tokens: 2.19% over the five rows that log them, a recorded miss (bench/engine_table.py KNOWN_MISSES says why)
-    assert means["vllm", "dense", "kv_cache_tokens"] == (pytest.approx(0.0219, abs=0.0001), 5)
-    assert bench.KNOWN_MISSES["vllm", "dense", "kv_cache_tokens"] == 0.0219
-    assert means["vllm", "dense", "kv_cache_memory"][1] == 11  # six logs, five of llm-d's measurements
+    assert means["vllm", "dense", "kv_cache_tokens"][0] <= 0.02  # 1.6%: no longer a recorded miss
+    assert ("vllm", "dense", "kv_cache_tokens") not in bench.KNOWN_MISSES
+    assert means["vllm", "dense", "kv_cache_memory"][1] == 20  # fifteen logs, five of llm-d's measurements
+    assert means["vllm", "dense", "kv_cache_tokens"][1] == 14
 
 
 def test_sglang_with_its_logged_inputs_gives_its_tokens(table):
@@ -80,8 +80,8 @@ def test_sglangs_hybrid_state_slots_come_out_of_the_pool_first(bench, table):
 
 def test_a_known_miss_is_reported_not_hidden(bench, table):
     means = bench.mean_errors(table)
-    mae, n = means["vllm", "moe (CUDA graphs logged)", "kv_cache_memory"]
-    assert mae > bench.TARGET and n == 1
+    mae, n = means["vllm", "dense (FlashInfer sampler)", "kv_cache_memory"]
+    assert mae > bench.TARGET and n == 4  # dennislee22's four Qwen2-7B runs: kvreg has no sampler-backend setting
     assert bench.misses(means, table) == []  # recorded in KNOWN_MISSES with its measured error
     worse = dict(means)
     worse["vllm", "dense", "kv_cache_memory"] = (0.05, 3)
@@ -185,7 +185,7 @@ def test_llm_ds_h100_measurements_are_rows_from_the_gpu_alone(bench, table):
     with pytest.raises(ValueError, match="gpt-oss-120b \\(MoE\\) row does not add up"):
         bench.measurement_log(broken)
     means = bench.mean_errors(table)
-    assert means["vllm", "dense", "kv_cache_memory"][1] == 11  # six logs and five of llm-d's rows
+    assert means["vllm", "dense", "kv_cache_memory"][1] == 20  # fifteen logs and five of llm-d's rows
 
 
 def test_vllms_v2_model_runner_warms_its_sampler_up_lighter(table):
@@ -225,9 +225,10 @@ def test_a_v021_row_takes_the_cuda_graphs_its_log_estimated(bench, table):
     sampler = 2_048 * 2_048 * 2 + 256 * 151_936 * 24  # V1's FlashInfer sampler from v0.21
     kv = requested - weights - sampler - round(0.13 * 2**30) - round(1.27 * 2**30)
     assert row["kv_gib_predicted"] == pytest.approx(kv / 2**30, rel=1e-9)  # 3.99 GiB for the 4.09 logged
+    assert row["kv_error"] == pytest.approx(kv / 2**30 / 4.09 - 1)  # -2.4%
     means = bench.mean_errors(table)
-    assert means["vllm", "moe (CUDA graphs logged)", "kv_cache_memory"] == (pytest.approx(abs(kv / 2**30 / 4.09 - 1)), 1)
-    assert means["vllm", "moe", "kv_cache_memory"][1] == 6  # not one of the GPU-alone rows
+    assert means["vllm", "moe (CUDA graphs logged)", "kv_cache_memory"][1] == 3  # with the A100 v0.26.1 and H100 v0.22.1 runs
+    assert means["vllm", "moe", "kv_cache_memory"][1] == 9  # not one of the GPU-alone rows
 
 
 def test_a_t4_runs_v0_and_its_sampler_warm_up_is_the_peak(table):
@@ -279,3 +280,47 @@ def test_utilization_moves_the_pool_by_its_share_of_the_memory(table):
     assert (high["kv_gib_predicted"] - low["kv_gib_predicted"]) * 2**30 == pytest.approx(0.25 * 85_094_039_552)
     assert round(0.25 * 79.25 - 14.2488 - 5.01, 2) == round(0.5 * 79.25 - 14.2488 - 24.83, 2) == 0.55
     assert low["kv_gib_predicted"] - low["kv_gib_logged"] == pytest.approx(-0.89, abs=0.01)  # -17.8%: a recorded miss
+
+
+def test_from_v025_every_dense_model_runs_on_the_v2_model_runner(table):
+    """Qwen2-7B-Instruct (Qwen2ForCausalLM, on no V2 list) at TP 2 on the lyell0710 RTX 4090s, vLLM 0.25.1: the log says
+    'Using V2 Model Runner' (v0.25.0's notes: MRv2 the default for all dense models, vllm#44443), so its sampler warm-up
+    is V2's 6 B a logit, and the forward pass is the profile's peak. Held out: no constant was set from this run."""
+    [row] = [r for r in table if r["file"] == "vllm-lyell-qwen2-7b-4090-tp2-v0251.log"]
+    requested = 25_383_256_719 * 0.88  # the catalog's RTX 4090 (23.64 GiB) at the run's utilization
+    weights = 7_615_616_512 * 2 / 2 + 32_768 * 128 * 2  # bf16 split over TP 2, RoPE's table whole: 7.10 GiB (7.16 logged)
+    forward = 2_048 * (3 * 18_944 + 3 * 3_584) * 2  # 2,048 batched tokens through the MLP: 0.258 GiB
+    v2_sampler = 2_048 * 3_584 * 2 + 256 * 152_064 * 6  # 256 rows at V2's 6 B beside the hidden states: 0.231 GiB
+    assert (forward, v2_sampler) == (276_824_064, 248_250_368)
+    kv = requested - weights - max(forward, v2_sampler) - round(0.13 * 2**30)
+    assert row["kv_gib_predicted"] == pytest.approx(kv / 2**30, rel=1e-9)  # 13.31 GiB for the 12.93 logged: +3.0%
+    assert row["tokens_predicted"] == int(kv // (16 * 28 * 2 * 128 * 2 * 2)) * 16 == 498_624
+    # on V1's FlashInfer sampler (24 B a logit, what kvreg took before) the row was -1.9%: two errors that cancelled;
+    # what is left, 0.63 GiB logged for activation and non-torch memory where V2's rule gives 0.39, is not a sampler
+    v1 = requested - weights - (2_048 * 3_584 * 2 + 256 * 152_064 * 24) - round(0.13 * 2**30)
+    assert v1 / 2**30 / 12.93 - 1 == pytest.approx(-0.0186, abs=0.0001)
+
+
+def test_a_blackwell_card_and_v012_from_the_gpu_alone(table):
+    """Qwen3-30B-A3B-Instruct-2507 (bf16) on one RTX PRO 6000 Blackwell Server Edition, vLLM 0.12.0, eager, utilization
+    0.85 (2215860382/VedioSifter): the card's 94.97 GiB from the same repository's training log; 8,192 batched tokens
+    and 1,024 sequences, whose sort-path sampler warm-up is the activation peak. Held out."""
+    [row] = [r for r in table if r["file"] == "vllm-vediosifter-qwen3-30b-rtx-pro-6000-v0120.log"]
+    requested = round(94.97 * 2**30) * 0.85
+    weights = 30_532_134_912 * 2 + 262_144 * 128 * 2  # TP 1: every parameter in bf16, the 2507 release's RoPE table
+    assert weights / 2**30 == pytest.approx(56.933, abs=0.0005)  # the log: 56.9342
+    sampler = 8_192 * 2_048 * 2 + 1_024 * 151_936 * 38  # 5.54 GiB, above the forward pass's 0.375
+    kv = requested - weights - sampler - round(0.13 * 2**30)
+    assert row["kv_gib_predicted"] == pytest.approx(kv / 2**30, rel=1e-9)  # 18.12 GiB for the 18.15 logged
+    assert row["tokens_predicted"] == int(kv // (16 * 48 * 4 * 128 * 2 * 2)) * 16 == 197_952  # the log: 198,288
+
+
+def test_sglang_057_sizes_its_pool_from_the_memory_free_at_start(table):
+    """SGLang v0.5.7, Llama-3.2-3B at mem_fraction_static 0.2 (udbhav-ag/SGLang_setup): rest_memory = memory free after
+    the load - memory free at start x (1 - 0.2) = free at start x 0.2 - the weights' 6.13 GB (44.11 - 6.13 is the
+    37.97 free after, to the printed rounding), and the cells are 28 layers x 8 KV heads x 128 x K and V x 2 B."""
+    [row] = [r for r in table if r["file"] == "sglang-udbhav-llama32-3b-ada-v057.log"]
+    rest = 44.11 * 0.2 - 6.13  # 2.692 GiB; SGLang printed K + V = 1.34 + 1.34 GB
+    assert row["kv_gib_predicted"] == pytest.approx(rest, abs=1e-6)
+    assert row["tokens_predicted"] == int(rest * 2**30 // (28 * 8 * 128 * 2 * 2)) == 25_203
+    assert row["tokens_logged"] == 25_169 and abs(row["tokens_error"]) < 0.002

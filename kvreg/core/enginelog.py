@@ -35,8 +35,8 @@ kernel config file the engines look for (``device_name=NVIDIA_H100_80GB_HBM3.jso
 kvreg.app.calibrate maps it to a registry GPU (kvreg/catalog/device_names.toml).
 
 Where several workers print the same line, the first is kept (they print the same figures for the same
-shard), except vLLM V1's KV cache lines, where the smallest is kept: vLLM sizes every worker to the
-smallest. Nothing here computes a figure: kvreg.app.calibrate sets what was logged against the figure
+shard), except vLLM's KV cache lines (V1's, and V0's per-worker profile), where the smallest is kept: vLLM sizes
+every worker to the smallest. Nothing here computes a figure: kvreg.app.calibrate sets what was logged against the figure
 declarations' views. Stdlib only.
 """
 
@@ -216,9 +216,11 @@ _rule("weights_gib", r"Loading model weights took\s+" + _NUM + r"\s*Gi?B", _f)
 _rule("non_torch_gib", r"non_torch_memory(?:\s+takes|=|\s+)\s*" + _NUM + r"\s*GiB", _f)
 _rule("activation_gib", r"PyTorch activation peak memory(?:\s+takes)?\s+" + _NUM + r"\s*GiB", _f)
 _rule("_peak_torch_gib", r"peak_torch_memory=" + _NUM + r"GiB", _f, "vllm-v0.6.4")
-_rule("kv_cache_gib", r"the rest of the memory reserved for KV Cache is\s+" + _NUM + r"\s*GiB", _f)
-_rule("kv_cache_gib", r"available_kv_cache_memory\s+" + _NUM + r"\s*GiB", _f)
-_rule("kv_cache_gib", r"kv_cache_size=" + _NUM + r"GiB", _f)
+# V0 sizes every worker to the smallest too (vllm/executor/distributed_gpu_executor.py determine_num_available_blocks:
+# num_gpu_blocks = min(b[0] for b in num_blocks)); the driver, which samples, prints the smaller pool
+_rule("kv_cache_gib", r"the rest of the memory reserved for KV Cache is\s+" + _NUM + r"\s*GiB", _f, smallest=True)
+_rule("kv_cache_gib", r"available_kv_cache_memory\s+" + _NUM + r"\s*GiB", _f, smallest=True)
+_rule("kv_cache_gib", r"kv_cache_size=" + _NUM + r"GiB", _f, smallest=True)
 _rule("kv_cache_gib", r"Available KV cache memory:\s*" + _NUM + r"\s*GiB", _f, "vllm-v1", smallest=True)
 _rule("cuda_graph_gib", r"Graph capturing finished in .*?took\s+" + _NUM + r"\s*GiB", _f)
 _rule("graphs_captured", r"(Graph capturing finished)", lambda _: True)

@@ -727,9 +727,12 @@ _FIGURES: list[Figure] = [
     Figure("vllm_v2_model_runner", "flag",
            "vLLM: 1 when the release runs the model's architecture on its V2 model runner by default ("
            + "; ".join(f"v0.{r // 1000}: " + ", ".join(a) for r, a in VLLM_V2_RUNNER_ARCHITECTURES)
-           + ", and on); 0 on the V1 model runner",
+           + f", and on), and from v0.{VLLM_V2_RUNNER_DENSE_FROM // 1000} every dense model (no expert and no linear"
+           " layer); 0 on the V1 model runner",
            if_(_rule("vllm"), or_(*[and_(F("engine_release_used") >= release, I("architecture").eq(a))
-                                    for release, archs in VLLM_V2_RUNNER_ARCHITECTURES for a in archs]),
+                                    for release, archs in VLLM_V2_RUNNER_ARCHITECTURES for a in archs],
+                                  and_(F("engine_release_used") >= VLLM_V2_RUNNER_DENSE_FROM,
+                                       coalesce(I("moe_layers"), 0).eq(0), coalesce(I("linear_layers"), 0).eq(0))),
                Const(None)), "flag"),
     Figure("sampler_bytes_per_logit", "bytes",
            f"vLLM: bytes live per logit at the sampler warm-up's peak: {VLLM_V1_SAMPLER_BYTES_PER_LOGIT} before v0.17"

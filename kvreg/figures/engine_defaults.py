@@ -131,6 +131,12 @@ VLLM_V2_RUNNER_ARCHITECTURES = (
     (23000, ("LlamaForCausalLM", "MistralForCausalLM")),
     (24000, ("DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM")),
 )
+# From v0.25 the V2 model runner is the default for every dense model, whatever its architecture ("Model Runner V2 is
+# now the default for all dense models (#44443)", the v0.25.0 release notes; vllm/config/vllm.py
+# _is_default_v2_model_runner_model keeps the list above for MoE models and excludes MoE and hybrid models otherwise).
+# Measured: Qwen2-7B-Instruct (Qwen2ForCausalLM, on no list) at TP 2 on RTX 4090s, vLLM 0.25.1, logs "Using V2 Model
+# Runner" (tests/data/logs/vllm-lyell-qwen2-7b-4090-tp2-v0251.log).
+VLLM_V2_RUNNER_DENSE_FROM = 25000  # v0.25.0
 VLLM_V2_SAMPLER_BYTES_PER_LOGIT = 6
 # Non-torch memory (vllm/utils memory_profiling: non_torch_increase), the CUDA context, cuBLAS workspace
 # and NCCL buffers the profile run sees outside PyTorch's allocator. vLLM v0.6.5 and v0.6.6 measured it

@@ -160,6 +160,8 @@ def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True
     ]
     if notes:
         opts.append(click.option("--notes", help="Free text."))
+    if not many:  # a deployment input declared since: an option of its own (plan add, plan set, the plan form)
+        opts.insert(0, declared_options(("deployment",), handled=DEPLOYMENT_HANDLED, defaults=defaults))
 
     def decorate(fn):
         for opt in reversed(opts):
@@ -167,6 +169,12 @@ def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True
         return fn
 
     return decorate
+
+
+# The deployment inputs deployment_options gives by options of its own shape (--context with its units, --tp
+# auto, --reserve against --kv-cache-memory, ...) or derives (engine_release, from --engine-version).
+DEPLOYMENT_HANDLED = ("gpus_per_node", "tp", "pp", "dp_attention", "context_tokens", "avg_tokens", "reserve",
+                      "kv_cache_memory_bytes", "block_size", "rule", "engine_release")
 
 
 def latency_options():

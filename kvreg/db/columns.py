@@ -20,6 +20,14 @@ STORES = {
     "demand": ("demand",),
 }
 
+# A deployment's columns, first on plan and scenario alike.
+_DEPLOYMENT = (
+    "gpus_per_node", "tp", "pp", "dp_attention", "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes",
+    "block_size", "rule", "gpu_memory_utilization", "max_num_batched_tokens", "max_concurrent_batches",
+    "activation_bytes", "cuda_graph_bytes", "mem_fraction_static", "engine_version", "engine_release",
+    "non_torch_bytes", "weights_measured_bytes", "max_num_seqs", "input_tokens", "output_tokens", "concurrency",
+    "tpot_target_ms", "ttft_target_ms",
+)
 # The order of the columns as they stood when the inputs came to be declared (schema 0018): the columns
 # that are no input (keys, names, references, texts) and the inputs, where each was added.
 LAYOUT = {
@@ -40,23 +48,10 @@ LAYOUT = {
         "unit_price", "notes", "reported_memory_bytes", "compute_capability", "fabric", "lead_time_quarters",
         "node_gpus", "flops_bf16_per_s", "flops_fp8_per_s", "flops_fp4_per_s", "reported_memory_estimated",
     ),
-    "plan": (
-        "gpus_per_node", "tp", "pp", "dp_attention", "context_tokens", "avg_tokens", "reserve",
-        "kv_cache_memory_bytes", "block_size", "rule", "gpu_memory_utilization", "max_num_batched_tokens",
-        "max_concurrent_batches", "activation_bytes", "cuda_graph_bytes", "mem_fraction_static", "engine_version",
-        "engine_release", "non_torch_bytes", "weights_measured_bytes", "max_num_seqs", "input_tokens",
-        "output_tokens", "concurrency", "tpot_target_ms", "ttft_target_ms", "id", "name", "model_id", "gpu_id",
-        "kv_dtype", "weight_dtype", "notes", "measured_kv_cache_tokens", "measured_max_concurrency",
-        "measured_engine_version", "measured_kv_cache_bytes", "calibration_source", "allow_gpus", "allow_kv_dtypes",
-    ),
-    "scenario": (
-        "gpus_per_node", "tp", "pp", "dp_attention", "context_tokens", "avg_tokens", "reserve",
-        "kv_cache_memory_bytes", "block_size", "rule", "gpu_memory_utilization", "max_num_batched_tokens",
-        "max_concurrent_batches", "activation_bytes", "cuda_graph_bytes", "mem_fraction_static", "engine_version",
-        "engine_release", "non_torch_bytes", "weights_measured_bytes", "max_num_seqs", "input_tokens",
-        "output_tokens", "concurrency", "tpot_target_ms", "ttft_target_ms", "id", "model_id", "gpu_id",
-        "kv_dtype", "weight_dtype",
-    ),
+    "plan": (*_DEPLOYMENT, "id", "name", "model_id", "gpu_id", "kv_dtype", "weight_dtype", "notes",
+             "measured_kv_cache_tokens", "measured_max_concurrency", "measured_engine_version",
+             "measured_kv_cache_bytes", "calibration_source", "allow_gpus", "allow_kv_dtypes"),
+    "scenario": (*_DEPLOYMENT, "id", "model_id", "gpu_id", "kv_dtype", "weight_dtype"),
     "workload_class": ("id", "plan_id", "name", "avg_tokens", "share"),
     "demand": ("id", "plan_id", "quarter", "users"),
 }

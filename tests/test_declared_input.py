@@ -81,6 +81,7 @@ for words in (["plan", "add", "--help"], ["plan", "set", "--help"]):
 params = options.parse(options.PLAN_ADD, [("model", "Llama-3.1-8B"), ("gpu", "H100-SXM"), ("draft-tokens", "4")],
                        ("chat",))
 out["plan_spec"] = spec_from_options(params, partial=False)["draft_tokens"]
+out["plan_form"] = options.declared_fields(options.PLAN_ADD)
 out["plan_set_clears"] = spec_from_options({"draft_tokens": "none"}, partial=True)
 out["plan_error"] = input_error("draft_tokens", "0")
 out["plan_sheet"] = "draft_tokens" in xlsx._SETTINGS
@@ -124,6 +125,7 @@ def test_a_declared_input_reaches_the_table_validator_cli_and_workbook():
     assert out["plan_checks"] == ["draft_tokens IS NULL OR draft_tokens > 0"] * 2
     assert out["plan_help"] == ["--draft-tokens INTEGER Speculative tokens proposed per step."] * 2
     assert out["plan_spec"] == 4
+    assert out["plan_form"] == [["draft-tokens", "draft_tokens", ""]]  # the web page's plan form: name, label, placeholder
     assert out["plan_set_clears"] == {"draft_tokens": None}
     assert out["plan_error"] == "draft_tokens must be at least 1, not 0"
     assert out["plan_sheet"] is True

@@ -80,6 +80,17 @@ def _param(name: str, defaults: bool) -> click.Option:
     return option
 
 
+def declared_fields(command: click.Command) -> list[tuple[str, str, str]]:
+    """The form fields of a command's generated options (declared_options): name, the input's label, and
+    its default as the placeholder. The web page's plan form lists them after the fields it lays out."""
+    fields = []
+    for p in command.params:
+        if getattr(p, "generated", False):
+            default = p.default if isinstance(p.default, (str, int, float)) else ""
+            fields.append((p.opts[0][2:], INPUTS[p.input].label, str(default)))
+    return fields
+
+
 def engine_options(defaults: bool) -> list:
     """--rule and the engine's own settings (docs/engine-rules.md), for `kvreg capacity` and the plan
     commands, each generated from its input's declaration (flag, help, the engine defaults it names);

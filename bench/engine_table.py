@@ -1,8 +1,8 @@
 """Predicted vs logged: kvreg's engine rules against the public startup logs in tests/data/logs.
 
 For every log the MANIFEST marks `table = true` (and every [[measurement]], a row of a vendored table of
-logged memory terms), the log is parsed (kvreg.enginelog) and kvreg's
-prediction is read from the capacity view (kvreg.calibrate.compare): from the GPU alone (the log's
+logged memory terms), the log is parsed (kvreg.core.enginelog) and kvreg's
+prediction is read from the capacity view (kvreg.app.calibrate.compare): from the GPU alone (the log's
 settings, every memory term estimated) or, for a row marked `inputs = "logged"`, from the memory terms
 the log itself prints. The table, and the mean absolute error per engine and family, are printed as
 Markdown; --write puts them in docs/engine-rules.md between the markers; --check exits 1 when the
@@ -85,8 +85,8 @@ def load_manifest() -> dict:
 
 def _registry(manifest: dict) -> str:
     """A fresh registry with the catalog and the MANIFEST's extra GPUs and models."""
-    from kvreg.app.registry import open_registry
-    from kvreg.registry import add_gpu, add_model
+    from kvreg.app.access import open_registry
+    from kvreg.app.registry import add_gpu, add_model
 
     url = f"sqlite:///{tempfile.mkdtemp(prefix='kvreg-engine-table-')}/registry.db"
     engine = open_registry(url)
@@ -113,7 +113,7 @@ def measurement_log(entry: dict):
     """A [[measurement]] row: one line of a vendored table of logged vLLM memory terms (llm-d's H100 runs), as the
     EngineLog its startup log would have given. Columns: model | weights | activation | non-torch | CUDA graph |
     KV cache | TP | utilization | max-model-len, in GiB."""
-    from kvreg.enginelog import EngineLog
+    from kvreg.core.enginelog import EngineLog
 
     for line in (LOGS / entry["file"]).read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -141,10 +141,10 @@ def rows(manifest: dict | None = None) -> list[dict]:
     """One row per table log: logged and predicted KV memory, tokens and concurrency, and the errors."""
     from dataclasses import replace
 
-    from kvreg.calibrate import compare, question
-    from kvreg.capacity import ask
-    from kvreg.app.registry import open_registry
-    from kvreg.enginelog import read_log
+    from kvreg.app.access import open_registry
+    from kvreg.app.calibrate import compare, question
+    from kvreg.app.capacity import ask
+    from kvreg.core.enginelog import read_log
 
     manifest = manifest or load_manifest()
     engine = open_registry(_registry(manifest))

@@ -36,9 +36,9 @@ TARGETS = {100: 10.0, 1000: 60.0}
 # The child: the program built (candidates read through the views) and solved, each timed.
 CHILD = """
 import json, sys, time
-from kvreg.app.registry import open_registry
+from kvreg.app.access import open_registry
 from kvreg.db.read import list_gpus
-from kvreg.optimize import build_program
+from kvreg.app.optimize import build_program
 url, start, quarters = sys.argv[1], sys.argv[2], int(sys.argv[3])
 t0 = time.perf_counter()
 eng = open_registry(url)

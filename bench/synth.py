@@ -46,7 +46,7 @@ def create_registry(path: Path) -> str:
     because a child's peak RSS starts from its parent's size at fork.
     """
     url = f"sqlite:///{path}"
-    code = "import sys; from kvreg.app.registry import open_registry; open_registry(sys.argv[1]).dispose()"
+    code = "import sys; from kvreg.app.access import open_registry; open_registry(sys.argv[1]).dispose()"
     subprocess.run([sys.executable, "-c", code, url], check=True)
     return url
 

@@ -127,7 +127,7 @@ def db_backend(db_url) -> str:
 
 @pytest.fixture
 def engine(db_url):
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     eng = open_registry(db_url)
     yield eng
@@ -152,7 +152,7 @@ def registry_state(url: str):
         con.close()
         return hashlib.sha256(path.read_bytes()).hexdigest()
     from kvreg.db.engine import current_revision, make_engine
-    from kvreg.dbcopy import content_hash, row_counts
+    from kvreg.interchange.dbcopy import content_hash, row_counts
 
     eng = make_engine(url)
     try:

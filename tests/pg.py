@@ -92,7 +92,7 @@ class PgServer:
     def seeded_template(self) -> str:
         """A database migrated, seeded and given its views by kvreg, for `CREATE DATABASE ... TEMPLATE`:
         copying it takes tens of milliseconds where migrating and seeding a new one takes ~0.4 s."""
-        from kvreg.app.registry import open_registry
+        from kvreg.app.access import open_registry
 
         name = self.create_database()
         open_registry(self.url(name)).dispose()

@@ -156,7 +156,7 @@ def test_a_bad_cell_names_itself_and_nothing_is_written(kv, state, tmp_path, cel
 
 def test_fleet_counts_come_back_through_set_fleet(kv, engine, state, tmp_path):
     """Finance lowers a fleet count (40 -> 7), sets a reserved price and adds a GPU type's entry for a
-    later quarter on the Fleet sheet (its reserved count blank: 0): apply lists them, writes them through kvreg.fleet.set_fleet,
+    later quarter on the Fleet sheet (its reserved count blank: 0): apply lists them, writes them through kvreg.app.fleet.set_fleet,
     and the rollup follows. A count that is not a whole number is refused, naming its cell."""
     from openpyxl import load_workbook
 
@@ -320,7 +320,7 @@ def test_every_sheet_apply_reads_has_its_inputs_recorded():
     """A sheet added to EDITABLE without its name in STATE_SHEETS would have no record to compare
     finance's edits with: every row of it would look new."""
     from kvreg.export.xlsx import STATE_SHEETS
-    from kvreg.importers.workbook import EDITABLE
+    from kvreg.interchange.workbook import EDITABLE
 
     assert sorted(ed.sheet for ed in EDITABLE) == sorted(STATE_SHEETS) == [
         "Demand", "Fleet", "GPUs", "Plan detail", "Workload"]

@@ -615,7 +615,7 @@ def test_bad_input_is_refused_in_one_line_and_writes_nothing(args, match, stdin,
 
 def test_the_base_config_imports(inputs):
     """The bad configs are the base config with one thing changed: the base itself is good."""
-    from kvreg.importers.hf import import_path
+    from kvreg.interchange.hf.row import import_path
 
     row, _ = import_path(inputs / "base.json")
     assert (row["name"], row["layers"], row["attention_heads"], row["kv_heads"], row["head_dim"]) == \

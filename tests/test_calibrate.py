@@ -298,7 +298,7 @@ def test_a_name_the_table_does_not_list_falls_back_to_the_memory(kv, tmp_path):
     ("/models/Meta-Llama-3.1-405B-Instruct-FP8", None, "Meta-Llama-3.1-405B-Instruct-FP8"),  # vllm#6746's path
 ])
 def test_what_a_model_path_says(path, repo, checkpoint):
-    from kvreg.calibrate import log_model_ids
+    from kvreg.app.calibrate import log_model_ids
 
     assert log_model_ids(path) == (repo, checkpoint)
 
@@ -310,9 +310,9 @@ def test_what_a_model_path_says(path, repo, checkpoint):
     ("/models/Meta-Llama-3.1-405B-Instruct-FP8", "Llama-3.1-405B"),  # a local path: its last part, Meta- off
 ])
 def test_the_registry_model_a_model_path_names(kv, path, model):
-    from kvreg.calibrate import resolve_model
-    from kvreg.app.registry import open_registry
-    from kvreg.enginelog import EngineLog
+    from kvreg.app.access import open_registry
+    from kvreg.app.calibrate import resolve_model
+    from kvreg.core.enginelog import EngineLog
 
     kv("gpu", "list")
     with open_registry(kv.url).connect() as conn:

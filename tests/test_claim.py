@@ -25,7 +25,7 @@ def test_the_capacity_reason_says_beyond_the_claim(kv):
 def test_the_report_verdict_says_beyond_the_claim(tmp_path):
     """The catalog's plans at 13,000 tokens on Llama-3-8B (claim 8,192) and at 128K on Qwen3-235B-A22B
     (claim 40,960) fit but are past the claim: no section says a bare "Fits:" for them."""
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     eng = open_registry(f"sqlite:///{tmp_path / 'registry.db'}")
     try:

@@ -432,7 +432,7 @@ def test_import_replace_warns_once_per_batch_and_not_for_counts_it_kept(kv):
     holds keep their published parameter counts (the config has no index: its count would be an
     estimate), so no ESTIMATE names them; models new to the registry store the estimate and are
     named in it, each once, with its estimate."""
-    from kvreg.importers.hf import import_path
+    from kvreg.interchange.hf.row import import_path
 
     paths = sorted(CONFIG_DIR.glob("*.json"))
     before = {m["name"] for m in kv.json("model", "list")}

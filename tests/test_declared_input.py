@@ -40,16 +40,15 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from click.testing import CliRunner
 
+from kvreg.app import options
+from kvreg.app.plans import spec_from_options
+from kvreg.app.registry import input_error, validate_model
 from kvreg.cli import cli
 from kvreg.cli.models import model_add
 from kvreg.db.engine import alembic_config, make_engine
 from kvreg.db.read import MODEL_COLUMNS
-from kvreg.db.tables import Model, SQLModel
-from kvreg.app import options
-from kvreg.db.tables import Plan, Scenario
+from kvreg.db.tables import Model, Plan, Scenario, SQLModel
 from kvreg.export import xlsx
-from kvreg.plans import spec_from_options
-from kvreg.registry import input_error, validate_model
 
 out = {}
 column = Model.__table__.c.vision_layers

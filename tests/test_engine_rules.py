@@ -790,7 +790,7 @@ def test_import_reads_the_indexer_of_a_deepseek_v32_config():
     """DeepSeek-V3.2's config names index_head_dim 128: 128 fp8 key bytes + 128 // 128 fp32 scales x 4 B."""
     from conftest import HF_CONFIGS
 
-    from kvreg.importers.hf import model_from_config
+    from kvreg.interchange.hf.row import model_from_config
 
     config = json.loads((HF_CONFIGS / "deepseek-ai__DeepSeek-V3.json").read_text())
     v3, _ = model_from_config(config, name="DeepSeek-V3")

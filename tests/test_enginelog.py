@@ -1,4 +1,4 @@
-"""The startup-log parser (kvreg.enginelog) on real public logs, vendored under tests/data/logs with
+"""The startup-log parser (kvreg.core.enginelog) on real public logs, vendored under tests/data/logs with
 their sources in MANIFEST.toml. Every expected value is read off the log line it comes from."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import tomllib
 
 import pytest
 
-from kvreg.enginelog import parse_log, read_log
-from kvreg.errors import KvregError
+from kvreg.core.enginelog import parse_log, read_log
+from kvreg.core.errors import KvregError
 
 LOGS = pathlib.Path(__file__).parent / "data" / "logs"
 
@@ -243,7 +243,7 @@ def test_a_v025_log_gives_its_cuda_graph_estimate_and_its_model_runner():
     before sizing the KV cache and takes the estimate (1.27 GiB), not what the capture later took (1.21), from the
     budget; on its V2 model runner (Qwen1.5-MoE) it profiles none: the log shows the KV line and the capture line
     with no estimate between them."""
-    from kvreg.calibrate import cuda_graph_in_budget, measured_terms
+    from kvreg.app.calibrate import cuda_graph_in_budget, measured_terms
 
     v1 = log("vllm-lyell-qwen3-30b-fp8-4090-tp2-v0251.log")
     assert (v1.engine_version, v1.architecture, v1.tp, v1.gpu_memory_utilization) == (

@@ -289,7 +289,7 @@ def _agree(got, want) -> bool:
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     eng = open_registry(f"sqlite:///{tmp_path_factory.mktemp('expr') / 'registry.db'}")
     yield eng
@@ -361,7 +361,7 @@ def test_postgresql_views_match_python_evaluator():
         pytest.skip(why)
     from sqlalchemy import insert
 
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
     from kvreg.db.tables import Scenario
 
     name = server.create_database()

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
+from kvreg.app.capacity import Question, ask
 from kvreg.db import fastpath
-from kvreg.capacity import Question, ask
 from kvreg.db import read as db_read
 
 QUESTIONS = [
@@ -35,7 +35,7 @@ QUESTIONS = [
 @pytest.fixture
 def current(tmp_path):
     """A SQLite registry already created, migrated, seeded and synced: the fast path's case."""
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     url = f"sqlite:///{tmp_path / 'registry.db'}"
     open_registry(url).dispose()
@@ -90,7 +90,7 @@ def test_fast_path_is_taken_and_values_are_real(current):
 
 
 def test_errors_are_raised_on_the_fast_path(current):
-    from kvreg.errors import KvregError
+    from kvreg.core.errors import KvregError
 
     with pytest.raises(KvregError, match="did you mean Llama-3.1-8B"):
         capacity_rows(current, Question(models=["Lama-3.1-8B"]))
@@ -105,7 +105,7 @@ def test_fast_path_writes_nothing(current):
 
 
 def test_ask_accepts_a_stdlib_connection(current):
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     q = Question(models=["Qwen3-8B"], contexts=[8192, 131072], tp="auto")
     engine = open_registry(current)

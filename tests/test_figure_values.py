@@ -27,8 +27,8 @@ def test_gpu_list_and_the_capacity_view_agree_on_memory_gib(kv):
     listed = {g["name"]: g["memory_gib"] for g in kv.json("gpu", "list")}
     assert listed["L4-24GB"] == 22.351741790771484
     assert listed["H100-SXM"] == 80.0
-    from kvreg.capacity import Question, ask
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
+    from kvreg.app.capacity import Question, ask
 
     engine = open_registry(kv.url)
     with engine.connect() as conn:

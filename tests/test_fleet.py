@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from kvreg.app.registry import open_registry
+from kvreg.app.access import open_registry
 
 H100, H200 = "H100-SXM", "H200"
 H100_PRICE, H200_PRICE = 30_000, 35_000
@@ -276,7 +276,7 @@ def test_fleet_migration_with_data_up_and_down(empty_db_url):
     eng = open_registry(url)  # seeds the catalog: plans and demand
     try:
         with eng.begin() as conn:
-            from kvreg.fleet import set_fleet
+            from kvreg.app.fleet import set_fleet
 
             set_fleet(conn, H100, "2026Q3", 40)
             open_rows = {t: conn.execute(text(f"SELECT COUNT(*) FROM {t}")).scalar_one()

@@ -67,7 +67,7 @@ def model_kv(kv):
     """The model_kv view, keyed by (model, kv_dtype)."""
     from sqlalchemy import text
 
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     engine = open_registry(kv.url)
     with engine.connect() as conn:
@@ -315,8 +315,8 @@ def test_qwen3_next_state_at_tp1(kv, capacity):
 
     # kv_gib_per_sequence, the whole-model figure at TP1 without blocks, is a column of the
     # capacity view too (the JSON leaves it out): asked at TP4, it still says 3.04.
-    from kvreg.capacity import Question, ask
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
+    from kvreg.app.capacity import Question, ask
 
     engine = open_registry(kv.url)
     with engine.connect() as conn:

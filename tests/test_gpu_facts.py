@@ -1,6 +1,6 @@
 """A GPU type's facts beyond its memory (issue 41): dense tensor FLOP/s per dtype through the CLI, the
 declaration file and back; the memory CUDA or ROCm reports, from the catalog's cited logs or, for a GPU
-without one, kvreg's estimate (kvreg.registry.estimate_reported_memory, docs/engine-rules.md).
+without one, kvreg's estimate (kvreg.app.registry.estimate_reported_memory, docs/engine-rules.md).
 
 FLOP/s are typed with a decimal unit (TFLOPS = 10^12, PFLOPS = 10^15) and kept as whole FLOP per second.
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from kvreg.app.registry import estimate_reported_memory
 from kvreg.catalog import load_catalog
-from kvreg.registry import estimate_reported_memory
 
 GiB, MiB = 2**30, 2**20
 DOCS = Path(__file__).resolve().parents[1] / "docs"

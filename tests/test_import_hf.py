@@ -1,4 +1,4 @@
-"""Importing Hugging Face config.json files (kvreg.importers.hf).
+"""Importing Hugging Face config.json files (kvreg.interchange.hf).
 
 The real configs in tests/data/hf-configs (public files; sources in its MANIFEST.md) are imported one by one and every architecture field
 is checked against the table below; KV bytes per token are recomputed here, with the arithmetic
@@ -20,13 +20,9 @@ from hypothesis import strategies as st
 from sqlmodel import Session, SQLModel, create_engine
 
 from kvreg.db.tables import MODEL_FIELDS, Dtype, Model
-from kvreg.importers.hf import (
-    ConfigError,
-    import_path,
-    import_text,
-    model_from_config,
-    read_config,
-)
+from kvreg.interchange.hf.config import ConfigError
+from kvreg.interchange.hf.read import read_config
+from kvreg.interchange.hf.row import import_path, import_text, model_from_config
 
 from conftest import HF_CONFIGS as CONFIG_DIR  # tests/data/hf-configs, vendored with MANIFEST.md
 
@@ -59,6 +55,9 @@ EXPECTED = {
     "tiiuae__falcon-40b.json": (60, 60, 0, None, 0, None, 128, 8, 64, 64, None, None, "bf16", 2048),
     # Gemma-2 without layer_types: even layers slide (window 4096), odd layers are global.
     "google__gemma-2-9b-it.json": (42, 21, 21, 4096, 0, None, 16, 8, 256, 256, None, None, "bf16", 8192),
+    # Qwen2.5-VL: the text model at the top level (no text_config), use_sliding_window false; its vision tower is
+    # counted apart (tests/test_import_towers.py).
+    "Qwen__Qwen2.5-VL-7B-Instruct.json": (28, 28, 0, None, 0, None, 28, 4, 128, 128, None, None, "bf16", 128000),
 }
 COLUMNS = (
     "layers", "full_layers", "sliding_layers", "sliding_window", "linear_layers",
@@ -86,6 +85,7 @@ PUBLISHED_PARAMS_B = {
     "THUDM__chatglm3-6b-128k.json": (6.24, 6.24),
     "tiiuae__falcon-40b.json": (41.8, 41.8),
     "google__gemma-2-9b-it.json": (9.24, 9.24),
+    "Qwen__Qwen2.5-VL-7B-Instruct.json": (7.62, 7.62),  # the language model: 8,292,166,656 less the tower's 676,550,144
 }
 
 
@@ -587,7 +587,7 @@ def test_missing_context_outside_falcon_is_an_error():
 def test_deeply_nested_json():
     with pytest.raises(ConfigError, match=r"^stdin: JSON nested"):
         import_text("[" * 100_000 + "]" * 100_000, name="x")
-    # kvreg.limits.MAX_DEPTH, the one nesting limit of every file kvreg reads (real configs nest 3 to 4 levels)
+    # kvreg.core.limits.MAX_DEPTH, the one nesting limit of every file kvreg reads (real configs nest 3 to 4 levels)
     with pytest.raises(ConfigError, match=r"^stdin: JSON nested more than 32 levels"):
         import_text('{"a": ' * 33 + "1" + "}" * 33, name="x")
     with pytest.raises(ConfigError) as at_the_limit:  # 32 levels pass the depth check; the missing keys stop it

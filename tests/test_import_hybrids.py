@@ -35,10 +35,11 @@ from pathlib import Path
 
 import pytest
 
-from kvreg.capacity import Question, ask
-from kvreg.app.registry import open_registry
-from kvreg.importers.hf import ConfigError, import_path, model_from_config
-from kvreg.registry import add_model
+from kvreg.app.access import open_registry
+from kvreg.app.capacity import Question, ask
+from kvreg.app.registry import add_model
+from kvreg.interchange.hf.config import ConfigError
+from kvreg.interchange.hf.row import import_path, model_from_config
 
 DATA = Path(__file__).parent / "data" / "hf-configs"
 TPS = (1, 2, 4, 8)
@@ -522,7 +523,7 @@ def test_model_check_says_which_cache_keys_were_read_and_which_ignored():
 
 def test_docs_name_every_key_read_or_known_inert():
     """docs/config-keys.md lists what the importer reads and what it knows not to change the cache."""
-    from kvreg.importers.hf import config, keys as accounting
+    from kvreg.interchange.hf import config, keys as accounting
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "config-keys.md").read_text(encoding="utf-8")
     keys = (accounting._UNDERSTOOD | accounting._HARMLESS | accounting.KDA_READ | accounting.KDA_HARMLESS

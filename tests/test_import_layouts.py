@@ -22,20 +22,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kvreg.capacity import Question, ask
+from kvreg.app.access import open_registry
+from kvreg.app.capacity import Question, ask
+from kvreg.app.registry import add_model
 from kvreg.cli import cli
-from kvreg.app.registry import open_registry
-from kvreg.errors import KvregError
-from kvreg.importers.hf import (
-    ARCH_DEFAULTS,
-    ConfigError,
-    decilm_ffn_width,
-    import_path,
-    model_from_config,
-    read_checkpoint,
-    read_safetensors_header,
-)
-from kvreg.registry import add_model
+from kvreg.core.errors import KvregError
+from kvreg.interchange.hf.checkpoint import read_checkpoint, read_safetensors_header
+from kvreg.interchange.hf.config import ARCH_DEFAULTS, ConfigError
+from kvreg.interchange.hf.layers import decilm_ffn_width
+from kvreg.interchange.hf.row import import_path, model_from_config
 
 DATA = Path(__file__).parent / "data" / "hf-configs"
 TPS = (1, 2, 4, 8)

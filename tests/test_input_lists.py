@@ -1,6 +1,6 @@
 """The deployment's columns outside kvreg/figures are read from the input declarations.
 
-kvreg.capacity answers `kvreg capacity` on the fast path and kvreg.plans sits under every plan
+kvreg.app.capacity answers `kvreg capacity` on the fast path and kvreg.app.plans sits under every plan
 command; both read their lists of a deployment's columns and defaults from kvreg.figures.inputs (stdlib
 only), not from kvreg.figures.declarations (tens of milliseconds at start-up). The dataclass of a capacity
 question spells its fields out and the tables' classes are generated; these tests hold them to the declarations
@@ -13,11 +13,11 @@ import dataclasses
 
 from sqlalchemy import BigInteger, Float, Integer, String
 
-from kvreg.capacity import Question
+from kvreg.app.capacity import Question
+from kvreg.app.plans import CALIBRATION_FIELDS, MEASURED_BY, MEASURED_TERMS, SPEC_DEFAULTS
 from kvreg.db.tables import Demand, Plan, Scenario, WorkloadClass
 from kvreg.figures.declarations import inputs_of
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, WHATIF_COLUMNS
-from kvreg.plans import CALIBRATION_FIELDS, MEASURED_BY, MEASURED_TERMS, SPEC_DEFAULTS
 
 DEPLOYMENT = set(inputs_of("deployment"))
 # The workload a deployment's latency is asked for: on the same rows, apart from the deployment inputs.

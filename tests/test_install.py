@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 _PROBE = """
 import json, sys
 import kvreg
-from kvreg.app.registry import open_registry
+from kvreg.app.access import open_registry
 from kvreg.db.engine import migrations_dir
 from kvreg.db.read import current_revision
 from kvreg.db.revision import head_revision

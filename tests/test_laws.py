@@ -10,7 +10,7 @@
 
 Most examples run on the PythonEvaluator over the figure declarations (fast; test_expr.py
 proves the evaluator and the views agree). The last test asks the capacity view itself, with
-generated models added through kvreg.registry.add_model and rolled back.
+generated models added through kvreg.app.registry.add_model and rolled back.
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ def test_mla_bytes_per_gpu_do_not_change_with_tp(model, kv):
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     engine = open_registry(f"sqlite:///{tmp_path_factory.mktemp('laws') / 'registry.db'}")
     yield engine
@@ -248,10 +248,10 @@ def registry(tmp_path_factory):
 @settings(max_examples=12, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(model=st.one_of(standard_models(), mla_models()), ctx=tokens_and_blocks, data=st.data())
 def test_laws_hold_in_the_capacity_view(registry, model, ctx, data):
-    """A generated model added with kvreg.registry.add_model and asked about with
-    kvreg.capacity.ask (the capacity view), inside a transaction that is rolled back."""
-    from kvreg.capacity import Question, ask, valid_tps as view_valid_tps
-    from kvreg.registry import add_model
+    """A generated model added with kvreg.app.registry.add_model and asked about with
+    kvreg.app.capacity.ask (the capacity view), inside a transaction that is rolled back."""
+    from kvreg.app.capacity import Question, ask, valid_tps as view_valid_tps
+    from kvreg.app.registry import add_model
 
     model = _fill(model)
     tokens, block = ctx

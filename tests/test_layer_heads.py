@@ -25,12 +25,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from kvreg.capacity import Question, ask
+from kvreg.app.access import open_registry
+from kvreg.app.capacity import Question, ask
+from kvreg.app.registry import add_model
 from kvreg.cli import cli
-from kvreg.app.registry import open_registry
-from kvreg.errors import KvregError
-from kvreg.importers.hf import ConfigError, import_path, model_from_config
-from kvreg.registry import add_model
+from kvreg.core.errors import KvregError
+from kvreg.interchange.hf.config import ConfigError
+from kvreg.interchange.hf.row import import_path, model_from_config
 
 DATA = Path(__file__).parent / "data" / "hf-configs"
 ULTRA = DATA / "nvidia__Llama-3_1-Nemotron-Ultra-253B-v1.json"

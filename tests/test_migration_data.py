@@ -200,7 +200,7 @@ def dump(url: str) -> dict[str, list[dict]]:
 @pytest.fixture(scope="module")
 def head_rows(tmp_path_factory) -> dict[str, list[dict]]:
     """The rows to load: a seeded registry at head, read back, plus the awkward rows."""
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     url = f"sqlite:///{tmp_path_factory.mktemp('head') / 'registry.db'}"
     open_registry(url).dispose()

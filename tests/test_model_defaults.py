@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from kvreg.app.registry import validate_model
 from kvreg.catalog import load_catalog
 from kvreg.catalog.defaults import DERIVED, TEXT_DEFAULTS, ZERO_COUNTS, model_default, model_defaults
-from kvreg.registry import validate_model
 
 FILLED = (*ZERO_COUNTS, *TEXT_DEFAULTS, *DERIVED)
 BARE = dict(name="bare", layers=32, attention_heads=32, kv_heads=8, head_dim=128, params_total=8_000_000_000,

@@ -22,15 +22,15 @@ KVREG = ROOT / "kvreg"
 
 # Files where converting between bytes and GiB is the job itself.
 GIB_FILES = {
-    "kvreg/units.py": "parses and prints the sizes people type (80GiB is 80 x 2^30 bytes)",
-    "kvreg/enginelog.py": "reads engine startup logs, which print GiB",
+    "kvreg/core/units.py": "parses and prints the sizes people type (80GiB is 80 x 2^30 bytes)",
+    "kvreg/core/enginelog.py": "reads engine startup logs, which print GiB",
 }
 # Functions that turn an engine log's GiB readings into bytes, or hold registry bytes against them.
 GIB_FUNCTIONS = {
-    ("kvreg/calibrate.py", "_reported_gib"): "a GPU row's reported memory in GiB, to match and compare a log's total",
-    ("kvreg/calibrate.py", "measured_terms"): "the log's measured terms (GiB) as deployment inputs' bytes",
-    ("kvreg/calibrate.py", "sglang_in_use"): "SGLang's logged available memory (GiB) as bytes in use",
-    ("kvreg/plans.py", "calibrate_plan_from_log"): "the log's measured terms (GiB) stored as a plan's bytes",
+    ("kvreg/app/calibrate.py", "_reported_gib"): "a GPU row's reported memory in GiB, to match and compare a log's total",
+    ("kvreg/app/calibrate.py", "measured_terms"): "the log's measured terms (GiB) as deployment inputs' bytes",
+    ("kvreg/app/calibrate.py", "sglang_in_use"): "SGLang's logged available memory (GiB) as bytes in use",
+    ("kvreg/app/plans.py", "calibrate_plan_from_log"): "the log's measured terms (GiB) stored as a plan's bytes",
 }
 
 
@@ -70,8 +70,8 @@ def gib_conversions(source: str) -> list[tuple[int, str | None, str]]:
 
 # Names that are a declared figure's but hold something else here.
 NAME_EXCEPTIONS = {
-    ("kvreg/enginelog.py", "kv_cache_tokens"): "what the engine's log printed (or V0's blocks x block_size)",
-    ("kvreg/enginelog.py", "max_concurrency"): "what the engine's log printed, compared with the figure",
+    ("kvreg/core/enginelog.py", "kv_cache_tokens"): "what the engine's log printed (or V0's blocks x block_size)",
+    ("kvreg/core/enginelog.py", "max_concurrency"): "what the engine's log printed, compared with the figure",
     ("kvreg/export/xlsx.py", "fits"): "the letter of the sheet's fits column, for a conditional format",
     ("kvreg/report/compare.py", "reason"): "the text of an error reading the previous report",
 }

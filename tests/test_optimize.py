@@ -12,9 +12,9 @@ import itertools
 
 import pytest
 
-from kvreg.app.registry import open_registry
+from kvreg.app.access import open_registry
+from kvreg.app.optimize import MONTHS_PER_QUARTER, build_program, optimize
 from kvreg.figures.declarations import HOURS_PER_MONTH
-from kvreg.optimize import MONTHS_PER_QUARTER, build_program, optimize
 
 H100, H200 = "H100-SXM", "H200"
 H200_PRICE, H200_HOUR = 35_000, 3.5

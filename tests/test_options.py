@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvreg.capacity import parse_tp
-from kvreg.errors import KvregError
+from kvreg.app.capacity import parse_tp
+from kvreg.core.errors import KvregError
 
 
 @pytest.mark.parametrize("typed, value", [("auto", "auto"), ("1", 1), ("8", 8), (4, 4)])

@@ -76,7 +76,7 @@ def test_plan_tp_auto_is_the_fewest_gpus_for_the_demand(kv):
     assert (shown["tp"], shown["gpus_needed"]) == (8, hundred["gpus"])
 
 
-# A layout no node (or model) can hold, and the line kvreg.capacity.check_layout or check_pp_layers refuses it
+# A layout no node (or model) can hold, and the line kvreg.app.capacity.check_layout or check_pp_layers refuses it
 # with: the same for a capacity question, a plan and a solver (one validator, so the three cannot drift apart).
 IMPOSSIBLE_LAYOUTS = [
     (("--tp", "4", "--pp", "4"),

@@ -13,7 +13,7 @@ import math
 import pytest
 from sqlalchemy import text
 
-from kvreg.app.registry import open_registry
+from kvreg.app.access import open_registry
 from kvreg.db.engine import make_engine
 
 GIB = 2**30
@@ -164,7 +164,7 @@ def test_copy_sqlite_to_postgres_and_back(sqlite_registry, pg_server, tmp_path):
 def test_copy_prints_counts_and_both_hashes(sqlite_registry, tmp_path):
     from conftest import Kvreg
 
-    from kvreg.dbcopy import content_hash
+    from kvreg.interchange.dbcopy import content_hash
 
     target = f"sqlite:///{tmp_path / 'copy.db'}"
     out = _copy(Kvreg(sqlite_registry), sqlite_registry, target).stdout
@@ -217,11 +217,11 @@ def test_a_copy_that_fails_leaves_the_target_as_it_was(sqlite_registry, pg_serve
 
 
 def test_a_copy_that_does_not_verify_writes_nothing(kv, db_url, sqlite_registry, state, monkeypatch):
-    import kvreg.dbcopy
+    import kvreg.interchange.dbcopy
 
     kv("init")
     before = state()
-    monkeypatch.setattr(kvreg.dbcopy, "content_hash", lambda conn: "0" * 64)  # the target's hash differs
+    monkeypatch.setattr(kvreg.interchange.dbcopy, "content_hash", lambda conn: "0" * 64)  # the target's hash differs
     result = _copy(kv, sqlite_registry, db_url, "--force", ok=False)
     monkeypatch.undo()
     assert result.exit_code == 1 and "did not verify" in result.stderr and "nothing was written" in result.stderr
@@ -231,9 +231,9 @@ def test_a_copy_that_does_not_verify_writes_nothing(kv, db_url, sqlite_registry,
 def test_a_failed_copy_leaves_no_new_sqlite_file(sqlite_registry, tmp_path, monkeypatch):
     from conftest import Kvreg
 
-    import kvreg.dbcopy
+    import kvreg.interchange.dbcopy
 
-    monkeypatch.setattr(kvreg.dbcopy, "content_hash", lambda conn: "0" * 64)
+    monkeypatch.setattr(kvreg.interchange.dbcopy, "content_hash", lambda conn: "0" * 64)
     result = _copy(Kvreg(sqlite_registry), sqlite_registry, f"sqlite:///{tmp_path / 'new.db'}", ok=False)
     assert result.exit_code == 1 and "did not verify" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("new.db")) == []
@@ -263,7 +263,7 @@ def test_copy_refuses_bad_sources(kv, db_url, tmp_path, case, message, state):
 
 def test_a_value_postgres_cannot_hold_is_one_line_and_rolled_back(pg_url):
     from kvreg.db.engine import UnstorableValue
-    from kvreg.dbcopy import content_hash
+    from kvreg.interchange.dbcopy import content_hash
 
     engine = open_registry(pg_url)
     with engine.connect() as conn:

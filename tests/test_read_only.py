@@ -207,8 +207,8 @@ def test_the_stored_what_ifs_are_the_compiled_ones(tmp_path):
     import subprocess
     import sys
 
+    from kvreg.app.access import open_registry
     from kvreg.db import read as db_read
-    from kvreg.app.registry import open_registry
     from kvreg.figures.views import WHATIF_SQL_KEY, whatif_definitions
 
     assert db_read.WHATIF_SQL_KEY == WHATIF_SQL_KEY

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from kvreg.app import registry as app_registry
+from kvreg.app import access as app_registry
 from kvreg.db import fastpath
 from kvreg.db import read as db_read
 
@@ -163,7 +163,7 @@ for args in commands:
 @pytest.fixture
 def current(tmp_path):
     """A SQLite registry already created, migrated, seeded and synced: the fast path's case."""
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     url = f"sqlite:///{tmp_path / 'registry.db'}"
     open_registry(url).dispose()

@@ -30,7 +30,7 @@ from conftest import HF_CONFIGS, Kvreg, registry_state
 from sqlalchemy import text
 
 import kvreg
-from kvreg.app.registry import open_registry
+from kvreg.app.access import open_registry
 from kvreg.db.engine import RegistryError, make_engine
 
 FUTURE = "ffff0002future"
@@ -114,9 +114,9 @@ WRITES = 200
 # do; plans share one connection (new connections are what makes PostgreSQL slow here).
 WRITER = """
 import sys
-from kvreg.app.registry import open_registry
-from kvreg.plans import add_plan
-from kvreg.registry import add_model
+from kvreg.app.access import open_registry
+from kvreg.app.plans import add_plan
+from kvreg.app.registry import add_model
 
 url, prefix, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 engine = open_registry(url)
@@ -375,7 +375,7 @@ def test_kill_9_of_a_running_batch_import_keeps_all_or_none(db_url, kv, tmp_path
 
 def test_kill_9_inside_the_import_transaction_writes_nothing(db_url, kv, tmp_path):
     """Killed for certain mid-transaction: after half the batch's rows are written, uncommitted."""
-    import kvreg.registry
+    import kvreg.app.registry
 
     kv("init")
     before = registry_state(db_url)
@@ -384,7 +384,7 @@ def test_kill_9_inside_the_import_transaction_writes_nothing(db_url, kv, tmp_pat
     def import_and_die():
         from kvreg.cli import main
 
-        _kill_after_calls(len(paths) // 2, (kvreg.registry, "add_model"))
+        _kill_after_calls(len(paths) // 2, (kvreg.app.registry, "add_model"))
         main(["--db", db_url, "model", "import", *paths, "--format", "csv"])
 
     status = _in_child(import_and_die)
@@ -806,7 +806,7 @@ def test_csv_output_quotes_text_a_spreadsheet_would_run_as_a_formula(kv):
     assert "\"'=HYPERLINK(\"\"http://example.com\"\",\"\"x\"\")\"" in full
     assert kv.json("gpu", "show", "=cmd|' /C calc'!A0")[0]["name"] == "=cmd|' /C calc'!A0"  # JSON: as stored
     # numbers stay numbers: a negative figure is not text
-    from kvreg.text import spreadsheet_safe
+    from kvreg.core.text import spreadsheet_safe
 
     assert spreadsheet_safe(-5) == -5 and spreadsheet_safe("-5") == "'-5" and spreadsheet_safe("H100") == "H100"
 
@@ -817,7 +817,7 @@ def test_csv_output_quotes_text_a_spreadsheet_would_run_as_a_formula(kv):
 def test_a_previous_data_json_too_big_deep_or_malformed_is_not_compared(kv, tmp_path, monkeypatch):
     """Without --compare the report is written, and says why nothing was compared; data.json is
     read at most MAX_DATA_JSON_BYTES (here lowered to 1,000 to test it with a small file)."""
-    import kvreg.limits
+    import kvreg.core.limits
 
     kv("init")
     out = tmp_path / "reports"
@@ -828,7 +828,7 @@ def test_a_previous_data_json_too_big_deep_or_malformed_is_not_compared(kv, tmp_
         "malformed": ('{"format": "kvreg-report/1", "procurement": [{"gpu": "H100-SXM", "gpus_needed": "many"}]}',
                       r"procurement 'H100-SXM': gpus_needed is not a number"),
     }
-    monkeypatch.setattr(kvreg.limits, "MAX_DATA_JSON_BYTES", 1000)
+    monkeypatch.setattr(kvreg.core.limits, "MAX_DATA_JSON_BYTES", 1000)
     import re
 
     for name, (content, reason) in cases.items():
@@ -892,7 +892,7 @@ def test_a_what_if_on_an_open_engine_waits_for_no_writer(tmp_path):
     """The web server's what-if, once its engine is open, reads through kvreg.db.read.snapshot: a
     plain read transaction that writes nothing (kvreg.db.read.whatif). A busy timeout of 0 makes any wait for the
     write lock an immediate "database is locked" instead of a hang."""
-    from kvreg.capacity import ask, question_from_options
+    from kvreg.app.capacity import ask, question_from_options
     from kvreg.db.read import snapshot
 
     path = tmp_path / "registry.db"

@@ -15,7 +15,7 @@ import json
 import pytest
 
 from conftest import HF_CONFIGS
-from kvreg.importers.hf import model_from_config
+from kvreg.interchange.hf.row import model_from_config
 
 GiB = 2**30
 

@@ -57,7 +57,7 @@ H200 = 141 * GIB
 @pytest.fixture(scope="module")
 def small_registry(tmp_path_factory) -> Path:
     """A seeded SQLite registry cut down to Llama-3.1-8B and Qwen2.5-7B on H100-SXM and H200."""
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     path = tmp_path_factory.mktemp("small") / "registry.db"
     eng = open_registry(f"sqlite:///{path}")
@@ -79,7 +79,7 @@ def small_url(small_registry, tmp_path) -> str:
 
 @pytest.fixture
 def small(small_url):
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     eng = open_registry(small_url)
     yield eng
@@ -296,11 +296,11 @@ def test_model_catalog_from_model_kv(small, tmp_path):
 
 
 def test_context_sweep_is_one_question_to_the_capacity_view(small, tmp_path, monkeypatch):
-    import kvreg.capacity
+    import kvreg.app.capacity
 
     calls = []
-    real = kvreg.capacity.ask
-    monkeypatch.setattr(kvreg.capacity, "ask", lambda conn, q: calls.append(q) or real(conn, q))
+    real = kvreg.app.capacity.ask
+    monkeypatch.setattr(kvreg.app.capacity, "ask", lambda conn, q: calls.append(q) or real(conn, q))
     md, data = read(report(small, tmp_path / "r").folder)
     assert len(calls) == 1 and calls[0].tp == "auto" and calls[0].contexts == [8192]  # TP picked at the shortest
     assert len(data["sweep"]) == 2 * 2 * 4  # models x GPUs x contexts (8K, 32K, 128K, 1m)
@@ -325,11 +325,11 @@ def test_report_and_workbook_ask_one_sweep_question_when_it_is_the_same(small, t
     workbook asks its own (1 model x 1 GPU)."""
     from openpyxl import load_workbook
 
-    import kvreg.capacity
+    import kvreg.app.capacity
 
     calls = []
-    real = kvreg.capacity.ask
-    monkeypatch.setattr(kvreg.capacity, "ask", lambda conn, q: calls.append(q) or real(conn, q))
+    real = kvreg.app.capacity.ask
+    monkeypatch.setattr(kvreg.app.capacity, "ask", lambda conn, q: calls.append(q) or real(conn, q))
     with small.begin() as conn:
         add_plan(conn, "a", model="Llama-3.1-8B", gpu="H100-SXM")
     r = report(small, tmp_path / "one", formats=("md", "xlsx"))
@@ -351,7 +351,7 @@ def test_report_and_workbook_ask_one_sweep_question_when_it_is_the_same(small, t
 
 
 def test_provenance_hash_revision_and_masked_url(chat_plan, tmp_path):
-    from kvreg.report import registry_rows
+    from kvreg.report.gather import registry_rows
 
     url = "postgresql+psycopg://kvadmin:s3cret-pw@db.example/kvreg"
     r = report(chat_plan, tmp_path / "r", registry_url=url)
@@ -451,7 +451,7 @@ def test_compare_names_the_quarter(chat_plan, small_url, tmp_path):
 
 
 def test_cli_writes_the_current_quarter_by_default(small_url, tmp_path):
-    from kvreg.units import current_quarter, quarter_folder
+    from kvreg.core.units import current_quarter, quarter_folder
 
     result = Kvreg(small_url)("report", "--out", tmp_path / "out", "--format", "md")
     folder = tmp_path / "out" / quarter_folder(current_quarter())
@@ -476,7 +476,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, words):
 
 
 def test_unwritable_output_folder(small, tmp_path):
-    from kvreg.errors import KvregError
+    from kvreg.core.errors import KvregError
 
     (tmp_path / "a-file").write_text("not a folder")
     with pytest.raises(KvregError, match=r"cannot write reports under .*a-file/reports: Not a directory; choose"):
@@ -490,7 +490,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), KeyboardInterrupt()])
 def test_a_failed_run_leaves_the_previous_report(chat_plan, tmp_path, monkeypatch, failure):
     import kvreg.export.charts
-    from kvreg.errors import KvregError
+    from kvreg.core.errors import KvregError
 
     out = tmp_path / "reports"
     old = report(chat_plan, out)
@@ -511,7 +511,7 @@ def test_a_failed_run_leaves_the_previous_report(chat_plan, tmp_path, monkeypatc
 
 def test_a_failed_swap_puts_the_previous_report_back(chat_plan, tmp_path, monkeypatch):
     import kvreg.report.publish
-    from kvreg.errors import KvregError
+    from kvreg.core.errors import KvregError
 
     out = tmp_path / "reports"
     old = report(chat_plan, out)
@@ -544,7 +544,7 @@ def _normalised(md: str) -> str:
 
 def test_postgresql_gives_the_same_report(pg_url, tmp_path):
     """The seeded registry on PostgreSQL prints what it prints on SQLite (ordering, sums, types)."""
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     texts = []
     for url in (pg_url, f"sqlite:///{tmp_path / 'registry.db'}"):
@@ -560,7 +560,7 @@ def test_postgresql_gives_the_same_report(pg_url, tmp_path):
 
 def test_seeded_registry_snapshot(tmp_path):
     """The seeded registry's 2026Q4 report, reviewed when it changes (see the module docstring)."""
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     eng = open_registry(f"sqlite:///{tmp_path / 'registry.db'}")
     try:
@@ -582,8 +582,8 @@ def test_sweep_covers_only_the_models_and_gpus_plans_use_in_a_large_registry(eng
     then asks only about what plans use, 4 contexts each, and says so."""
     from sqlalchemy import text
 
-    from kvreg.registry import add_model
-    from kvreg.capacity import SWEEP_MAX_PAIRS
+    from kvreg.app.capacity import SWEEP_MAX_PAIRS
+    from kvreg.app.registry import add_model
     from kvreg.report.gather import SWEEP_CONTEXTS, gather
 
     with engine.begin() as conn:

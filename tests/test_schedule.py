@@ -152,14 +152,14 @@ def test_report_rollup_workbook_and_web_share_one_horizon(kv, db_url, tmp_path, 
     LibreOffice is installed, each horizon quarter picked in B1 and recalculated) give the same numbers."""
     import json
 
-    import kvreg.units
+    import kvreg.core.units
     from test_serve import _grid, _InProcess
 
     from kvreg.web.app import create_app
 
     _issue_horizon(kv)
     kv("gpu", "set", H100, "--lead-time", 1)
-    monkeypatch.setattr(kvreg.units, "current_quarter", lambda today=None: "2026Q4")
+    monkeypatch.setattr(kvreg.core.units, "current_quarter", lambda today=None: "2026Q4")
     default = kv.json("plan", "rollup")
     assert default == kv.json("plan", "rollup", "--from", "2026Q4")
     assert default["quarters"] == list(HORIZON)

@@ -54,7 +54,7 @@ def file_leaks(password: str, folder: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def planner(pg_server):
     """A role with a password, owning a database kvreg has set up, on a server that checks passwords."""
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     role = "kvreg_planner_" + secrets.token_hex(3)
     password = "Kv-r1ght-s3cret-" + secrets.token_hex(4)

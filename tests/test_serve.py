@@ -509,13 +509,13 @@ def test_a_registry_replaced_during_a_write_rolls_the_write_back(tmp_path, monke
     import os
     import shutil
 
-    import kvreg.plans
+    import kvreg.app.plans
     from kvreg.web.app import create_app
 
     path = tmp_path / "registry.db"
     url = f"sqlite:///{path}"
     Kvreg(url)("plan", "list")
-    original = kvreg.plans.set_demand
+    original = kvreg.app.plans.set_demand
 
     def set_demand_then_swap(conn, *args):
         out = original(conn, *args)
@@ -524,7 +524,7 @@ def test_a_registry_replaced_during_a_write_rolls_the_write_back(tmp_path, monke
         os.replace(tmp_path / "new.db", path)
         return out
 
-    monkeypatch.setattr(kvreg.plans, "set_demand", set_demand_then_swap)
+    monkeypatch.setattr(kvreg.app.plans, "set_demand", set_demand_then_swap)
     client = _InProcess(create_app(url, allow_writes=True))
     token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/plans/new").text).group(1)
     r = client.request("POST", "/plans/chat-llama3-8b/demand",

@@ -1,4 +1,4 @@
-"""`kvreg apply` and `kvreg export` (kvreg.sync): a TOML file of models, GPUs and dtypes <-> the registry.
+"""`kvreg apply` and `kvreg export` (kvreg.interchange.sync): a TOML file of models, GPUs and dtypes <-> the registry.
 
 Runs on SQLite and PostgreSQL (the `kv` fixture). Every bad file must leave the registry exactly
 as it was: compared with conftest's `state()` fingerprint (SQLite: the file's bytes after folding
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvreg.export.toml_text import toml_string, toml_value
+from kvreg.interchange.toml_text import toml_string, toml_value
 
 GiB = 2**30
 

@@ -1,4 +1,4 @@
-"""kvreg.units read and print what SPEC "Units and sizes" says: a table of (typed, value) rows per
+"""kvreg.core.units read and print what SPEC "Units and sizes" says: a table of (typed, value) rows per
 function, each value's arithmetic written out, and the refusals with the words the user sees."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from kvreg.units import (UnitError, current_quarter, format_size, format_tokens, gib, parse_flops, parse_fraction,
+from kvreg.core.units import (UnitError, current_quarter, format_size, format_tokens, gib, parse_flops, parse_fraction,
                          parse_quarter,
                          parse_size, parse_token_list, parse_tokens, quarter_folder)
 

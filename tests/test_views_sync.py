@@ -79,7 +79,7 @@ def test_migrated_registry_views_equal_the_declarations(engine):
 
 def test_sqlite_stores_exactly_the_compiled_statement(tmp_path):
     """On SQLite the comparison is plain text: sqlite_master.sql is the statement kvreg ran."""
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     engine = open_registry(f"sqlite:///{tmp_path / 'registry.db'}")
     with engine.connect() as conn:
@@ -108,7 +108,7 @@ def test_unchanged_declarations_leave_the_views_alone(engine):
 def test_a_changed_hash_recreates_the_views(db_url):
     """Views compiled from other declarations are replaced on open: here the stored hash is
     stale and the capacity view is an old definition; opening the registry restores both."""
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     engine = open_registry(db_url)
     with engine.begin() as conn:
@@ -128,8 +128,8 @@ def test_a_changed_hash_recreates_the_views(db_url):
 def test_a_changed_declaration_reaches_the_views(db_url, monkeypatch):
     """Change one declaration (usable memory without the reserve) and its hash: the next open
     compiles and installs the new SQL, and the capacity view answers with it."""
-    from kvreg.capacity import Question, ask
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
+    from kvreg.app.capacity import Question, ask
     from kvreg.figures.declarations import FIGURES, Figure, I
 
     question = Question(models=["Llama-3.1-8B"], gpus=["H100-SXM"], contexts=[131072], reserve=0.12)
@@ -161,8 +161,8 @@ def test_a_comment_edit_keeps_the_views(tmp_path, monkeypatch):
     import shutil
     import sqlite3
 
+    from kvreg.app.access import open_registry
     from kvreg.db import fastpath
-    from kvreg.app.registry import open_registry
     from kvreg.figures import fingerprint
 
     url = f"sqlite:///{tmp_path / 'registry.db'}"

@@ -225,7 +225,7 @@ def test_migration_0003_keeps_every_plan_and_back(empty_db_url):
     (["none"], []),
 ])
 def test_parse_workload(values, classes):
-    from kvreg.plans import parse_workload
+    from kvreg.app.plans import parse_workload
 
     assert [(c["class"], c["avg_tokens"], c["share"]) for c in parse_workload(values)] == classes
 

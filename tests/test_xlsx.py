@@ -463,7 +463,7 @@ def _need_libreoffice():
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     eng = open_registry(f"sqlite:///{tmp_path_factory.mktemp('xlsx') / 'registry.db'}")
     with eng.begin() as conn:
@@ -474,7 +474,7 @@ def registry(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def written(registry, tmp_path_factory) -> Path:
-    from kvreg.report import write_workbook
+    from kvreg.report.gather import write_workbook
 
     path = tmp_path_factory.mktemp("book") / "capacity.xlsx"
     with registry.connect() as conn:
@@ -734,7 +734,7 @@ def test_sweep_keeps_one_tp_along_a_model_and_gpu(written):
 
 
 def test_same_registry_same_bytes(registry, written, tmp_path):
-    from kvreg.report import write_workbook
+    from kvreg.report.gather import write_workbook
 
     again = tmp_path / "capacity.xlsx"
     with registry.connect() as conn:
@@ -744,8 +744,8 @@ def test_same_registry_same_bytes(registry, written, tmp_path):
 
 
 def test_bad_quarter_writes_nothing(registry, tmp_path):
-    from kvreg.errors import user_error_types
-    from kvreg.report import write_workbook
+    from kvreg.core.errors import user_error_types
+    from kvreg.report.gather import write_workbook
 
     with registry.connect() as conn, pytest.raises(user_error_types(), match="2026-13"):
         write_workbook(conn, tmp_path / "x.xlsx", "2026-13")
@@ -774,8 +774,8 @@ def printed(tmp_path_factory):
     """The seeded registry's workbook on each engine that is here, printed to PDF by one LibreOffice
     start (a start costs seconds): {"sqlite": (xlsx, pdf, plans, gpus), "postgresql": ...}. A seeded registry is
     the same on both engines, so the PostgreSQL one is a new database kvreg migrates and seeds."""
-    from kvreg.app.registry import open_registry
-    from kvreg.report import write_workbook
+    from kvreg.app.access import open_registry
+    from kvreg.report.gather import write_workbook
 
     _need_libreoffice()
     work = tmp_path_factory.mktemp("print")
@@ -1053,8 +1053,8 @@ def test_a_workbook_saved_by_libreoffice_reads_back(registry, recalculated):
     """LibreOffice keeps the very hidden state sheet and the document properties: its copy of the
     unedited workbook has nothing to apply, and its copy of the edited one is refused for the
     Workload row typed in without formulas (the workbook's figures leave that row out)."""
-    from kvreg.errors import KvregError
-    from kvreg.importers.workbook import apply_workbook
+    from kvreg.core.errors import KvregError
+    from kvreg.interchange.workbook import apply_workbook
 
     result = apply_workbook(registry, recalculated["before"][0], quarter="2026Q4", dry_run=True)
     assert result.changes == [] and result.conflicts == [] and not result.applied

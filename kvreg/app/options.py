@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import click
 
-from kvreg.errors import KvregError
+from kvreg.core.errors import KvregError
+from kvreg.core.units import format_tokens
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS as _D, INPUTS
-from kvreg.units import format_tokens
 
 # --------------------------------------------------------------------------- the options
 
@@ -94,7 +94,7 @@ def declared_fields(command: click.Command) -> list[tuple[str, str, str]]:
 def engine_options(defaults: bool) -> list:
     """--rule and the engine's own settings (docs/engine-rules.md), for `kvreg capacity` and the plan
     commands, each generated from its input's declaration (flag, help, the engine defaults it names);
-    parse them with kvreg.rules.parse_engine_options (text, read with units). Without defaults (plan set)
+    parse them with kvreg.core.rules.parse_engine_options (text, read with units). Without defaults (plan set)
     an option left out keeps the stored value."""
     clears = "" if defaults else "; none clears it"
     return [

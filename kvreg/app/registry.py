@@ -1,41 +1,664 @@
-"""Opening the registry as every command does: the database opened, upgraded and given its views
-(kvreg.db.engine), and a new one seeded with the built-in catalog (kvreg.catalog.load).
-
-The catalog writes the tables the db layer defines, so the db layer does not import it: this
-module, above both, hands the catalog's seeding to the db layer's open.
-
-Standard library only at import time (kvreg.db.read is): every read command imports it.
-"""
+"""Reading and writing registry rows: models, GPUs, dtypes. Validation happens here, before the
+database's own constraints, so that a user sees what is wrong in words and nothing is written."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+import math
+import re
+from typing import Any
 
-from kvreg.db import read as read_path
+from sqlalchemy import BigInteger, Integer, delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from kvreg.app.capacity import MAX_GPUS_PER_NODE
+from kvreg.catalog.defaults import DERIVED, TEXT_DEFAULTS, ZERO_COUNTS, model_default
+from kvreg.core.errors import AlreadyExists, KvregError, suggest
+from kvreg.core.text import invisible_characters
+from kvreg.core.units import UnitError, parse_flops, parse_size
+from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
+    get_gpu, get_model, gpu_names, list_dtypes, list_gpus, list_models, model_names,
+)
+from kvreg.db.columns import stored_inputs
+from kvreg.db.tables import GPU_FIELDS, MODEL_FIELDS, Dtype, Fleet, Gpu, Model, Plan, SQLModel
+from kvreg.figures.inputs import INPUTS, KV_GROUPS, MAXIMUMS
+
+MAX_NAME = 200
+_INT_LIMIT = 2**62
+_ASCII_INT = re.compile(r"-?[0-9]+")
+# PostgreSQL's INTEGER stops at 2**31 - 1 where SQLite would store more: values for INTEGER
+# columns stop there on both engines, so both refuse them alike, in words.
+INT32_MAX = 2**31 - 1
+# kvreg tries every TP up to the GPUs per node (kvreg.app.capacity.valid_tps), so a typo here must
+# not ask for billions of rows; the largest NVLink domains today hold 72 GPUs.
+_FIELD_LIMITS = {"gpus_per_node": MAX_GPUS_PER_NODE}
 
 
-def open_registry(url: str | None = None, *, on_seeded: Callable[[str], None] | None = None):
-    """The registry at `url` (None: $KVREG_DB, else sqlite:///registry.db), opened the full way
-    (SQLAlchemy): created, upgraded, seeded with the built-in catalog when new, its views current.
-    `on_seeded(url)` is called when this open seeded a new registry."""
-    # lazy: SQLAlchemy and the catalog's loader, only for a command that opens the registry the full way
-    from kvreg.catalog.load import seed_if_empty
-    from kvreg.db.engine import open_database
+def check_name(name: Any, what: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise KvregError(f"{what} name must not be empty")
+    if len(name) > MAX_NAME:
+        raise KvregError(f"{what} name is {len(name):,} characters long: at most {MAX_NAME} are allowed")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise KvregError(f"{what} name {name!r} contains control characters: use printable text only")
+    if not _is_utf8(name):
+        raise KvregError(f"{what} name {_shown(name)} is not valid UTF-8 (it came from a file or folder name): "
+                         "give the name with --name")
+    hidden = invisible_characters(name)
+    if hidden:  # a name must read as what it is: not reversed, not a look-alike of another
+        raise KvregError(f"{what} name {name!r} contains invisible or direction-changing characters "
+                         f"({', '.join(hidden)}): use visible text only")
+    return name
 
-    return open_database(url, seed=seed_if_empty, on_seeded=on_seeded)
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")  # bytes of a file name that are not UTF-8 arrive as lone surrogates
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
-def read(url: str | None, fn, *, prepare: bool = True, on_seeded: Callable[[str], None] | None = None):
-    """fn(conn) on the registry by the one read path (kvreg.db.read.read): sqlite3 alone for a current
-    SQLite registry, else opened with open_registry, or with prepare=False connected to as it is
-    (`kvreg db current` must not upgrade what it reports on)."""
+def _shown(text: str) -> str:
+    return repr(text.encode("utf-8", "surrogateescape"))[1:]
 
-    def open_full(resolved: str):
-        if prepare:
-            return open_registry(resolved, on_seeded=on_seeded)
-        # lazy: SQLAlchemy, only on the full path
-        from kvreg.db.engine import make_engine
 
-        return make_engine(resolved)
+# A number format's size: from 1 bit (0.125 B) to 8 B (fp64). Anything smaller makes every
+# figure built on it meaningless (1e-320 B per element: a billion users on 0 GPUs).
+BYTES_PER_ELEMENT_RANGE = (0.125, 8)
 
-    return read_path.read(url, fn, open_full)
+
+def check_bytes_per_element(value: Any, field: str = "bytes_per_element") -> float:
+    low, high = BYTES_PER_ELEMENT_RANGE
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not low <= value <= high:
+        raise KvregError(f"{field} must be a number from {low} (1 bit) to {high} bytes (int4: 0.5), not {value!r}")
+    return float(value)
+
+
+def check_text(value: Any, field: str) -> str:
+    """Free text (notes, vendor, family) may hold anything PostgreSQL can store: all but NUL.
+    (SQLite would store NUL, so without this check the two engines would disagree.)"""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise KvregError(f"{field} must be text, not {value!r}")
+    if not _is_utf8(value):
+        raise KvregError(f"{field} {_shown(value)} is not valid UTF-8 (it came from a file or folder name): "
+                         "rename the file")
+    if "\x00" in value:
+        raise KvregError(f"{field} contains a NUL character (\\x00), which a registry cannot store: remove it")
+    return value
+
+
+def _check_texts(row: dict, fields: tuple[str, ...]) -> None:
+    for f in fields:
+        if row.get(f) is not None:
+            check_text(row[f], f)
+
+
+def check_int(value: Any, field: str, *, minimum: int = 1, allow_none: bool = False) -> int | None:
+    """A whole number >= minimum; rejects booleans, fractions, NaN, infinity and sizes beyond what
+    the field's column holds on PostgreSQL (or a sane bound, see _FIELD_LIMITS)."""
+    if value is None:
+        if allow_none:
+            return None
+        raise KvregError(f"{field} is required")
+    if isinstance(value, bool):
+        raise KvregError(f"{field} must be a whole number, not {value!r}")
+    limit = _limit(field)
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise KvregError(f"{field} must be a whole number, not {value!r}")
+        if value > limit:  # 1e308 is a whole number too: say so without its 309 digits
+            raise KvregError(f"{field} {value!r} is too large: at most {limit:,}")
+        value = int(value)
+    if isinstance(value, str):
+        # Strict: Python's int() would also read 1_000 and other scripts' digits (Arabic-Indic
+        # ١٠٠), which no other tool reading the same file takes for a number.
+        digits = value.strip()
+        if not _ASCII_INT.fullmatch(digits):
+            shown = repr(value) if len(value) <= 40 else f"{value[:20]!r}... ({len(value):,} characters)"
+            raise KvregError(f"{field} must be a whole number, not {shown}{_digits_hint(digits)}")
+        if len(digits.lstrip("-0")) > len(str(limit)):
+            raise KvregError(f"{field} ({len(digits):,} digits) is too large: at most {limit:,}")
+        value = int(digits)
+    if not isinstance(value, int):
+        raise KvregError(f"{field} must be a whole number, not {value!r}")
+    if value < minimum:
+        raise KvregError(f"{field} must be at least {minimum}, not {value}")
+    if value > limit:
+        shown = f"{value:,}" if value < 10**40 else f"({len(str(value)):,} digits)"
+        raise KvregError(f"{field} {shown} is too large: at most {limit:,}")
+    return value
+
+
+_ASCII_REAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _digits_hint(text: str) -> str:
+    """What to change in a number that Python would read but kvreg does not: 1_000, 1,000, ١٠٠."""
+    if "_" in text or "," in text or any(ch.isdigit() and not ch.isascii() for ch in text):
+        return " (write the digits 0-9 only, with no _ or , separators)"
+    return ""
+
+
+def check_real(value: Any, field: str, *, positive: bool = False, allow_none: bool = True,
+               maximum: float | None = None, below: float | None = None) -> float | None:
+    """A finite number from 0 (above 0 when `positive`) up to `maximum` (default: the field's declared
+    maximum, kvreg.figures.inputs.MAXIMUMS), and under `below` when given. Text must be a plain decimal number (0-9, a point, an
+    exponent): 1_000, 1,5 and other scripts' digits are refused rather than read as Python would."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if allow_none:
+            return None
+        raise KvregError(f"{field} is required")
+    shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(str(value)):,} characters)"
+    if isinstance(value, str):
+        if not _ASCII_REAL.fullmatch(value.strip()):
+            raise KvregError(f"{field} must be a number, not {shown}{_digits_hint(value)}")
+        value = float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise KvregError(f"{field} must be a number, not {shown}")
+    try:
+        number = float(value)
+    except OverflowError:  # an int of 400 digits
+        number = math.inf
+    low = "more than 0" if positive else "at least 0"
+    maximum = MAXIMUMS.get(field) if maximum is None else maximum
+    if not math.isfinite(number) or number < 0 or (positive and number == 0) \
+            or (maximum is not None and number > maximum) or (below is not None and number >= below):
+        upto = f" and at most {maximum:,.0f}" if maximum is not None else ""
+        upto += f" and below {below:g}" if below is not None else ""
+        raise KvregError(f"{field} must be a finite number of {low}{upto}, not {shown}")
+    return number
+
+
+def check_input(field: str, value: Any) -> int | float | None:
+    """The one validator of a value entering the registry for the input or column `field`: the
+    CLI, declaration (TOML) and CSV files, the web forms, `kvreg db copy` and the workbook importer
+    all call it. What it checks is the input's declaration (kvreg.figures.inputs.InputDecl), the same
+    that generates the column and its CHECK: a real input (kind "real", or a bounded column of
+    MAXIMUMS) goes through check_real, any other through check_int with the column's limit, from its
+    least value (1 where it is positive, its minimum, else 0); then the CHECK's numeric upper bound and
+    its choices. None passes for a nullable input. Each failure is one line naming the field."""
+    decl = _INPUT_BY_COLUMN.get(field)
+    if decl is None:
+        if field in MAXIMUMS:
+            return check_real(value, field)
+        return check_int(value, field, minimum=0, allow_none=True)
+    if decl.kind == "real" or field in MAXIMUMS:
+        number = check_real(value, field, positive=decl.positive, allow_none=decl.nullable,
+                            maximum=_numeric(decl.at_most, decl.maximum), below=decl.below)
+    else:
+        number = check_int(value, field, minimum=decl.lowest or 0, allow_none=decl.nullable)
+        most = _numeric(decl.at_most)
+        if number is not None and most is not None and number > most:
+            raise KvregError(f"{field} must be at most {most:,}, not {number:,}")
+    if number is not None and decl.choices and number not in decl.choices:
+        raise KvregError(f"{field} must be {' or '.join(str(c) for c in decl.choices)}, not {number!r}")
+    return number
+
+
+def _numeric(*bounds) -> int | float | None:
+    """The first bound that is a number (a CHECK's at_most may name another column instead)."""
+    return next((b for b in bounds if isinstance(b, (int, float)) and not isinstance(b, bool)), None)
+
+
+def input_error(field: str, value: Any) -> str | None:
+    """check_input's one-line error for `value`, or None when it passes."""
+    try:
+        check_input(field, value)
+    except KvregError as exc:
+        return str(exc)
+    return None
+
+
+_INPUT_BY_COLUMN = {i.column: i for i in INPUTS.values() if i.kind != "text" and i.table not in ("mix",)}
+
+
+def _limit(field: str) -> int:
+    """The largest whole number `field` may be: a sane bound, else what its column holds on every engine."""
+    if field in _FIELD_LIMITS:
+        return _FIELD_LIMITS[field]
+    return _column_limits().get(field, _INT_LIMIT - 1)
+
+
+@functools.cache
+def _column_limits() -> dict[str, int]:
+    """Column name -> INT32_MAX for every INTEGER (not BIGINT) column of the registry tables."""
+    out = {}
+    for table in SQLModel.metadata.tables.values():
+        for column in table.columns:
+            if isinstance(column.type, Integer) and not isinstance(column.type, BigInteger):
+                out[column.name] = INT32_MAX
+    return out
+
+
+def _integrity(exc: IntegrityError, what: str, name: str) -> KvregError:
+    msg = str(exc.orig).lower()
+    if "unique" in msg or "duplicate" in msg:
+        return AlreadyExists(
+            f"{what} {name!r} already exists: choose another name, or change it with `kvreg apply`"
+        )
+    if "foreign key" in msg:
+        return KvregError(f"{what} {name!r} refers to something that does not exist (an unknown dtype, model or GPU)")
+    for ck, text in _CHECK_TEXT.items():
+        if ck in msg:
+            return KvregError(f"{what} {name!r}: {text}")
+    return KvregError(f"{what} {name!r} breaks a registry rule: {str(exc.orig).splitlines()[0]}")
+
+
+_CHECK_TEXT = {
+    "ck_model_layer_sum": "full + sliding + chunked + linear layers must add up to layers",
+    "ck_model_sliding_window": "sliding layers need a sliding window (--sliding-window)",
+    "ck_model_chunk": "chunked layers need a chunk size (--attention-chunk-size)",
+    "ck_model_params": "params must be positive and active params at most total params",
+    "ck_model_linear_state": "linear layers need a state size (--linear-state-elements)",
+    "ck_model_mla": "MLA needs both kv_lora_rank and qk_rope_head_dim",
+    "ck_gpu_memory": "memory must be positive",
+    "ck_plan_fits_node": "TP x PP must not exceed the GPUs per node",
+    "ck_plan_reserve": "reserve must be at least 0 and below 1",
+    "ck_demand_users": "users must not be negative",
+}
+
+
+# --------------------------------------------------------------------------- dtypes
+
+
+def dtype_names(conn, kind: str | None = None) -> list[str]:
+    q = select(Dtype.name).order_by(Dtype.name)
+    if kind:
+        q = q.where(Dtype.kind.in_([kind, "both"]))
+    return list(conn.execute(q).scalars())
+
+
+def check_dtype(conn, name: str, kind: str, field: str = "dtype") -> str:
+    known = dtype_names(conn, kind)
+    if name not in known:
+        raise KvregError(f"unknown {field} {name!r}: use one of {', '.join(known)} (or add it with `kvreg dtype add`)")
+    return name
+
+
+def add_dtype(conn, row: dict) -> None:
+    check_name(row.get("name"), "dtype")
+    _check_texts(row, ("notes",))
+    row = dict(row)
+    for f, minimum in (("mla_bytes_per_token_per_layer", 1), ("scale_bytes_per_token_per_head", 0)):
+        if f in row:
+            row[f] = check_int(row[f], f, minimum=minimum, allow_none=True)
+    try:
+        conn.execute(insert(Dtype).values(**row))
+    except IntegrityError as exc:
+        raise _integrity(exc, "dtype", row["name"]) from None
+
+
+# --------------------------------------------------------------------------- models
+
+# The model's whole-number inputs (kvreg.figures.inputs), each checked as declared: the required ones first,
+# then (once the zero counts are filled) the optional ones; the derived ones (DERIVED: v_head_dim has its
+# default before, params_active and full_layers theirs after) once the fields they read are checked.
+_MODEL_DECLS = [d for d in stored_inputs("model") if d.kind == "int"]
+_MODEL_INTS = [d.column for d in _MODEL_DECLS if not d.nullable and d.default is None
+               and d.column not in DERIVED[1:] and d.column != "params_total"]
+_MODEL_OPTIONAL_INTS = [d.column for d in _MODEL_DECLS if d.nullable]
+
+
+def _check_declared(row: dict, field: str, value: Any = None) -> int | None:
+    """A model input's whole number, from its declared least value (check_input's lower bound)."""
+    d = _INPUT_BY_COLUMN[field]
+    return check_int(row.get(field) if value is None else value, field, minimum=d.lowest or 0, allow_none=d.nullable)
+
+
+def validate_model(conn, row: dict) -> dict:
+    """Check a model row and fill what it leaves out (kvreg.catalog.defaults: full layers, v_head_dim,
+    active params, zero counts, texts), each default once the fields it reads are checked."""
+    row = {k: v for k, v in row.items() if k in MODEL_FIELDS}
+    check_name(row.get("name"), "model")
+    _check_texts(row, ("architecture", "family", "notes", "source"))
+    row.setdefault("v_head_dim", model_default("v_head_dim", row))
+    for f in _MODEL_INTS:
+        row[f] = _check_declared(row, f)
+    for f in ZERO_COUNTS:
+        row[f] = check_int(row.get(f) or model_default(f, row), f, minimum=0)
+    for f in _MODEL_OPTIONAL_INTS:
+        row[f] = _check_declared(row, f)
+    kinds = row["sliding_layers"] + row["chunked_layers"] + row["linear_layers"]
+    if row.get("full_layers") is None:
+        if kinds > row["layers"]:  # say so in the fields given, not in full_layers (derived: -8)
+            raise KvregError(
+                f"model {row['name']!r}: sliding ({row['sliding_layers']}) + chunked ({row['chunked_layers']}) + "
+                f"linear ({row['linear_layers']}) layers add up to {kinds}, more than layers ({row['layers']})")
+        row["full_layers"] = model_default("full_layers", row)
+    row["full_layers"] = _check_declared(row, "full_layers")
+    if row["full_layers"] + kinds != row["layers"]:
+        raise KvregError(
+            f"model {row['name']!r}: full ({row['full_layers']}) + sliding ({row['sliding_layers']}) + chunked "
+            f"({row['chunked_layers']}) + linear ({row['linear_layers']}) layers must add up to layers ({row['layers']})"
+        )
+    if row["sliding_layers"] and not row.get("sliding_window"):
+        raise KvregError(f"model {row['name']!r} has sliding layers but no --sliding-window")
+    if row["chunked_layers"] and not row.get("attention_chunk_size"):
+        raise KvregError(f"model {row['name']!r} has chunked layers but no --attention-chunk-size")
+    if row["linear_layers"] and not row.get("linear_state_elements_per_layer"):
+        raise KvregError(f"model {row['name']!r} has linear layers but no --linear-state-elements")
+    if row.get("linear_state_elements_per_layer") and not row.get("linear_state_heads"):
+        row["linear_state_heads"] = 1
+    mla = row.get("kv_lora_rank") is not None
+    if mla != (row.get("qk_rope_head_dim") is not None):
+        raise KvregError(f"model {row['name']!r}: MLA needs both --kv-lora-rank and --qk-rope-head-dim")
+    if not mla and row.get("indexer_bytes_per_token_per_layer") is not None:
+        raise KvregError(f"model {row['name']!r}: an indexer cache (--indexer-bytes-per-token-per-layer) belongs to "
+                         "MLA models (DeepSeek-V3.2); give --kv-lora-rank and --qk-rope-head-dim too, or drop it")
+    if row.get("indexer_layers") is not None and row.get("indexer_bytes_per_token_per_layer") is None:
+        raise KvregError(f"model {row['name']!r}: indexer_layers counts the layers keeping an indexer cache; give "
+                         "--indexer-bytes-per-token-per-layer too, or drop it")
+    for f in ("kv_heads", "sliding_kv_heads", "chunked_kv_heads"):
+        if not mla and row.get(f) and row["attention_heads"] % row[f]:
+            raise KvregError(
+                f"model {row['name']!r}: {f} ({row[f]}) must divide attention_heads ({row['attention_heads']})"
+            )
+    for kind in ("sliding", "chunked"):
+        if not row[f"{kind}_layers"] and (row.get(f"{kind}_kv_heads") or row.get(f"{kind}_head_dim")):
+            raise KvregError(f"model {row['name']!r}: {kind}_kv_heads / {kind}_head_dim describe {kind} layers, "
+                             f"but the model has none; drop them or give --{kind}-layers")
+    recurrent = row.get("linear_recurrent_elements_per_layer")
+    if recurrent is not None and recurrent > (row.get("linear_state_elements_per_layer") or 0):
+        raise KvregError(f"model {row['name']!r}: linear_recurrent_elements_per_layer ({recurrent:,}) is part of the "
+                         f"state, so at most linear_state_elements_per_layer "
+                         f"({row.get('linear_state_elements_per_layer') or 0:,}); give --linear-state-elements too")
+    if row.get("embedding_matrices") not in (None, 1, 2):
+        raise KvregError(f"model {row['name']!r}: embedding_matrices is {row['embedding_matrices']}, but a checkpoint "
+                         "holds 2 vocabulary matrices (input embeddings and lm_head) or 1 when tied; give 1 or 2")
+    expert_shape = [row.get(k) for k in ("experts", "expert_intermediate_size", "moe_layers")]
+    if any(v is not None for v in expert_shape) and None in expert_shape:
+        raise KvregError(f"model {row['name']!r}: experts, expert_intermediate_size and moe_layers go together (a"
+                         " mixture-of-experts layout); give all three, or none for a dense model")
+    if row.get("expert_hidden_size") is not None and row.get("experts") is None:
+        raise KvregError(f"model {row['name']!r}: expert_hidden_size is the routed experts' latent width; give the "
+                         "expert layout too (experts, expert_intermediate_size, moe_layers), or drop it")
+    if row.get("rotary_dim") is not None and row["rotary_dim"] > row["head_dim"]:
+        raise KvregError(f"model {row['name']!r}: rotary_dim ({row['rotary_dim']}) cannot exceed head_dim "
+                         f"({row['head_dim']}); give the elements of a head RoPE rotates (partial_rotary_factor x head_dim)")
+    if row.get("moe_layers") is not None and row["moe_layers"] > row["layers"]:
+        raise KvregError(f"model {row['name']!r}: moe_layers ({row['moe_layers']}) cannot exceed the layers "
+                         f"({row['layers']}); give the layers that carry experts")
+    if row["k_eq_v_layers"] > row["full_layers"]:
+        raise KvregError(f"model {row['name']!r}: k_eq_v_layers ({row['k_eq_v_layers']}) cannot exceed the "
+                         f"full layers ({row['full_layers']})")
+    row["params_total"] = _check_declared(row, "params_total")
+    row["params_active"] = _check_declared(row, "params_active", row.get("params_active") or model_default("params_active", row))
+    if row["params_active"] > row["params_total"]:
+        raise KvregError(f"model {row['name']!r}: active params exceed total params")
+    row["weight_dtype"] = check_dtype(conn, row.get("weight_dtype") or "bf16", "weight", "weight dtype")
+    if row.get("linear_state_dtype"):
+        check_dtype(conn, row["linear_state_dtype"], "weight", "state dtype")
+    if row.get("indexer_layers") is not None and not 0 < row["indexer_layers"] <= (row.get("full_layers") or 0):
+        raise KvregError(f"model {row['name']!r}: indexer_layers ({row['indexer_layers']}) must be between 1 and the "
+                         f"{row.get('full_layers')} MLA layers; leave it out when every MLA layer keeps an indexer")
+    _check_kv_groups(row, mla)
+    kinds = ("mamba2", "gated_deltanet", "kda", "lightning", "short_conv")
+    if row.get("linear_state_kind") is not None and row["linear_state_kind"] not in kinds:
+        raise KvregError(f"model {row['name']!r}: linear_state_kind {row['linear_state_kind']!r} is not one of "
+                         f"{', '.join(kinds)}; name one of those or leave it out")
+    for f in TEXT_DEFAULTS:
+        row.setdefault(f, model_default(f, row))
+    return row
+
+
+def _check_kv_groups(row: dict, mla: bool) -> None:
+    """Per-layer kv heads: each group (kv_heads_N of kv_layers_N full layers) whole, its heads dividing the query
+    heads, in a model of full attention layers alone (a standard cache, not MLA) that keeps at least one full layer
+    at kv_heads."""
+    groups = [(n, row.get(f"kv_heads_{n}"), row.get(f"kv_layers_{n}")) for n in KV_GROUPS]
+    groups = [(n, heads, layers) for n, heads, layers in groups if heads is not None or layers is not None]
+    if not groups:
+        return
+    name = row["name"]
+    for n, heads, layers in groups:
+        if heads is None or layers is None:
+            raise KvregError(f"model {name!r}: kv_heads_{n} and kv_layers_{n} go together (that many full layers with "
+                             "that many kv heads each); give both, or neither")
+        if row["attention_heads"] % heads:
+            raise KvregError(f"model {name!r}: kv_heads_{n} ({heads}) must divide attention_heads "
+                             f"({row['attention_heads']})")
+    if mla or row["sliding_layers"] or row["chunked_layers"] or row["linear_layers"]:
+        raise KvregError(f"model {name!r}: per-layer kv heads (kv_heads_N / kv_layers_N) are for models whose cache "
+                         "layers are all standard full attention; drop them, or enter the layers as one kind")
+    grouped = sum(layers for _, _, layers in groups)
+    if grouped >= row["full_layers"]:
+        raise KvregError(f"model {name!r}: the per-layer kv head groups hold {grouped} layers, but at least one of the "
+                         f"{row['full_layers']} full layers must hold kv_heads; make the largest group kv_heads")
+
+
+def add_model(conn, row: dict, *, replace: bool = False) -> dict:
+    row = validate_model(conn, row)
+    try:
+        exists = conn.execute(select(Model.id).where(Model.name == row["name"])).scalar()
+        if exists is not None and replace:
+            conn.execute(update(Model).where(Model.id == exists).values(**row))
+        else:
+            conn.execute(insert(Model).values(**row))
+    except IntegrityError as exc:
+        raise _integrity(exc, "model", row["name"]) from None
+    return row
+
+
+# What an import keeps of a registry model it updates: curated facts, not re-read from a config.
+CURATED_FIELDS = ("name", "family", "notes")
+
+
+def hf_repo_id(source: str | None) -> str | None:
+    """The Hugging Face repo id a config's file name carries: ``meta-llama__Llama-3.1-8B.json`` ->
+    ``meta-llama/Llama-3.1-8B`` (the ``org__Model.json`` naming of downloaded configs); else None."""
+    if not source or not source.endswith(".json") or "__" not in source:
+        return None
+    org, model = source.removesuffix(".json").split("__", 1)
+    return f"{org}/{model}" if org and model else None
+
+
+def find_match(conn, row: dict, *, by_repo: bool = True) -> tuple[dict, str] | None:
+    """The registry model an imported row is, and how it was recognised: the same name, or (by_repo)
+    the same Hugging Face repo id as the config a registry model (a catalog one, say) was read from.
+    None: a new model."""
+    same = conn.execute(select(Model).where(Model.name == row["name"])).mappings().first()
+    if same is not None:
+        return dict(same), "name"
+    repo = hf_repo_id(row.get("source")) if by_repo else None
+    if repo is None:
+        return None
+    # A source naming this repo is "org__model.json" with "org/model" == repo, so it is exactly
+    # len(repo) + 6 characters long ("/" becomes "__", ".json" is added): asking for that length
+    # keeps an import of many configs from reading every model for each one (an import of 1,000
+    # files read 530,000 rows). The match itself is hf_repo_id's, in Python.
+    candidates = select(Model.id, Model.source).where(func.length(Model.source) == len(repo) + 6,
+                                                      Model.source.like("%.json"))
+    for cand in conn.execute(candidates).mappings():
+        if hf_repo_id(cand["source"]) == repo:
+            existing = conn.execute(select(Model).where(Model.id == cand["id"])).mappings().one()
+            return dict(existing), f"Hugging Face repo {repo}"
+    return None
+
+
+def import_model(conn, row: dict, *, replace: bool = False, exact_params: bool = False,
+                 named: bool = False) -> tuple[dict, str | None]:
+    """Write an imported model row; returns (the row written, a note for the user or None).
+
+    A row that matches a registry model (find_match) is never added beside it: without `replace` the
+    import fails saying which model it is; with it, the match is updated from the config, keeping its
+    name, family and notes, and its parameter counts unless the import's are exact (a safetensors
+    index or --params-b): an estimate never replaces a published number. A row the user `named`
+    (--name) is matched by that name only: naming it is asking for a model of its own.
+    """
+    row = {**row, "name": check_name(row["name"], "model")}  # before any query: a name must be valid text
+    match = find_match(conn, row, by_repo=not named)
+    if match is None:
+        return add_model(conn, row), None
+    existing, how = match
+    if not replace:
+        if how == "name":
+            raise AlreadyExists(f"model {row['name']!r} already exists: pass --replace to update it from the config")
+        raise AlreadyExists(f"{row['source']} is the registry's model {existing['name']!r} (same {how}): pass "
+                            "--replace to update it from the config, or --name to add it under a new name")
+    kept = list(CURATED_FIELDS) + ([] if exact_params else ["params_total", "params_active"])
+    merged = {**row, **{f: existing[f] for f in kept}}
+    add_model(conn, merged, replace=True)
+    changed = [f for f in MODEL_FIELDS if f not in ("imported_at", "source", "source_sha256")
+               and merged.get(f) != existing.get(f)]
+    note = (f"{row['source']}: updated the registry's model {existing['name']!r} (matched by {how}); kept its "
+            f"{', '.join(kept[1:] if how == 'name' else kept)}" + (f"; changed {', '.join(changed)}" if changed else
+                                                                   "; no figure changed"))
+    return merged, note
+
+
+def remove_model(conn, name: str) -> None:
+    m = get_model(conn, name)
+    plans = list(conn.execute(select(Plan.name).where(Plan.model_id == m["id"])).scalars())
+    if plans:
+        raise KvregError(f"model {name!r} is used by plan(s) {', '.join(plans)}: remove those plans first")
+    conn.execute(delete(Model).where(Model.id == m["id"]))
+
+
+# --------------------------------------------------------------------------- GPUs
+
+# A GPU's dense tensor FLOP per second by dtype (0015), read with parse_flops: 989.4TFLOPS, 2.25PFLOPS.
+GPU_FLOPS = ("flops_bf16_per_s", "flops_fp8_per_s", "flops_fp4_per_s")
+
+# The memory CUDA or ROCm reports for a GPU no log shows (0015; docs/engine-rules.md, "GPUs without a log").
+# NVIDIA: the usable memory less 400 MiB and 1/200 of it, where usable is the nominal size, or 15/16 of it on
+# GDDR memory with ECC on (data-centre GDDR cards: T4, A10, L4, L40S keep 1/16 for the check bits). Least
+# squares on seven logged GPUs (A100-40GB, H100-SXM, H200, RTX-4090, L40S, L4, RTX-5090) gives 0.33 GiB and
+# 0.61%; rounded to 400 MiB and 0.5%, it is within 0.83% of the twelve held out (tests/test_gpu_facts.py).
+# AMD: ROCm reports the whole HBM less 16 MiB (MI300X's 192 GiB as 201,310,208 KiB, a 64 GiB gfx90a device
+# as 67,092,480 KiB).
+NVIDIA_RESERVE_BYTES = 400 * 2**20
+NVIDIA_RESERVE_SHARE = 200  # a further 1/200 of the usable memory
+GDDR_ECC_SHARE = 16  # ECC on GDDR keeps 1/16 of it
+ROCM_RESERVE_BYTES = 16 * 2**20
+
+
+def estimate_reported_memory(memory_bytes: int, vendor: str, *, gddr_ecc: bool = False) -> int | None:
+    """What CUDA (NVIDIA) or ROCm (AMD) reports as the device's total for a GPU of `memory_bytes` nominal
+    memory, by the rule above; None for a vendor the rule does not cover (Apple's unified memory)."""
+    vendor = vendor.strip().lower()
+    if vendor == "amd":
+        return memory_bytes - ROCM_RESERVE_BYTES
+    if vendor not in ("", "nvidia"):
+        return None
+    usable = memory_bytes - memory_bytes // GDDR_ECC_SHARE if gddr_ecc else memory_bytes
+    return usable - NVIDIA_RESERVE_BYTES - usable // NVIDIA_RESERVE_SHARE
+
+
+def validate_gpu(row: dict) -> dict:
+    row = {k: v for k, v in row.items() if k in GPU_FIELDS}
+    check_name(row.get("name"), "gpu")
+    _check_texts(row, ("vendor", "interconnect", "notes"))
+    if row.get("memory_bytes") is None:
+        raise KvregError(f"gpu {row['name']!r} needs a memory size (--memory 80GiB)")
+    row["memory_bytes"] = parse_size(row["memory_bytes"])
+    if row.get("memory_bandwidth_bytes_per_s") is not None:
+        row["memory_bandwidth_bytes_per_s"] = parse_size(row["memory_bandwidth_bytes_per_s"])
+    if row.get("reported_memory_bytes") is not None:
+        row["reported_memory_bytes"] = parse_size(row["reported_memory_bytes"])
+        if not 0 < row["reported_memory_bytes"] <= row["memory_bytes"]:
+            raise KvregError(f"gpu {row['name']!r}: the reported memory ({row['reported_memory_bytes']:,} B) must be "
+                             f"above 0 and at most the memory ({row['memory_bytes']:,} B): CUDA reports a little less "
+                             "than the nominal size")
+    estimated = row.get("reported_memory_estimated") or 0  # absent: the reported memory, if any, was given
+    if estimated not in (0, 1) or isinstance(estimated, (bool, float)):
+        raise KvregError(f"gpu {row['name']!r}: reported_memory_estimated is 1 (kvreg estimated the reported memory) or "
+                         f"0 (it was given), not {estimated!r}")
+    elif estimated and row.get("reported_memory_bytes") is None:
+        raise KvregError(f"gpu {row['name']!r}: reported_memory_estimated is 1 but there is no reported memory: give "
+                         "reported_memory_bytes, or leave reported_memory_estimated out")
+    row["reported_memory_estimated"] = estimated
+    for f in ("price_per_hour", "unit_price"):
+        if row.get(f) is not None:
+            row[f] = check_input(f, row[f])
+    for f in GPU_FLOPS:
+        if row.get(f) is not None:
+            try:
+                row[f] = check_input(f, parse_flops(row[f], f))
+            except UnitError as exc:
+                raise KvregError(f"gpu {row['name']!r}: {exc}") from None
+    if row.get("compute_capability") is not None:
+        try:
+            row["compute_capability"] = check_input("compute_capability", row["compute_capability"])
+        except KvregError as exc:
+            raise KvregError(f"gpu {row['name']!r}: {exc} (an H100 is 9.0)") from None
+    if row.get("fabric") is not None:
+        v = row["fabric"]
+        if v not in (0, 1, True, False):
+            raise KvregError(f"gpu {row['name']!r}: fabric is 1 (NVLink or another GPU fabric) or 0 (PCIe only), "
+                             f"not {v!r}")
+        row["fabric"] = int(v)
+    if row.get("lead_time_quarters") is None:
+        row.pop("lead_time_quarters", None)
+    else:
+        row["lead_time_quarters"] = check_input("lead_time_quarters", row["lead_time_quarters"])
+    if row.get("node_gpus") is None:
+        row.pop("node_gpus", None)
+    else:
+        row["node_gpus"] = check_input("node_gpus", row["node_gpus"])
+    for f in ("vendor", "interconnect", "notes"):
+        row.setdefault(f, "")
+    return row
+
+
+def add_gpu(conn, row: dict, *, replace: bool = False, estimate: bool = False, gddr_ecc: bool = False) -> dict:
+    """Add (or with `replace`, overwrite) a GPU row. `estimate`: a row without a reported memory gets
+    estimate_reported_memory's (`gddr_ecc`: its GDDR runs with ECC on), marked reported_memory_estimated."""
+    row = validate_gpu(row)
+    if estimate and row.get("reported_memory_bytes") is None:
+        guess = estimate_reported_memory(row["memory_bytes"], row["vendor"], gddr_ecc=gddr_ecc)
+        if guess is not None and guess > 0:
+            row["reported_memory_bytes"], row["reported_memory_estimated"] = guess, 1
+    try:
+        exists = conn.execute(select(Gpu.id).where(Gpu.name == row["name"])).scalar()
+        if exists is not None and replace:
+            conn.execute(update(Gpu).where(Gpu.id == exists).values(**row))
+        else:
+            conn.execute(insert(Gpu).values(**row))
+    except IntegrityError as exc:
+        raise _integrity(exc, "gpu", row["name"]) from None
+    return row
+
+
+# What `kvreg gpu set` may change on an existing GPU type: its procurement facts and its dense FLOP/s.
+GPU_SETTABLE = ("lead_time_quarters", "node_gpus", "unit_price", "price_per_hour", *GPU_FLOPS)
+
+
+def set_gpu(conn, name: str, changes: dict) -> dict:
+    """Change a GPU type's procurement facts (GPU_SETTABLE; None: left as it is): the row as stored."""
+    g = get_gpu(conn, name)
+    changes = {k: v for k, v in changes.items() if v is not None}
+    unknown = sorted(set(changes) - set(GPU_SETTABLE))
+    if unknown:
+        raise KvregError(f"gpu set cannot change {', '.join(unknown)}: only {', '.join(GPU_SETTABLE)}")
+    if not changes:
+        raise KvregError("gpu set needs something to change: --lead-time, --node-gpus, --unit-price, "
+                         "--price-per-hour, --flops-bf16, --flops-fp8 or --flops-fp4")
+    row = validate_gpu({**{k: g.get(k) for k in GPU_FIELDS}, **changes})
+    values = {k: row[k] for k in changes}
+    conn.execute(update(Gpu).where(Gpu.id == g["id"]).values(**values))
+    return {**g, **values}
+
+
+def remove_gpu(conn, name: str) -> None:
+    g = get_gpu(conn, name)
+    plans = list(conn.execute(select(Plan.name).where(Plan.gpu_id == g["id"])).scalars())
+    if plans:
+        raise KvregError(f"gpu {name!r} is used by plan(s) {', '.join(plans)}: remove those plans first")
+    fleet = list(conn.execute(select(Fleet.quarter).where(Fleet.gpu_id == g["id"]).order_by(Fleet.quarter)).scalars())
+    if fleet:
+        raise KvregError(f"gpu {name!r} has fleet entries ({', '.join(fleet)}): remove them first with "
+                         f"`kvreg fleet remove {name} QUARTER`")
+    conn.execute(delete(Gpu).where(Gpu.id == g["id"]))
+
+
+def counts(conn) -> dict:
+    return {
+        "models": conn.execute(select(func.count()).select_from(Model)).scalar_one(),
+        "gpus": conn.execute(select(func.count()).select_from(Gpu)).scalar_one(),
+        "dtypes": conn.execute(select(func.count()).select_from(Dtype)).scalar_one(),
+        "plans": conn.execute(select(func.count()).select_from(Plan)).scalar_one(),
+    }

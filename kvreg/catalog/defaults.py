@@ -1,7 +1,7 @@
 """What a model row may leave out, and what it then holds.
 
 One rule for every way a model comes in: the built-in catalog (kvreg.catalog.load), `kvreg model
-add`, a sync file and an import (all through kvreg.registry.validate_model, which checks each field
+add`, a sync file and an import (all through kvreg.app.registry.validate_model, which checks each field
 before it derives another from it).
 """
 

@@ -28,7 +28,7 @@ _COMMANDS = {
     "fleet": ("kvreg.cli.fleet", "fleet_group", "GPUs installed per GPU type per quarter (carried forward)."),
     "calibrate": ("kvreg.cli.calibrate", "calibrate_cmd", "Set a vLLM or SGLang startup log against kvreg's figures."),
     "report": ("kvreg.cli.report", "report_cmd", "Write the quarterly capacity report (Markdown and Excel)."),
-    "serve": ("kvreg.cli.serve", "serve_cmd", "A local web page: what-if, registry tables, plans, procurement."),
+    "serve": ("kvreg.web.serve", "serve_cmd", "A local web page: what-if, registry tables, plans, procurement."),
 }
 
 

@@ -41,7 +41,7 @@ def log_options(fn):
 
 def fill_settings(log, settings: dict) -> None:
     """The settings given on the command line where the log shows none (what it shows wins)."""
-    from kvreg.errors import KvregError
+    from kvreg.core.errors import KvregError
 
     for name, value in settings.items():
         if value is None:
@@ -71,9 +71,9 @@ def calibrate_cmd(ctx, log_path, model, gpu, context, weight_dtype, kv_dtype, en
     Examples: kvreg calibrate --log server.log --format json;
     kvreg calibrate --log server.log --model Llama-3.1-8B --gpu H100-SXM (for a log that names neither)
     """
-    from kvreg.calibrate import compare
-    from kvreg.enginelog import read_log
-    from kvreg.units import parse_tokens
+    from kvreg.app.calibrate import compare
+    from kvreg.core.enginelog import read_log
+    from kvreg.core.units import parse_tokens
 
     log, source = read_log(log_path)
     fill_settings(log, settings)

@@ -33,7 +33,7 @@ def capacity_cmd(ctx, models, gpus, context, kv_dtype, weight_dtype, tp, pp, dp_
     Example: kvreg capacity --model Llama-3.1-70B --gpu H100-SXM --tp 4 --input-tokens 1024 --output-tokens 1024
     --concurrency 32 --tpot-ms 50 --ttft-ms 2000
     """
-    from kvreg.capacity import ask, question_columns, question_from_options
+    from kvreg.app.capacity import ask, question_columns, question_from_options
 
     given = ctx.get_parameter_source("context") is not click.core.ParameterSource.DEFAULT
     q = question_from_options(models=models, gpus=gpus, context=context if given or input_tokens is None else None,

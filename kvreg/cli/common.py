@@ -76,7 +76,7 @@ def user_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from kvreg.errors import user_error_types
+        from kvreg.core.errors import user_error_types
 
         try:
             return fn(*args, **kwargs)
@@ -92,7 +92,7 @@ def one_line(text: str) -> str:
 
 def open_db(ctx: click.Context):
     """The registry, opened the full way (SQLAlchemy): for commands that write."""
-    from kvreg.app.registry import open_registry
+    from kvreg.app.access import open_registry
 
     return open_registry(ctx.find_root().obj.get("db_url"), on_seeded=say_created)
 
@@ -117,10 +117,10 @@ def say_created(url: str) -> None:
 
 
 def read(ctx: click.Context, fn, *, prepare: bool = True):
-    """fn(conn) on the --db registry by the one read path (kvreg.app.registry.read): sqlite3 alone for
+    """fn(conn) on the --db registry by the one read path (kvreg.app.access.read): sqlite3 alone for
     a current SQLite registry, SQLAlchemy otherwise; the same rows either way. Every read-only
     command reads this way, and prints what it gets with emit / emit_record below."""
-    from kvreg.app.registry import read as read_registry
+    from kvreg.app.access import read as read_registry
 
     return read_registry(ctx.find_root().obj.get("db_url"), fn, prepare=prepare, on_seeded=say_created)
 

@@ -19,8 +19,8 @@ def _url(ctx) -> str:
 def init_cmd(ctx):
     """Create or upgrade the registry to the newest schema and load the built-in catalog into an
     empty one. Every other command does this by itself; init just says what it found."""
+    from kvreg.app.registry import counts
     from kvreg.db.engine import mask_url
-    from kvreg.registry import counts
 
     engine = open_db(ctx)
     with engine.connect() as conn:
@@ -121,7 +121,7 @@ def db_copy(ctx, source, target, force, fmt):
       kvreg db copy --from sqlite:///registry.db --to postgresql+psycopg://planner@db/kvreg
     """
     from kvreg.db.engine import resolve_url
-    from kvreg.dbcopy import copy_registry
+    from kvreg.interchange.dbcopy import copy_registry
 
     result = copy_registry(resolve_url(source or ctx.find_root().obj.get("db_url")), target, force=force)
     tables = [{"table": t, "source_rows": n, "target_rows": result.target_rows[t]}
@@ -201,6 +201,7 @@ def _alembic(ctx, action: str, revision: str, yes: bool = False) -> list[str]:
     from alembic.util import CommandError
     from sqlalchemy.exc import SQLAlchemyError
 
+    from kvreg.core.errors import KvregError
     from kvreg.db.engine import (
         alembic_config,
         check_openable,
@@ -210,7 +211,6 @@ def _alembic(ctx, action: str, revision: str, yes: bool = False) -> list[str]:
         make_engine,
         mask_url,
     )
-    from kvreg.errors import KvregError
 
     url = _url(ctx)
     engine = make_engine(url)

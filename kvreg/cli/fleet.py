@@ -32,7 +32,7 @@ def fleet_set(ctx, gpu, quarter, owned, reserved, reserved_price):
 
     Example: kvreg fleet set H100-SXM 2026Q4 64 --reserved 16 --reserved-price 2.1
     """
-    from kvreg.fleet import set_fleet
+    from kvreg.app.fleet import set_fleet
 
     with open_db(ctx).begin() as conn:
         r = set_fleet(conn, gpu, quarter, owned, reserved, reserved_price)
@@ -65,7 +65,7 @@ def fleet_list(ctx, gpu, quarter, fmt):
 @user_errors
 def fleet_remove(ctx, gpu, quarter):
     """Remove one fleet entry; the GPU type's entry before it then holds on."""
-    from kvreg.fleet import remove_fleet
+    from kvreg.app.fleet import remove_fleet
 
     with open_db(ctx).begin() as conn:
         remove_fleet(conn, gpu, quarter)
@@ -87,7 +87,7 @@ def import_command(group: click.Group, kind: str, header: str, example: str):
     @click.pass_context
     @user_errors
     def import_cmd(ctx, path, dry_run, fmt):
-        from kvreg import bulk
+        from kvreg.interchange import bulk
 
         data = _read(path)
         name = "-" if path == "-" else Path(path).name
@@ -113,7 +113,7 @@ def export_command(group: click.Group, kind: str):
     @click.pass_context
     @user_errors
     def export_cmd(ctx, path):
-        from kvreg import bulk
+        from kvreg.interchange import bulk
 
         with open_db(ctx).connect() as conn:
             data = getattr(bulk, f"export_{kind}")(conn)
@@ -127,9 +127,9 @@ def export_command(group: click.Group, kind: str):
 
 
 def _read(path: str) -> str:
-    """A CSV file or stdin through kvreg.limits (regular files only, at most MAX_CSV_BYTES), as UTF-8."""
-    from kvreg.errors import KvregError
-    from kvreg.limits import MAX_CSV_BYTES, read_input, show_path
+    """A CSV file or stdin through kvreg.core.limits (regular files only, at most MAX_CSV_BYTES), as UTF-8."""
+    from kvreg.core.errors import KvregError
+    from kvreg.core.limits import MAX_CSV_BYTES, read_input, show_path
 
     raw = read_input(path, MAX_CSV_BYTES, "CSV")
     try:

@@ -71,8 +71,8 @@ def gpu_add(ctx, name, memory, reported_memory, gddr_ecc, bandwidth, vendor, int
     """Add a GPU: kvreg gpu add RTX-4080 --memory 16GiB --bandwidth 716.8GB --compute-capability 8.9 --pcie-only
     --flops-bf16 97.5TFLOPS --flops-fp8 194.9TFLOPS. Without --reported-memory kvreg estimates what CUDA reports
     and says so; give the figure from your engine's log to override it (--reported-memory 79.19GiB)."""
-    from kvreg.errors import KvregError
-    from kvreg.registry import add_gpu
+    from kvreg.app.registry import add_gpu
+    from kvreg.core.errors import KvregError
 
     if gddr_ecc and reported_memory is not None:
         raise KvregError("--gddr-ecc only shapes the estimate of the reported memory, and --reported-memory gives it: "
@@ -114,7 +114,7 @@ def gpu_add(ctx, name, memory, reported_memory, gddr_ecc, bandwidth, vendor, int
 def gpu_set(ctx, name, lead_time, node_gpus, unit_price, price_per_hour, flops_bf16, flops_fp8, flops_fp4):
     """Change a GPU type's procurement facts or dense FLOP/s: kvreg gpu set H100-SXM --lead-time 2 --node-gpus 8;
     kvreg gpu set H100-SXM --flops-bf16 989.4TFLOPS --flops-fp8 1978.9TFLOPS."""
-    from kvreg.registry import set_gpu
+    from kvreg.app.registry import set_gpu
 
     with open_db(ctx).begin() as conn:
         set_gpu(conn, name, dict(lead_time_quarters=lead_time, node_gpus=node_gpus, unit_price=unit_price,
@@ -154,7 +154,7 @@ def gpu_show(ctx, name, fmt):
 @user_errors
 def gpu_remove(ctx, name):
     """Remove a GPU that no plan uses."""
-    from kvreg.registry import remove_gpu
+    from kvreg.app.registry import remove_gpu
 
     with open_db(ctx).begin() as conn:
         remove_gpu(conn, name)
@@ -191,7 +191,7 @@ def dtype_list(ctx, fmt):
 def dtype_add(ctx, name, bytes_per_element, kind, mla_bytes_per_token_per_layer, scale_bytes_per_token_per_head,
               notes):
     """Add a dtype."""
-    from kvreg.registry import add_dtype, check_bytes_per_element
+    from kvreg.app.registry import add_dtype, check_bytes_per_element
 
     check_bytes_per_element(bytes_per_element, "--bytes-per-element")
     with open_db(ctx).begin() as conn:

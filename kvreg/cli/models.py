@@ -19,9 +19,11 @@ def model_group():
 
 
 # What model add gives by options of its own shape rather than one generated per input (--params-b, --max-context,
-# --tied-embeddings, --kv-head-group), or derives (full_layers).
+# --tied-embeddings, --kv-head-group, --tower-params-b), or derives (full_layers); and the vision tower's shape,
+# which only `model import` reads (config.json's vision_config).
 _MODEL_ADD_HANDLED = ("full_layers", "params_total", "params_active", "max_position_embeddings", "embedding_matrices",
-                      *[f"kv_{what}_{n}" for n in KV_GROUPS for what in ("heads", "layers")])
+                      *[f"kv_{what}_{n}" for n in KV_GROUPS for what in ("heads", "layers")], "tower_params",
+                      "vision_num_hidden_layers", "vision_hidden_size")
 
 
 @model_group.command("add")
@@ -69,6 +71,9 @@ _MODEL_ADD_HANDLED = ("full_layers", "params_total", "params_active", "max_posit
 @input_option("moe_layers")
 @input_option("expert_hidden_size")
 @input_option("rotary_dim")
+@click.option("--tower-params-b", type=float, help="A multimodal model's vision/audio towers and projectors, in "
+              "billions of parameters, apart from --params-b (the language model): the engine rules load them on "
+              "every GPU at 16 bits, split over TP (Qwen2.5-VL-7B: 0.677).")
 @input_option("architecture")
 @click.option("--family", default="", help="e.g. llama.")
 @click.option("--notes", default="")
@@ -80,14 +85,14 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
               linear_layers, linear_state_elements, linear_recurrent_elements, linear_state_heads, linear_state_dtype, kv_lora_rank,
               qk_rope_head_dim, indexer_bytes_per_token_per_layer, indexer_layers, kv_head_groups, hidden_size,
               intermediate_size, vocab_size, tied_embeddings, experts, expert_intermediate_size, moe_layers,
-              expert_hidden_size, rotary_dim, architecture, family, notes, **declared):
+              expert_hidden_size, rotary_dim, tower_params_b, architecture, family, notes, **declared):
     """Add a model by hand.
 
     Example: kvreg model add My-8B --layers 32 --kv-heads 8 --attention-heads 32 --head-dim 128 --params-b 8
     """
-    from kvreg.errors import KvregError
-    from kvreg.registry import add_model
-    from kvreg.units import parse_tokens
+    from kvreg.app.registry import add_model
+    from kvreg.core.errors import KvregError
+    from kvreg.core.units import parse_tokens
 
     if kv_heads is None and attention_heads is None:
         raise KvregError("give --kv-heads and/or --attention-heads")
@@ -108,7 +113,9 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
         hidden_size=hidden_size, intermediate_size=intermediate_size, vocab_size=vocab_size,
         embedding_matrices=None if tied_embeddings is None else 1 if tied_embeddings else 2, experts=experts,
         expert_intermediate_size=expert_intermediate_size, moe_layers=moe_layers,
-        expert_hidden_size=expert_hidden_size, rotary_dim=rotary_dim, architecture=architecture, family=family, notes=notes, source="manual",
+        expert_hidden_size=expert_hidden_size, rotary_dim=rotary_dim,
+        tower_params=_billions(tower_params_b, "--tower-params-b") if tower_params_b is not None else None,
+        architecture=architecture, family=family, notes=notes, source="manual",
         **declared,  # the inputs declared since, each its generated option (kvreg.app.options.declared_options)
     )
     if v_head_dim is not None:  # left out, it is the registry's default (kvreg.catalog.defaults)
@@ -120,7 +127,7 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
 
 def _kv_head_groups(groups: tuple[str, ...]) -> dict:
     """--kv-head-group HEADSxLAYERS, repeated: the model's kv_heads_N / kv_layers_N columns, N from 2."""
-    from kvreg.errors import KvregError
+    from kvreg.core.errors import KvregError
     from kvreg.figures.inputs import KV_GROUPS
 
     if len(groups) > len(KV_GROUPS):
@@ -138,7 +145,7 @@ def _kv_head_groups(groups: tuple[str, ...]) -> dict:
 def _billions(value: float, flag: str) -> int:
     import math
 
-    from kvreg.errors import KvregError
+    from kvreg.core.errors import KvregError
 
     if value is None or not math.isfinite(value) or value <= 0 or value > 1e6:
         raise KvregError(f"{flag} must be a positive number of billions of parameters, not {value!r}")
@@ -171,9 +178,11 @@ def model_import(ctx, paths, name, params_b, replace, accept_unknown, fmt):
     """
     import sys
 
-    from kvreg.errors import KvregError
-    from kvreg.importers.hf import MAX_CONFIG_BYTES, batch_warnings, import_path, import_text
-    from kvreg.registry import import_model
+    from kvreg.app.registry import import_model
+    from kvreg.core.errors import KvregError
+    from kvreg.interchange.hf.messages import batch_warnings
+    from kvreg.interchange.hf.read import MAX_CONFIG_BYTES
+    from kvreg.interchange.hf.row import import_path, import_text
 
     if name and len(paths) > 1:
         raise KvregError("--name works with one path only")
@@ -219,7 +228,7 @@ def _has_index(path: str) -> bool:
     parameter count is exact."""
     import pathlib
 
-    from kvreg.importers.hf import INDEX_FILE
+    from kvreg.interchange.hf.read import INDEX_FILE
 
     p = pathlib.Path(path)
     config = p / "config.json" if p.is_dir() else p
@@ -241,9 +250,10 @@ def model_check(paths, params_b, accept_unknown, fmt):
 
     Example: kvreg model check config.json ~/models/Llama-3_3-Nemotron-Super-49B-v1
     """
-    from kvreg.errors import KvregError
-    from kvreg.importers.check import explain
-    from kvreg.importers.hf import ConfigError, explain_path
+    from kvreg.core.errors import KvregError
+    from kvreg.interchange.check import explain
+    from kvreg.interchange.hf.config import ConfigError
+    from kvreg.interchange.hf.row import explain_path
 
     records, failed = [], 0
     for p in paths:
@@ -328,7 +338,7 @@ def model_show(ctx, name, gpu, kv_dtype, layers, tp, rule, fmt):
 
     Example: kvreg model show Kimi-Linear-48B-A3B-Instruct --layers --tp 4 --rule vllm
     """
-    from kvreg.capacity import JSON_COLUMNS, LAYER_COLUMNS, TABLE_COLUMNS, model_context_figures, model_layer_groups
+    from kvreg.app.capacity import JSON_COLUMNS, LAYER_COLUMNS, TABLE_COLUMNS, model_context_figures, model_layer_groups
     from kvreg.db.read import get_model
 
     if layers:
@@ -367,7 +377,7 @@ def model_show(ctx, name, gpu, kv_dtype, layers, tp, rule, fmt):
 @user_errors
 def model_remove(ctx, name):
     """Remove a model that no plan uses."""
-    from kvreg.registry import remove_model
+    from kvreg.app.registry import remove_model
 
     with open_db(ctx).begin() as conn:
         remove_model(conn, name)

@@ -42,7 +42,7 @@ SOLVE_TABLE = {
 
 
 def _spec(opts: dict, *, partial: bool) -> dict:
-    from kvreg.plans import spec_from_options
+    from kvreg.app.plans import spec_from_options
 
     return spec_from_options(opts, partial=partial)
 
@@ -50,7 +50,7 @@ def _spec(opts: dict, *, partial: bool) -> dict:
 def _claim_warning(conn, row: dict) -> str:
     """A warning for a plan whose context is past its model's max_position_embeddings ("" otherwise):
     the plan is saved, and the memory may hold the context, but the model does not claim to work there."""
-    from kvreg.registry import get_model
+    from kvreg.app.registry import get_model
 
     if row["context_within_claim"]:
         return ""
@@ -96,7 +96,7 @@ def plan_add(ctx, name, **opts):
     Example: kvreg plan add chat --model Llama-3-8B --gpu H100-SXM --gpus-per-node 1 --context 8K
     --avg-tokens 1500 --kv-cache-memory 53GB
     """
-    from kvreg.plans import add_plan
+    from kvreg.app.plans import add_plan
 
     allow = _allowances(opts)
     spec = {"name": name, **_spec(opts, partial=False), **allow}
@@ -125,7 +125,7 @@ def plan_set(ctx, name, rename, **opts):
 
     Example: kvreg plan set chat --allow-gpus H100-SXM,H200 --allow-kv-dtypes bf16,fp8
     """
-    from kvreg.plans import set_plan
+    from kvreg.app.plans import set_plan
 
     allow = _allowances(opts)
     changes = {**_spec(opts, partial=True), **allow}
@@ -165,15 +165,15 @@ def plan_calibrate(ctx, name, log_path, kv_cache_tokens, max_concurrency, engine
 
     Example: kvreg plan calibrate chat --log server.log
     """
-    from kvreg.plans import calibrate_plan, calibrate_plan_from_log
+    from kvreg.app.plans import calibrate_plan, calibrate_plan_from_log
 
     if log_path is not None:
         if kv_cache_tokens is not None or max_concurrency is not None or engine_version is not None:
-            from kvreg.errors import KvregError
+            from kvreg.core.errors import KvregError
 
             raise KvregError("give --log or the numbers (--kv-cache-tokens, --max-concurrency, --engine-version), "
                              "not both: the log carries them")
-        from kvreg.enginelog import read_log
+        from kvreg.core.enginelog import read_log
 
         log, source = read_log(log_path)
         with open_db(ctx).begin() as conn:
@@ -238,8 +238,8 @@ def plan_workload(ctx, name, fmt):
 
     Example: kvreg plan workload mixed-llama3-8b
     """
+    from kvreg.core.errors import KvregError
     from kvreg.db.read import plan_classes
-    from kvreg.errors import KvregError
 
     rows = read(ctx, lambda conn: plan_classes(conn, name))
     if not rows and fmt == "table":
@@ -254,7 +254,7 @@ def plan_workload(ctx, name, fmt):
 @user_errors
 def plan_remove(ctx, name):
     """Remove a plan and its demand."""
-    from kvreg.plans import remove_plan
+    from kvreg.app.plans import remove_plan
 
     with open_db(ctx).begin() as conn:
         remove_plan(conn, name)
@@ -306,7 +306,7 @@ def plan_rollup(ctx, quarter, start, quarters, whole_nodes, fmt):
         emit(rows, fmt)
         return
     if quarter is None:
-        from kvreg.fleet import horizon_table
+        from kvreg.app.fleet import horizon_table
 
         columns, table = horizon_table(rows)
         emit(table, fmt, columns)
@@ -356,7 +356,7 @@ def plan_optimize(ctx, start, quarters, allow_gpus, allow_kv_dtypes, whole_nodes
 
     Example: kvreg plan optimize --from 2026Q4 --quarters 4 --allow-gpus H100-SXM,H200 --allow-kv-dtypes bf16,fp8
     """
-    from kvreg.optimize import PLAN_COLUMNS, PURCHASE_COLUMNS, apply_optimum, optimize
+    from kvreg.app.optimize import PLAN_COLUMNS, PURCHASE_COLUMNS, apply_optimum, optimize
 
     args = dict(allow_gpus=allow_gpus, allow_kv_dtypes=allow_kv_dtypes, whole_nodes=whole_nodes, budget=budget,
                 residual=residual, time_limit=time_limit)
@@ -412,8 +412,8 @@ def _plan_options(fn):
 def _solver_input(ctx, conn, opts: dict, plan_name, quarter, users):
     """The solver's deployment spec and users: the options, or a saved plan with the options given
     on the command line laid over it."""
-    from kvreg.errors import KvregError
-    from kvreg.plans import plan_demand_users, plan_solver_spec
+    from kvreg.app.plans import plan_demand_users, plan_solver_spec
+    from kvreg.core.errors import KvregError
 
     if plan_name is None:
         if quarter is not None:
@@ -454,7 +454,7 @@ def solve_context_cmd(ctx, users, gpus, beyond_claim, plan_name, quarter, fmt, *
 
     Example: kvreg plan solve context --plan chat-llama3-8b --quarter 2026Q4 --gpus 2
     """
-    from kvreg.plans import solve_context
+    from kvreg.app.plans import solve_context
 
     with open_db(ctx).connect() as conn:
         spec, users = _solver_input(ctx, conn, opts, plan_name, quarter, users)
@@ -478,7 +478,7 @@ def solve_gpus_cmd(ctx, users, plan_name, quarter, fmt, **opts):
 
     Example: kvreg plan solve gpus --plan longctx-llama31-70b --quarter 2026Q4 --tp auto
     """
-    from kvreg.plans import solve_gpus
+    from kvreg.app.plans import solve_gpus
 
     with open_db(ctx).connect() as conn:
         spec, users = _solver_input(ctx, conn, opts, plan_name, quarter, users)
@@ -500,7 +500,7 @@ def solve_reserve_cmd(ctx, plan, plan_name, quarter, fmt):
 
     Example: kvreg plan solve reserve --plan chat-llama3-8b --quarter 2026Q4
     """
-    from kvreg.plans import solve_reserve
+    from kvreg.app.plans import solve_reserve
 
     if plan and plan_name and plan != plan_name:
         raise click.ClickException(f"two plans given ({plan} and --plan {plan_name}): give one")
@@ -541,7 +541,7 @@ def demand_set(ctx, plan, quarter, users):
 
     Example: kvreg demand set chat-llama3-8b 2027Q1 400
     """
-    from kvreg.plans import set_demand
+    from kvreg.app.plans import set_demand
 
     with open_db(ctx).begin() as conn:
         d = set_demand(conn, plan, quarter, users)
@@ -573,7 +573,7 @@ def demand_list(ctx, plan, quarter, fmt):
 @user_errors
 def demand_remove(ctx, plan, quarter):
     """Remove a plan's demand in one quarter."""
-    from kvreg.plans import remove_demand
+    from kvreg.app.plans import remove_demand
 
     with open_db(ctx).begin() as conn:
         remove_demand(conn, plan, quarter)

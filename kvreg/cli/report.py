@@ -25,8 +25,8 @@ def report_cmd(ctx, quarter, out, formats, compare):
     The folder is written beside the target and swapped into place: a failed run leaves the
     previous report as it was. Example: kvreg report --quarter 2026Q4 --format md
     """
+    from kvreg.core.units import parse_quarter
     from kvreg.report import parse_formats, write_report
-    from kvreg.units import parse_quarter
 
     # Check every option before the registry is opened (or created).
     quarter = parse_quarter(quarter) if quarter else None

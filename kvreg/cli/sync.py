@@ -51,9 +51,9 @@ def apply_cmd(ctx, file, dry_run, prune, quarter, take):
       kvreg apply capacity.xlsx --quarter 2026Q4 --take registry
     """
     if file.lower().endswith(".xlsx"):
-        from kvreg.errors import KvregError
-        from kvreg.importers.workbook import apply_workbook, read_workbook
-        from kvreg.units import parse_quarter
+        from kvreg.core.errors import KvregError
+        from kvreg.core.units import parse_quarter
+        from kvreg.interchange.workbook import apply_workbook, read_workbook
 
         if prune:
             raise KvregError("--prune is for TOML files: a workbook never deletes rows")
@@ -68,11 +68,11 @@ def apply_cmd(ctx, file, dry_run, prune, quarter, take):
             raise KvregError(lines[-1])
         return
     if quarter or take:
-        from kvreg.errors import KvregError
+        from kvreg.core.errors import KvregError
 
         raise KvregError(f"{'--quarter' if quarter else '--take'} is for workbooks (.xlsx): a TOML file has no "
                          f"{'quarter' if quarter else 'workbook state to take a side against'}")
-    from kvreg.sync import describe, read_file, sync
+    from kvreg.interchange.sync import describe, read_file, sync
 
     declared = read_file(file)  # before opening the registry: a missing file creates nothing
     result = sync(open_db(ctx), declared, where="stdin" if file == "-" else file, dry_run=dry_run, prune=prune)
@@ -89,14 +89,14 @@ def export_cmd(ctx, out):
 
     Export, apply to another registry, export again: the text is identical.
     """
-    from kvreg.export.toml_text import export_text
+    from kvreg.interchange.toml_text import export_text
 
     text = read(ctx, export_text)  # the one read path: sqlite3 alone on a current SQLite registry
     if out is None:
         click.echo(text, nl=False)
         return
     _write_atomically(out, text)
-    from kvreg.limits import show_path
+    from kvreg.core.limits import show_path
 
     click.echo(f"wrote {show_path(out)}")
 
@@ -110,8 +110,8 @@ def _write_atomically(path: str, text: str) -> None:
     import os
     import tempfile
 
-    from kvreg.errors import KvregError
-    from kvreg.limits import show_path
+    from kvreg.core.errors import KvregError
+    from kvreg.core.limits import show_path
 
     real = os.path.realpath(path)
     folder = os.path.dirname(real)

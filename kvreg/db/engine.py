@@ -1,6 +1,6 @@
 """Opening a registry's database: engine setup, upgrade-on-open, seeding a new one, the views.
 
-Every command opens the registry through kvreg.app.registry.open_registry (this module's
+Every command opens the registry through kvreg.app.access.open_registry (this module's
 `open_database` with the built-in catalog as its seed), so a newcomer never runs `init`: a missing
 SQLite file is created, migrated to head, seeded and given its views. What seeds a new registry is
 handed in (`seed`): the catalog writes the tables this layer defines, so this layer does not
@@ -24,8 +24,8 @@ from sqlalchemy.exc import ArgumentError, DataError, NoSuchModuleError, SQLAlche
 from sqlalchemy.pool import NullPool
 
 import kvreg
+from kvreg.core.errors import UserError
 from kvreg.db.revision import head_revision as scanned_head
-from kvreg.errors import UserError
 from kvreg.figures.views import sync_views
 
 DEFAULT_URL = "sqlite:///registry.db"
@@ -376,7 +376,7 @@ def open_database(url: str | None, *, seed: Seed | None, upgrade: bool = True,
                   on_seeded: Callable[[str], None] | None = None) -> Engine:
     """Open (creating, upgrading and, with `seed`, seeding as needed) the registry at `url`.
     `seed(conn)` loads a new registry's first rows and says whether it did (kvreg.catalog.load's
-    seed_if_empty: kvreg.app.registry.open_registry passes it). `on_seeded(url)` is called, once
+    seed_if_empty: kvreg.app.access.open_registry passes it). `on_seeded(url)` is called, once
     the seeding has committed, when it did (the CLI says so on stderr)."""
     url = resolve_url(url)
     engine = make_engine(url)

@@ -4,7 +4,7 @@ connection.
 `read(url, fn, open_full)` runs `fn(conn)` on the registry at `url`. A SQLite registry that is at the schema
 head with current views (kvreg.db.fastpath.eligibility decides, and nothing else does) is opened
 with the standard library's sqlite3; anything else (PostgreSQL, an older schema, stale views, a
-new file) is opened the full way, kvreg.app.registry.open_registry, which imports SQLAlchemy. `fn`
+new file) is opened the full way, kvreg.app.access.open_registry, which imports SQLAlchemy. `fn`
 is the same function either way: the queries below are plain SQL strings with named parameters,
 run through `runner(conn)`, which speaks to a sqlite3 connection and a SQLAlchemy one alike. So
 a command's output cannot depend on the path it took; the CLI formats the rows it gets back
@@ -23,13 +23,13 @@ import json
 import sqlite3
 from contextlib import contextmanager
 
-from kvreg import units
+from kvreg.core import units
+from kvreg.core.errors import KvregError, suggest
+from kvreg.core.units import parse_quarter
 from kvreg.db import fastpath
 from kvreg.db.columns import columns_of
-from kvreg.errors import KvregError, suggest
 from kvreg.figures.inputs import KV_GROUPS, WHATIF_COLUMNS, WHATIF_TABLES
 from kvreg.figures.quarters import in_force_sql, index_of_quarter, quarter_of_index
-from kvreg.units import parse_quarter
 
 # Registry columns in the order the table definitions give them (kvreg.db.columns, which kvreg.db.tables
 # follows). Rows are read with these lists, never `SELECT *`: a column added by a migration sits last
@@ -51,7 +51,7 @@ def read(url: str | None, fn, open_full):
     """fn(conn) on the registry at `url` (None: $KVREG_DB, else sqlite:///registry.db), read-only.
 
     An eligible SQLite registry is read with sqlite3 inside one transaction that is rolled back;
-    any other is opened with `open_full(url)` (the URL resolved): kvreg.app.registry.read passes
+    any other is opened with `open_full(url)` (the URL resolved): kvreg.app.access.read passes
     open_registry (created, upgraded, seeded and its views synced as every command does), or
     kvreg.db.engine.make_engine to connect to it as it is (`kvreg db current` must not upgrade
     what it reports on). Errors fn raises (an unknown name, ...) propagate unchanged.

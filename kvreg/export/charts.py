@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from kvreg.units import format_tokens
+from kvreg.core.units import format_tokens
 
 CONCURRENCY = "charts/concurrency.png"
 GPUS_NEEDED = "charts/gpus-needed.png"

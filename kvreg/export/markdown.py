@@ -17,10 +17,10 @@ from pathlib import Path
 import jinja2
 
 import kvreg
+from kvreg.core.units import format_tokens
 from kvreg.figures.declarations import AGGREGATES, FIGURES, INPUTS
 from kvreg.figures.labels import LABELS, label
 from kvreg.figures.python import with_gpu_figures
-from kvreg.units import format_tokens
 
 
 class Md(str):

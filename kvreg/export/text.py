@@ -81,7 +81,7 @@ def render(rows: list[dict], fmt: str, columns: list[str] | None = None, width: 
     if fmt == "csv":
         import csv  # here, not at the top: only csv output needs it (start-up time)
 
-        from kvreg.text import spreadsheet_safe  # text a spreadsheet would run as a formula: 'quoted
+        from kvreg.core.text import spreadsheet_safe  # text a spreadsheet would run as a formula: 'quoted
 
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")

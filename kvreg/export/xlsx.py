@@ -7,9 +7,9 @@ plain values in the input style; lookups fetch them across sheets with INDEX/MAT
 figure is the formula compiled from its declaration in `kvreg.figures.declarations`, the same
 declaration the SQL views compile, stored with the value the views computed (so a reader that
 does not recalculate shows the same numbers). Nothing here computes a figure or reads the
-registry: kvreg.report.workbook_data reads its inputs from the tables and the stored results from
+registry: kvreg.report.gather.workbook_data reads its inputs from the tables and the stored results from
 the views, and edits recompute in Excel or LibreOffice. See
-docs/workbook.md. `kvreg apply` reads the inputs back (kvreg.importers.workbook, driven by its
+docs/workbook.md. `kvreg apply` reads the inputs back (kvreg.interchange.workbook, driven by its
 EDITABLE).
 """
 
@@ -186,7 +186,7 @@ def _converted_columns(t: Table, name: str, *, validation=None) -> str:
 def write_workbook(data: dict, path) -> None:
     """Write the finance workbook that `data` describes to `path`.
 
-    `data` is what kvreg.report.workbook_data gathered from the registry (its inputs, the
+    `data` is what kvreg.report.gather.workbook_data gathered from the registry (its inputs, the
     views' values, the Context sweep, the quarter, generated_at and the provenance); nothing
     here reads the registry. The file is written to a temporary name and moved into place, so a
     failure leaves any previous file as it was. The same data gives the same bytes.

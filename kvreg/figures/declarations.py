@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from kvreg.rules import RULES
+from kvreg.core.rules import RULES
 
 from .expr import (
     Const,
@@ -601,11 +601,17 @@ _FIGURES: list[Figure] = [
                         / I("pp") * 2 * I("hidden_size") * I("head_dim")
                         * if_(F("mxfp4_layout"), ENGINE_EMBEDDING_BYTES_PER_PARAM, I("weight_bytes_per_param")), 0),
                0)),
-    Figure("engine_replicated_bytes_per_gpu", "bytes", "what every GPU of an engine rule holds whole beside its"
-           " even share of the weights: engine_router_extra_bytes_per_gpu + rope_cache_bytes_per_gpu +"
-           " engine_kv_head_extra_bytes_per_gpu",
+    Figure("tower_bytes_per_gpu", "bytes",
+           "under an engine rule, a multimodal model's vision/audio towers on one GPU: every GPU of every pipeline"
+           f" stage builds them, split over TP, at {TOWER_BYTES_PER_PARAM} bytes a parameter whatever the language"
+           f" model's dtype: tower_params x {TOWER_BYTES_PER_PARAM} / TP; 0 under the theoretical rule and without a"
+           " tower",
+           if_(_rule("theoretical"), 0, coalesce(Const(1) * I("tower_params"), 0) * TOWER_BYTES_PER_PARAM / I("tp"))),
+    Figure("engine_replicated_bytes_per_gpu", "bytes", "what every GPU of an engine rule holds beside its even share"
+           " of the language model's weights: engine_router_extra_bytes_per_gpu + rope_cache_bytes_per_gpu +"
+           " engine_kv_head_extra_bytes_per_gpu + tower_bytes_per_gpu",
            F("engine_router_extra_bytes_per_gpu") + F("rope_cache_bytes_per_gpu")
-           + F("engine_kv_head_extra_bytes_per_gpu")),
+           + F("engine_kv_head_extra_bytes_per_gpu") + F("tower_bytes_per_gpu")),
     Figure("weights_estimated_bytes_per_gpu", "bytes", "weights on one GPU as the rule estimates them, with the"
            " layers split evenly over the pipeline stages: for an MXFP4 layout (params - expert_params) x"
            f" {ENGINE_EMBEDDING_BYTES_PER_PARAM} B / (TP x PP) + moe_layers x experts / PP x"
@@ -825,19 +831,49 @@ _FIGURES: list[Figure] = [
                    if_(F("engine_release_used") >= SGLANG_RESERVED_FORMULA_FROM, F("sglang_legacy_reserved_mib"),
                        Const(None))),
                Const(None))),
-    Figure("mem_fraction_static_used", "fraction",
-           "SGLang: mem_fraction_static, else its server's default: from v0.4.8 round((GPU memory -"
-           f" sglang_reserved_mib) / GPU memory, {SGLANG_MEM_FRACTION_DECIMALS}); up to v0.4.5 by TP: 0.79 from 16,"
-           " 0.81 from 8 (0.82 before v0.4), 0.85 from 4, 0.87 from 2, else 0.88; v0.4.6 the same up to 81,920 MiB,"
+    Figure("mem_fraction_static_default", "fraction",
+           "SGLang: its server's default mem_fraction_static before any multimodal scaling: from v0.4.8 round((GPU"
+           f" memory - sglang_reserved_mib) / GPU memory, {SGLANG_MEM_FRACTION_DECIMALS}); up to v0.4.5 by TP: 0.79 from"
+           " 16, 0.81 from 8 (0.82 before v0.4), 0.85 from 4, 0.87 from 2, else 0.88; v0.4.6 the same up to 81,920 MiB,"
            " else (GPU memory - 13 GiB) / GPU memory; v0.4.7 the tiers by TP x PP up to 81,920 MiB, else 0.88, then"
            " 0.79 above 180,000 MiB and above 96 GiB min(f + 48 GiB x (1 - f) / GPU memory, (GPU memory - 18 GiB) /"
            " GPU memory)",
-           if_(_rule("sglang"), coalesce(
-               I("mem_fraction_static"),
+           if_(_rule("sglang"),
                if_(F("engine_release_used") >= SGLANG_RESERVED_FORMULA_FROM,
                    floor((F("sglang_gpu_memory_mib") - F("sglang_reserved_mib")) / F("sglang_gpu_memory_mib")
                          * 10**SGLANG_MEM_FRACTION_DECIMALS + 0.5) / 10**SGLANG_MEM_FRACTION_DECIMALS,
-                   _sglang_fraction_before_v048())), Const(None))),
+                   _sglang_fraction_before_v048()), Const(None))),
+    Figure("sglang_vlm_complexity_ratio", "ratio",
+           "SGLang from v0.4.10, a multimodal model: its vision tower's size over ViT-L/14's, vision_num_hidden_layers"
+           f" ({SGLANG_VLM_BASELINE_LAYERS} when NULL) x vision_hidden_size ({SGLANG_VLM_BASELINE_HIDDEN:,} when NULL)"
+           f" squared / ({SGLANG_VLM_BASELINE_LAYERS} x {SGLANG_VLM_BASELINE_HIDDEN:,} squared); NULL otherwise",
+           if_(and_(_rule("sglang"), coalesce(I("tower_params"), 0) > 0),
+               Const(1) * coalesce(I("vision_num_hidden_layers"), SGLANG_VLM_BASELINE_LAYERS)
+               * coalesce(I("vision_hidden_size"), SGLANG_VLM_BASELINE_HIDDEN)
+               * coalesce(I("vision_hidden_size"), SGLANG_VLM_BASELINE_HIDDEN)
+               / (SGLANG_VLM_BASELINE_LAYERS * SGLANG_VLM_BASELINE_HIDDEN * SGLANG_VLM_BASELINE_HIDDEN), Const(None))),
+    Figure("sglang_multimodal_factor", "fraction",
+           f"SGLang: what it scales mem_fraction_static by for a multimodal model (tower_params set): up to v0.4.4"
+           f" {SGLANG_MM_FRACTION_BEFORE_045}, v0.4.5 to v0.4.9 {SGLANG_MM_FRACTION_090}, from v0.4.10"
+           f" {SGLANG_VLM_BASE_FACTOR} x clamp(1 - {SGLANG_VLM_SENSITIVITY} x (sglang_vlm_complexity_ratio - 1),"
+           f" {SGLANG_VLM_FACTOR_MIN}, {SGLANG_VLM_FACTOR_MAX}); 1 for a model without a tower",
+           if_(_rule("sglang"),
+               if_(coalesce(I("tower_params"), 0) > 0,
+                   if_(F("engine_release_used") < SGLANG_MM_FRACTION_090_FROM, SGLANG_MM_FRACTION_BEFORE_045,
+                       if_(F("engine_release_used") < SGLANG_MM_VIT_SCALED_FROM, SGLANG_MM_FRACTION_090,
+                           SGLANG_VLM_BASE_FACTOR * greatest(SGLANG_VLM_FACTOR_MIN, least(
+                               SGLANG_VLM_FACTOR_MAX,
+                               1 - SGLANG_VLM_SENSITIVITY * (F("sglang_vlm_complexity_ratio") - 1))))), 1),
+               Const(None))),
+    Figure("mem_fraction_static_used", "fraction",
+           "SGLang: the fraction its server uses: up to v0.4.8 (mem_fraction_static, else mem_fraction_static_default)"
+           " x sglang_multimodal_factor (its model runner scaled any fraction); from v0.4.9 mem_fraction_static, else"
+           " mem_fraction_static_default x sglang_multimodal_factor (the server scales only its own default)",
+           if_(_rule("sglang"),
+               if_(F("engine_release_used") < SGLANG_MM_DEFAULT_ONLY_FROM,
+                   coalesce(I("mem_fraction_static"), F("mem_fraction_static_default")) * F("sglang_multimodal_factor"),
+                   coalesce(I("mem_fraction_static"),
+                            F("mem_fraction_static_default") * F("sglang_multimodal_factor"))), Const(None))),
     # ---- vLLM's pipeline stages (vllm/distributed/utils.py get_pp_indices; each worker sizes its own KV cache and
     # the engine keeps the smallest block count, vllm/v1/core/kv_cache_utils.py)
     Figure("pp_stages_modelled", "flag", "1 under vLLM at PP > 1 for a model of full-attention layers only: the"
@@ -1082,13 +1118,16 @@ _FIGURES: list[Figure] = [
         "cell_bytes_per_token_per_gpu",
         "bytes",
         "SGLang: KV bytes one token costs on one GPU (cell_size): full-attention layers, plus sliding and chunked"
-        f" layers at swa_full_tokens_ratio {SGLANG_SWA_FULL_TOKENS_RATIO} (all of them when no layer is full);"
-        " linear layers keep state, not cells",
+        f" layers at swa_full_tokens_ratio {SGLANG_SWA_FULL_TOKENS_RATIO} from v0.4.10 (their pool of its own), at 1"
+        " before (one pool, every layer holding every token); all of them when no layer is full; linear layers keep"
+        " state, not cells",
         if_(
             _rule("sglang"),
             if_(
                 F("full_layers_per_gpu") > 0,
-                F("kv_bytes_per_token_full_per_gpu") + SGLANG_SWA_FULL_TOKENS_RATIO * _local_bytes_per_gpu(),
+                F("kv_bytes_per_token_full_per_gpu")
+                + if_(F("engine_release_used") < SGLANG_HYBRID_SWA_POOL_FROM, 1, SGLANG_SWA_FULL_TOKENS_RATIO)
+                * _local_bytes_per_gpu(),
                 _local_bytes_per_gpu(),
             ),
             Const(None),

@@ -9,7 +9,7 @@ GIB = 2**30
 MIB = 2**20
 
 # ---- engine defaults (docs/engine-rules.md says where each comes from)
-# Engine releases as kvreg.rules.release_number encodes them: major x 1,000,000 + minor x 1,000 + patch
+# Engine releases as kvreg.core.rules.release_number encodes them: major x 1,000,000 + minor x 1,000 + patch
 # (0.10.1 -> 10,001). A deployment without --engine-version follows the latest release kvreg knows.
 VLLM_LATEST_RELEASE = 20000
 # --gpu-memory-utilization default: 0.9 up to v0.19, 0.92 from v0.20 (vllm/config/cache.py CacheConfig and
@@ -330,6 +330,39 @@ def sglang_prefill_graph_sizes(max_tokens: int) -> int:
     return sum(1 for s in sizes if s <= max_tokens)
 
 
+# Multimodal models: SGLang scales mem_fraction_static down for them (ModelConfig.is_multimodal, by architecture; kvreg:
+# a model row with tower_params). Read from each release's wheel on PyPI:
+# - up to v0.4.4, x 0.95 in ModelRunner.__init__ (model_runner.py 0.4.3 lines 137-142, 0.4.4 lines 242-243: "Automatically
+#   reduce --mem-fraction-static ... because this is a multimodal model"), on any fraction, given or default;
+# - v0.4.5 to v0.4.8, x 0.90 there (0.4.5 lines 273-274, 0.4.8 lines 414-415), on any fraction;
+# - v0.4.9, x 0.90 in ServerArgs.__post_init__ on the default only ("Multimodal models need more memory for the image
+#   processor", server_args.py 0.4.9 lines 324-329);
+# - from v0.4.10, on the default only, x 0.95 x a factor from the vision tower's size (ServerArgs.adjust_mem_fraction_for_vlm,
+#   0.4.10 lines 334-335 and 1946-1987; 0.5.6 lines 866-869 and 4278-4312; 0.5.23 arg_groups/memory_hook.py lines 282-337
+#   and 417-460): complexity = vision_config.num_hidden_layers (24 when absent) x hidden_size (1024 when absent) ** 2 over
+#   ViT-L/14's 24 x 1024 ** 2, factor = clamp(1 - 0.1 x (complexity - 1), 0.8, 1.05). From v0.5.23 not with
+#   --language-only / --language-model-only, nor on a disaggregated decode server, and a post-capture KV sizing takes 8 GiB
+#   instead (not modelled).
+SGLANG_MM_FRACTION_BEFORE_045 = 0.95
+SGLANG_MM_FRACTION_090_FROM = 4005  # v0.4.5
+SGLANG_MM_FRACTION_090 = 0.90
+SGLANG_MM_DEFAULT_ONLY_FROM = 4009  # v0.4.9: the scaling moves to server_args, on the default only
+SGLANG_MM_VIT_SCALED_FROM = 4010  # v0.4.10: adjust_mem_fraction_for_vlm
+SGLANG_VLM_BASE_FACTOR = 0.95  # base_mem_fraction_reduction_ratio
+SGLANG_VLM_BASELINE_LAYERS = 24  # "baseline ViT params (ViT-L/14)", also getattr's default for num_hidden_layers
+SGLANG_VLM_BASELINE_HIDDEN = 1024  # ... and for hidden_size
+SGLANG_VLM_SENSITIVITY = 0.1  # "every time the complexity grows 100%, adjust final factor for 10%"
+SGLANG_VLM_FACTOR_MIN = 0.8
+SGLANG_VLM_FACTOR_MAX = 1.05
+# The towers' weights: vLLM and SGLang build a multimodal model's vision/audio tower on every GPU, whatever the pipeline
+# stage, its linear layers split over TP (vLLM vllm/model_executor/models/qwen2_vl.py Qwen2VLForConditionalGeneration.
+# __init__: `self.visual = Qwen2VisionTransformer(...)` of ColumnParallelLinear / RowParallelLinear layers, replicated
+# only with mm_encoder_tp_mode "data"; the tower is not built, and its weights skipped, when the prompt limits of every
+# modality are 0: `if multimodal_config.get_limit_per_prompt("image") or ...get_limit_per_prompt("video")`, else
+# `self.visual = None`, read at commit 002d181a; gemma3_mm.py at commit 0004c540 builds its SigLIP vision_tower and
+# multi_modal_projector and loads every weight). Quantized checkpoints keep the tower in the model's 16-bit dtype
+# (their quantization configs list it among the modules not converted).
+TOWER_BYTES_PER_PARAM = 2
 # The fraction SGLang uses when it cannot read the GPU's memory (gpu_mem None): kvreg always knows it, so this
 # only names the classic default the docs compare against.
 SGLANG_MEM_FRACTION_STATIC = 0.88
@@ -344,6 +377,13 @@ SGLANG_MEM_FRACTION_STATIC = 0.88
 SGLANG_STARTUP_BYTES = round(0.70 * GIB)
 SGLANG_STARTUP_TP_BYTES = round(1.85 * GIB)
 SGLANG_SWA_FULL_TOKENS_RATIO = 0.8  # SGLang --swa-full-tokens-ratio default: sliding pool / full pool
+# ... from v0.4.10, whose ModelRunner gives a model with a sliding window (not Llama 4) a pool of its own for the
+# sliding layers (model_runner.py 0.4.10 lines 282-290: `if not self.server_args.disable_hybrid_swa_memory and
+# self.sliding_window_size ...: self.is_hybrid = True`, SWAKVPool; server_args.py 0.4.10 lines 87-88 add
+# swa_full_tokens_ratio 0.8 and --disable-hybrid-swa-memory). v0.4.9 and earlier keep one pool in which every
+# sliding layer holds as many tokens as the full ones (0.4.9's hybrid pool is Llama 4's opt-in --hybrid-kvcache-ratio
+# only, configs/model_config.py is_hybrid_model; 0.4.8 has none).
+SGLANG_HYBRID_SWA_POOL_FROM = 4010  # v0.4.10
 # SGLang's max_running_requests when none is given (python/sglang/srt/mem_cache/kv_cache_configurator.py,
 # KVCacheConfigurator.resolve_max_num_reqs, per attention-DP worker):
 #   estimated = int(max_total_num_tokens / context_len x 512); estimated = max(min(estimated, 4096), 2048)

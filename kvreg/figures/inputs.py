@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvreg.rules import RULES
+from kvreg.core.rules import RULES
 
 from .engine_defaults import (
     GIB,
@@ -39,7 +39,7 @@ MAX_UNIT_PRICE = 1e9
 @dataclass(frozen=True)
 class InputDecl:
     """An input of the figures, and the registry column it is stored in: kvreg/db/tables.py generates the
-    column and its CHECK from this, kvreg.registry.check_input validates a value entering by it, the click
+    column and its CHECK from this, kvreg.app.registry.check_input validates a value entering by it, the click
     options of `model`, `gpu` and `plan` add/set read their flag, help and default here, and the workbook
     its input columns (tests/test_schema_drift.py holds the generated tables to the migrations).
 
@@ -57,7 +57,7 @@ class InputDecl:
     ck_model_heads keeps attention_heads > 0 AND kv_heads > 0), on the tables `check_tables` (default: all
     the input's tables). `maximum`: the largest value a real input may take, so that no figure built on
     it overflows to infinity (a price of 1e308 times 730 hours is inf, which JSON cannot hold and
-    PostgreSQL refuses); not in the schema, kvreg.registry.check_input enforces it on every path a value
+    PostgreSQL refuses); not in the schema, kvreg.app.registry.check_input enforces it on every path a value
     enters by, as it does the CHECK's bounds.
 
     What a person sees: `flag`, the CLI option (--name with dashes by default); `help`, its help (the
@@ -279,6 +279,14 @@ _INPUTS = [
               " hidden_size)", nullable=True, positive=True, table="model",
               help="The routed experts' input and output width where they work in a latent projected from"
               " hidden_size (Kimi-K3 routed_expert_hidden_size, Nemotron 3 moe_latent_size; default: --hidden-size)"),
+    InputDecl("tower_params", "params", "a multimodal model's vision/audio towers and their projectors, apart from"
+              " params_total (the language model); the engine rules load them on every GPU (NULL: no tower, or"
+              " unknown)", nullable=True, positive=True, table="model", big=True),
+    InputDecl("vision_num_hidden_layers", "layers", "the config's vision_config num_hidden_layers, which SGLang's"
+              " multimodal memory adjustment reads (NULL: the config names none)", nullable=True, positive=True,
+              table="model"),
+    InputDecl("vision_hidden_size", "elements", "the config's vision_config hidden_size, which SGLang's multimodal"
+              " memory adjustment reads (NULL: the config names none)", nullable=True, positive=True, table="model"),
     InputDecl("rotary_dim", "elements", "the elements of a head RoPE rotates, where not the whole head"
               " (partial_rotary_factor x head_dim; NULL: the whole head, MLA: qk_rope_head_dim)", nullable=True,
               positive=True, table="model",
@@ -464,7 +472,7 @@ _INPUTS = [
 ]
 INPUTS = {i.name: i for i in _INPUTS}
 # The largest value of each bounded real column, by column name, for the validator
-# (kvreg.registry.check_input). A fleet entry's reserved price is not a figure input but enters the
+# (kvreg.app.registry.check_input). A fleet entry's reserved price is not a figure input but enters the
 # procurement rollup's cost as a price per GPU-hour does.
 MAXIMUMS = {i.column: i.maximum for i in _INPUTS if i.maximum is not None} | {
     "reserved_price_per_hour": MAX_PRICE_PER_HOUR}

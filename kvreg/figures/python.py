@@ -3,7 +3,7 @@
 NULL is None: arithmetic on it gives None, a comparison with it gives 0 (the compiled comparison is
 a CASE), a zero divisor gives None, min/max skip it. Used for the values no view carries (a GPU row
 in `kvreg gpu list` and the report's GPU table: `figure_value`, `with_figures`), for a figure at a
-number of users the candidate's view row was not read for (kvreg.optimize), and by the tests that
+number of users the candidate's view row was not read for (kvreg.app.optimize), and by the tests that
 hold the views to the declarations. One evaluator: the same tree the SQL and Excel targets compile.
 """
 

@@ -20,13 +20,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvreg.core.errors import KvregError
+from kvreg.core.units import current_quarter, parse_quarter, quarter_folder
 from kvreg.db.read import snapshot
-from kvreg.errors import KvregError
 from kvreg.report.compare import compare_reports, load_previous
-from kvreg.report.gather import SWEEP_CONTEXTS, registry_rows, workbook_data, write_workbook
+from kvreg.report.gather import write_workbook
 from kvreg.report.gather import gather as gather_report
 from kvreg.report.publish import publishing
-from kvreg.units import current_quarter, parse_quarter, quarter_folder
 
 
 FORMATS = ("md", "xlsx")
@@ -108,6 +108,4 @@ def write_report(engine, quarter: str | None = None, out: str | Path = "reports"
     return Report(target, files)
 
 
-# The modules gather, compare and publish are this package's attributes under their own names.
-__all__ = ["FORMATS", "Report", "SWEEP_CONTEXTS", "compare_reports", "gather_report", "load_previous", "parse_formats",
-           "registry_rows", "workbook_data", "write_report", "write_workbook"]
+__all__ = ["FORMATS", "Report", "parse_formats", "write_report"]

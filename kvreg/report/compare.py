@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kvreg import limits
-from kvreg.errors import KvregError
+from kvreg.core import limits
+from kvreg.core.errors import KvregError
+from kvreg.core.units import quarter_folder
 from kvreg.figures.quarters import previous_quarter
 from kvreg.report.gather import DATA_FORMAT
-from kvreg.units import quarter_folder
 
 
 

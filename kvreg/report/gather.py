@@ -2,7 +2,7 @@
 (capacity.xlsx).
 
 Every figure comes from a view: procurement, plan_capacity, plan_quarter, model_kv, and the context
-sweep from the capacity view through `kvreg.capacity.sweep` (a what-if: nothing is written). The
+sweep from the capacity view through `kvreg.app.capacity.sweep` (a what-if: nothing is written). The
 registry's own rows are read too, for the provenance hash and the next quarter's comparison.
 """
 
@@ -17,7 +17,9 @@ from decimal import Decimal
 from sqlalchemy import text
 
 from kvreg import __version__
-from kvreg.capacity import SWEEP_MAX_PAIRS, Question, sweep
+from kvreg.app.capacity import SWEEP_MAX_PAIRS, Question, sweep
+from kvreg.app.plans import list_demand
+from kvreg.core.units import parse_quarter
 from kvreg.db.engine import mask_url
 from kvreg.db.read import (
     MAX_HORIZON_QUARTERS,
@@ -37,8 +39,6 @@ from kvreg.figures.declarations import FIGURES, HOURS_PER_MONTH
 from kvreg.figures.inputs import INPUTS
 from kvreg.figures.quarters import previous_index, previous_quarter, quarter_of_index
 from kvreg.figures.views import GRAIN, views_hash
-from kvreg.plans import list_demand
-from kvreg.units import parse_quarter
 
 
 DATA_FORMAT = "kvreg-report/1"
@@ -243,7 +243,7 @@ def _sweep_scope(conn, models: list[dict], gpus: list[dict]) -> tuple[list[str],
 
 
 def _sweep(conn, models: list[dict], gpus: list[dict], asked: dict | None = None) -> tuple[list[dict], dict]:
-    """Max concurrency per model, GPU and context, one TP per model and GPU (kvreg.capacity.sweep: the
+    """Max concurrency per model, GPU and context, one TP per model and GPU (kvreg.app.capacity.sweep: the
     minimum TP at the shortest context, kept along the row): questions to the capacity view (the
     answer kept in `asked`, for the workbook's sweep)."""
     model_names, gpu_names, scope = _sweep_scope(conn, models, gpus)
@@ -334,7 +334,7 @@ def gather(conn, quarter: str, *, generated_at: str, registry_url: str, asked: d
 
 
 # (model, GPU) pairs of the workbook's Context sweep: four rows each, about 130 formulas a row. The
-# Markdown report's sweep covers more (kvreg.capacity.SWEEP_MAX_PAIRS); the workbook keeps the pairs a
+# Markdown report's sweep covers more (kvreg.app.capacity.SWEEP_MAX_PAIRS); the workbook keeps the pairs a
 # chart can show and a person can page through, so a large registry's workbook is not mostly sweep.
 WORKBOOK_SWEEP_PAIRS = 48
 # The workbook's Models sheet shows the KV figures in these dtypes (each editable per row).
@@ -442,7 +442,7 @@ def _workbook_aggregates(conn, data: dict, quarter: str) -> None:
 
 def _workbook_sweep(conn, data: dict, asked: dict | None = None) -> list[dict]:
     """Model x GPU x context for the models and GPUs the plans use, one TP per model and GPU
-    (kvreg.capacity.sweep: the smallest that holds the weights and a sequence at the shortest
+    (kvreg.app.capacity.sweep: the smallest that holds the weights and a sequence at the shortest
     context), at most WORKBOOK_SWEEP_PAIRS (model, GPU) pairs: every GPU the plans use (first by
     name) and as many models as leaves room for, the ones most plans use first (then by name).
     Without plans: the registry's models on the capacity question's default GPU (the first GPU if

@@ -16,8 +16,8 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
-from kvreg.dbcopy import process_alive
-from kvreg.errors import KvregError
+from kvreg.core.errors import KvregError
+from kvreg.interchange.dbcopy import process_alive
 
 
 

@@ -28,8 +28,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from kvreg.app import options
+from kvreg.core.errors import KvregError, user_error_types
 from kvreg.db.read import snapshot
-from kvreg.errors import KvregError, user_error_types
 from kvreg.export.text import cell, normalise, render
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -230,11 +230,11 @@ class App:
 
     @property
     def engine(self):
-        """The registry opened as every CLI command opens it (kvreg.app.registry.open_registry), once."""
+        """The registry opened as every CLI command opens it (kvreg.app.access.open_registry), once."""
         if self._engine is None:
             with self._lock:
                 if self._engine is None:
-                    from kvreg.app.registry import open_registry
+                    from kvreg.app.access import open_registry
 
                     self._engine = open_registry(self.url)
         return self._engine
@@ -264,7 +264,7 @@ class App:
 
     def read(self, fn):
         """fn(conn) on the fast path's sqlite3 connection when it can take it, else on a SQLAlchemy
-        connection; fn reads through kvreg.capacity.runner, which runs the same SQL on both.
+        connection; fn reads through kvreg.app.capacity.runner, which runs the same SQL on both.
 
         The fast path serves until the registry is open (it checks the registry is current on every
         call: a few tens of milliseconds), then the open engine's pooled connections do."""
@@ -339,7 +339,7 @@ class App:
     def _capacity(self, items) -> dict:
         """Answer a what-if from query items: the rows and everything the page shows about them,
         or the one-line error."""
-        from kvreg.capacity import ask, question_columns, question_from_options
+        from kvreg.app.capacity import ask, question_columns, question_from_options
         from kvreg.db import fastpath
 
         pairs: list = []
@@ -367,8 +367,8 @@ class App:
         """The API query of the chart: the same question at 2K, 4K, ... up to the model's claim."""
         if not model:
             return None
-        from kvreg.capacity import SQL, runner
-        from kvreg.units import parse_token_list
+        from kvreg.app.capacity import SQL, runner
+        from kvreg.core.units import parse_token_list
 
         found = self.read(lambda conn: runner(conn).rows(SQL["model"], {"name": model}))
         if not found:
@@ -392,7 +392,7 @@ class App:
         return options.query(pairs, context=",".join(str(c) for c in contexts))
 
     def _answer_context(self, items) -> dict:
-        from kvreg.capacity import columns
+        from kvreg.app.capacity import columns
 
         answer = self._capacity(items)
         pairs = answer["pairs"]
@@ -410,7 +410,7 @@ class App:
         )
 
     def whatif(self, request: Request):
-        from kvreg.capacity import SQL, runner
+        from kvreg.app.capacity import SQL, runner
 
         items = list(request.query_params.multi_items())
 
@@ -459,7 +459,7 @@ class App:
     # ------------------------------------------------------------------ registry
 
     def models(self, request: Request):
-        from kvreg.registry import list_models
+        from kvreg.app.registry import list_models
 
         with snapshot(self.engine) as conn:  # reads wait for no writer
             rows = list_models(conn)
@@ -484,8 +484,8 @@ class App:
         return {r["model"]: dict(r) for r in conn.execute(text(sql), {"kv": kv_dtype}).mappings()}
 
     def model(self, request: Request):
-        from kvreg.capacity import TABLE_COLUMNS, model_context_figures
-        from kvreg.registry import get_model, gpu_names
+        from kvreg.app.capacity import TABLE_COLUMNS, model_context_figures
+        from kvreg.app.registry import get_model, gpu_names
 
         name = request.path_params["name"]
         gpu = request.query_params.get("gpu") or "H100-SXM"
@@ -506,8 +506,8 @@ class App:
                          provenance=provenance, gpus=gpus, gpu=gpu, table=_table(figures, cols))
 
     def gpus(self, request: Request):
+        from kvreg.app.registry import list_gpus
         from kvreg.figures.python import with_gpu_figures
-        from kvreg.registry import list_gpus
 
         with snapshot(self.engine) as conn:  # reads wait for no writer
             rows = [with_gpu_figures(g) for g in list_gpus(conn)]  # memory_gib, as `kvreg gpu list` shows it
@@ -519,7 +519,7 @@ class App:
                          intro="GPUs in the registry: memory (the vendor's HBM size), bandwidth and prices.")
 
     def dtypes(self, request: Request):
-        from kvreg.registry import list_dtypes
+        from kvreg.app.registry import list_dtypes
 
         with snapshot(self.engine) as conn:  # reads wait for no writer
             rows = list_dtypes(conn)
@@ -529,7 +529,7 @@ class App:
     # ------------------------------------------------------------------ plans and procurement
 
     def plans(self, request: Request):
-        from kvreg.plans import list_plans
+        from kvreg.app.plans import list_plans
 
         with snapshot(self.engine) as conn:  # reads wait for no writer
             rows = list_plans(conn)
@@ -538,7 +538,7 @@ class App:
                          added=request.query_params.get("added"))
 
     def plan(self, request: Request):
-        from kvreg.plans import show_plan
+        from kvreg.app.plans import show_plan
 
         name = request.path_params["name"]
         try:
@@ -587,7 +587,7 @@ class App:
         import anyio
         from starlette.concurrency import run_in_threadpool
 
-        from kvreg.units import parse_quarter
+        from kvreg.core.units import parse_quarter
 
         kind = request.path_params["kind"]
         if kind not in REPORT_FILES:
@@ -628,8 +628,8 @@ class App:
         import io
         import zipfile
 
+        from kvreg.core.units import quarter_folder
         from kvreg.report import write_report
-        from kvreg.units import quarter_folder
 
         fmt = REPORT_FILES[kind][0]
         folder_name = quarter_folder(quarter)
@@ -673,7 +673,7 @@ class App:
         return self._plan_form({})
 
     def _plan_form(self, form: dict, error: str | None = None, status: int = 200):
-        from kvreg.registry import dtype_names, gpu_names, model_names
+        from kvreg.app.registry import dtype_names, gpu_names, model_names
 
         with snapshot(self.engine) as conn:  # reads wait for no writer
             lists = dict(models=model_names(conn), gpus=gpu_names(conn), kv_dtypes=dtype_names(conn, "kv"),
@@ -693,7 +693,7 @@ class App:
         return await run_in_threadpool(self._plan_add, dict(form))
 
     def _plan_add(self, form: dict):
-        from kvreg.plans import add_plan, spec_from_options
+        from kvreg.app.plans import add_plan, spec_from_options
 
         fields = {k: v for k, v in form.items() if k != "csrf_token"}
         name = str(fields.pop("name", "")).strip()
@@ -724,7 +724,7 @@ class App:
 
     def _demand_set(self, name: str, form: dict):
         """`kvreg demand set PLAN QUARTER USERS`: the same validation, one transaction."""
-        from kvreg.plans import set_demand, show_plan
+        from kvreg.app.plans import set_demand, show_plan
 
         quarter, users = str(form.get("quarter", "")).strip(), str(form.get("users", "")).strip()
         try:
@@ -757,7 +757,7 @@ def _quarter_totals(rows: list[dict]) -> list[dict]:
 
 def _check_size(conn, q) -> None:
     """Refuse a question of more than MAX_SCENARIOS scenarios, saying how many it has and why."""
-    from kvreg.capacity import runner
+    from kvreg.app.capacity import runner
 
     models = len(q.models) or runner(conn).rows("SELECT COUNT(*) AS n FROM model")[0]["n"]
     counts = [(models, "model"), (len(q.gpus), "GPU"), (len(q.contexts), "context"), (len(q.kv_dtypes), "KV dtype")]

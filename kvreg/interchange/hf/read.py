@@ -1,4 +1,4 @@
-"""Reading a config.json (or any JSON the importer reads: a safetensors index or header) within kvreg.limits:
+"""Reading a config.json (or any JSON the importer reads: a safetensors index or header) within kvreg.core.limits:
 a byte limit, UTF-8, one JSON object, nesting no deeper than limits.MAX_DEPTH."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import hashlib
 import json
 import pathlib
 
-from kvreg.limits import MAX_DEPTH, depth
+from kvreg.core.limits import MAX_DEPTH, depth
 
 from .config import ConfigError, json_type
 

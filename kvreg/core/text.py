@@ -3,7 +3,7 @@
 - `invisible_characters`: characters a name must not hold because they make it display other
   than it is: bidi overrides and isolates (U+202A-202E, U+2066-2069, U+200E/U+200F, U+061C),
   zero-width characters (U+200B-200D, U+2060, U+FEFF) and every other Unicode "format" (Cf)
-  character, plus line and paragraph separators. kvreg.registry.check_name refuses them.
+  character, plus line and paragraph separators. kvreg.app.registry.check_name refuses them.
 - `spreadsheet_safe`: text for a CSV cell, which a spreadsheet opening the file would run as a
   formula if it starts with = + - @ or a tab or carriage return (OWASP "CSV injection"); such
   text gets a leading apostrophe, the mark spreadsheets read as "this is text". The workbook

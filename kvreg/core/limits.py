@@ -19,7 +19,7 @@ import stat
 import sys
 import tomllib
 
-from kvreg.errors import KvregError
+from kvreg.core.errors import KvregError
 
 MB = 1_000_000
 MAX_TOML_BYTES = 16 * MB  # `kvreg apply` files: a 10,024-model export is 7.5 MB

@@ -5,7 +5,7 @@ The run's model and GPU are read from the log where it names them (resolve_model
 id against the registry's names and config repo ids; resolve_gpu: its device name, else its total memory), and asked
 for only where it does not.
 
-Two predictions are read from the capacity view (kvreg.capacity.ask), never computed here:
+Two predictions are read from the capacity view (kvreg.app.capacity.ask), never computed here:
 - from the GPU alone: the log's settings (model, GPU, TP/PP, utilization or mem fraction, context,
   batched tokens, release) with every memory term estimated by the figure declarations;
 - with the log's terms: the same, with the weights, activation peak and non-torch memory the log
@@ -18,13 +18,13 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from kvreg.capacity import Question, ask, runner
-from kvreg.enginelog import GIB, EngineLog
-from kvreg.errors import KvregError, suggest
+from kvreg.app.capacity import Question, ask, runner
+from kvreg.core.enginelog import GIB, EngineLog
+from kvreg.core.errors import KvregError, suggest
+from kvreg.core.rules import release_number
 from kvreg.figures.engine_defaults import VLLM_CUDA_GRAPH_IN_BUDGET_RELEASE
-from kvreg.rules import release_number
 
-# The release a log's format implies when it names none (kvreg.enginelog's formats).
+# The release a log's format implies when it names none (kvreg.core.enginelog's formats).
 FORMAT_RELEASE = {"vllm-v0.6.4": "0.6.4", "vllm-v0.6.5": "0.6.5", "vllm-v0": "0.7.0"}
 # vLLM V0 without chunked prefill profiles one sequence of the whole context, at least 2,048 tokens
 # (vllm/config.py SchedulerConfig: max_num_batched_tokens = max(max_model_len, 2048)).
@@ -96,10 +96,10 @@ def log_model_ids(path: str) -> tuple[str | None, str]:
 
 def resolve_model(conn, log: EngineLog, model: str | None) -> str:
     """--model, else the registry model the log's model path names: its Hugging Face repo id (a cache folder's
-    included) against the repo id of the config each registry model was read from (kvreg.registry.hf_repo_id), then
+    included) against the repo id of the config each registry model was read from (kvreg.app.registry.hf_repo_id), then
     the checkpoint's name against the registry's names and repo names, each without variant suffixes such as
     -Instruct or -FP8, ignoring case and separators."""
-    from kvreg.registry import hf_repo_id  # the one reading of a config's source as a repo id
+    from kvreg.app.registry import hf_repo_id  # the one reading of a config's source as a repo id
 
     db = runner(conn)
     rows = db.rows("SELECT name, source FROM model ORDER BY name")

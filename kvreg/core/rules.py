@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 import re
 
-from kvreg.errors import KvregError
-from kvreg.units import UnitError, parse_size, parse_tokens
+from kvreg.core.errors import KvregError
+from kvreg.core.units import UnitError, parse_size, parse_tokens
 
 RULES = ("theoretical", "vllm", "sglang")
 # Each engine setting, the rule that reads it ("engine": vllm or sglang), and its CLI option.

@@ -10,17 +10,20 @@ import math
 import pathlib
 import re
 
+from kvreg.figures.engine_defaults import TOWER_BYTES_PER_PARAM
+
 from .attention import attention_fields, kind_heads, kv_head_groups, per_layer_query_heads
 from .checkpoint import params_from_index, params_from_tensors, read_checkpoint
 from .config import (
     HEAD_KEYS, LAYER_KEYS, TEXT_CONFIG_KEYS, Config, ConfigError, Findings, json_type, show_value, text_of,
 )
-from .dtypes import max_positions, weight_dtype
+from .dtypes import WEIGHT_BYTES, max_positions, weight_dtype
 from .keys import check_unknown_keys
 from .layers import decilm_blocks, hybrid_pattern, layer_kinds, layout_counts
 from .params import embedding_matrices, expert_layout, param_counts, rotary_dim
 from .read import INDEX_FILE, read_config
 from .state import linear_fields
+from .tower import tower_fields
 
 
 def model_from_config(config: dict, *, name: str, source: str = "manual", sha256: str | None = None,
@@ -80,6 +83,7 @@ def _model_from_config(config: dict, *, name: str, source: str, sha256: str | No
         "embedding_matrices": embedding_matrices(cfg),
         **expert_layout(cfg, layout, blocks),
         "rotary_dim": rotary_dim(cfg, att),
+        **tower_fields(cfg, findings),
         "source": source,
         "source_sha256": sha256,
         "imported_at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -157,6 +161,9 @@ def explain_path(path: str | pathlib.Path, *, name: str | None = None, params_b:
                                                 accept_unknown=accept_unknown)
     if how and params_b is None:  # params x bytes is the checkpoint's size: its 16-bit vocabulary matrices included
         row["embedding_matrices"] = None
+    if how and row.get("tower_params"):
+        how = _without_tower(row, how, active_counted=params_active is not None
+                             or row["params_active"] == row["params_total"])
     if how:
         row["notes"] = "; ".join(filter(None, [how, row["notes"]]))
         details["params_from"] = how
@@ -173,6 +180,22 @@ def explain_path(path: str | pathlib.Path, *, name: str | None = None, params_b:
         row["notes"] = "; ".join(filter(None, [*extra, row["notes"]]))
         details["assumptions"][:0] = extra
     return row, warnings, details
+
+
+def _without_tower(row: dict, how: str, *, active_counted: bool) -> str:
+    """A count of the whole checkpoint (given, or its safetensors) holds the multimodal tower, which the row keeps
+    apart in tower_params at TOWER_BYTES_PER_PARAM bytes a parameter: take its bytes out of params_total and
+    params_active (when it too was counted from the checkpoint, not estimated from the text config) so that params x
+    the weight dtype's bytes + the tower's bytes is the checkpoint's size."""
+    tower = row["tower_params"]
+    taken = round(tower * TOWER_BYTES_PER_PARAM / WEIGHT_BYTES[row["weight_dtype"]])
+    if taken >= row["params_total"]:
+        raise ConfigError(f"{row['source']}: the checkpoint's {row['params_total']:,} params cannot hold the multimodal "
+                          f"tower's {tower:,}; give the language model's count with --params-b")
+    row["params_total"] -= taken
+    row["params_active"] = max(1, min(row["params_active"] - (taken if active_counted else 0), row["params_total"]))
+    return (f"{how}, less the multimodal tower's {tower:,} params ({tower * TOWER_BYTES_PER_PARAM:,} B at "
+            f"{TOWER_BYTES_PER_PARAM} B a param), kept in tower_params")
 
 
 HF_QUANT_FILE = "hf_quant_config.json"

@@ -18,23 +18,9 @@ Parameter counts, in order of preference (``import_path``):
 
 One module per concern, each importing only those before it:
 ``config`` (the config's keys through its text_config / llm_config / language_config wrapper, family defaults,
-ConfigError), ``read`` (the file within kvreg.limits), ``keys`` (which keys shape the cache: read, inert or
+ConfigError), ``read`` (the file within kvreg.core.limits), ``keys`` (which keys shape the cache: read, inert or
 refused), ``layers`` (layer kinds from every spelling), ``attention`` (heads, widths, MLA, indexer, per-layer kv
 heads), ``dtypes`` (weight and model dtypes, context), ``state`` (linear layers' recurrent state), ``params``
 (parameter counts, MoE), ``checkpoint`` (safetensors headers and index), ``row`` (the row and its assumptions) and
-``messages`` (a batch's warnings). This package's names below are the importer's public API.
+``messages`` (a batch's warnings). Callers import each name from the module that defines it.
 """
-
-from .checkpoint import Checkpoint, read_checkpoint, read_safetensors_header
-from .config import ARCH_DEFAULTS, ConfigError
-from .dtypes import WEIGHT_BYTES
-from .layers import decilm_ffn_width
-from .messages import batch_warnings
-from .read import INDEX_FILE, MAX_CONFIG_BYTES, read_config
-from .row import HF_QUANT_FILE, default_name, explain_path, import_path, import_text, model_from_config
-
-__all__ = [
-    "ARCH_DEFAULTS", "Checkpoint", "ConfigError", "HF_QUANT_FILE", "INDEX_FILE", "MAX_CONFIG_BYTES", "WEIGHT_BYTES",
-    "batch_warnings", "decilm_ffn_width", "default_name", "explain_path", "import_path", "import_text",
-    "model_from_config", "read_checkpoint", "read_config", "read_safetensors_header",
-]

@@ -1,5 +1,5 @@
 """Declarative sync: a TOML file of ``[[dtype]]``, ``[[gpu]]``, ``[[model]]``, ``[[plan]]``, ``[[demand]]``
-and ``[[fleet]]`` tables <-> the registry (plans, demand and fleet: kvreg.sync_plans).
+and ``[[fleet]]`` tables <-> the registry (plans, demand and fleet: kvreg.interchange.sync_plans).
 
 ``kvreg apply`` reads such a file and makes the registry match it (insert new rows, update
 changed ones, matched by name; delete only with prune); ``kvreg export`` writes the registry
@@ -25,14 +25,14 @@ from typing import Any
 from sqlalchemy import String, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from kvreg import sync_plans as sp
+from kvreg.app.registry import check_bytes_per_element, check_int, check_name, validate_gpu, validate_model
+from kvreg.core.errors import KvregError
+from kvreg.core.limits import MAX_TOML_BYTES, parse_toml, read_input, show_path
+from kvreg.core.units import parse_tokens
 from kvreg.db.read import SIZE_FIELDS
 from kvreg.db.tables import DTYPE_FIELDS, GPU_FIELDS, MODEL_FIELDS, Dtype, Gpu, Model, Plan, server_default_value
-from kvreg.errors import KvregError
-from kvreg.limits import MAX_TOML_BYTES, parse_toml, read_input, show_path
-from kvreg.registry import check_bytes_per_element, check_int, check_name, validate_gpu, validate_model
-from kvreg.sync_plans import row_key, same_value, used_by
-from kvreg.units import parse_tokens
+from kvreg.interchange import sync_plans as sp
+from kvreg.interchange.sync_plans import row_key, same_value, used_by
 
 # Apply order matters: models refer to dtypes, plans to models and GPUs, demand to plans, fleet to GPUs.
 BASE_KINDS = ("dtype", "gpu", "model")

@@ -22,6 +22,8 @@ from sqlalchemy import Float, Integer, String, delete, func, insert, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
+from kvreg.app.registry import check_input
+from kvreg.core.errors import KvregError
 from kvreg.db.engine import (
     UnstorableValue,
     current_revision,
@@ -33,9 +35,7 @@ from kvreg.db.engine import (
     prepare_registry,
 )
 from kvreg.db.tables import Meta, Scenario, SQLModel
-from kvreg.errors import KvregError
 from kvreg.figures.inputs import MAXIMUMS
-from kvreg.registry import check_input
 
 # Scratch rows live only inside a rolled-back transaction; kvreg_meta is bookkeeping (copied,
 # but its views_hash and views_source are per engine, so they are not part of the contents).

@@ -10,7 +10,7 @@ from kvreg.figures.declarations import FIGURES, INPUTS
 from kvreg.figures.inputs import KV_GROUPS
 from kvreg.figures.python import PythonEvaluator
 
-from .hf import WEIGHT_BYTES
+from kvreg.interchange.hf.dtypes import WEIGHT_BYTES
 
 # What a check reports beside the row's fields: figures at TP1 in a bf16 KV cache.
 CHECK_FIGURES = ("kv_bytes_per_token", "kv_bytes_per_token_full", "state_bytes_per_sequence")
@@ -84,6 +84,8 @@ def explain(row: dict, warnings: list[str], details: dict) -> dict:
         "params_total": row["params_total"],
         "params_active": row["params_active"],
         "params_from": details["params_from"],
+        # a multimodal model's towers, apart from params_total (every GPU holds them under the engine rules)
+        "tower_params": row.get("tower_params"),
         "weight_dtype": row["weight_dtype"],
         "max_position_embeddings": row["max_position_embeddings"],
         **{f"{name}_bf16_tp1": value for name, value in figures.items()},

@@ -16,7 +16,7 @@ import math
 import re
 from decimal import Decimal
 
-from kvreg.errors import UserError
+from kvreg.core.errors import UserError
 
 
 class UnitError(UserError, ValueError):

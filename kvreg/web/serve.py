@@ -1,10 +1,13 @@
-"""`kvreg serve`: the registry as a local web page (kvreg.web)."""
+"""`kvreg serve`: the registry as a local web page (kvreg.web).
+
+The web layer's own command: the CLI names it in its command table (kvreg.cli) and never imports the web
+layer, nor the web layer the CLI, so this command reports a user's error as one line itself.
+"""
 
 from __future__ import annotations
 
 import click
 
-from kvreg.cli.common import user_errors
 
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True,
@@ -15,7 +18,6 @@ from kvreg.cli.common import user_errors
               help="Add the forms that add a plan and set demand (CSRF-protected, one transaction each). "
               "Without it the page is read-only and refuses every POST.")
 @click.pass_context
-@user_errors
 def serve_cmd(ctx, host, port, allow_writes):
     """Serve a what-if page, the registry's tables, plans and procurement in the browser.
 
@@ -30,7 +32,7 @@ def serve_cmd(ctx, host, port, allow_writes):
     # Lazy: uvicorn and Starlette load only for this command.
     import uvicorn
 
-    from kvreg.errors import KvregError
+    from kvreg.core.errors import user_error_types
     from kvreg.web.app import App, is_loopback
 
     # Bind first: a port in use is one line, before the registry is opened or anything is printed.
@@ -41,9 +43,13 @@ def serve_cmd(ctx, host, port, allow_writes):
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise KvregError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another with --port") from None
+        raise click.ClickException(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another with --port") from None
     try:
         app = App(ctx.find_root().obj.get("db_url"), allow_writes=allow_writes, host=host)
+    except user_error_types() as exc:  # a registry that cannot be opened: one line, as every command says it
+        sock.close()
+        raise click.ClickException(" ".join(str(exc).split())) from None
     except BaseException:
         sock.close()
         raise

@@ -18,10 +18,15 @@ import math
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from kvreg.calibrate import (FORMAT_RELEASE, at_limiting_stage, device_gpu, logged_release, measured_terms,
+from kvreg.app.calibrate import (FORMAT_RELEASE, at_limiting_stage, device_gpu, logged_release, measured_terms,
                              resolve_model, sglang_in_use, untagged_note)
-from kvreg.capacity import (check_dp_attention, check_layout, check_pp_layers, invalid_tp, parse_tp,
+from kvreg.app.capacity import (check_dp_attention, check_layout, check_pp_layers, invalid_tp, parse_tp,
                             valid_tps)
+from kvreg.app.registry import check_dtype, check_input, check_int, check_name, check_text, get_gpu, get_model
+from kvreg.core.enginelog import GIB
+from kvreg.core.errors import AlreadyExists, KvregError
+from kvreg.core.rules import ENGINE_SETTINGS, check_engine_settings, parse_engine_options
+from kvreg.core.units import format_tokens, parse_fraction, parse_quarter, parse_size, parse_tokens
 from kvreg.db.read import whatif
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
     format_workload,
@@ -36,12 +41,7 @@ from kvreg.db.read import (  # noqa: F401  (the read queries live in the db laye
     workload_texts,
 )
 from kvreg.db.tables import Demand, Gpu, Model, Plan, WorkloadClass
-from kvreg.enginelog import GIB
-from kvreg.errors import AlreadyExists, KvregError
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, inputs_of
-from kvreg.registry import check_dtype, check_input, check_int, check_name, check_text, get_gpu, get_model
-from kvreg.rules import ENGINE_SETTINGS, check_engine_settings, parse_engine_options
-from kvreg.units import format_tokens, parse_fraction, parse_quarter, parse_size, parse_tokens
 
 # A spec names its model and GPU; a row (what the plan table stores) carries their ids. Its settings default to
 # the deployment inputs' declared defaults; the weight dtype to the model's own (None).
@@ -117,9 +117,9 @@ def validate_allowances(conn, spec: dict) -> dict:
     return out
 
 
-# The deployment inputs neither validate_plan nor the engine settings (kvreg.rules.ENGINE_SETTINGS) check by hand:
+# The deployment inputs neither validate_plan nor the engine settings (kvreg.core.rules.ENGINE_SETTINGS) check by hand:
 # each is read as its generated option gave it (kvreg.app.options.declared_options) and checked as declared
-# (kvreg.registry.check_input). None today; an input declared since lands here with no edit.
+# (kvreg.app.registry.check_input). None today; an input declared since lands here with no edit.
 _CHECKED_BY_HAND = {"tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens", "reserve",
                     "kv_cache_memory_bytes", "block_size", "rule", "engine_release", *ENGINE_SETTINGS}
 DECLARED_SETTINGS = tuple(n for n in inputs_of("deployment") if n not in _CHECKED_BY_HAND)

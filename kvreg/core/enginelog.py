@@ -32,11 +32,11 @@ The formats, each seen in public logs vendored under tests/data/logs (MANIFEST.t
 The GPU's device name as torch prints it ("NVIDIA H100 80GB HBM3") is read where a log shows it: the fused-MoE or FP8
 kernel config file the engines look for (``device_name=NVIDIA_H100_80GB_HBM3.json``), collect_env.py's and
 ``nvidia-smi -L``'s ``GPU 0: ...``, nvidia-smi's table, vLLM V0's ``Your Tesla T4 GPU has compute capability``;
-kvreg.calibrate maps it to a registry GPU (kvreg/catalog/device_names.toml).
+kvreg.app.calibrate maps it to a registry GPU (kvreg/catalog/device_names.toml).
 
 Where several workers print the same line, the first is kept (they print the same figures for the same
 shard), except vLLM V1's KV cache lines, where the smallest is kept: vLLM sizes every worker to the
-smallest. Nothing here computes a figure: kvreg.calibrate sets what was logged against the figure
+smallest. Nothing here computes a figure: kvreg.app.calibrate sets what was logged against the figure
 declarations' views. Stdlib only.
 """
 
@@ -48,8 +48,8 @@ import pathlib
 import re
 from dataclasses import asdict, dataclass, field
 
-from kvreg.errors import KvregError
-from kvreg.limits import read_input
+from kvreg.core.errors import KvregError
+from kvreg.core.limits import read_input
 
 GIB = 2**30
 MAX_LOG_BYTES = 64 * 10**6  # a startup log is kilobytes; refuse anything absurd before reading it whole
@@ -414,7 +414,7 @@ def _parse_one(text: str) -> EngineLog:
 
 def read_log(path) -> tuple[EngineLog, str]:
     """Parse a log file; returns the log and a short source label (file name and sha256 prefix).
-    Read through kvreg.limits.read_input: a regular file of at most MAX_LOG_BYTES (a FIFO, /dev/zero
+    Read through kvreg.core.limits.read_input: a regular file of at most MAX_LOG_BYTES (a FIFO, /dev/zero
     or /dev/urandom is refused before it is opened)."""
     p = pathlib.Path(path)
     data = read_input(os.fspath(path), MAX_LOG_BYTES, "startup log")

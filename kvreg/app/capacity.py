@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from kvreg.core.errors import KvregError, suggest
+from kvreg.core.rules import ENGINE_FIELDS, check_engine_settings, parse_engine_options
+from kvreg.core.units import format_tokens, parse_fraction, parse_size, parse_token_list, parse_tokens
 from kvreg.db.read import runner, whatif
-from kvreg.errors import KvregError, suggest
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, KV_GROUPS, inputs_of
-from kvreg.rules import ENGINE_FIELDS, check_engine_settings, parse_engine_options
-from kvreg.units import format_tokens, parse_fraction, parse_size, parse_token_list, parse_tokens
 
-MAX_GPUS_PER_NODE = 1024  # the largest node kvreg accepts (kvreg.registry uses it too)
+MAX_GPUS_PER_NODE = 1024  # the largest node kvreg accepts (kvreg.app.registry uses it too)
 # A context sweep (report and workbook) asks about at most this many model x GPU pairs: a
 # 10,000-model registry would otherwise ask about millions of scenarios.
 SWEEP_MAX_PAIRS = 400
@@ -91,7 +91,7 @@ class Question:
     reserve: float = _D["reserve"]
     kv_cache_memory_bytes: int | None = None
     block_size: int = _D["block_size"]
-    rule: str = _D["rule"]  # or vllm, sglang (kvreg.rules); the engine settings below: None for its default
+    rule: str = _D["rule"]  # or vllm, sglang (kvreg.core.rules); the engine settings below: None for its default
     gpu_memory_utilization: float | None = None
     max_num_batched_tokens: int | None = None
     max_concurrent_batches: int | None = None
@@ -100,7 +100,7 @@ class Question:
     cuda_graph_bytes: int | None = None
     mem_fraction_static: float | None = None
     engine_version: str | None = None  # the engine release the figures follow (None: the latest kvreg knows)
-    engine_release: int | None = None  # derived from engine_version by kvreg.rules
+    engine_release: int | None = None  # derived from engine_version by kvreg.core.rules
     non_torch_bytes: int | None = None
     weights_measured_bytes: int | None = None
     # the workload a latency is asked for (None: not asked; kvreg.figures.inputs, table "workload")

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvreg.errors import UserError
+from kvreg.core.errors import UserError
 
 
 MAX_COUNT = 1_000_000  # layers, heads, widths: anything larger is a typo or an attack

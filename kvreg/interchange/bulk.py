@@ -12,11 +12,11 @@ import io
 
 from sqlalchemy import bindparam, insert, select, update
 
+from kvreg.app.fleet import validate_fleet, write_fleet
+from kvreg.app.registry import check_int
+from kvreg.core.errors import KvregError
+from kvreg.core.units import parse_quarter
 from kvreg.db.tables import Demand, Fleet, Gpu, Plan
-from kvreg.errors import KvregError
-from kvreg.fleet import validate_fleet, write_fleet
-from kvreg.registry import check_int
-from kvreg.units import parse_quarter
 
 DEMAND_HEADER = ["plan", "quarter", "users"]
 FLEET_HEADER = ["gpu", "quarter", "gpus_owned", "gpus_reserved", "reserved_price_per_hour"]

@@ -14,11 +14,8 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from kvreg.db.read import DECLARED_ENTRIES, DEMAND_KEYS, FLEET_KEYS, PLAN_KEYS
-from kvreg.db.tables import Fleet, Gpu, Plan
-from kvreg.errors import KvregError
-from kvreg.fleet import remove_fleet, set_fleet, validate_fleet
-from kvreg.plans import (
+from kvreg.app.fleet import remove_fleet, set_fleet, validate_fleet
+from kvreg.app.plans import (
     add_plan,
     get_plan,
     remove_demand,
@@ -29,8 +26,11 @@ from kvreg.plans import (
     validate_workload,
     write_workload,
 )
-from kvreg.registry import check_int
-from kvreg.units import parse_quarter
+from kvreg.app.registry import check_int
+from kvreg.core.errors import KvregError
+from kvreg.core.units import parse_quarter
+from kvreg.db.read import DECLARED_ENTRIES, DEMAND_KEYS, FLEET_KEYS, PLAN_KEYS
+from kvreg.db.tables import Fleet, Gpu, Plan
 
 KINDS = ("plan", "demand", "fleet")
 _KEYS = {"plan": PLAN_KEYS, "demand": DEMAND_KEYS, "fleet": FLEET_KEYS}

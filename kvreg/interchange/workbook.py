@@ -12,9 +12,9 @@ the cells finance changed relative to that state are applied: a value the regist
 stays, and a cell changed on both sides is a conflict, listed, and nothing is written until the user
 takes a side (`take="workbook"` or `"registry"`).
 
-The workbook is read whole, within kvreg.limits.check_workbook's limits, before the registry is
-touched; every value then goes through the writer the CLI uses (kvreg.plans.set_demand,
-set_plan, kvreg.registry.add_gpu, kvreg.fleet.set_fleet), in one short transaction; a bad cell
+The workbook is read whole, within kvreg.core.limits.check_workbook's limits, before the registry is
+touched; every value then goes through the writer the CLI uses (kvreg.app.plans.set_demand,
+set_plan, kvreg.app.registry.add_gpu, kvreg.app.fleet.set_fleet), in one short transaction; a bad cell
 names itself and nothing is written. A dry run runs the same writers and rolls back.
 """
 
@@ -28,15 +28,15 @@ from typing import Any, Callable
 
 from sqlalchemy import text
 
+from kvreg.app.fleet import set_fleet
+from kvreg.app.plans import get_workload, set_demand, set_plan
+from kvreg.app.registry import add_gpu
 from kvreg.catalog.load import ensure_registry_id
+from kvreg.core.errors import KvregError, UserError
+from kvreg.core.limits import check_workbook, show_path
+from kvreg.core.units import UnitError, current_quarter, parse_quarter
 from kvreg.db.read import get_gpu, get_plan
-from kvreg.errors import KvregError, UserError
 from kvreg.export.xlsx import CONVERTED, PROP_FORMAT, PROP_QUARTER, PROP_REGISTRY, STATE_SHEET, WORKBOOK_FORMAT
-from kvreg.fleet import set_fleet
-from kvreg.limits import check_workbook, show_path
-from kvreg.plans import get_workload, set_demand, set_plan
-from kvreg.registry import add_gpu
-from kvreg.units import UnitError, current_quarter, parse_quarter
 
 NAMES_ROW = 2
 FIRST_ROW = 3

@@ -1,4 +1,4 @@
-"""The registry as TOML: what `kvreg export` writes and `kvreg apply` reads (kvreg.sync). Rendering
+"""The registry as TOML: what `kvreg export` writes and `kvreg apply` reads (kvreg.interchange.sync). Rendering
 only: the rows come from kvreg.db.read (declared_rows, declared_entries). Stdlib only at import
 time, so `kvreg export` runs without SQLAlchemy on the fast read path."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from kvreg.core.units import format_size
 from kvreg.db.read import COLUMNS, DECLARED_KINDS, SIZE_FIELDS, declared_entries, declared_rows
-from kvreg.units import format_size
 
 _HEADER = (
     "# kvreg registry: dtypes, GPUs, models, plans (with their workload mix), demand and fleet.\n"

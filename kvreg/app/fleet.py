@@ -12,21 +12,21 @@ from __future__ import annotations
 from sqlalchemy import delete, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
-from kvreg.db.tables import Fleet
-from kvreg.errors import KvregError
-from kvreg.figures.aggregates import (
-    AGGREGATE_COLUMNS, aggregate_sql, in_force_sql, index_of_quarter, quarter_of_index, quarters_sql,
-)
-from kvreg.registry import check_input, check_int, get_gpu
-from kvreg.units import parse_quarter
+from kvreg.app.registry import check_input, check_int, get_gpu
+from kvreg.core.errors import KvregError
+from kvreg.core.units import parse_quarter
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
     FLEET_COLUMNS, MAX_HORIZON_QUARTERS, horizon_quarters, in_force, list_fleet, purchase_schedule, rollup,
+)
+from kvreg.db.tables import Fleet
+from kvreg.figures.aggregates import (
+    AGGREGATE_COLUMNS, aggregate_sql, in_force_sql, index_of_quarter, quarter_of_index, quarters_sql,
 )
 
 
 
 def check_price(value, field: str):
-    """A non-negative finite price up to its declared maximum, or None (kvreg.registry.check_input)."""
+    """A non-negative finite price up to its declared maximum, or None (kvreg.app.registry.check_input)."""
     return check_input(field, value)
 
 

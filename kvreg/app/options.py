@@ -18,39 +18,93 @@ from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS as _D, INPUTS
 
 # --------------------------------------------------------------------------- the options
 
+_CLICK_TYPES = {"int": int, "real": float, "text": None}
+_UNSET = object()
+
+
+def input_option(name: str, *, suffix: str = "", help: str | None = None, default=_UNSET, **kw):
+    """A click option generated from an input's declaration (kvreg.figures.inputs.InputDecl): its flag
+    (several, space-separated: the first names the parameter), its type (type=None: text the command parses,
+    a size with its unit as 1.2GiB) and its help, ended with `suffix` (plan set: "; none clears it")
+    and a period. `default`: the declared default unless given (None: the option left out keeps the stored
+    value). The option remembers its input (`.input`), so declared_options knows it is placed."""
+    decl = INPUTS[name]
+    flags = decl.flag.split()
+    text = (decl.help if help is None else help) + suffix + "."
+    kw.setdefault("type", _CLICK_TYPES[decl.kind])
+    if default is _UNSET:
+        default = decl.default
+    if default is not None:
+        kw["default"] = default
+
+    def decorate(fn):
+        option = click.Option(flags, help=text, **kw)
+        option.input = name
+        fn.__click_params__ = [*getattr(fn, "__click_params__", []), option]
+        return fn
+
+    return decorate
+
+
+def declared_options(tables: tuple[str, ...], *, handled: tuple[str, ...] = (), defaults: bool = True):
+    """Outermost on a command (right under its @command): a generated option (input_option) for every input of `tables` the command
+    neither wears an option of (placed with input_option) nor gives otherwise (`handled`: --params-b gives
+    params_total), listed last. An input declared with no flag (flag "") takes none. So an input added to
+    kvreg.figures.inputs reaches `model add`, `gpu add` and `plan add` with no other edit; the command
+    receives it under its column's name, among its keyword arguments."""
+
+    def decorate(fn):
+        params = getattr(fn, "__click_params__", [])
+        placed = {getattr(p, "input", None) for p in params} | set(handled)
+        params[:0] = [_param(n, defaults) for n in _declared_names(tables) if n not in placed and INPUTS[n].flag]
+        fn.__click_params__ = params
+        return fn
+
+    return decorate
+
+
+def _declared_names(tables: tuple[str, ...]) -> list[str]:
+    return [n for n, d in INPUTS.items() if d.table in tables]
+
+
+def _param(name: str, defaults: bool) -> click.Option:
+    decl = INPUTS[name]
+
+    def fn():
+        pass
+
+    input_option(name, default=_UNSET if defaults else None)(fn)
+    option = fn.__click_params__[0]
+    option.name = decl.column  # the command receives it by its column
+    option.generated = True
+    return option
+
+
+def declared_fields(command: click.Command) -> list[tuple[str, str, str]]:
+    """The form fields of a command's generated options (declared_options): name, the input's label, and
+    its default as the placeholder. The web page's plan form lists them after the fields it lays out."""
+    fields = []
+    for p in command.params:
+        if getattr(p, "generated", False):
+            default = p.default if isinstance(p.default, (str, int, float)) else ""
+            fields.append((p.opts[0][2:], INPUTS[p.input].label, str(default)))
+    return fields
+
 
 def engine_options(defaults: bool) -> list:
     """--rule and the engine's own settings (docs/engine-rules.md), for `kvreg capacity` and the plan
-    commands; parse them with kvreg.core.rules.parse_engine_options. Without defaults (plan set) an option
-    left out keeps the stored value."""
+    commands, each generated from its input's declaration (flag, help, the engine defaults it names);
+    parse them with kvreg.core.rules.parse_engine_options (text, read with units). Without defaults (plan set)
+    an option left out keeps the stored value."""
     clears = "" if defaults else "; none clears it"
     return [
         click.option("--rule", default=_D["rule"] if defaults else None, show_default=defaults,
                      help=f"Allocation rule: theoretical (a share of memory held back, --reserve, {_D['reserve']:.0%} by"
                      " default; see docs/methodology.md), vllm or sglang (what the engine allocates)."),
-        click.option("--engine-version", help="vLLM/SGLang: the release to follow (0.10.1); its defaults and memory "
-                     f"accounting differ by release (default: the latest kvreg knows){clears}."),
-        click.option("--gpu-memory-utilization", help="vLLM: share of GPU memory it may use, in (0, 1] (default "
-                     f"0.92 from v0.20, 0.9 before){clears}."),
-        click.option("--max-num-batched-tokens", help="vLLM: tokens per scheduler step (default 8192; 2048 from v0.8 on GPUs under 70 GiB)"
-                     f"{clears}."),
-        click.option("--max-concurrent-batches", help="vLLM: batches in flight (default 2 at PP 1, else PP)"
-                     f"{clears}."),
-        click.option("--max-num-seqs", "--max-running-requests", "max_num_seqs",
-                     help="vLLM --max-num-seqs, SGLang --max-running-requests: the most requests the engine runs at "
-                     "once (default: vLLM 1024 from v0.8 on GPUs of 70 GiB or more, else 256; SGLang from its pool and "
-                     f"context, 2048 to 4096){clears}."),
-        click.option("--activation-memory", help="vLLM: measured peak activation memory per GPU (1.2GiB), instead "
-                     f"of kvreg's estimate{clears}."),
-        click.option("--cuda-graph-memory", help="vLLM: CUDA graph memory per GPU to take from the KV pool (0.5GiB); "
-                     "releases before v0.21 take none, from v0.21 vLLM takes what it profiled (its log's 'CUDAGraph "
-                     f"memory'), which kvreg does not estimate (default 0){clears}."),
-        click.option("--non-torch-memory", help="vLLM: measured non-torch memory per GPU (0.2GiB), instead of kvreg's "
-                     "estimate; SGLang: memory in use before the weights load (default 0)" f"{clears}."),
-        click.option("--weights-memory", help="vLLM/SGLang: measured weight memory per GPU (14.99GiB), instead of "
-                     f"params x bytes / (TP x PP){clears}."),
-        click.option("--mem-fraction-static", help="SGLang: --mem-fraction-static, in (0, 1] (default: from the GPU memory and TP x PP, as SGLang's"
-                     f" server derives it){clears}."),
+        *[input_option(name, suffix=clears, type=None, default=None)
+          for name in ("engine_version", "gpu_memory_utilization", "max_num_batched_tokens", "max_concurrent_batches",
+                       "max_num_seqs", "activation_bytes", "cuda_graph_bytes", "non_torch_bytes",
+                       "weights_measured_bytes", "mem_fraction_static")],
     ]
 
 
@@ -117,6 +171,8 @@ def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True
     ]
     if notes:
         opts.append(click.option("--notes", help="Free text."))
+    if not many:  # a deployment input declared since: an option of its own (plan add, plan set, the plan form)
+        opts.insert(0, declared_options(("deployment",), handled=DEPLOYMENT_HANDLED, defaults=defaults))
 
     def decorate(fn):
         for opt in reversed(opts):
@@ -124,6 +180,12 @@ def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True
         return fn
 
     return decorate
+
+
+# The deployment inputs deployment_options gives by options of its own shape (--context with its units, --tp
+# auto, --reserve against --kv-cache-memory, ...) or derives (engine_release, from --engine-version).
+DEPLOYMENT_HANDLED = ("gpus_per_node", "tp", "pp", "dp_attention", "context_tokens", "avg_tokens", "reserve",
+                      "kv_cache_memory_bytes", "block_size", "rule", "engine_release")
 
 
 def latency_options():

@@ -22,7 +22,7 @@ from kvreg.app.calibrate import (FORMAT_RELEASE, at_limiting_stage, device_gpu, 
                              resolve_model, sglang_in_use, untagged_note)
 from kvreg.app.capacity import (check_dp_attention, check_layout, check_pp_layers, invalid_tp, parse_tp,
                             valid_tps)
-from kvreg.app.registry import check_dtype, check_int, check_name, check_text, get_gpu, get_model
+from kvreg.app.registry import check_dtype, check_input, check_int, check_name, check_text, get_gpu, get_model
 from kvreg.core.enginelog import GIB
 from kvreg.core.errors import AlreadyExists, KvregError
 from kvreg.core.rules import ENGINE_SETTINGS, check_engine_settings, parse_engine_options
@@ -117,6 +117,14 @@ def validate_allowances(conn, spec: dict) -> dict:
     return out
 
 
+# The deployment inputs neither validate_plan nor the engine settings (kvreg.core.rules.ENGINE_SETTINGS) check by hand:
+# each is read as its generated option gave it (kvreg.app.options.declared_options) and checked as declared
+# (kvreg.app.registry.check_input). None today; an input declared since lands here with no edit.
+_CHECKED_BY_HAND = {"tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens", "reserve",
+                    "kv_cache_memory_bytes", "block_size", "rule", "engine_release", *ENGINE_SETTINGS}
+DECLARED_SETTINGS = tuple(n for n in inputs_of("deployment") if n not in _CHECKED_BY_HAND)
+
+
 def spec_from_options(opts: dict, *, partial: bool) -> dict:
     """A plan spec from the deployment options as given (`kvreg plan add/set/solve`, the web page's
     plan form): text as typed, keyed like the command's parameters; with `partial`, only those given."""
@@ -143,6 +151,10 @@ def spec_from_options(opts: dict, *, partial: bool) -> dict:
         pool = opts["kv_cache_memory"]
         spec["kv_cache_memory_bytes"] = None if _is_none(pool) else parse_size(pool)
     spec.update(parse_engine_options(opts))
+    for name in DECLARED_SETTINGS:  # as typed; validate_plan checks them as declared ("none" clears one)
+        column = INPUTS[name].column
+        if opts.get(column) is not None:
+            spec[column] = None if INPUTS[name].nullable and _is_none(str(opts[column])) else opts[column]
     if not partial:
         spec.setdefault("avg_tokens", None)
         spec.setdefault("kv_cache_memory_bytes", None)
@@ -178,6 +190,8 @@ def validate_plan(conn, spec: dict, *, named: bool = True, users: int | None = N
     s["kv_cache_memory_bytes"] = check_int(s["kv_cache_memory_bytes"], "kv_cache_memory_bytes", allow_none=True)
     s["reserve"] = parse_fraction(s["reserve"])
     s.update(check_engine_settings(s, s["block_size"], s["dp_attention"]))
+    for name in DECLARED_SETTINGS:
+        s[name] = check_input(name, s[name])
     check_dtype(conn, s["kv_dtype"], "kv", "KV dtype")
     s["weight_dtype"] = check_dtype(conn, s["weight_dtype"] or m["weight_dtype"], "weight", "weight dtype")
     auto = s["tp"] == "auto"

@@ -12,13 +12,14 @@ from sqlalchemy import BigInteger, Integer, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from kvreg.app.capacity import MAX_GPUS_PER_NODE
-from kvreg.catalog.defaults import TEXT_DEFAULTS, ZERO_COUNTS, model_default
+from kvreg.catalog.defaults import DERIVED, TEXT_DEFAULTS, ZERO_COUNTS, model_default
 from kvreg.core.errors import AlreadyExists, KvregError, suggest
 from kvreg.core.text import invisible_characters
 from kvreg.core.units import UnitError, parse_flops, parse_size
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
     get_gpu, get_model, gpu_names, list_dtypes, list_gpus, list_models, model_names,
 )
+from kvreg.db.columns import stored_inputs
 from kvreg.db.tables import GPU_FIELDS, MODEL_FIELDS, Dtype, Fleet, Gpu, Model, Plan, SQLModel
 from kvreg.figures.inputs import INPUTS, KV_GROUPS, MAXIMUMS
 
@@ -142,9 +143,10 @@ def _digits_hint(text: str) -> str:
     return ""
 
 
-def check_real(value: Any, field: str, *, positive: bool = False, allow_none: bool = True) -> float | None:
-    """A finite number from 0 (above 0 when `positive`) up to the field's declared maximum
-    (kvreg.figures.inputs.MAXIMUMS). Text must be a plain decimal number (0-9, a point, an
+def check_real(value: Any, field: str, *, positive: bool = False, allow_none: bool = True,
+               maximum: float | None = None, below: float | None = None) -> float | None:
+    """A finite number from 0 (above 0 when `positive`) up to `maximum` (default: the field's declared
+    maximum, kvreg.figures.inputs.MAXIMUMS), and under `below` when given. Text must be a plain decimal number (0-9, a point, an
     exponent): 1_000, 1,5 and other scripts' digits are refused rather than read as Python would."""
     if value is None or (isinstance(value, str) and not value.strip()):
         if allow_none:
@@ -162,10 +164,11 @@ def check_real(value: Any, field: str, *, positive: bool = False, allow_none: bo
     except OverflowError:  # an int of 400 digits
         number = math.inf
     low = "more than 0" if positive else "at least 0"
-    maximum = MAXIMUMS.get(field)
+    maximum = MAXIMUMS.get(field) if maximum is None else maximum
     if not math.isfinite(number) or number < 0 or (positive and number == 0) \
-            or (maximum is not None and number > maximum):
+            or (maximum is not None and number > maximum) or (below is not None and number >= below):
         upto = f" and at most {maximum:,.0f}" if maximum is not None else ""
+        upto += f" and below {below:g}" if below is not None else ""
         raise KvregError(f"{field} must be a finite number of {low}{upto}, not {shown}")
     return number
 
@@ -173,15 +176,41 @@ def check_real(value: Any, field: str, *, positive: bool = False, allow_none: bo
 def check_input(field: str, value: Any) -> int | float | None:
     """The one validator of a value entering the registry for the input or column `field`: the
     CLI, declaration (TOML) and CSV files, the web forms, `kvreg db copy` and the workbook importer
-    all call it. A real input (kvreg.figures.inputs: kind "real", or a bounded column of
-    MAXIMUMS) goes through check_real, any other through check_int with the column's limit
-    (at least 1 where the declaration says positive, else 0). None passes for a nullable input."""
+    all call it. What it checks is the input's declaration (kvreg.figures.inputs.InputDecl), the same
+    that generates the column and its CHECK: a real input (kind "real", or a bounded column of
+    MAXIMUMS) goes through check_real, any other through check_int with the column's limit, from its
+    least value (1 where it is positive, its minimum, else 0); then the CHECK's numeric upper bound and
+    its choices. None passes for a nullable input. Each failure is one line naming the field."""
     decl = _INPUT_BY_COLUMN.get(field)
-    nullable = decl is None or decl.nullable
-    positive = decl is not None and decl.positive
-    if field in MAXIMUMS or (decl is not None and decl.kind == "real"):
-        return check_real(value, field, positive=positive, allow_none=nullable)
-    return check_int(value, field, minimum=1 if positive else 0, allow_none=nullable)
+    if decl is None:
+        if field in MAXIMUMS:
+            return check_real(value, field)
+        return check_int(value, field, minimum=0, allow_none=True)
+    if decl.kind == "real" or field in MAXIMUMS:
+        number = check_real(value, field, positive=decl.positive, allow_none=decl.nullable,
+                            maximum=_numeric(decl.at_most, decl.maximum), below=decl.below)
+    else:
+        number = check_int(value, field, minimum=decl.lowest or 0, allow_none=decl.nullable)
+        most = _numeric(decl.at_most)
+        if number is not None and most is not None and number > most:
+            raise KvregError(f"{field} must be at most {most:,}, not {number:,}")
+    if number is not None and decl.choices and number not in decl.choices:
+        raise KvregError(f"{field} must be {' or '.join(str(c) for c in decl.choices)}, not {number!r}")
+    return number
+
+
+def _numeric(*bounds) -> int | float | None:
+    """The first bound that is a number (a CHECK's at_most may name another column instead)."""
+    return next((b for b in bounds if isinstance(b, (int, float)) and not isinstance(b, bool)), None)
+
+
+def input_error(field: str, value: Any) -> str | None:
+    """check_input's one-line error for `value`, or None when it passes."""
+    try:
+        check_input(field, value)
+    except KvregError as exc:
+        return str(exc)
+    return None
 
 
 _INPUT_BY_COLUMN = {i.column: i for i in INPUTS.values() if i.kind != "text" and i.table not in ("mix",)}
@@ -265,14 +294,19 @@ def add_dtype(conn, row: dict) -> None:
 
 # --------------------------------------------------------------------------- models
 
-_MODEL_INTS = ["layers", "attention_heads", "kv_heads", "head_dim", "v_head_dim", "max_position_embeddings"]
-_MODEL_OPTIONAL_INTS = ["sliding_window", "attention_chunk_size", "kv_lora_rank", "linear_state_elements_per_layer",
-                        "linear_state_heads", "indexer_bytes_per_token_per_layer", "hidden_size",
-                        "intermediate_size", "vocab_size", "sliding_kv_heads", "sliding_head_dim", "chunked_kv_heads",
-                        "chunked_head_dim", "linear_recurrent_elements_per_layer", "embedding_matrices",
-                        "experts", "expert_intermediate_size", "moe_layers", "rotary_dim", "indexer_layers",
-                        *[f"kv_{what}_{n}" for n in KV_GROUPS for what in ("heads", "layers")], "expert_hidden_size",
-                        "tower_params", "vision_num_hidden_layers", "vision_hidden_size"]
+# The model's whole-number inputs (kvreg.figures.inputs), each checked as declared: the required ones first,
+# then (once the zero counts are filled) the optional ones; the derived ones (DERIVED: v_head_dim has its
+# default before, params_active and full_layers theirs after) once the fields they read are checked.
+_MODEL_DECLS = [d for d in stored_inputs("model") if d.kind == "int"]
+_MODEL_INTS = [d.column for d in _MODEL_DECLS if not d.nullable and d.default is None
+               and d.column not in DERIVED[1:] and d.column != "params_total"]
+_MODEL_OPTIONAL_INTS = [d.column for d in _MODEL_DECLS if d.nullable]
+
+
+def _check_declared(row: dict, field: str, value: Any = None) -> int | None:
+    """A model input's whole number, from its declared least value (check_input's lower bound)."""
+    d = _INPUT_BY_COLUMN[field]
+    return check_int(row.get(field) if value is None else value, field, minimum=d.lowest or 0, allow_none=d.nullable)
 
 
 def validate_model(conn, row: dict) -> dict:
@@ -283,12 +317,11 @@ def validate_model(conn, row: dict) -> dict:
     _check_texts(row, ("architecture", "family", "notes", "source"))
     row.setdefault("v_head_dim", model_default("v_head_dim", row))
     for f in _MODEL_INTS:
-        row[f] = check_int(row.get(f), f)
+        row[f] = _check_declared(row, f)
     for f in ZERO_COUNTS:
         row[f] = check_int(row.get(f) or model_default(f, row), f, minimum=0)
     for f in _MODEL_OPTIONAL_INTS:
-        row[f] = check_int(row.get(f), f, minimum=1 if f != "qk_rope_head_dim" else 0, allow_none=True)
-    row["qk_rope_head_dim"] = check_int(row.get("qk_rope_head_dim"), "qk_rope_head_dim", minimum=0, allow_none=True)
+        row[f] = _check_declared(row, f)
     kinds = row["sliding_layers"] + row["chunked_layers"] + row["linear_layers"]
     if row.get("full_layers") is None:
         if kinds > row["layers"]:  # say so in the fields given, not in full_layers (derived: -8)
@@ -296,7 +329,7 @@ def validate_model(conn, row: dict) -> dict:
                 f"model {row['name']!r}: sliding ({row['sliding_layers']}) + chunked ({row['chunked_layers']}) + "
                 f"linear ({row['linear_layers']}) layers add up to {kinds}, more than layers ({row['layers']})")
         row["full_layers"] = model_default("full_layers", row)
-    row["full_layers"] = check_int(row["full_layers"], "full_layers", minimum=0)
+    row["full_layers"] = _check_declared(row, "full_layers")
     if row["full_layers"] + kinds != row["layers"]:
         raise KvregError(
             f"model {row['name']!r}: full ({row['full_layers']}) + sliding ({row['sliding_layers']}) + chunked "
@@ -352,8 +385,8 @@ def validate_model(conn, row: dict) -> dict:
     if row["k_eq_v_layers"] > row["full_layers"]:
         raise KvregError(f"model {row['name']!r}: k_eq_v_layers ({row['k_eq_v_layers']}) cannot exceed the "
                          f"full layers ({row['full_layers']})")
-    row["params_total"] = check_int(row.get("params_total"), "params_total")
-    row["params_active"] = check_int(row.get("params_active") or model_default("params_active", row), "params_active")
+    row["params_total"] = _check_declared(row, "params_total")
+    row["params_active"] = _check_declared(row, "params_active", row.get("params_active") or model_default("params_active", row))
     if row["params_active"] > row["params_total"]:
         raise KvregError(f"model {row['name']!r}: active params exceed total params")
     row["weight_dtype"] = check_dtype(conn, row.get("weight_dtype") or "bf16", "weight", "weight dtype")
@@ -561,11 +594,11 @@ def validate_gpu(row: dict) -> dict:
     if row.get("lead_time_quarters") is None:
         row.pop("lead_time_quarters", None)
     else:
-        row["lead_time_quarters"] = check_int(row["lead_time_quarters"], "lead_time_quarters", minimum=0)
+        row["lead_time_quarters"] = check_input("lead_time_quarters", row["lead_time_quarters"])
     if row.get("node_gpus") is None:
         row.pop("node_gpus", None)
     else:
-        row["node_gpus"] = check_int(row["node_gpus"], "node_gpus", minimum=1)
+        row["node_gpus"] = check_input("node_gpus", row["node_gpus"])
     for f in ("vendor", "interconnect", "notes"):
         row.setdefault(f, "")
     return row

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import click
 
+from kvreg.app.options import declared_options, input_option
 from kvreg.cli.common import emit, emit_record, format_option, open_db, read, user_errors
+from kvreg.figures.inputs import INPUTS
+
+# A GPU's dense tensor FLOP per second by dtype (0015), given with a unit (kvreg.units.parse_flops: 989.4TFLOPS).
+GPU_FLOPS = tuple(n for n, d in INPUTS.items() if d.table == "gpu" and d.unit == "FLOP/s")
 
 GPU_COLUMNS = ["name", "vendor", "memory_bytes", "memory_gib", "reported_memory_bytes", "reported_memory_estimated",
                "memory_bandwidth_bytes_per_s",
@@ -20,14 +25,9 @@ def _gpu_out(row: dict) -> dict:
 
 
 def _flops_options(fn):
-    """--flops-bf16, --flops-fp8, --flops-fp4: dense tensor FLOP/s with a unit (gpu add and gpu set)."""
-    for dtype, example, absent in reversed((
-            ("bf16", "989.4TFLOPS (H100 SXM)", "BF16/FP16"),
-            ("fp8", "1978.9TFLOPS (H100 SXM)", "FP8; leave it out on a GPU without FP8 units (A100)"),
-            ("fp4", "9PFLOPS (B200)", "FP4 (NVFP4, MXFP4); leave it out on a GPU without FP4 units (H100)"))):
-        fn = click.option(f"--flops-{dtype}", f"flops_{dtype}",
-                          help=f"Dense {absent} tensor FLOP per second, without sparsity, with a unit "
-                               f"(TFLOPS = 10^12, PFLOPS = 10^15): {example}.")(fn)
+    """--flops-bf16, --flops-fp8, --flops-fp4: dense tensor FLOP/s with a unit (gpu add and gpu set), as declared."""
+    for name in reversed(GPU_FLOPS):
+        fn = input_option(name, type=None)(fn)
     return fn
 
 
@@ -36,7 +36,12 @@ def gpu_group():
     """Add, list, show and remove GPUs."""
 
 
+# What gpu add gives by options of its own shape (a size with its unit, --fabric/--pcie-only) or as its argument.
+_GPU_ADD_HANDLED = ("gpu_name", "memory_bytes", "reported_memory_bytes", "memory_bandwidth_bytes_per_s", "fabric")
+
+
 @gpu_group.command("add")
+@declared_options(("gpu",), handled=_GPU_ADD_HANDLED)
 @click.argument("name")
 @click.option("--memory", required=True, help="HBM size with a unit: 80GiB, 141GiB, 24GB.")
 @click.option("--reported-memory", help="What CUDA reports as the total (vLLM's log: total_gpu_memory (79.19GiB)); "
@@ -48,24 +53,21 @@ def gpu_group():
 @click.option("--bandwidth", help="Memory bandwidth per second: 3.35TB (bytes per second).")
 @click.option("--vendor", default="", help="NVIDIA, AMD, Apple, ...")
 @click.option("--interconnect", default="", help="NVLink 900 GB/s, PCIe Gen5, ...")
-@click.option("--compute-capability", type=float,
-              help="CUDA compute capability: 9.0 (H100), 8.0 (A100), 8.9 (L40S). Below 8.9 vLLM runs FP8 checkpoints "
-                   "through Marlin, which adds 16-bit group scales to the weights. Default: not known (no Marlin).")
+@input_option("compute_capability")
 @click.option("--fabric/--pcie-only", default=None,
               help="Whether a node's GPUs share NVLink (or another GPU fabric) or talk over PCIe only: the engines' "
                    "communication buffers at TP > 1 are large on a fabric, small over PCIe. Default: not known (a "
                    "fabric).")
-@click.option("--price-per-hour", type=float, help="USD per GPU-hour (for monthly cost).")
-@click.option("--unit-price", type=float, help="USD to buy one GPU (for capex).")
-@click.option("--lead-time", "lead_time", type=int,
-              help="Quarters from placing an order to the GPUs serving (plan rollup's order_by). Default: 0.")
-@click.option("--node-gpus", type=int, help="GPUs in one node as bought (plan rollup --whole-nodes). Default: 8.")
+@input_option("price_per_hour")
+@input_option("unit_price")
+@input_option("lead_time_quarters", suffix=f". Default: {INPUTS['lead_time_quarters'].default}", default=None)
+@input_option("node_gpus", suffix=f". Default: {INPUTS['node_gpus'].default}", default=None)
 @_flops_options
 @click.option("--notes", default="")
 @click.pass_context
 @user_errors
 def gpu_add(ctx, name, memory, reported_memory, gddr_ecc, bandwidth, vendor, interconnect, compute_capability, fabric,
-            price_per_hour, unit_price, lead_time, node_gpus, flops_bf16, flops_fp8, flops_fp4, notes):
+            price_per_hour, unit_price, lead_time, node_gpus, flops_bf16, flops_fp8, flops_fp4, notes, **declared):
     """Add a GPU: kvreg gpu add RTX-4080 --memory 16GiB --bandwidth 716.8GB --compute-capability 8.9 --pcie-only
     --flops-bf16 97.5TFLOPS --flops-fp8 194.9TFLOPS. Without --reported-memory kvreg estimates what CUDA reports
     and says so; give the figure from your engine's log to override it (--reported-memory 79.19GiB)."""
@@ -81,7 +83,7 @@ def gpu_add(ctx, name, memory, reported_memory, gddr_ecc, bandwidth, vendor, int
                                  compute_capability=compute_capability, fabric=fabric, price_per_hour=price_per_hour,
                                  unit_price=unit_price, lead_time_quarters=lead_time, node_gpus=node_gpus,
                                  flops_bf16_per_s=flops_bf16, flops_fp8_per_s=flops_fp8, flops_fp4_per_s=flops_fp4,
-                                 notes=notes), estimate=True, gddr_ecc=gddr_ecc)
+                                 notes=notes, **declared), estimate=True, gddr_ecc=gddr_ecc)
     click.echo(f"added gpu {name}")
     if row.get("reported_memory_estimated"):
         from kvreg.figures.python import figure_value  # the declarations: only when the memory was estimated
@@ -99,13 +101,13 @@ def gpu_add(ctx, name, memory, reported_memory, gddr_ecc, bandwidth, vendor, int
 
 @gpu_group.command("set")
 @click.argument("name")
-@click.option("--lead-time", "lead_time", type=int,
+@input_option("lead_time_quarters", default=None,
               help="Quarters from placing an order to the GPUs serving: plan rollup's order_by is the quarter a "
-                   "purchase lands in less this many.")
-@click.option("--node-gpus", type=int, help="GPUs in one node as bought: plan rollup --whole-nodes rounds purchases "
-                                            "up to whole nodes.")
-@click.option("--unit-price", type=float, help="USD to buy one GPU (for capex).")
-@click.option("--price-per-hour", type=float, help="USD per GPU-hour (for monthly cost).")
+                   "purchase lands in less this many")
+@input_option("node_gpus", default=None,
+              help="GPUs in one node as bought: plan rollup --whole-nodes rounds purchases up to whole nodes")
+@input_option("unit_price")
+@input_option("price_per_hour")
 @_flops_options
 @click.pass_context
 @user_errors

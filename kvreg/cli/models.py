@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
+from kvreg.app.options import declared_options, input_option
 from kvreg.cli.common import emit, emit_record, format_option, open_db, read, user_errors
+from kvreg.figures.inputs import KV_GROUPS
 
 LIST_COLUMNS = ["name", "family", "layers", "full_layers", "sliding_layers", "linear_layers", "attention_heads",
                 "kv_heads", "head_dim", "kv_lora_rank", "params_total", "weight_dtype", "max_position_embeddings",
@@ -16,67 +18,63 @@ def model_group():
     """Add, import, list, show and remove models."""
 
 
+# What model add gives by options of its own shape rather than one generated per input (--params-b, --max-context,
+# --tied-embeddings, --kv-head-group, --tower-params-b), or derives (full_layers); and the vision tower's shape,
+# which only `model import` reads (config.json's vision_config).
+_MODEL_ADD_HANDLED = ("full_layers", "params_total", "params_active", "max_position_embeddings", "embedding_matrices",
+                      *[f"kv_{what}_{n}" for n in KV_GROUPS for what in ("heads", "layers")], "tower_params",
+                      "vision_num_hidden_layers", "vision_hidden_size")
+
+
 @model_group.command("add")
+@declared_options(("model",), handled=_MODEL_ADD_HANDLED)
 @click.argument("name")
-@click.option("--layers", type=int, required=True,
-              help="Layers holding a KV cache or a state (all kinds; layers with neither: --no-cache-layers).")
-@click.option("--kv-heads", type=int, help="KV heads (default: --attention-heads, i.e. MHA).")
-@click.option("--attention-heads", type=int, help="Query heads (default: --kv-heads).")
-@click.option("--head-dim", type=int, required=True, help="Key head dimension.")
-@click.option("--v-head-dim", type=int, help="Value head dimension (default: --head-dim).")
+@input_option("layers", required=True)
+@input_option("kv_heads")
+@input_option("attention_heads")
+@input_option("head_dim", required=True)
+@input_option("v_head_dim")
 @click.option("--params-b", type=float, required=True, help="Total parameters in billions (all experts).")
 @click.option("--active-params-b", type=float, help="Active parameters per token in billions (MoE).")
 @click.option("--weight-dtype", default="bf16", show_default=True, help="Native weight dtype.")
 @click.option("--max-context", default="128K", show_default=True, help="Claimed context (max_position_embeddings): 128K, 1m.")
-@click.option("--sliding-layers", type=int, default=0, help="Layers with sliding-window attention.")
-@click.option("--sliding-window", type=int, help="Sliding window in tokens.")
-@click.option("--chunked-layers", type=int, default=0, help="Layers with chunked attention.")
-@click.option("--attention-chunk-size", type=int, help="Chunk size in tokens.")
-@click.option("--sliding-kv-heads", type=int, help="KV heads of the sliding layers, when not --kv-heads (Gemma 4).")
-@click.option("--sliding-head-dim", type=int, help="Head dimension (K and V) of the sliding layers, when not --head-dim.")
-@click.option("--chunked-kv-heads", type=int, help="KV heads of the chunked layers, when not --kv-heads.")
-@click.option("--chunked-head-dim", type=int, help="Head dimension (K and V) of the chunked layers, when not --head-dim.")
-@click.option("--no-cache-layers", type=int, default=0,
-              help="Decoder layers with no KV cache and no state (no-op attention, KV-shared), beside --layers.")
-@click.option("--linear-layers", type=int, default=0, help="Linear-attention / state-space layers.")
-@click.option("--linear-state-elements", type=int, help="State elements per sequence per linear layer at TP1.")
-@click.option("--linear-recurrent-elements", type=int,
-              help="Of --linear-state-elements, the recurrent (SSM) state's; the rest is the conv state. SGLang keeps "
-              "the recurrent state in float32.")
-@click.option("--linear-state-heads", type=int, help="Heads the linear state shards by under TP.")
+@input_option("sliding_layers")
+@input_option("sliding_window")
+@input_option("chunked_layers")
+@input_option("attention_chunk_size")
+@input_option("sliding_kv_heads")
+@input_option("sliding_head_dim")
+@input_option("chunked_kv_heads")
+@input_option("chunked_head_dim")
+@input_option("no_cache_layers")
+@input_option("linear_layers")
+@input_option("linear_state_elements_per_layer")
+@input_option("linear_recurrent_elements_per_layer")
+@input_option("linear_state_heads")
 @click.option("--linear-state-dtype", help="Dtype of the linear state (default: the weight dtype).")
-@click.option("--kv-lora-rank", type=int, help="MLA latent rank (DeepSeek: 512).")
-@click.option("--qk-rope-head-dim", type=int, help="MLA RoPE key dimension (DeepSeek: 64).")
-@click.option("--indexer-bytes-per-token-per-layer", type=int,
-              help="MLA models with a sparse-attention indexer cache (DeepSeek-V3.2: 132).")
-@click.option("--indexer-layers", type=int,
-              help="Of the MLA layers, those keeping an indexer cache of their own (GLM-5.2: 21 of 78; default: all).")
+@input_option("kv_lora_rank")
+@input_option("qk_rope_head_dim")
+@input_option("indexer_bytes_per_token_per_layer")
+@input_option("indexer_layers")
 @click.option("--kv-head-group", "kv_head_groups", multiple=True, metavar="HEADSxLAYERS",
               help="Per-layer kv heads: LAYERS of the full layers hold HEADS kv heads, not --kv-heads (DeciLM "
               "n_heads_in_group varying by layer); up to 3 times, e.g. --kv-head-group 4x10 --kv-head-group 2x4.")
-@click.option("--hidden-size", type=int, help="Residual stream width (hidden_size); vLLM's activation estimate.")
-@click.option("--intermediate-size", type=int, help="MLP width a token passes through (MoE: expert width x experts "
-              "per token); vLLM's activation estimate.")
-@click.option("--vocab-size", type=int, help="Vocabulary size; vLLM's sampler warm-up.")
+@input_option("hidden_size")
+@input_option("intermediate_size")
+@input_option("vocab_size")
 @click.option("--tied-embeddings/--untied-embeddings", default=None,
               help="Whether the lm_head is the input embedding matrix (config.json tie_word_embeddings). With "
               "--vocab-size and --hidden-size, the engine rules keep these matrices at 16 bits when the weights are "
               "quantized.")
-@click.option("--experts", type=int, help="Routed experts in each mixture-of-experts layer (config.json "
-              "num_local_experts, num_experts or n_routed_experts).")
-@click.option("--expert-intermediate-size", type=int, help="One expert's MLP width (moe_intermediate_size).")
-@click.option("--moe-layers", type=int, help="Layers that carry experts (all but DeepSeek's first_k_dense_replace). "
-              "With --experts and --expert-intermediate-size, the engine rules lay an MXFP4 (fp4) checkpoint's "
-              "experts out as vLLM's and SGLang's MoE kernels pad them.")
-@click.option("--expert-hidden-size", type=int, help="The routed experts' input and output width where they work in "
-              "a latent projected from hidden_size (Kimi-K3 routed_expert_hidden_size, Nemotron 3 moe_latent_size; "
-              "default: --hidden-size).")
-@click.option("--rotary-dim", type=int, help="Elements of a head RoPE rotates, when not the whole head (config.json "
-              "partial_rotary_factor x head_dim): sizes the cos/sin table the engines keep on every GPU.")
+@input_option("experts")
+@input_option("expert_intermediate_size")
+@input_option("moe_layers")
+@input_option("expert_hidden_size")
+@input_option("rotary_dim")
 @click.option("--tower-params-b", type=float, help="A multimodal model's vision/audio towers and projectors, in "
               "billions of parameters, apart from --params-b (the language model): the engine rules load them on "
               "every GPU at 16 bits, split over TP (Qwen2.5-VL-7B: 0.677).")
-@click.option("--architecture", default="", help="e.g. LlamaForCausalLM.")
+@input_option("architecture")
 @click.option("--family", default="", help="e.g. llama.")
 @click.option("--notes", default="")
 @click.pass_context
@@ -87,7 +85,7 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
               linear_layers, linear_state_elements, linear_recurrent_elements, linear_state_heads, linear_state_dtype, kv_lora_rank,
               qk_rope_head_dim, indexer_bytes_per_token_per_layer, indexer_layers, kv_head_groups, hidden_size,
               intermediate_size, vocab_size, tied_embeddings, experts, expert_intermediate_size, moe_layers,
-              expert_hidden_size, rotary_dim, tower_params_b, architecture, family, notes):
+              expert_hidden_size, rotary_dim, tower_params_b, architecture, family, notes, **declared):
     """Add a model by hand.
 
     Example: kvreg model add My-8B --layers 32 --kv-heads 8 --attention-heads 32 --head-dim 128 --params-b 8
@@ -118,6 +116,7 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
         expert_hidden_size=expert_hidden_size, rotary_dim=rotary_dim,
         tower_params=_billions(tower_params_b, "--tower-params-b") if tower_params_b is not None else None,
         architecture=architecture, family=family, notes=notes, source="manual",
+        **declared,  # the inputs declared since, each its generated option (kvreg.app.options.declared_options)
     )
     if v_head_dim is not None:  # left out, it is the registry's default (kvreg.catalog.defaults)
         row["v_head_dim"] = v_head_dim

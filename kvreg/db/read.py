@@ -27,30 +27,17 @@ from kvreg.core import units
 from kvreg.core.errors import KvregError, suggest
 from kvreg.core.units import parse_quarter
 from kvreg.db import fastpath
+from kvreg.db.columns import columns_of
 from kvreg.figures.inputs import KV_GROUPS, WHATIF_COLUMNS, WHATIF_TABLES
 from kvreg.figures.quarters import in_force_sql, index_of_quarter, quarter_of_index
 
-# Registry columns in the order the table definitions give them (kvreg.db.tables; a test keeps them
-# equal). Rows are read with these lists, never `SELECT *`: a column added by a migration sits last
+# Registry columns in the order the table definitions give them (kvreg.db.columns, which kvreg.db.tables
+# follows). Rows are read with these lists, never `SELECT *`: a column added by a migration sits last
 # in SQLite's table, wherever the table definition puts it, and json/csv output follows this order.
 DTYPE_COLUMNS = ("name", "bytes_per_element", "kind", "mla_bytes_per_token_per_layer",
                  "scale_bytes_per_token_per_head", "notes")
-GPU_COLUMNS = ("id", "name", "vendor", "memory_bytes", "memory_bandwidth_bytes_per_s", "interconnect",
-               "price_per_hour", "unit_price", "notes", "reported_memory_bytes", "compute_capability", "fabric",
-               "lead_time_quarters", "node_gpus", "flops_bf16_per_s", "flops_fp8_per_s", "flops_fp4_per_s",
-               "reported_memory_estimated")
-MODEL_COLUMNS = (
-    "id", "name", "architecture", "family", "layers", "full_layers", "sliding_layers", "sliding_window",
-    "chunked_layers", "attention_chunk_size", "linear_layers", "linear_state_elements_per_layer",
-    "linear_state_heads", "linear_state_dtype", "attention_heads", "kv_heads", "head_dim", "v_head_dim",
-    "kv_lora_rank", "qk_rope_head_dim", "indexer_bytes_per_token_per_layer", "hidden_size", "intermediate_size",
-    "vocab_size", "params_total", "params_active", "weight_dtype", "max_position_embeddings", "source",
-    "source_sha256", "imported_at", "notes", "no_cache_layers", "sliding_kv_heads", "sliding_head_dim",
-    "chunked_kv_heads", "chunked_head_dim", "k_eq_v_layers", "linear_recurrent_elements_per_layer",
-    "embedding_matrices", "experts", "expert_intermediate_size", "moe_layers", "rotary_dim", "indexer_layers",
-    "linear_state_kind", *[f"kv_{what}_{n}" for n in KV_GROUPS for what in ("heads", "layers")], "expert_hidden_size",
-    "tower_params", "vision_num_hidden_layers", "vision_hidden_size",
-)
+GPU_COLUMNS = columns_of("gpu")
+MODEL_COLUMNS = columns_of("model")
 COLUMNS = {"dtype": DTYPE_COLUMNS, "gpu": GPU_COLUMNS, "model": MODEL_COLUMNS}
 # Columns a declaration file holds as text with a unit ("80GiB", "3350GB"): `kvreg export` writes
 # them so, `kvreg apply` refuses a bare number there.

@@ -68,7 +68,6 @@ from kvreg.figures.declarations import (
     GIB,
     HOURS_PER_MONTH,
     INPUTS,
-    RULES,
     dependencies,
     inputs_of,
 )
@@ -160,6 +159,14 @@ CONVERTED = {c.name: c for c in (
 _SHOWN_LABELS = {"memory_gib_input": "Memory (GiB)", "memory_bandwidth_gb_per_s_input": "Memory bandwidth (GB/s)",
                  "kv_cache_memory_gib_input": "Fixed KV pool (GiB)", "activation_gib_input": "Activation peak (GiB)",
                  "cuda_graph_gib_input": "CUDA graphs (GiB)"}
+
+
+def _choices(name: str) -> tuple[str, str] | None:
+    """An input's declared choices (its CHECK's IN list: the rule's theoretical, vllm, sglang) as a list validation."""
+    decl = INPUTS.get(name)
+    if decl is None or not decl.choices:
+        return None
+    return '"' + ",".join(str(c) for c in decl.choices) + '"', name
 
 
 def _converted_columns(t: Table, name: str, *, validation=None) -> str:
@@ -444,9 +451,7 @@ def _deployment_sheet(book: Book, ws, grain_name: str, rows: list[dict], refs: _
         if name in CONVERTED:
             cells[name] = _converted_columns(t, name)
             continue
-        validation = refs.dtype_list if name in ("kv_dtype", "weight_dtype") else None
-        if name == "rule":
-            validation = ('"' + ",".join(RULES) + '"', "rule")
+        validation = refs.dtype_list if name in ("kv_dtype", "weight_dtype") else _choices(name)
         t.add(input_column(name, validation=validation))
     cells.update({c.name: c.letter for c in t.columns if c.name not in cells})
 

@@ -10,11 +10,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvreg.core.rules import RULES
+
 from .engine_defaults import (
+    GIB,
+    SGLANG_RUNNING_REQUESTS_CEILING,
+    SGLANG_RUNNING_REQUESTS_FLOOR,
     VLLM_ASYNC_CONCURRENT_BATCHES,
     VLLM_GPU_MEMORY_UTILIZATION,
     VLLM_GPU_MEMORY_UTILIZATION_BEFORE,
+    VLLM_LARGE_GPU_BYTES,
+    VLLM_LARGE_GPU_MAX_NUM_SEQS,
     VLLM_MAX_NUM_BATCHED_TOKENS,
+    VLLM_SAMPLER_SEQS,
     VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS,
 )
 
@@ -30,16 +38,30 @@ MAX_UNIT_PRICE = 1e9
 
 @dataclass(frozen=True)
 class InputDecl:
-    """An input of the figures. What the schema (kvreg/db/tables.py) says about its column, for the
-    compilers that cannot read the schema: `nullable`, it may be NULL; `positive`, a CHECK keeps it
-    above zero when set, so it divides without a zero test. tests/test_excel_compiler.py holds the
-    two against the tables. `table` is the relation it is read from (a key of INPUT_TABLES) and
-    `column` its column there, when not named like the input. `default`: what a new deployment takes
-    when the input is not given (a plan, a `kvreg capacity` question, the tables' column defaults);
-    None, NULL, for a nullable input (an engine setting's NULL is the engine's own default).
-    `maximum`: the largest value a real input may take, so that no figure built on it overflows to
-    infinity (a price of 1e308 times 730 hours is inf, which JSON cannot hold and PostgreSQL
-    refuses); kvreg.app.registry.check_input enforces it on every path a value enters by."""
+    """An input of the figures, and the registry column it is stored in: kvreg/db/tables.py generates the
+    column and its CHECK from this, kvreg.app.registry.check_input validates a value entering by it, the click
+    options of `model`, `gpu` and `plan` add/set read their flag, help and default here, and the workbook
+    its input columns (tests/test_schema_drift.py holds the generated tables to the migrations).
+
+    `table` is the relation it is read from (a key of INPUT_TABLES) and `column` its column there, when
+    not named like the input. `kind`: int, real or text; `big`, an int column that holds more than
+    2**31 - 1 (BIGINT). `nullable`, it may be NULL. `default`: what a new row takes when the input is not
+    given (a plan, a `kvreg capacity` question, the tables' column defaults); None, NULL, for a nullable
+    input (an engine setting's NULL is the engine's own default); `server_default`, the column's SQL
+    DEFAULT is it too (a column a migration added to tables holding rows).
+
+    What the schema keeps true of it, as its CHECK: `positive`, above zero when set (so it divides without a
+    zero test); `minimum`, at least this; `at_most`, at most this number or this column; `below`, under this
+    number; `choices`, one of these values. The CHECK is named ck_<table>_<check> (`check`: the column's
+    name by default; None when a rule of the table over several columns keeps the bounds instead, as
+    ck_model_heads keeps attention_heads > 0 AND kv_heads > 0), on the tables `check_tables` (default: all
+    the input's tables). `maximum`: the largest value a real input may take, so that no figure built on
+    it overflows to infinity (a price of 1e308 times 730 hours is inf, which JSON cannot hold and
+    PostgreSQL refuses); not in the schema, kvreg.app.registry.check_input enforces it on every path a value
+    enters by, as it does the CHECK's bounds.
+
+    What a person sees: `flag`, the CLI option (--name with dashes by default); `help`, its help (the
+    meaning by default); `label`, the web form's and workbook's heading (the name by default)."""
 
     name: str
     unit: str
@@ -51,11 +73,69 @@ class InputDecl:
     column: str = ""
     default: int | float | str | None = None
     maximum: float | None = None
+    big: bool = False
+    server_default: bool = False
+    minimum: int | float | None = None
+    at_most: int | float | str | None = None
+    below: int | float | None = None
+    choices: tuple = ()
+    check: str | None = ""
+    check_tables: tuple[str, ...] = ()
+    flag: str = ""
+    help: str = ""
+    label: str = ""
 
     def __post_init__(self):
         assert self.table in INPUT_TABLES, (self.name, self.table)
+        assert self.kind in ("int", "real", "text"), (self.name, self.kind)
         if not self.column:
             object.__setattr__(self, "column", self.name)
+        if self.check == "":
+            object.__setattr__(self, "check", self.column)
+        if not self.check_tables:
+            object.__setattr__(self, "check_tables", INPUT_TABLES[self.table])
+        if not self.flag:
+            object.__setattr__(self, "flag", "--" + self.name.replace("_", "-"))
+        if not self.help:
+            object.__setattr__(self, "help", self.meaning)
+        if not self.label:
+            object.__setattr__(self, "label", self.name)
+
+    @property
+    def lowest(self) -> int | float | None:
+        """The least value the schema takes (positive: above 0, so 1 for a whole number)."""
+        if self.positive:
+            return 1 if self.kind == "int" else 0
+        return self.minimum
+
+    def bounds_sql(self) -> str | None:
+        """The condition of the column's own CHECK, or None when it has none (or a table rule keeps it)."""
+        c = self.column
+        parts = []
+        if self.positive:
+            parts.append(f"{c} > 0")
+        elif self.minimum is not None:
+            parts.append(f"{c} >= {_sql_literal(self.minimum)}")
+        if self.at_most is not None:
+            parts.append(f"{c} <= {self.at_most if isinstance(self.at_most, str) else _sql_literal(self.at_most)}")
+        if self.below is not None:
+            parts.append(f"{c} < {_sql_literal(self.below)}")
+        if self.choices:
+            parts.append(f"{c} IN (" + ", ".join(_sql_literal(v) for v in self.choices) + ")")
+        if self.check is None or not parts:
+            return None
+        if not self.nullable:
+            return " AND ".join(parts)
+        return f"{c} IS NULL OR " + (parts[0] if len(parts) == 1 else "(" + " AND ".join(parts) + ")")
+
+
+def _sql_literal(value) -> str:
+    """A bound as the CHECK spells it: 1000000 for 1e6, 'vllm' for a text."""
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 # The relations an input is read from (InputDecl.table), each with the registry tables behind it
@@ -114,60 +194,94 @@ def _whatif_columns() -> dict[str, tuple[tuple[str, str], ...]]:
 _INPUTS = [
     # model
     InputDecl("architecture", "name", "the model's architecture (config.json's architectures: vLLM's model file)",
-              "text", table="model"),
-    InputDecl("layers", "layers", "transformer layers", positive=True, table="model"),
-    InputDecl("full_layers", "layers", "layers with full (global) attention", table="model"),
-    InputDecl("sliding_layers", "layers", "layers with sliding-window attention", table="model"),
-    InputDecl("sliding_window", "tokens", "sliding window length", nullable=True, table="model"),
-    InputDecl("chunked_layers", "layers", "layers with chunked local attention", table="model"),
-    InputDecl("attention_chunk_size", "tokens", "attention chunk length", nullable=True, table="model"),
-    InputDecl("linear_layers", "layers", "linear-attention / state-space layers", table="model"),
+              "text", table="model", server_default=True, default="",
+              help="e.g. LlamaForCausalLM"),
+    InputDecl("layers", "layers", "transformer layers", positive=True, table="model", check="layers",
+              help="Layers holding a KV cache or a state (all kinds; layers with neither: --no-cache-layers)"),
+    InputDecl("full_layers", "layers", "layers with full (global) attention", table="model", minimum=0, check=None),
+    InputDecl("sliding_layers", "layers", "layers with sliding-window attention", table="model", minimum=0, check=None, default=0,
+              help="Layers with sliding-window attention"),
+    InputDecl("sliding_window", "tokens", "sliding window length", nullable=True, table="model", minimum=1, check=None,
+              help="Sliding window in tokens"),
+    InputDecl("chunked_layers", "layers", "layers with chunked local attention", table="model", minimum=0, check=None, default=0,
+              help="Layers with chunked attention"),
+    InputDecl("attention_chunk_size", "tokens", "attention chunk length", nullable=True, table="model", minimum=1, check=None,
+              help="Chunk size in tokens"),
+    InputDecl("linear_layers", "layers", "linear-attention / state-space layers", table="model", minimum=0, check=None, default=0,
+              help="Linear-attention / state-space layers"),
     InputDecl("linear_state_elements_per_layer", "elements", "fixed state per sequence per linear layer at TP1",
-              nullable=True, table="model"),
+              nullable=True, table="model", big=True, minimum=1, check=None,
+              flag="--linear-state-elements", help="State elements per sequence per linear layer at TP1"),
     InputDecl("linear_recurrent_elements_per_layer", "elements", "of linear_state_elements_per_layer, the recurrent"
               " (SSM) state's, the rest being the conv state (NULL: not split)", nullable=True, positive=True,
-              table="model"),
+              table="model", big=True, at_most="linear_state_elements_per_layer", check="linear_recurrent",
+              flag="--linear-recurrent-elements", help="Of --linear-state-elements, the recurrent (SSM)"
+              " state's; the rest is the conv state. SGLang keeps the recurrent state in float32"),
     # positive: ck_model_linear_heads keeps it above zero only while linear_state_elements_per_layer is set.
     InputDecl("linear_state_heads", "heads", "heads the linear state shards by under TP", nullable=True, positive=True,
-              table="model"),
+              table="model", check=None,
+              help="Heads the linear state shards by under TP"),
     InputDecl("no_cache_layers", "layers", "decoder layers holding no KV cache and no state (not in layers)",
-              table="model"),
-    InputDecl("attention_heads", "heads", "query heads", positive=True, table="model"),
+              table="model", minimum=0, default=0, server_default=True,
+              help="Decoder layers with no KV cache and no state (no-op attention, KV-shared), beside --layers"),
+    InputDecl("attention_heads", "heads", "query heads", positive=True, table="model", check=None,
+              help="Query heads (default: --kv-heads)"),
     InputDecl("kv_heads", "heads", "key/value heads of the full-attention layers (of every layer unless a kind has its own)",
-              positive=True, table="model"),
-    InputDecl("head_dim", "elements", "key head dimension of the full-attention layers", positive=True, table="model"),
+              positive=True, table="model", check=None,
+              help="KV heads (default: --attention-heads, i.e. MHA)"),
+    InputDecl("head_dim", "elements", "key head dimension of the full-attention layers", positive=True, table="model", check=None,
+              help="Key head dimension"),
     InputDecl("v_head_dim", "elements", "value head dimension of the full-attention layers", positive=True,
-              table="model"),
+              table="model", check=None,
+              help="Value head dimension (default: --head-dim)"),
     InputDecl("sliding_kv_heads", "heads", "key/value heads of the sliding layers (NULL: kv_heads)",
-              nullable=True, positive=True, table="model"),
+              nullable=True, positive=True, table="model",
+              help="KV heads of the sliding layers, when not --kv-heads (Gemma 4)"),
     InputDecl("sliding_head_dim", "elements", "key and value head dimension of the sliding layers (NULL: head_dim, v_head_dim)",
-              nullable=True, positive=True, table="model"),
+              nullable=True, positive=True, table="model",
+              help="Head dimension (K and V) of the sliding layers, when not --head-dim"),
     InputDecl("chunked_kv_heads", "heads", "key/value heads of the chunked layers (NULL: kv_heads)",
-              nullable=True, positive=True, table="model"),
+              nullable=True, positive=True, table="model",
+              help="KV heads of the chunked layers, when not --kv-heads"),
     InputDecl("chunked_head_dim", "elements", "key and value head dimension of the chunked layers (NULL: head_dim, v_head_dim)",
-              nullable=True, positive=True, table="model"),
+              nullable=True, positive=True, table="model",
+              help="Head dimension (K and V) of the chunked layers, when not --head-dim"),
     InputDecl("kv_lora_rank", "elements", "MLA latent rank (NULL when not MLA)", nullable=True, positive=True,
-              table="model"),
-    InputDecl("qk_rope_head_dim", "elements", "MLA decoupled RoPE key dimension", nullable=True, table="model"),
+              table="model", check=None,
+              help="MLA latent rank (DeepSeek: 512)"),
+    InputDecl("qk_rope_head_dim", "elements", "MLA decoupled RoPE key dimension", nullable=True, table="model", minimum=0, check=None,
+              help="MLA RoPE key dimension (DeepSeek: 64)"),
     InputDecl("hidden_size", "elements", "residual stream width (NULL: unknown)", nullable=True, positive=True,
-              table="model"),
+              table="model", check=None,
+              help="Residual stream width (hidden_size); vLLM's activation estimate"),
     InputDecl("intermediate_size", "elements", "MLP width a token passes through; MoE: an expert's width x experts"
-              " per token (NULL: unknown)", nullable=True, positive=True, table="model"),
-    InputDecl("vocab_size", "tokens", "vocabulary size (NULL: unknown)", nullable=True, positive=True, table="model"),
+              " per token (NULL: unknown)", nullable=True, positive=True, table="model", check=None,
+              help="MLP width a token passes through (MoE: expert width x experts per token); vLLM's activation"
+              " estimate"),
+    InputDecl("vocab_size", "tokens", "vocabulary size (NULL: unknown)", nullable=True, positive=True, table="model", check=None,
+              help="Vocabulary size; vLLM's sampler warm-up"),
     InputDecl("embedding_matrices", "matrices", "vocab_size x hidden_size matrices the checkpoint holds: 2 (input"
-              " embeddings and lm_head), 1 when tied (NULL: unknown, or params_total is the checkpoint's size in bytes)", nullable=True, positive=True, table="model"),
+              " embeddings and lm_head), 1 when tied (NULL: unknown, or params_total is the checkpoint's size in bytes)", nullable=True, positive=True, table="model", at_most=2),
     InputDecl("experts", "experts", "routed experts in each mixture-of-experts layer (NULL: dense, or unknown)",
-              nullable=True, positive=True, table="model"),
+              nullable=True, positive=True, table="model",
+              help="Routed experts in each mixture-of-experts layer (config.json num_local_experts, num_experts or"
+              " n_routed_experts)"),
     InputDecl("expert_intermediate_size", "elements", "one expert's MLP width, moe_intermediate_size (NULL: dense, or"
-              " unknown)", nullable=True, positive=True, table="model"),
+              " unknown)", nullable=True, positive=True, table="model",
+              help="One expert's MLP width (moe_intermediate_size)"),
     InputDecl("moe_layers", "layers", "layers that carry experts (NULL: dense, or unknown)", nullable=True,
-              positive=True, table="model"),
+              positive=True, table="model", at_most="layers",
+              help="Layers that carry experts (all but DeepSeek's first_k_dense_replace). With --experts and"
+              " --expert-intermediate-size, the engine rules lay an MXFP4 (fp4) checkpoint's experts out as vLLM's and"
+              " SGLang's MoE kernels pad them"),
     InputDecl("expert_hidden_size", "elements", "the routed experts' input and output width where they work in a"
               " latent projected from hidden_size (Kimi-K3 routed_expert_hidden_size, Nemotron 3 moe_latent_size; NULL:"
-              " hidden_size)", nullable=True, positive=True, table="model"),
+              " hidden_size)", nullable=True, positive=True, table="model",
+              help="The routed experts' input and output width where they work in a latent projected from"
+              " hidden_size (Kimi-K3 routed_expert_hidden_size, Nemotron 3 moe_latent_size; default: --hidden-size)"),
     InputDecl("tower_params", "params", "a multimodal model's vision/audio towers and their projectors, apart from"
               " params_total (the language model); the engine rules load them on every GPU (NULL: no tower, or"
-              " unknown)", nullable=True, positive=True, table="model"),
+              " unknown)", nullable=True, positive=True, table="model", big=True),
     InputDecl("vision_num_hidden_layers", "layers", "the config's vision_config num_hidden_layers, which SGLang's"
               " multimodal memory adjustment reads (NULL: the config names none)", nullable=True, positive=True,
               table="model"),
@@ -175,20 +289,24 @@ _INPUTS = [
               " memory adjustment reads (NULL: the config names none)", nullable=True, positive=True, table="model"),
     InputDecl("rotary_dim", "elements", "the elements of a head RoPE rotates, where not the whole head"
               " (partial_rotary_factor x head_dim; NULL: the whole head, MLA: qk_rope_head_dim)", nullable=True,
-              positive=True, table="model"),
-    InputDecl("params_total", "params", "all parameters (all experts)", positive=True, table="model"),
-    InputDecl("params_active", "params", "parameters read per token", positive=True, table="model"),
-    InputDecl("max_position_embeddings", "tokens", "claimed context length", positive=True, table="model"),
+              positive=True, table="model",
+              help="Elements of a head RoPE rotates, when not the whole head (config.json partial_rotary_factor x"
+              " head_dim): sizes the cos/sin table the engines keep on every GPU"),
+    InputDecl("params_total", "params", "all parameters (all experts)", positive=True, table="model", big=True, check=None),
+    InputDecl("params_active", "params", "parameters read per token", positive=True, table="model", big=True, check=None),
+    InputDecl("max_position_embeddings", "tokens", "claimed context length", positive=True, table="model", check="max_pos"),
     InputDecl("indexer_bytes_per_token_per_layer", "bytes",
               "DeepSeek-V3.2 indexer cache per token per layer, whatever the KV dtype (NULL: no indexer)",
-              nullable=True, positive=True, table="model"),
+              nullable=True, positive=True, table="model", check="indexer",
+              help="MLA models with a sparse-attention indexer cache (DeepSeek-V3.2: 132)"),
     InputDecl("indexer_layers", "layers", "MLA layers keeping an indexer cache of their own (GLM-5.2 indexer_types"
-              " \"full\"; NULL: every MLA layer)", nullable=True, positive=True, table="model"),
+              " \"full\"; NULL: every MLA layer)", nullable=True, positive=True, table="model", at_most="full_layers",
+              help="Of the MLA layers, those keeping an indexer cache of their own (GLM-5.2: 21 of 78; default: all)"),
     *[decl for n in KV_GROUPS for decl in (
         InputDecl(f"kv_heads_{n}", "heads", f"per-layer kv heads: the kv heads of each of kv_layers_{n} full layers"
-                  " (NULL: no such group)", nullable=True, positive=True, table="model"),
+                  " (NULL: no such group)", nullable=True, positive=True, table="model", check=None),
         InputDecl(f"kv_layers_{n}", "layers", f"per-layer kv heads: full layers holding kv_heads_{n} kv heads, not"
-                  " kv_heads (NULL: none)", nullable=True, positive=True, table="model"))],
+                  " kv_heads (NULL: none)", nullable=True, positive=True, table="model", check=None))],
     # dtypes
     InputDecl("kv_dtype", "name", "KV cache dtype", "text", table="kv_dtype", column="name", default="bf16"),
     InputDecl("kv_bytes_per_element", "bytes", "bytes per KV element", "real", positive=True,
@@ -207,114 +325,150 @@ _INPUTS = [
     # gpu
     InputDecl("gpu_name", "name", "the GPU type's name (vLLM reads its device name: an A100 keeps the small batch"
               " defaults)", "text", table="gpu", column="name"),
-    InputDecl("memory_bytes", "bytes", "GPU memory (nominal)", positive=True, table="gpu"),
+    InputDecl("memory_bytes", "bytes", "GPU memory (nominal)", positive=True, table="gpu", big=True, check="memory"),
     InputDecl("reported_memory_bytes", "bytes",
               "GPU memory as CUDA reports it (an H100 80GB: 79.19 GiB); NULL: not known, memory_bytes is used",
-              nullable=True, positive=True, table="gpu"),
+              nullable=True, positive=True, table="gpu", big=True, at_most="memory_bytes", check="reported_memory"),
     InputDecl("memory_bandwidth_bytes_per_s", "bytes/s", "GPU memory bandwidth", nullable=True, positive=True,
-              table="gpu"),
+              table="gpu", big=True, check="bw"),
     InputDecl("compute_capability", "version", "CUDA compute capability (9.0 for an H100; below 8.9 no FP8 units);"
-              " NULL: not an NVIDIA GPU, or not known", "real", nullable=True, positive=True, table="gpu", maximum=100),
+              " NULL: not an NVIDIA GPU, or not known", "real", nullable=True, positive=True, table="gpu", maximum=100,
+              help="CUDA compute capability: 9.0 (H100), 8.0 (A100), 8.9 (L40S). Below 8.9 vLLM runs FP8 checkpoints"
+              " through Marlin, which adds 16-bit group scales to the weights. Default: not known (no Marlin)"),
     InputDecl("fabric", "flag", "1 when a node's GPUs share NVLink or another GPU fabric, 0 over PCIe only; NULL: not"
-              " known, taken as a fabric", nullable=True, table="gpu"),
+              " known, taken as a fabric", nullable=True, table="gpu", choices=(0, 1)),
     InputDecl("price_per_hour", "USD/h", "price per GPU-hour", "real", nullable=True, table="gpu",
-              maximum=MAX_PRICE_PER_HOUR),
-    InputDecl("unit_price", "USD", "price to buy one GPU", "real", nullable=True, table="gpu", maximum=MAX_UNIT_PRICE),
+              maximum=MAX_PRICE_PER_HOUR, minimum=0, check="price_hour",
+              help="USD per GPU-hour (for monthly cost)"),
+    InputDecl("unit_price", "USD", "price to buy one GPU", "real", nullable=True, table="gpu", maximum=MAX_UNIT_PRICE, minimum=0,
+              help="USD to buy one GPU (for capex)"),
     InputDecl("lead_time_quarters", "quarters", "quarters from placing an order for this GPU type to the GPUs"
-              " serving", table="gpu"),
+              " serving", table="gpu", minimum=0, default=0, server_default=True, check="lead_time",
+              flag="--lead-time", help="Quarters from placing an order to the GPUs serving (plan rollup's order_by)"),
     InputDecl("node_gpus", "GPUs", "GPUs in one node of this type as it is bought (purchases by whole nodes)",
-              positive=True, table="gpu"),
+              positive=True, table="gpu", default=8, server_default=True,
+              help="GPUs in one node as bought (plan rollup --whole-nodes)"),
     InputDecl("flops_bf16_per_s", "FLOP/s", "dense BF16/FP16 tensor FLOP per second, without sparsity (an H100 SXM:"
-              " 989.4 TFLOPS); NULL: not known", nullable=True, positive=True, table="gpu"),
+              " 989.4 TFLOPS); NULL: not known", nullable=True, positive=True, table="gpu", big=True, check="flops_bf16",
+              flag="--flops-bf16", help="Dense BF16/FP16 tensor FLOP per second, without sparsity, with a unit (TFLOPS = 10^12, PFLOPS = 10^15): 989.4TFLOPS (H100 SXM)"),
     InputDecl("flops_fp8_per_s", "FLOP/s", "dense FP8 tensor FLOP per second, without sparsity (an H100 SXM: 1,978.9"
-              " TFLOPS); NULL: no FP8 units, or not known", nullable=True, positive=True, table="gpu"),
+              " TFLOPS); NULL: no FP8 units, or not known", nullable=True, positive=True, table="gpu", big=True, check="flops_fp8",
+              flag="--flops-fp8", help="Dense FP8 tensor FLOP per second, without sparsity, with a unit (TFLOPS ="
+              " 10^12, PFLOPS = 10^15): 1978.9TFLOPS (H100 SXM); leave it out on a GPU without FP8 units (A100)"),
     InputDecl("flops_fp4_per_s", "FLOP/s", "dense FP4 (NVFP4, MXFP4) tensor FLOP per second, without sparsity (a"
-              " B200: 9 PFLOPS); NULL: no FP4 units, or not known", nullable=True, positive=True, table="gpu"),
+              " B200: 9 PFLOPS); NULL: no FP4 units, or not known", nullable=True, positive=True, table="gpu", big=True, check="flops_fp4",
+              flag="--flops-fp4", help="Dense FP4 (NVFP4, MXFP4) tensor FLOP per second, without sparsity, with a"
+              " unit (TFLOPS = 10^12, PFLOPS = 10^15): 9PFLOPS (B200); leave it out on a GPU without FP4 units (H100)"),
     # deployment
-    InputDecl("tp", "GPUs", "tensor-parallel size", positive=True, table="deployment", default=1),
-    InputDecl("pp", "GPUs", "pipeline-parallel size", positive=True, table="deployment", default=1),
+    InputDecl("tp", "GPUs", "tensor-parallel size", positive=True, table="deployment", default=1, check=None),
+    InputDecl("pp", "GPUs", "pipeline-parallel size", positive=True, table="deployment", default=1, check=None),
     InputDecl("dp_attention", "ranks", "attention data-parallel size inside a TP group", positive=True,
-              table="deployment", default=1),
-    InputDecl("gpus_per_node", "GPUs", "GPUs in a node", positive=True, table="deployment", default=8),
+              table="deployment", default=1, check=None),
+    InputDecl("gpus_per_node", "GPUs", "GPUs in a node", positive=True, table="deployment", default=8, check="gpn", check_tables=("plan",)),
     InputDecl("context_tokens", "tokens", "context length a sequence may reach (max_model_len)", positive=True,
-              table="deployment", default=131072),
+              table="deployment", default=131072, big=True, check="context", check_tables=("plan",)),
     InputDecl("avg_tokens", "tokens", "average tokens a request holds (prompt + output)", nullable=True, positive=True,
-              table="deployment"),
+              table="deployment", big=True, check="avg", check_tables=("plan",)),
     # workload classes (a plan's mix of request classes, table workload_class)
     InputDecl("class_tokens", "tokens", "average tokens a request of this class holds (prompt + output)",
-              positive=True, table="class", column="avg_tokens"),
+              positive=True, table="class", column="avg_tokens", big=True, check="tokens"),
     InputDecl("share", "weight", "the class's share of requests, a relative weight (shares are divided by"
-              " their sum: 0.8 and 0.2, or 4 and 1)", "real", positive=True, table="class", maximum=1e6),
+              " their sum: 0.8 and 0.2, or 4 and 1)", "real", positive=True, table="class", maximum=1e6, at_most=1000000),
     InputDecl("mix_avg_tokens", "tokens", "share-weighted mean of the plan's class tokens (NULL: no classes)",
               "real", nullable=True, table="mix"),
     InputDecl("mix_kv_bytes_per_request_per_gpu", "bytes",
               "share-weighted mean of the plan's class_kv_bytes_per_request_per_gpu (NULL: no classes)", "real",
               nullable=True, table="mix"),
     InputDecl("reserve", "fraction", "share of GPU memory held back for activations and overheads", "real",
-              table="deployment", default=0.12),
+              table="deployment", default=0.12, minimum=0, below=1, check_tables=("plan",)),
     InputDecl("kv_cache_memory_bytes", "bytes", "KV pool per GPU given directly (overrides the reserve)",
-              nullable=True, positive=True, table="deployment"),
+              nullable=True, positive=True, table="deployment", big=True, check="kvmem", check_tables=("plan",)),
     InputDecl("block_size", "tokens", "paged-KV block size (0: no rounding); SGLang's page size", table="deployment",
-              default=16),
+              default=16, minimum=0, check="block", check_tables=("plan",)),
     InputDecl("rule", "name", "allocation rule the figures follow: theoretical, vllm or sglang", "text",
-              table="deployment", default="theoretical"),
+              table="deployment", default="theoretical", choices=RULES, server_default=True),
     InputDecl("gpu_memory_utilization", "fraction",
               f"vLLM --gpu-memory-utilization (NULL: the release's default, {VLLM_GPU_MEMORY_UTILIZATION} from v0.20,"
               f" {VLLM_GPU_MEMORY_UTILIZATION_BEFORE} before)", "real", nullable=True, positive=True,
-              table="deployment"),
+              table="deployment", at_most=1, check="gmu",
+              help=f"vLLM: share of GPU memory it may use, in (0, 1] (default {VLLM_GPU_MEMORY_UTILIZATION} from v0.20,"
+              f" {VLLM_GPU_MEMORY_UTILIZATION_BEFORE} before)"),
     InputDecl("max_num_batched_tokens", "tokens", f"vLLM --max-num-batched-tokens (NULL: {VLLM_MAX_NUM_BATCHED_TOKENS:,},"
               f" {VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS:,} from v0.8 on GPUs under 70 GiB)",
-              nullable=True, positive=True, table="deployment"),
+              nullable=True, positive=True, table="deployment", big=True, check="batched_tokens",
+              help=f"vLLM: tokens per scheduler step (default {VLLM_MAX_NUM_BATCHED_TOKENS};"
+              f" {VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS} from v0.8 on GPUs under {VLLM_LARGE_GPU_BYTES // GIB} GiB)"),
     InputDecl("max_concurrent_batches", "batches",
               f"batches vLLM keeps in flight (NULL: {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1, else PP)",
-              nullable=True, positive=True, table="deployment"),
+              nullable=True, positive=True, table="deployment", check="concurrent_batches",
+              help=f"vLLM: batches in flight (default {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1, else PP)"),
     InputDecl("max_num_seqs", "sequences", "requests the engine runs at once: vLLM --max-num-seqs (per engine),"
               " SGLang --max-running-requests (shared by its DP-attention ranks) (NULL: the engine's default)",
-              nullable=True, positive=True, table="deployment"),
+              nullable=True, positive=True, table="deployment",
+              flag="--max-num-seqs --max-running-requests",
+              help="vLLM --max-num-seqs, SGLang --max-running-requests: the most requests the engine runs at once"
+              f" (default: vLLM {VLLM_LARGE_GPU_MAX_NUM_SEQS} from v0.8 on GPUs of {VLLM_LARGE_GPU_BYTES // GIB} GiB or"
+              f" more, else {VLLM_SAMPLER_SEQS}; SGLang from its pool and context, {SGLANG_RUNNING_REQUESTS_FLOOR} to"
+              f" {SGLANG_RUNNING_REQUESTS_CEILING})"),
     InputDecl("activation_bytes", "bytes", "measured peak activation memory per GPU (vLLM's profile run)",
-              nullable=True, table="deployment"),
+              nullable=True, table="deployment", big=True, minimum=0, check="activation",
+              flag="--activation-memory",
+              help="vLLM: measured peak activation memory per GPU (1.2GiB), instead of kvreg's estimate"),
     InputDecl("cuda_graph_bytes", "bytes", "CUDA graph memory per GPU to take from the KV pool: vLLM takes its profiled graphs"
               " from v0.21, none before (NULL: 0)",
-              nullable=True, table="deployment"),
+              nullable=True, table="deployment", big=True, minimum=0, check="cuda_graph",
+              flag="--cuda-graph-memory",
+              help="vLLM: CUDA graph memory per GPU to take from the KV pool (0.5GiB); releases before v0.21 take none,"
+              " from v0.21 vLLM takes what it profiled (its log's 'CUDAGraph memory'), which kvreg does not estimate"
+              " (default 0)"),
     InputDecl("mem_fraction_static", "fraction", "SGLang --mem-fraction-static (NULL: derived from the GPU's memory and"
               " TP x PP as SGLang's server does)",
-              "real", nullable=True, positive=True, table="deployment"),
+              "real", nullable=True, positive=True, table="deployment", at_most=1, check="mfs",
+              help="SGLang: --mem-fraction-static, in (0, 1] (default: from the GPU memory and TP x PP, as SGLang's"
+              " server derives it)"),
     InputDecl("engine_version", "name", "the engine release the engine rule follows, as given (NULL: the latest"
-              " kvreg knows)", "text", nullable=True, table="deployment"),
+              " kvreg knows)", "text", nullable=True, table="deployment",
+              help="vLLM/SGLang: the release to follow (0.10.1); its defaults and memory accounting differ by release"
+              " (default: the latest kvreg knows)"),
     InputDecl("engine_release", "release",
               "engine_version as a number: major x 1,000,000 + minor x 1,000 + patch (0.10.1 -> 10,001)",
-              nullable=True, table="deployment"),
+              nullable=True, table="deployment", minimum=0),
     InputDecl("non_torch_bytes", "bytes", "measured non-torch memory per GPU (vLLM's non_torch_memory)", nullable=True,
-              table="deployment"),
+              table="deployment", big=True, minimum=0, check="non_torch",
+              flag="--non-torch-memory",
+              help="vLLM: measured non-torch memory per GPU (0.2GiB), instead of kvreg's estimate; SGLang: memory in"
+              " use before the weights load (default 0)"),
     InputDecl("weights_measured_bytes", "bytes", "measured weight memory per GPU (vLLM 'Model loading took',"
-              " SGLang 'mem usage')", nullable=True, table="deployment"),
+              " SGLang 'mem usage')", nullable=True, table="deployment", big=True, minimum=0, check="weights_measured",
+              flag="--weights-memory",
+              help="vLLM/SGLang: measured weight memory per GPU (14.99GiB), instead of params x bytes / (TP x PP)"),
     # calibration: what the engine printed at startup
     InputDecl("measured_kv_cache_tokens", "tokens",
               "KV cache tokens the engine printed (vLLM 'GPU KV cache size', SGLang max_total_num_tokens)",
-              nullable=True, table="calibration"),
+              nullable=True, table="calibration", big=True, minimum=0, check="measured_tokens"),
     InputDecl("measured_max_concurrency", "sequences",
               "vLLM's printed 'Maximum concurrency for N tokens per request' (per engine)", "real", nullable=True,
-              table="calibration", maximum=1e9),
+              table="calibration", maximum=1e9, minimum=0, check="measured_concurrency"),
     InputDecl("measured_engine_version", "name", "the engine and version that printed them", "text", nullable=True,
               table="calibration"),
     InputDecl("measured_kv_cache_bytes", "bytes", "KV memory per GPU the engine logged (vLLM 'Available KV cache"
-              " memory', SGLang K size + V size)", nullable=True, table="calibration"),
+              " memory', SGLang K size + V size)", nullable=True, table="calibration", big=True, minimum=0, check="measured_kv_bytes"),
     InputDecl("calibration_source", "name", "the startup log a plan's measured terms came from (NULL: none)", "text",
               nullable=True, table="calibration"),
     # workload: the requests a deployment's latency is asked for (kvreg capacity --input-tokens ...)
     InputDecl("input_tokens", "tokens", "prompt tokens of a request (NULL: no latency asked)", nullable=True,
-              positive=True, table="workload"),
+              positive=True, table="workload", big=True),
     InputDecl("output_tokens", "tokens", "tokens a request generates (NULL: no latency asked)", nullable=True,
-              positive=True, table="workload"),
+              positive=True, table="workload", big=True),
     InputDecl("concurrency", "requests", "requests one replica serves at once, each sent when the last ended (a"
               " closed loop, as benchmark_serving's --max-concurrency; NULL: 1)", nullable=True, positive=True,
-              table="workload"),
+              table="workload", big=True),
     InputDecl("tpot_target_ms", "ms", "the time per output token a request may take at most (NULL: no target)",
               "real", nullable=True, positive=True, table="workload", maximum=1e9),
     InputDecl("ttft_target_ms", "ms", "the time to first token a request may take at most (NULL: no target)",
               "real", nullable=True, positive=True, table="workload", maximum=1e9),
     # demand
-    InputDecl("users", "users", "target concurrent users in a quarter", table="demand"),
+    InputDecl("users", "users", "target concurrent users in a quarter", table="demand", big=True, minimum=0),
 ]
 INPUTS = {i.name: i for i in _INPUTS}
 # The largest value of each bounded real column, by column name, for the validator

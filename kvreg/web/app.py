@@ -678,7 +678,8 @@ class App:
         with snapshot(self.engine) as conn:  # reads wait for no writer
             lists = dict(models=model_names(conn), gpus=gpu_names(conn), kv_dtypes=dtype_names(conn, "kv"),
                          weight_dtypes=dtype_names(conn, "weight"))
-        return self.page("plan_new.html.j2", status, title="Add a plan", nav="plans", form=form, error=error, **lists)
+        return self.page("plan_new.html.j2", status, title="Add a plan", nav="plans", form=form, error=error,
+                         declared=options.declared_fields(options.PLAN_ADD), **lists)
 
     async def plan_add(self, request: Request):
         """`kvreg plan add NAME --option value ...` from the form: the same parsing, validation and

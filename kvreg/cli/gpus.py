@@ -8,7 +8,7 @@ from kvreg.app.options import declared_options, input_option
 from kvreg.cli.common import emit, emit_record, format_option, open_db, read, user_errors
 from kvreg.figures.inputs import INPUTS
 
-# A GPU's dense tensor FLOP per second by dtype (0015), given with a unit (kvreg.units.parse_flops: 989.4TFLOPS).
+# A GPU's dense tensor FLOP per second by dtype (0015), given with a unit (kvreg.core.units.parse_flops: 989.4TFLOPS).
 GPU_FLOPS = tuple(n for n, d in INPUTS.items() if d.table == "gpu" and d.unit == "FLOP/s")
 
 GPU_COLUMNS = ["name", "vendor", "memory_bytes", "memory_gib", "reported_memory_bytes", "reported_memory_estimated",

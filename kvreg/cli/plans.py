@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from kvreg.app.options import deployment_options, plan_add_options
+from kvreg.app.options import deployment_options, plan_add_options, plan_latency_options
 from kvreg.cli.common import emit, emit_record, format_option, open_db, read, render, user_errors
 
 LIST_TABLE_COLUMNS = ["plan", "rule", "model", "gpu", "tp", "pp", "gpus_per_node", "context_tokens", "workload_tokens",
@@ -112,6 +112,7 @@ def plan_add(ctx, name, **opts):
 @click.argument("name")
 @click.option("--rename", help="A new name for the plan.")
 @deployment_options(defaults=False)
+@plan_latency_options(defaults=False)
 @allowance_options
 @click.pass_context
 @user_errors

@@ -364,7 +364,20 @@ def get_plan(conn, name: str) -> dict:
 
 def format_workload(classes: list[dict]) -> str:
     """A mix as the --workload options write it: chat=1500:0.8,docs=13000:0.2 ('' without classes)."""
-    return ",".join(f"{c['class']}={c['avg_tokens']}:{_share_text(c['share'])}" for c in classes)
+    return ",".join(f"{c['class']}={c['avg_tokens']}:{_share_text(c['share'])}{_class_latency_text(c)}"
+                    for c in classes)
+
+
+def _class_latency_text(c: dict) -> str:
+    """A class's latency parts as --workload writes them: :IN/OUT[:TPOT/TTFT] ('' without them; - for none)."""
+    def pair(a, b):
+        return "/".join("-" if v is None else _share_text(v) for v in (c.get(a), c.get(b)))
+
+    targets = c.get("tpot_target_ms") is not None or c.get("ttft_target_ms") is not None
+    if c.get("input_tokens") is None and not targets:
+        return ""
+    lengths = "-" if c.get("input_tokens") is None else pair("input_tokens", "output_tokens")
+    return f":{lengths}" + (f":{pair('tpot_target_ms', 'ttft_target_ms')}" if targets else "")
 
 
 def _share_text(share: float) -> str:
@@ -375,11 +388,12 @@ def _share_text(share: float) -> str:
 
 def workload_texts(conn) -> dict[int, str]:
     """plan id -> its mix in --workload form, for every plan with classes (one query)."""
-    rows = runner(conn).rows("SELECT plan_id, name, avg_tokens, share FROM workload_class ORDER BY plan_id, id")
+    rows = runner(conn).rows("SELECT plan_id, name, avg_tokens, share, input_tokens, output_tokens, tpot_target_ms,"
+                             " ttft_target_ms FROM workload_class ORDER BY plan_id, id")
     by_plan: dict[int, list[dict]] = {}
     for r in rows:
-        by_plan.setdefault(r["plan_id"], []).append({"class": r["name"], "avg_tokens": r["avg_tokens"],
-                                                     "share": r["share"]})
+        by_plan.setdefault(r["plan_id"], []).append({"class": r["name"], **{k: v for k, v in r.items()
+                                                                          if k not in ("plan_id", "name")}})
     return {pid: format_workload(cs) for pid, cs in by_plan.items()}
 
 

@@ -332,6 +332,8 @@ def _workload_checks(table: str) -> list[CheckConstraint]:
 
 
 WORKLOAD_COLUMNS = ("input_tokens", "output_tokens", "concurrency", "tpot_target_ms", "ttft_target_ms")
+# A workload class's (0019): its lengths and targets; the concurrency is what a plan's figures solve for.
+CLASS_LATENCY_COLUMNS = ("input_tokens", "output_tokens", "tpot_target_ms", "ttft_target_ms")
 
 
 class Plan(LatencyWorkload, table=True):
@@ -433,6 +435,7 @@ class WorkloadClass(SQLModel, table=True):
         CheckConstraint("length(name) > 0", name="ck_workload_class_name"),
         CheckConstraint("avg_tokens > 0", name="ck_workload_class_tokens"),
         CheckConstraint("share > 0 AND share <= 1000000", name="ck_workload_class_share"),
+        *[CheckConstraint(f"{c} IS NULL OR {c} > 0", name=f"ck_workload_class_{c}") for c in CLASS_LATENCY_COLUMNS],
     )
 
     id: Optional[int] = Field(default=None, primary_key=True)
@@ -440,6 +443,11 @@ class WorkloadClass(SQLModel, table=True):
     name: str = Field(sa_column=Column(String, nullable=False))
     avg_tokens: int = Field(sa_column=Column(BigInteger, nullable=False))
     share: float = Field(sa_column=Column(Float, nullable=False))
+    # 0019: the class's request lengths and latency targets (NULL: the plan's lengths; no target of its own)
+    input_tokens: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    output_tokens: Optional[int] = Field(default=None, sa_column=Column(BigInteger, nullable=True))
+    tpot_target_ms: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
+    ttft_target_ms: Optional[float] = Field(default=None, sa_column=Column(Float, nullable=True))
 
 
 class Scenario(LatencyWorkload, table=True):

@@ -115,6 +115,9 @@ _KV_INPUTS = set(inputs_of("kv_dtype"))
 # dtypes a deployment names after its layout (TP, PP, DP-attention, GPUs per node).
 _DEPLOYMENT = inputs_of("deployment")
 _WORKLOAD = set(inputs_of("workload"))
+# A plan's latency workload as Plan detail's input columns: its request lengths and targets. Not the concurrency,
+# which a plan's figures solve for (users_per_replica): the figures at a given concurrency (tpot_ms, ...) stay out.
+_PLAN_WORKLOAD = [n for n in inputs_of("workload") if n != "concurrency"]
 _AFTER_LAYOUT = _DEPLOYMENT.index("gpus_per_node") + 1
 _SETTINGS = [*_DEPLOYMENT[:_AFTER_LAYOUT], "kv_dtype", "weight_dtype", *_DEPLOYMENT[_AFTER_LAYOUT:]]
 # What an engine printed for a plan (plans only), in sheet order: compared with the figures by the
@@ -406,10 +409,10 @@ class _References:
         return self.dtype.get(dtype, {}).get(column)
 
 
-def _without_workload(order: list[str]) -> list[str]:
-    """The figures of `order` (each after those it refers to) that read no workload input, directly or
-    through another figure: one pass, each figure's direct names only."""
-    reads: set[str] = set(_WORKLOAD)
+def _without_workload(order: list[str], inputs: set[str] = _WORKLOAD) -> list[str]:
+    """The figures of `order` (each after those it refers to) that read none of `inputs` (the workload's),
+    directly or through another figure: one pass, each figure's direct names only."""
+    reads: set[str] = set(inputs)
     for name in order:
         stack = [FIGURES[name].expr]
         while stack:
@@ -435,6 +438,8 @@ def _deployment_sheet(book: Book, ws, grain_name: str, rows: list[dict], refs: _
     t.add(input_column("model", meaning="model (from the Models sheet)", validation=refs.model_list, width=22))
     t.add(input_column("gpu", meaning="GPU type (from the GPUs sheet)", validation=refs.gpu_list, width=14))
     settings = _SETTINGS + [m for m in _MEASURED if m in grain.columns]
+    if key:  # a plan: its latency workload, which finance may edit (the users a replica serves follow)
+        settings += _PLAN_WORKLOAD
     if not key:  # the sweep leads with its axes
         settings = ["context_tokens"] + [s for s in settings if s != "context_tokens"]
     cells: dict[str, str] = {}
@@ -450,8 +455,9 @@ def _deployment_sheet(book: Book, ws, grain_name: str, rows: list[dict], refs: _
         t.add(input_column(name, validation=validation))
     cells.update({c.name: c.letter for c in t.columns if c.name not in cells})
 
-    # The latency figures read a workload (request lengths, concurrency, targets) the sheet has no columns for.
-    figures = _without_workload(figure_order(grain))
+    # The sweep has no workload columns: its latency figures stay out. A plan has its lengths and targets but no
+    # concurrency: the figures at a concurrency stay out, those it is solved for (users_per_replica) are in.
+    figures = _without_workload(figure_order(grain), {"concurrency"} if key else _WORKLOAD)
     needed = set(figure_references(figures)) | set(overrides)
     r = ROW
     m, g, d = refs.models, refs.gpus, refs.dtypes
@@ -509,7 +515,9 @@ def _sweep_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
 # --------------------------------------------------------------------------- workload classes
 
 # The Workload sheet's first columns, in order: the Plan detail sheet's SUMIFS read the weighted columns by letter.
-_WORKLOAD_LEAD = ["plan", "workload_class", "class_tokens", CLASS_WEIGHT] + [m.weighted for m in CLASS_MEANS]
+_WORKLOAD_LEAD = (["plan", "workload_class", *inputs_of("class")]
+                  + [m.weighted for m in CLASS_MEANS if m.weighted not in inputs_of("class")])
+assert _WORKLOAD_LEAD[:4] == ["plan", "workload_class", "class_tokens", CLASS_WEIGHT], _WORKLOAD_LEAD
 
 
 def _workload_range(name: str, rows: int) -> str:
@@ -668,7 +676,7 @@ def _fleet_sheet(book: Book, ws, rows: list[dict], refs: _References, block_quar
 
 # The Plans sheet: (column on Plan detail, or a Demand sum for the Summary quarter)
 _PLAN_KEYS = ["plan", "model", "gpu", "tp", "pp", "context_tokens", "kv_dtype", "fits", "max_concurrency",
-              "workload_concurrency", "gpus_per_replica"]
+              "workload_concurrency", "users_per_replica", "users_binding_constraint", "gpus_per_replica"]
 _PLAN_QUARTER = ["users", "gpus_needed"]
 # Widths (characters) that print the sheet on a landscape page at 73% or more: 8 pt text.
 _PLANS_WIDTH = {"plan": 15, "model": 15, "gpu": 10, "tp": 6, "pp": 6, "kv_dtype": 7, "fits": 6}

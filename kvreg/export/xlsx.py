@@ -87,7 +87,7 @@ DEFAULT_RESERVE_CELL = "Assumptions!$B$3"
 NOT_PRINTED = ("Plan detail", "Models", "GPUs", "Dtypes", "Context sweep")
 FUNCTIONS_USED = ("INDEX", "MATCH", "IF", "AND", "OR", "ISBLANK", "MIN", "MAX", "INT", "MOD", "FIXED",
                   "SUBSTITUTE", "SUMIFS", "COUNTIFS", "SUM", "LEFT", "RIGHT", "ROUND", "SEARCH", "ISNUMBER",
-                  "SUMPRODUCT")
+                  "SUMPRODUCT", "MINIFS")  # MINIFS: LibreOffice 5.2, Excel 2019 (a mix's strictest target)
 # Custom document properties naming the registry and quarter a workbook was written from: `kvreg apply`
 # refuses a workbook from another registry or quarter.
 PROP_REGISTRY, PROP_QUARTER, PROP_FORMAT = "kvreg_registry_id", "kvreg_quarter", "kvreg_workbook"

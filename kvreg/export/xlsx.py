@@ -532,6 +532,11 @@ def _mix_overrides(rows: int) -> dict[str, str]:
     return {m.name: m.excel(lambda name: _workload_range(name, rows), literal_key("{key}")) for m in CLASS_MEANS}
 
 
+# A class's latency inputs and the weighted lengths the plan's mix sums.
+_CLASS_LATENCY_COLUMNS = {"class_input_tokens", "class_output_tokens", "class_tpot_target_ms", "class_ttft_target_ms",
+                          "class_weighted_input_tokens", "class_weighted_output_tokens"}
+
+
 def _workload_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
     """One row per plan and workload class: its tokens and share (inputs), the plan's figures its
     figures read (looked up from Plan detail), and the plan_class figures. Plan detail sums the
@@ -566,7 +571,10 @@ def _workload_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Tabl
             decl = FIGURES.get(name) or INPUTS[name]
             col = Column(name, "lookup", decl.unit, decl.kind, decl.meaning + " (the plan's)",
                          formula="=" + index_formula(plans, name, plan_row, name_may_be_null(name)))
+        if name in _CLASS_LATENCY_COLUMNS:  # narrow, under turned headers: the sheet still prints at 8 pt
+            col.width = 6.5
         assert t.add(col) == cells[name], name
+    t.rotated_headers = True
     t.write(book, ws, rows, freeze_after="B")
     return t
 
@@ -679,7 +687,8 @@ _PLAN_KEYS = ["plan", "model", "gpu", "tp", "pp", "context_tokens", "kv_dtype", 
               "workload_concurrency", "users_per_replica", "users_binding_constraint", "gpus_per_replica"]
 _PLAN_QUARTER = ["users", "gpus_needed"]
 # Widths (characters) that print the sheet on a landscape page at 73% or more: 8 pt text.
-_PLANS_WIDTH = {"plan": 15, "model": 15, "gpu": 10, "tp": 6, "pp": 6, "kv_dtype": 7, "fits": 6}
+_PLANS_WIDTH = {"plan": 15, "model": 15, "gpu": 10, "tp": 6, "pp": 6, "kv_dtype": 7, "fits": 6, "users_per_replica": 7,
+                "users_binding_constraint": 7}
 
 
 def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarter: str) -> Table:
@@ -705,7 +714,7 @@ def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarte
                      value=lambda row, n=name: (by_quarter.get(row["plan"]) or {}).get(n) or 0,
                      label=label(name).replace(" (", " this quarter (", 1), width=9))
     t.add(Column("reason", "figure", "text", "text", FIGURES["reason"].meaning + " (from Plan detail)",
-                 formula=f"={detail}!{plans.letter('reason')}{ROW}", width=22, wrap=True))
+                 formula=f"={detail}!{plans.letter('reason')}{ROW}", width=18, wrap=True))
     last = t.write(book, ws, data["plans"], freeze_after="A")
     _not_fit_format(book, ws, t, last)
     return t

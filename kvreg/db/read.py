@@ -260,8 +260,10 @@ def declared_rows(conn) -> dict[str, list[dict]]:
 PLAN_KEYS = ["name", "model", "gpu", "gpus_per_node", "tp", "pp", "dp_attention", "kv_dtype", "weight_dtype",
              "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", "rule",
              "gpu_memory_utilization", "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes",
-             "cuda_graph_bytes", "mem_fraction_static", "max_num_seqs", "notes", "allow_gpus", "allow_kv_dtypes",
-             "workload"]
+             "cuda_graph_bytes", "mem_fraction_static", "max_num_seqs", "input_tokens", "output_tokens",
+             "tpot_target_ms", "ttft_target_ms", "notes", "allow_gpus", "allow_kv_dtypes", "workload"]
+# A workload class in a declaration file: its tokens and share, then its latency workload (absent: NULL).
+CLASS_KEYS = ["name", "avg_tokens", "share", "input_tokens", "output_tokens", "tpot_target_ms", "ttft_target_ms"]
 DEMAND_KEYS = ["plan", "quarter", "users"]
 FLEET_KEYS = ["gpu", "quarter", "gpus_owned", "gpus_reserved", "reserved_price_per_hour"]
 
@@ -273,9 +275,8 @@ def declared_plans(conn) -> dict[str, dict]:
     sql = ("SELECT p.id AS plan_id, m.name AS model, g.name AS gpu, " + ", ".join(f"p.{c} AS {c}" for c in cols)
            + " FROM plan p JOIN model m ON m.id = p.model_id JOIN gpu g ON g.id = p.gpu_id")
     classes: dict[int, list[dict]] = {}
-    for c in runner(conn).rows("SELECT plan_id, name, avg_tokens, share FROM workload_class ORDER BY id"):
-        classes.setdefault(c["plan_id"], []).append({"name": c["name"], "avg_tokens": c["avg_tokens"],
-                                                     "share": c["share"]})
+    for c in runner(conn).rows(f"SELECT plan_id, {', '.join(CLASS_KEYS)} FROM workload_class ORDER BY id"):
+        classes.setdefault(c["plan_id"], []).append({k: c[k] for k in CLASS_KEYS})
     out = {}
     for r in runner(conn).rows(sql):
         out[r["name"]] = {**{k: r[k] for k in PLAN_KEYS if k != "workload"}, "workload": classes.get(r["plan_id"], [])}

@@ -167,3 +167,15 @@ def test_class_lengths_and_plan_lengths_are_not_both_given(kv, state):
                 "chat=1500:0.8:1000/500,documents=13000:0.2:12000/1000", ok=False)
     assert result.exit_code != 0 and "not both" in result.output
     assert state() == was
+
+
+def test_a_target_no_replica_meets_gets_no_gpus_and_says_so(kv):
+    """1 ms per output token: one decode step alone reads 16 GB of weights at 3.25 TB/s (4.9 ms), so no
+    concurrency meets it: users_per_replica 0, no replicas (as for a plan that does not fit), and the command
+    says why."""
+    out = kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--tpot-ms", "1").output
+    assert "no replica meets its latency target even with one request" in out
+    row = _plan(kv)
+    assert row["tpot_concurrency_limit"] == 0 and row["users_per_replica"] == 0
+    assert row["users_binding_constraint"] == "latency"
+    assert [(r["replicas_needed"], r["gpus_needed"]) for r in _quarters(kv).values()] == [(None, None)] * 2

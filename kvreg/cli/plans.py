@@ -91,6 +91,10 @@ def _allowances(opts: dict) -> dict:
 def _fit_note(row: dict) -> str:
     if not row["fits"]:
         return f"; it does not fit: {row['reason']}"
+    if row.get("users_binding_constraint") == "latency" and not row["users_per_replica"]:
+        return ("; no replica meets its latency target even with one request: its demand gets no GPUs until the "
+                "target is loosened or the deployment changed (plan show: tpot_concurrency_limit, "
+                "ttft_concurrency_limit)")
     if row.get("users_binding_constraint") == "latency":
         return (f"; its latency target binds: {row['users_per_replica']:,.0f} users a replica (its KV pool holds "
                 f"{row['workload_concurrency']:,.2f})")

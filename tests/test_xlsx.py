@@ -867,7 +867,9 @@ def test_seeded_workbook_prints_on_12_pages_at_8_pt_or_more(backend, printed, re
         prices = {c.column for c in forms["Summary"][5] if c.value in (
             "unit_price", "price_per_hour", "order_by", "order_by_whole_nodes", "order_by_index",
             "order_by_index_whole_nodes")}
-        blank_ok = {reason} if sheet == "Plans" else prices
+        # and a plan without a latency target names no binding constraint
+        binding = _col(forms["Plans"], "users_binding_constraint")
+        blank_ok = {reason, binding} if sheet == "Plans" else prices
         cells = [(c.row, c.column) for row in forms[sheet].iter_rows() for c in row if c.data_type == "f"]
         assert len(cells) > 50
         empty = [(r, c) for r, c in cells if c not in blank_ok and vals[sheet].cell(r, c).value in (None, "")]
@@ -885,12 +887,18 @@ def test_hand_worked_cells(recalculated):
     pool = 80 * GIB * (1 - 0.12) - 8_050_000_000 * 2  # usable - bf16 weights = 59,491,424,409.6 B
     assert _cell(plans, "llama8b-h100-128k", "kv_bytes_per_sequence_per_gpu").value == sequence == 16 * GIB
     assert _cell(plans, "llama8b-h100-128k", "max_concurrency").value == pytest.approx(pool / sequence)  # 3.46
-    # 250 users of 8,192 tokens: 55.4 per replica -> ceil(250 / 55.4) = 5 GPUs at 2.5 USD/h x 730 h.
+    # 250 users of 8,192 tokens: the pool holds 55.4 per replica, ceil(250 / 55.4) = 5 GPUs; but its 12 ms TPOT
+    # target (4,096/1,024-token requests) lets a replica run 14 (tests/test_plan_latency.py works the like by
+    # hand): latency binds, ceil(250 / 14) = 18 GPUs at 2.5 USD/h x 730 h.
     assert pool / (per_token * 8192) == pytest.approx(55.4057, rel=1e-5)
+    assert _cell(plans, "llama8b-h100-128k", "workload_concurrency").value == pytest.approx(55.4057, rel=1e-5)
+    assert _cell(plans, "llama8b-h100-128k", "latency_concurrency_limit").value == 14
+    assert _cell(plans, "llama8b-h100-128k", "users_per_replica").value == 14
+    assert _cell(plans, "llama8b-h100-128k", "users_binding_constraint").value == "latency"
     rows = [r for r in _data_rows(demand) if demand.cell(r, 1).value == "llama8b-h100-128k"]
     q4 = [r for r in rows if demand.cell(r, 2).value == "2026Q4"][0]
-    assert demand.cell(q4, _col(demand, "gpus_needed")).value == 5
-    assert demand.cell(q4, _col(demand, "cost_per_month")).value == 5 * 2.5 * 730 == 9125
+    assert demand.cell(q4, _col(demand, "gpus_needed")).value == 18 == math.ceil(250 / 14)
+    assert demand.cell(q4, _col(demand, "cost_per_month")).value == 18 * 2.5 * 730 == 32850
     # Qwen3-Next's 36 DeltaNet layers x 548,864 state elements x 2 bytes (SPEC errata).
     assert _cell(plans, "qwen-next-h200-tp4", "state_bytes_per_sequence").value == 36 * 548864 * 2 == 39518208
     assert _cell(plans, "llama70b-h100-tp1", "fits").value == 0

@@ -533,6 +533,8 @@ def _mix_overrides(rows: int) -> dict[str, str]:
 
 
 # A class's latency inputs and the weighted lengths the plan's mix sums.
+_WORKLOAD_WIDTH = {"plan": 19, "workload_class": 14, "class_weighted_kv_bytes": 14,
+                   "class_kv_bytes_per_request_per_gpu": 14}
 _CLASS_LATENCY_COLUMNS = {"class_input_tokens", "class_output_tokens", "class_tpot_target_ms", "class_ttft_target_ms",
                           "class_weighted_input_tokens", "class_weighted_output_tokens"}
 
@@ -556,9 +558,9 @@ def _workload_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Tabl
     for name in order:
         if name == "plan":
             col = input_column("plan", meaning="plan (from the Plan detail sheet)",
-                               validation=(plans.list_range("plan"), "plan"), width=24)
+                               validation=(plans.list_range("plan"), "plan"))
         elif name == "workload_class":
-            col = input_column("workload_class", meaning="request class of the plan's workload mix", width=18)
+            col = input_column("workload_class", meaning="request class of the plan's workload mix")
         elif name in lead:
             col = input_column(name)
         elif name in figures:
@@ -571,8 +573,8 @@ def _workload_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Tabl
             decl = FIGURES.get(name) or INPUTS[name]
             col = Column(name, "lookup", decl.unit, decl.kind, decl.meaning + " (the plan's)",
                          formula="=" + index_formula(plans, name, plan_row, name_may_be_null(name)))
-        if name in _CLASS_LATENCY_COLUMNS:  # narrow, under turned headers: the sheet still prints at 8 pt
-            col.width = 6.5
+        # Under turned headers a column is as wide as its values: the sheet still prints at 8 pt.
+        col.width = _WORKLOAD_WIDTH.get(name, 6.5 if name in _CLASS_LATENCY_COLUMNS else col.width)
         assert t.add(col) == cells[name], name
     t.rotated_headers = True
     t.write(book, ws, rows, freeze_after="B")
@@ -688,7 +690,7 @@ _PLAN_KEYS = ["plan", "model", "gpu", "tp", "pp", "context_tokens", "kv_dtype", 
 _PLAN_QUARTER = ["users", "gpus_needed"]
 # Widths (characters) that print the sheet on a landscape page at 73% or more: 8 pt text.
 _PLANS_WIDTH = {"plan": 15, "model": 15, "gpu": 10, "tp": 6, "pp": 6, "kv_dtype": 7, "fits": 6, "users_per_replica": 7,
-                "users_binding_constraint": 7}
+                "users_binding_constraint": 7, "gpus_per_replica": 7}
 
 
 def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarter: str) -> Table:
@@ -714,7 +716,7 @@ def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarte
                      value=lambda row, n=name: (by_quarter.get(row["plan"]) or {}).get(n) or 0,
                      label=label(name).replace(" (", " this quarter (", 1), width=9))
     t.add(Column("reason", "figure", "text", "text", FIGURES["reason"].meaning + " (from Plan detail)",
-                 formula=f"={detail}!{plans.letter('reason')}{ROW}", width=18, wrap=True))
+                 formula=f"={detail}!{plans.letter('reason')}{ROW}", width=13, wrap=True))
     last = t.write(book, ws, data["plans"], freeze_after="A")
     _not_fit_format(book, ws, t, last)
     return t

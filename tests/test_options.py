@@ -51,7 +51,7 @@ def test_capacity_and_plan_add_share_the_deployment_options():
     # a plan's latency options say what its targets do to its users (plan_latency_options)
     assert sorted(n for n in shared if cap[n].help != plan[n].help) == [
         "context", "gpu", "input-tokens", "kv-cache-memory", "kv-dtype", "model", "output-tokens", "reserve",
-        "tp", "tpot-ms", "ttft-ms"]
+        "tp", "tpot-ms"]
     # the output options (format_option), and the concurrency a what-if asks about (a plan's is solved for)
     assert sorted(set(cap) - shared) == ["columns", "concurrency", "format", "wide"]
     # a plan's own: its mix and notes, and what `plan optimize` may change in it (allowance_options)

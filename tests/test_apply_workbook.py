@@ -324,3 +324,44 @@ def test_every_sheet_apply_reads_has_its_inputs_recorded():
 
     assert sorted(ed.sheet for ed in EDITABLE) == sorted(STATE_SHEETS) == [
         "Demand", "Fleet", "GPUs", "Plan detail", "Workload"]
+
+
+def test_targets_finance_types_come_back_and_bind(kv, engine, tmp_path):
+    """Finance gives the chat plan 1,000/500-token requests and a 15 ms TPOT target on Plan detail, and the
+    mixed plan's classes their lengths and chat a target on Workload: apply writes them through `plan set`, and
+    the chat plan's replica serves 63 users, not the 268.85 its pool holds (tests/test_plan_latency.py works it)."""
+    book = _workbook(kv, tmp_path)
+    cells = {("Plan detail", ("chat-llama3-8b",), "input_tokens"): 1000,
+             ("Plan detail", ("chat-llama3-8b",), "output_tokens"): 500,
+             ("Plan detail", ("chat-llama3-8b",), "tpot_target_ms"): 15,
+             ("Workload", ("mixed-llama3-8b", "chat"), "class_input_tokens"): 1000,
+             ("Workload", ("mixed-llama3-8b", "chat"), "class_output_tokens"): 500,
+             ("Workload", ("mixed-llama3-8b", "chat"), "class_tpot_target_ms"): 15,
+             ("Workload", ("mixed-llama3-8b", "documents"), "class_input_tokens"): 12000,
+             ("Workload", ("mixed-llama3-8b", "documents"), "class_output_tokens"): 1000}
+    _edit(book, tmp_path / "edited.xlsx", typed_over=False, cells=cells)
+    out = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4").stdout.splitlines()
+    assert "~ plan chat-llama3-8b tpot_target_ms: (blank) -> 15" in out, out
+    assert out[-1] == "applied 14 change(s) in one transaction"
+    with engine.connect() as conn:
+        q = lambda sql: conn.execute(text(sql)).all()  # noqa: E731
+        assert q("SELECT input_tokens, output_tokens, tpot_target_ms, ttft_target_ms FROM plan"
+                 " WHERE name = 'chat-llama3-8b'") == [(1000, 500, 15.0, None)]
+        assert q("SELECT users_per_replica, users_binding_constraint FROM plan_capacity"
+                 " WHERE plan = 'chat-llama3-8b'") == [(63, "latency")]
+        assert q("SELECT wc.name, wc.input_tokens, wc.output_tokens, wc.tpot_target_ms FROM workload_class wc"
+                 " JOIN plan p ON p.id = wc.plan_id WHERE p.name = 'mixed-llama3-8b' ORDER BY wc.id") == [
+            ("chat", 1000, 500, 15.0), ("documents", 12000, 1000, None)]
+
+
+def test_a_negative_target_in_the_workbook_is_refused_naming_its_cell(kv, state, tmp_path):
+    book = _workbook(kv, tmp_path)
+    cells = {("Plan detail", ("chat-llama3-8b",), "input_tokens"): 1000,
+             ("Plan detail", ("chat-llama3-8b",), "output_tokens"): 500,
+             ("Plan detail", ("chat-llama3-8b",), "tpot_target_ms"): -1}
+    _edit(book, tmp_path / "edited.xlsx", typed_over=False, cells=cells)
+    before = state()
+    result = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4", ok=False)
+    assert result.exit_code != 0
+    assert "Plan detail!" in result.output and "--tpot-ms must be more than 0" in result.output
+    assert state() == before

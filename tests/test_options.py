@@ -47,12 +47,13 @@ def test_capacity_and_plan_add_share_the_deployment_options():
 
     cap, plan = options(capacity_cmd), options(plan_add)
     shared = set(cap) & set(plan)
-    assert len(shared) == 23
+    assert len(shared) == 27
+    # a plan's latency options say what its targets do to its users (plan_latency_options)
     assert sorted(n for n in shared if cap[n].help != plan[n].help) == [
-        "context", "gpu", "kv-cache-memory", "kv-dtype", "model", "reserve", "tp"]
-    # the output options (format_option), and the latency workload a what-if asks about (latency_options)
-    assert sorted(set(cap) - shared) == ["columns", "concurrency", "format", "input-tokens", "output-tokens",
-                                         "tpot-ms", "ttft-ms", "wide"]
+        "context", "gpu", "input-tokens", "kv-cache-memory", "kv-dtype", "model", "output-tokens", "reserve",
+        "tp", "tpot-ms"]
+    # the output options (format_option), and the concurrency a what-if asks about (a plan's is solved for)
+    assert sorted(set(cap) - shared) == ["columns", "concurrency", "format", "wide"]
     # a plan's own: its mix and notes, and what `plan optimize` may change in it (allowance_options)
     assert sorted(set(plan) - shared) == ["allow-gpus", "allow-kv-dtypes", "avg-tokens", "notes", "workload"]
     assert cap["pp"].help == plan["pp"].help == "Pipeline-parallel size."

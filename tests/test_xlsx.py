@@ -68,6 +68,8 @@ CLASSES = [
     ("qwen235-h100-tp8", "chat", 1500, 0.8), ("qwen235-h100-tp8", EVIL[1], 30000, 0.2),
     (EVIL[3], "short", 100, 3.0), (EVIL[3], "long", 100000, 1.0),  # gpt-oss: beyond its 128-token window
 ]
+# Workload classes' latency: plan, class, (input tokens, output tokens, tpot target ms or None).
+CLASS_LATENCY = [("qwen235-h100-tp8", "chat", (1000, 500, 40.0)), ("qwen235-h100-tp8", EVIL[1], (20000, 2000, None))]
 DEMAND = [
     ("llama8b-h100-128k", "2026Q3", 100), ("llama8b-h100-128k", "2026Q4", 250),
     ("qwen235-h100-tp8", "2026Q4", 40), ("qwen235-h100-tp?", "2026Q4", 7),
@@ -110,6 +112,14 @@ def _insert_test_data(conn) -> None:
     for plan, name, tokens, share in CLASSES:
         conn.execute(text("INSERT INTO workload_class (plan_id, name, avg_tokens, share) VALUES"
                           " ((SELECT id FROM plan WHERE name = :p), :n, :t, :s)"), dict(p=plan, n=name, t=tokens, s=share))
+    # Latency targets: the 8B plan's 12 ms per output token binds (14 users a replica, its pool holds 55.41);
+    # the tp8 plan's classes carry lengths, chat a 40 ms target.
+    conn.execute(text("UPDATE plan SET input_tokens = 4096, output_tokens = 1024, tpot_target_ms = 12,"
+                      " ttft_target_ms = 3000 WHERE name = 'llama8b-h100-128k'"))
+    for plan, name, lengths in CLASS_LATENCY:
+        conn.execute(text("UPDATE workload_class SET input_tokens = :i, output_tokens = :o, tpot_target_ms = :t"
+                          " WHERE plan_id = (SELECT id FROM plan WHERE name = :p) AND name = :n"),
+                     dict(p=plan, n=name, i=lengths[0], o=lengths[1], t=lengths[2]))
     for gpu, quarter, owned, reserved, price in FLEET:
         conn.execute(text("INSERT INTO fleet (gpu_id, quarter, gpus_owned, gpus_reserved, reserved_price_per_hour)"
                           " VALUES ((SELECT id FROM gpu WHERE name = :g), :q, :o, :r, :p)"),
@@ -123,6 +133,8 @@ FLEET = [("H100-SXM", "2026Q3", 40, 0, None), ("H200", "2026Q4", 10, 2, 3.5), ("
 # The same edits, made by finance in the workbook and by us in the registry.
 def _edit_registry(conn) -> None:
     conn.execute(text("UPDATE plan SET reserve = 0.20 WHERE name = 'llama8b-h100-128k'"))
+    # finance loosens the 8B plan's target: memory binds again
+    conn.execute(text("UPDATE plan SET tpot_target_ms = 30 WHERE name = 'llama8b-h100-128k'"))
     conn.execute(text("UPDATE demand SET users = users * 2 WHERE quarter = '2026Q4'"))
     conn.execute(text(f"UPDATE gpu SET memory_bytes = {94 * GIB} WHERE name = 'H100-SXM'"))
     conn.execute(text("UPDATE gpu SET price_per_hour = 4.0 WHERE name = 'H200'"))
@@ -137,6 +149,7 @@ def _edit_workbook(src: Path, dst: Path) -> None:
 
     wb = load_workbook(src)
     _cell(wb["Plan detail"], "llama8b-h100-128k", "reserve").value = 0.20
+    _cell(wb["Plan detail"], "llama8b-h100-128k", "tpot_target_ms").value = 30
     demand = wb["Demand"]
     users = _col(demand, "users")
     for r in _data_rows(demand):
@@ -569,14 +582,16 @@ def test_every_figure_is_a_formula_and_every_input_a_value(written):
     wb = load_workbook(written)
     plans = wb["Plan detail"]
     names = [c.value for c in plans[2]]
-    # every figure but the latency ones, which read a workload the sheet has no columns for yet
-    latency = {n for n in GRAIN["plan_capacity"].figures() if dependencies(n) & set(inputs_of("workload"))}
-    assert latency and latency <= {n for n in FIGURES if n.startswith(("latency", "decode_", "prefill", "tpot",
-                                                                      "ttft", "output_tokens", "total_tokens",
-                                                                      "slot_", "request_", "max_concurrency_within",
-                                                                      "binding", "attention_flops"))}
-    assert set(GRAIN["plan_capacity"].figures()) - latency <= set(names)
-    assert not latency & set(names)
+    # every figure but those at a concurrency (a plan's requests in flight are what its figures solve for, so the
+    # sheet has no concurrency column); the limits a target sets and the users served within it are there
+    at_concurrency = {n for n in GRAIN["plan_capacity"].figures() if "concurrency" in dependencies(n)}
+    assert at_concurrency == {"latency_batch_sequences", "decode_step_s", "tpot_s", "ttft_queue_fraction",
+                              "ttft_running_s", "request_running_s", "slot_wait_s", "ttft_ms", "tpot_ms",
+                              "request_latency_s", "output_tokens_per_s_per_gpu", "total_tokens_per_s_per_gpu"}
+    assert set(GRAIN["plan_capacity"].figures()) - at_concurrency <= set(names)
+    assert not at_concurrency & set(names)
+    assert {"tpot_concurrency_limit", "latency_concurrency_limit", "users_per_replica", "users_binding_constraint",
+            "input_tokens", "tpot_target_ms"} <= set(names) and "concurrency" not in names
     assert names[:15] == ["plan", "model", "gpu", "tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype",
                           "weight_dtype", "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_gib_input",
                           "kv_cache_memory_bytes", "block_size"]
@@ -852,7 +867,9 @@ def test_seeded_workbook_prints_on_12_pages_at_8_pt_or_more(backend, printed, re
         prices = {c.column for c in forms["Summary"][5] if c.value in (
             "unit_price", "price_per_hour", "order_by", "order_by_whole_nodes", "order_by_index",
             "order_by_index_whole_nodes")}
-        blank_ok = {reason} if sheet == "Plans" else prices
+        # and a plan without a latency target names no binding constraint
+        binding = _col(forms["Plans"], "users_binding_constraint")
+        blank_ok = {reason, binding} if sheet == "Plans" else prices
         cells = [(c.row, c.column) for row in forms[sheet].iter_rows() for c in row if c.data_type == "f"]
         assert len(cells) > 50
         empty = [(r, c) for r, c in cells if c not in blank_ok and vals[sheet].cell(r, c).value in (None, "")]
@@ -870,12 +887,18 @@ def test_hand_worked_cells(recalculated):
     pool = 80 * GIB * (1 - 0.12) - 8_050_000_000 * 2  # usable - bf16 weights = 59,491,424,409.6 B
     assert _cell(plans, "llama8b-h100-128k", "kv_bytes_per_sequence_per_gpu").value == sequence == 16 * GIB
     assert _cell(plans, "llama8b-h100-128k", "max_concurrency").value == pytest.approx(pool / sequence)  # 3.46
-    # 250 users of 8,192 tokens: 55.4 per replica -> ceil(250 / 55.4) = 5 GPUs at 2.5 USD/h x 730 h.
+    # 250 users of 8,192 tokens: the pool holds 55.4 per replica, ceil(250 / 55.4) = 5 GPUs; but its 12 ms TPOT
+    # target (4,096/1,024-token requests) lets a replica run 14 (tests/test_plan_latency.py works the like by
+    # hand): latency binds, ceil(250 / 14) = 18 GPUs at 2.5 USD/h x 730 h.
     assert pool / (per_token * 8192) == pytest.approx(55.4057, rel=1e-5)
+    assert _cell(plans, "llama8b-h100-128k", "workload_concurrency").value == pytest.approx(55.4057, rel=1e-5)
+    assert _cell(plans, "llama8b-h100-128k", "latency_concurrency_limit").value == 14
+    assert _cell(plans, "llama8b-h100-128k", "users_per_replica").value == 14
+    assert _cell(plans, "llama8b-h100-128k", "users_binding_constraint").value == "latency"
     rows = [r for r in _data_rows(demand) if demand.cell(r, 1).value == "llama8b-h100-128k"]
     q4 = [r for r in rows if demand.cell(r, 2).value == "2026Q4"][0]
-    assert demand.cell(q4, _col(demand, "gpus_needed")).value == 5
-    assert demand.cell(q4, _col(demand, "cost_per_month")).value == 5 * 2.5 * 730 == 9125
+    assert demand.cell(q4, _col(demand, "gpus_needed")).value == 18 == math.ceil(250 / 14)
+    assert demand.cell(q4, _col(demand, "cost_per_month")).value == 18 * 2.5 * 730 == 32850
     # Qwen3-Next's 36 DeltaNet layers x 548,864 state elements x 2 bytes (SPEC errata).
     assert _cell(plans, "qwen-next-h200-tp4", "state_bytes_per_sequence").value == 36 * 548864 * 2 == 39518208
     assert _cell(plans, "llama70b-h100-tp1", "fits").value == 0

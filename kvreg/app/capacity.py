@@ -136,7 +136,8 @@ def question_columns(q: Question, table: bool = False) -> list[str]:
                    slo=q.tpot_target_ms is not None or q.ttft_target_ms is not None)
 
 
-def _positive_whole(value, option: str) -> int | None:
+def positive_whole(value, option: str) -> int | None:
+    """A whole number of at least 1 as typed (tokens may be written 8k), or None; else a one-line error naming `option`."""
     if value is None:
         return None
     try:
@@ -149,7 +150,8 @@ def _positive_whole(value, option: str) -> int | None:
     return number
 
 
-def _positive_ms(value, option: str) -> float | None:
+def positive_ms(value, option: str) -> float | None:
+    """Milliseconds above 0 (and at most the targets' maximum) as typed, or None; else a one-line error."""
     if value is None:
         return None
     try:
@@ -166,10 +168,10 @@ def latency_from_options(input_tokens=None, output_tokens=None, concurrency=None
                          ttft_ms=None) -> dict:
     """The workload fields of a Question from the latency options as typed: request lengths go together, and a
     concurrency or a target needs them."""
-    out = dict(input_tokens=_positive_whole(input_tokens, "--input-tokens"),
-               output_tokens=_positive_whole(output_tokens, "--output-tokens"),
-               concurrency=_positive_whole(concurrency, "--concurrency"),
-               tpot_target_ms=_positive_ms(tpot_ms, "--tpot-ms"), ttft_target_ms=_positive_ms(ttft_ms, "--ttft-ms"))
+    out = dict(input_tokens=positive_whole(input_tokens, "--input-tokens"),
+               output_tokens=positive_whole(output_tokens, "--output-tokens"),
+               concurrency=positive_whole(concurrency, "--concurrency"),
+               tpot_target_ms=positive_ms(tpot_ms, "--tpot-ms"), ttft_target_ms=positive_ms(ttft_ms, "--ttft-ms"))
     lengths = (out["input_tokens"], out["output_tokens"])
     if (lengths[0] is None) != (lengths[1] is None):
         raise KvregError("--input-tokens and --output-tokens go together: give both (1024 and 1024, say)")

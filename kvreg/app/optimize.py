@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 
 from kvreg.app.capacity import valid_tps
-from kvreg.app.plans import SPEC_DEFAULTS, allowed_names, check_allowed, evaluate, set_plan
+from kvreg.app.plans import LATENCY_FIELDS, SPEC_DEFAULTS, allowed_names, check_allowed, evaluate, set_plan
 from kvreg.app.registry import dtype_names, get_gpu
 from kvreg.core.errors import KvregError
 from kvreg.db.read import list_gpus, rollup, runner, schedule_horizon
@@ -98,8 +98,8 @@ def _plan_rows(conn, plans: list[str]) -> dict[str, dict]:
                                            " JOIN gpu g ON g.id = p.gpu_id JOIN model m ON m.id = p.model_id")
             if r["name"] in set(plans)}
     mix: dict = {}
-    for c in run.rows("SELECT plan_id, name, avg_tokens, share FROM workload_class ORDER BY id"):
-        mix.setdefault(c["plan_id"], []).append({"name": c["name"], "avg_tokens": c["avg_tokens"], "share": c["share"]})
+    for c in run.rows("SELECT * FROM workload_class ORDER BY id"):
+        mix.setdefault(c["plan_id"], []).append({k: c[k] for k in ("name", "avg_tokens", "share", *LATENCY_FIELDS)})
     for r in rows.values():
         r["workload"] = mix.get(r["id"], [])
     return rows
@@ -124,7 +124,8 @@ def _candidates(conn, plans: list[str], allow_gpus, allow_kv_dtypes) -> dict[str
     keys = []
     for name in plans:
         row = stored[name]
-        base = {k: row[k] for k in SPEC_DEFAULTS if k != "tp"}
+        # the latency workload too: a candidate serves the users its targets allow (users_per_replica)
+        base = {k: row[k] for k in (*SPEC_DEFAULTS, *LATENCY_FIELDS) if k != "tp"}
         base.update(model_id=row["model_id"], notes="", workload=row["workload"])
         layout = (row["model_name"], row["gpus_per_node"], row["pp"])
         if layout not in tps_of:

@@ -157,10 +157,12 @@ def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True
         opts += [
             click.option("--avg-tokens", help="Average tokens a request holds (prompt + output); default: the context"
                          + ("." if defaults else "; none clears it.")),
-            click.option("--workload", multiple=True, metavar="CLASS=TOKENS:SHARE",
+            click.option("--workload", multiple=True, metavar="CLASS=TOKENS:SHARE[:IN/OUT[:TPOT/TTFT]]",
                          help="A request class of a workload mix, repeatable: --workload chat=1500:0.8 --workload "
                          "docs=13000:0.2 (or both comma-separated in one). Shares are relative weights (80% works); "
-                         "replaces --avg-tokens" + ("." if defaults else "; none clears the mix.")),
+                         "replaces --avg-tokens. Optional: the class's prompt/output tokens and its tpot/ttft targets "
+                         "in ms (- for none): chat=1500:0.8:1000/500:50/2000"
+                         + ("." if defaults else "; none clears the mix.")),
         ]
     opts += [
         reserve,
@@ -200,6 +202,26 @@ def latency_options():
                      " binding_constraint (memory or latency)."),
         click.option("--ttft-ms", help="Target time to first token in ms (as --tpot-ms)."),
     ]
+    return _all(opts)
+
+
+def plan_latency_options(*, defaults: bool):
+    """A plan's latency workload (`plan add`, `plan set`): request lengths and targets. No concurrency: a plan's
+    users per replica are what its figures solve for, the smaller of the memory and the latency limits."""
+    clears = "" if defaults else "; none clears it"
+    opts = [
+        click.option("--input-tokens", help="Prompt tokens of the plan's requests (1024, 8k), for its latency"
+                     f" targets{clears}."),
+        click.option("--output-tokens", help=f"Tokens each of its requests generates; goes with --input-tokens{clears}."),
+        click.option("--tpot-ms", help="Target time per output token in ms: a replica serves at most the users it"
+                     f" runs within it (users_per_replica; users_binding_constraint says memory or latency){clears}."),
+        click.option("--ttft-ms", help=f"Target time to first token in ms (as --tpot-ms){clears}."),
+    ]
+    return _all(opts)
+
+
+def _all(opts: list):
+    """One decorator applying `opts` in order."""
 
     def decorate(fn):
         for opt in reversed(opts):
@@ -221,7 +243,13 @@ def capacity_options(fn):
     return _capacity_deployment(_capacity_latency(fn))
 
 
-plan_add_options = deployment_options(defaults=True)
+_plan_deployment = deployment_options(defaults=True)
+_plan_latency = plan_latency_options(defaults=True)
+
+
+def plan_add_options(fn):
+    """`kvreg plan add`'s options: the deployment's, then its latency workload's."""
+    return _plan_deployment(_plan_latency(fn))
 
 
 def request_command(name: str, options, arguments: tuple[str, ...] = ()) -> click.Command:

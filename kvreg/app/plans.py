@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from kvreg.app.calibrate import (FORMAT_RELEASE, at_limiting_stage, device_gpu, logged_release, measured_terms,
                              resolve_model, sglang_in_use, untagged_note)
 from kvreg.app.capacity import (check_dp_attention, check_layout, check_pp_layers, invalid_tp, parse_tp,
-                            valid_tps)
+                                positive_ms, positive_whole, valid_tps)
 from kvreg.app.registry import check_dtype, check_input, check_int, check_name, check_text, get_gpu, get_model
 from kvreg.core.enginelog import GIB
 from kvreg.core.errors import AlreadyExists, KvregError
@@ -55,7 +55,13 @@ CALIBRATION_FIELDS = tuple(n for n in inputs_of("calibration") if n != "calibrat
 MEASURED_TERMS = ("weights_measured_bytes", "activation_bytes", "non_torch_bytes", "cuda_graph_bytes")
 MEASURED_BY = ("tp", "pp", "dp_attention", "weight_dtype", "max_num_batched_tokens", "max_num_seqs", "engine_version",
                "rule")
-SPEC_FIELDS = ["name", "model", "gpu", *SPEC_DEFAULTS]
+# The workload a plan's latency is held to (migration 0018's plan columns): request lengths and targets. Not the
+# concurrency: a plan's users per replica are what its figures solve for (users_per_replica), so the column stays
+# NULL. Changing them changes what the plan serves, not what the engine allocates: the calibration stays.
+LATENCY_FIELDS = ("input_tokens", "output_tokens", "tpot_target_ms", "ttft_target_ms")
+# The latency fields of a workload class (migration 0019), with the option text that names each in an error.
+CLASS_LATENCY_FIELDS = LATENCY_FIELDS
+SPEC_FIELDS = ["name", "model", "gpu", *SPEC_DEFAULTS, *LATENCY_FIELDS]
 
 # The quarter of an unsaved plan's one demand entry (evaluate): any quarter serves, its users hold in it.
 _WHATIF_QUARTER = "1970Q1"
@@ -155,10 +161,65 @@ def spec_from_options(opts: dict, *, partial: bool) -> dict:
         column = INPUTS[name].column
         if opts.get(column) is not None:
             spec[column] = None if INPUTS[name].nullable and _is_none(str(opts[column])) else opts[column]
+    spec.update(_latency_options(opts))
     if not partial:
         spec.setdefault("avg_tokens", None)
         spec.setdefault("kv_cache_memory_bytes", None)
     return spec
+
+
+def _latency_options(opts: dict) -> dict:
+    """--input-tokens, --output-tokens, --tpot-ms, --ttft-ms as given (none clears one), checked one by one;
+    validate_latency checks them together once merged with the stored plan."""
+    out = {}
+    for key, field, check in (("input_tokens", "input_tokens", positive_whole),
+                              ("output_tokens", "output_tokens", positive_whole),
+                              ("tpot_ms", "tpot_target_ms", positive_ms), ("ttft_ms", "ttft_target_ms", positive_ms)):
+        value = opts.get(key)
+        if value is not None:
+            out[field] = None if _is_none(str(value)) else check(value, "--" + key.replace("_", "-"))
+    return out
+
+
+_LATENCY_OPTIONS = {"input_tokens": ("--input-tokens", positive_whole), "output_tokens": ("--output-tokens", positive_whole),
+                    "tpot_target_ms": ("--tpot-ms", positive_ms), "ttft_target_ms": ("--ttft-ms", positive_ms)}
+
+
+def _checked_latency(values: dict, prefix: str = "") -> dict:
+    """The latency fields of a plan or a class (None: not given), each checked (a workbook gives them typed)."""
+    out = {}
+    for field, (option, check) in _LATENCY_OPTIONS.items():
+        value = values.get(field)
+        out[field] = None if value is None else check(value, prefix + option)
+    return out
+
+
+def validate_latency(row: dict, classes: list[dict]) -> None:
+    """A plan's latency workload as a whole: request lengths go together and fit the context, a target needs
+    lengths (the plan's or its classes'), and the classes give lengths all or none, not beside the plan's."""
+    lengths = (row.get("input_tokens"), row.get("output_tokens"))
+    if (lengths[0] is None) != (lengths[1] is None):
+        raise KvregError("--input-tokens and --output-tokens go together: give both (1024 and 1024, say), or none "
+                         "to clear both")
+    with_lengths = [c for c in classes if c.get("input_tokens") is not None]
+    if with_lengths and len(with_lengths) != len(classes):
+        raise KvregError(f"workload class {with_lengths[0]['name']!r} gives request lengths and "
+                         f"{next(c['name'] for c in classes if c.get('input_tokens') is None)!r} does not: give "
+                         "IN/OUT for every class or for none (the plan's --input-tokens then hold)")
+    if with_lengths and lengths[0] is not None:
+        raise KvregError("give --input-tokens/--output-tokens or the classes' lengths (--workload CLASS=TOKENS:SHARE"
+                         ":IN/OUT), not both: a mix's request is its classes' weighted mean")
+    for name, (i, o) in [("the plan", lengths)] + [(f"workload class {c['name']!r}", (c.get("input_tokens"),
+                                                                                    c.get("output_tokens")))
+                                                  for c in with_lengths]:
+        if i is not None and i + o > row["context_tokens"]:
+            raise KvregError(f"{name}'s requests hold {i:,} + {o:,} tokens, longer than the context "
+                             f"({row['context_tokens']:,} tokens, --context): raise --context or shorten them")
+    targets = [row.get("tpot_target_ms"), row.get("ttft_target_ms")]
+    targets += [c.get(k) for c in classes for k in ("tpot_target_ms", "ttft_target_ms")]
+    if any(t is not None for t in targets) and lengths[0] is None and not with_lengths:
+        raise KvregError("a latency target (--tpot-ms, --ttft-ms) needs the requests' lengths: add --input-tokens "
+                         "and --output-tokens")
 
 
 def _is_none(value: str) -> bool:
@@ -205,6 +266,7 @@ def validate_plan(conn, spec: dict, *, named: bool = True, users: int | None = N
         raise KvregError(f"--avg-tokens {s['avg_tokens']:,} is longer than the context ({s['context_tokens']:,} "
                          "tokens, --context): a request cannot hold more than max_model_len; lower one or raise --context")
     row = {k: s[k] for k in SPEC_DEFAULTS}
+    row.update(_checked_latency(s))
     row.update(model_id=m["id"], gpu_id=g["id"], notes=check_text(str(s.get("notes") or ""), "notes"))
     if auto and not choose_tp:
         row["tp"] = None
@@ -242,13 +304,16 @@ def validate_workload(classes, context_tokens: int, avg_tokens=None) -> list[dic
                 or not 0 < share <= MAX_SHARE):
             raise KvregError(f"share of workload class {name!r} must be a number above 0 and at most {MAX_SHARE:,.0f}"
                              f" (such as 0.8, 80% or 4), not {share!r}")
-        out.append({"name": name, "avg_tokens": tokens, "share": float(share)})
+        latency = _checked_latency(c, prefix=f"workload class {name!r}: ")
+        out.append({"name": name, "avg_tokens": tokens, "share": float(share), **latency})
     return out
 
 
 def parse_workload(values) -> list[dict]:
     """--workload chat=1500:0.8 (repeated, or comma-separated) -> [{"class", "avg_tokens", "share"}, ...];
-    a single none -> [] (no mix). Tokens take the --context units (13K); a share may be a percentage."""
+    a single none -> [] (no mix). Tokens take the --context units (13K); a share may be a percentage.
+    Two optional parts give the class's latency workload: :IN/OUT, its requests' prompt and output tokens,
+    and :TPOT/TTFT, its targets in ms (- for none): chat=1500:0.8:1000/500:50/2000."""
     items = [part.strip() for v in values for part in str(v).split(",") if part.strip()]
     if len(items) == 1 and items[0].lower() == "none":
         return []
@@ -256,6 +321,8 @@ def parse_workload(values) -> list[dict]:
     for item in items:
         name, eq, rest = item.rpartition("=")
         tokens, colon, share = rest.partition(":")
+        share, _, latency = share.partition(":")
+        lengths, _, targets = latency.partition(":")
         if not eq or not colon or not name.strip():
             raise KvregError(f"--workload {item!r} is not understood: write CLASS=TOKENS:SHARE, such as chat=1500:0.8")
         share = share.strip()
@@ -263,15 +330,29 @@ def parse_workload(values) -> list[dict]:
             value = float(share[:-1]) / 100 if share.endswith("%") else float(share)
         except ValueError:
             raise KvregError(f"--workload {item!r}: share {share!r} is not a number (0.8 or 80%)") from None
-        out.append({"class": name.strip(), "avg_tokens": parse_tokens(tokens.strip()), "share": value})
+        c = {"class": name.strip(), "avg_tokens": parse_tokens(tokens.strip()), "share": value}
+        for part, keys, example in ((lengths, ("input_tokens", "output_tokens"), "1000/500"),
+                                    (targets, ("tpot_target_ms", "ttft_target_ms"), "50/2000 or 50/-")):
+            if not part.strip() or part.strip() == "-":
+                continue
+            first, slash, second = part.partition("/")
+            if not slash:
+                raise KvregError(f"--workload {item!r}: {part!r} is not understood: write two values with a slash, "
+                                 f"such as {example}")
+            for key, text_ in zip(keys, (first.strip(), second.strip())):
+                if text_ and text_ != "-":
+                    c[key] = text_
+        out.append(c)
     return out
 
 
 def get_workload(conn, plan_id: int) -> list[dict]:
     """A plan's workload classes as a spec list (empty: no mix), in the order they were given."""
-    rows = conn.execute(select(WorkloadClass.name, WorkloadClass.avg_tokens, WorkloadClass.share)
+    rows = conn.execute(select(WorkloadClass.name, WorkloadClass.avg_tokens, WorkloadClass.share,
+                               *[getattr(WorkloadClass, k) for k in CLASS_LATENCY_FIELDS])
                         .where(WorkloadClass.plan_id == plan_id).order_by(WorkloadClass.id)).all()
-    return [{"class": n, "avg_tokens": t, "share": sh} for n, t, sh in rows]
+    return [{"class": n, "avg_tokens": t, "share": sh, **dict(zip(CLASS_LATENCY_FIELDS, rest))}
+            for n, t, sh, *rest in rows]
 
 
 def write_workload(conn, plan_id: int, classes: list[dict]) -> None:
@@ -344,6 +425,7 @@ def add_plan(conn, spec: dict) -> dict:
     row = validate_plan(conn, spec)
     row.update(validate_allowances(conn, spec))
     classes = validate_workload(spec.get("workload"), row["context_tokens"], row["avg_tokens"])
+    validate_latency(row, classes)
     if conn.execute(select(Plan.id).where(Plan.name == row["name"])).first() is not None:
         raise _exists(row["name"])
     try:
@@ -388,6 +470,7 @@ def set_plan(conn, name: str, changes: dict) -> dict:
     peak = conn.execute(select(func.max(Demand.users)).where(Demand.plan_id == get_plan(conn, name)["id"])).scalar()
     row = validate_plan(conn, spec, users=peak)
     classes = validate_workload(spec.get("workload"), row["context_tokens"], row["avg_tokens"])
+    validate_latency(row, classes)
     if new_name != name and conn.execute(select(Plan.id).where(Plan.name == new_name)).first() is not None:
         raise _exists(new_name)
     settings = [k for k in SPEC_DEFAULTS if k not in ("notes", "avg_tokens")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from kvreg.app.options import deployment_options, plan_add_options
+from kvreg.app.options import deployment_options, plan_add_options, plan_latency_options
 from kvreg.cli.common import emit, emit_record, format_option, open_db, read, render, user_errors
 
 LIST_TABLE_COLUMNS = ["plan", "rule", "model", "gpu", "tp", "pp", "gpus_per_node", "context_tokens", "workload_tokens",
@@ -24,6 +24,22 @@ SHOW_KEY_COLUMNS = ["plan", "model", "gpu", "rule", "tp", "pp", "dp_attention", 
                     "context_within_claim", "fits", "reason", "allow_gpus", "allow_kv_dtypes"]
 CLASS_TABLE_COLUMNS = ["plan", "workload_class", "class_tokens", "share", "class_kv_bytes_per_request_per_gpu",
                        "class_concurrency"]
+# A plan with a latency target: its targets, the users a replica runs within them and what binds, printed after
+# workload_concurrency (the memory limit) when any plan shown has one.
+LATENCY_TABLE_COLUMNS = ["tpot_target_ms", "ttft_target_ms", "users_per_replica", "users_binding_constraint"]
+LATENCY_SHOW_COLUMNS = ["input_tokens", "output_tokens", "workload_input_tokens", "workload_output_tokens",
+                        "workload_tpot_target_ms", "workload_ttft_target_ms", "tpot_concurrency_limit",
+                        "ttft_concurrency_limit", "latency_concurrency_limit", "users_per_replica",
+                        "users_binding_constraint"]
+CLASS_LATENCY_COLUMNS = ["class_input_tokens", "class_output_tokens", "class_tpot_target_ms", "class_ttft_target_ms"]
+
+
+def _with_latency(columns: list[str], rows: list[dict], extra: list[str]) -> list[str]:
+    """`columns` with `extra` after workload_concurrency when a row has a latency target (else as they are)."""
+    if not any(r.get("users_binding_constraint") for r in rows):
+        return columns
+    at = columns.index("workload_concurrency") + 1
+    return columns[:at] + [c for c in extra if c not in columns] + columns[at:]
 CALIBRATION_COLUMNS = ["plan", "rule", "measured_engine_version", "kv_cache_tokens", "kv_pool_tokens",
                        "measured_kv_cache_tokens", "kv_cache_tokens_error_fraction", "sequences_per_rank",
                        "measured_max_concurrency", "max_concurrency_error_fraction"]
@@ -73,7 +89,16 @@ def _allowances(opts: dict) -> dict:
 
 
 def _fit_note(row: dict) -> str:
-    return "" if row["fits"] else f"; it does not fit: {row['reason']}"
+    if not row["fits"]:
+        return f"; it does not fit: {row['reason']}"
+    if row.get("users_binding_constraint") == "latency" and not row["users_per_replica"]:
+        return ("; no replica meets its latency target even with one request: its demand gets no GPUs until the "
+                "target is loosened or the deployment changed (plan show: tpot_concurrency_limit, "
+                "ttft_concurrency_limit)")
+    if row.get("users_binding_constraint") == "latency":
+        return (f"; its latency target binds: {row['users_per_replica']:,.0f} users a replica (its KV pool holds "
+                f"{row['workload_concurrency']:,.2f})")
+    return ""
 
 
 # --------------------------------------------------------------------------- plan
@@ -95,6 +120,13 @@ def plan_add(ctx, name, **opts):
 
     Example: kvreg plan add chat --model Llama-3-8B --gpu H100-SXM --gpus-per-node 1 --context 8K
     --avg-tokens 1500 --kv-cache-memory 53GB
+
+    With a latency target, a replica serves the smaller of what its KV pool holds and the requests it runs
+    within the target (users_per_replica); replicas and GPUs follow. A plan takes no --concurrency: that is
+    what its figures solve for.
+
+    Example: kvreg plan add chat-slo --model Llama-3-8B --gpu H100-SXM --gpus-per-node 1 --context 8K
+    --avg-tokens 1500 --input-tokens 1000 --output-tokens 500 --tpot-ms 15 --ttft-ms 2000
     """
     from kvreg.app.plans import add_plan
 
@@ -112,6 +144,7 @@ def plan_add(ctx, name, **opts):
 @click.argument("name")
 @click.option("--rename", help="A new name for the plan.")
 @deployment_options(defaults=False)
+@plan_latency_options(defaults=False)
 @allowance_options
 @click.pass_context
 @user_errors
@@ -124,6 +157,10 @@ def plan_set(ctx, name, rename, **opts):
     Example: kvreg plan set chat --tp 2 --kv-dtype fp8
 
     Example: kvreg plan set chat --allow-gpus H100-SXM,H200 --allow-kv-dtypes bf16,fp8
+
+    Example: kvreg plan set chat --input-tokens 1000 --output-tokens 500 --tpot-ms 15
+
+    Example: kvreg plan set mixed --workload chat=1500:0.8:1000/500:15/2000,docs=13000:0.2:12000/1000
     """
     from kvreg.app.plans import set_plan
 
@@ -193,11 +230,14 @@ def plan_calibrate(ctx, name, log_path, kv_cache_tokens, max_concurrency, engine
 @click.pass_context
 @user_errors
 def plan_list(ctx, fmt):
-    """Every plan with its deployment figures (the plan_capacity view); json and csv carry every column."""
+    """Every plan with its deployment figures (the plan_capacity view); json and csv carry every column.
+    When a plan has a latency target, the table adds the targets, users_per_replica and
+    users_binding_constraint (memory or latency) after workload_concurrency."""
     from kvreg.db.read import list_plans
 
     rows = read(ctx, list_plans)
-    emit(rows, fmt, LIST_TABLE_COLUMNS if fmt == "table" else None, keys=LIST_KEYS)
+    emit(rows, fmt, _with_latency(LIST_TABLE_COLUMNS, rows, LATENCY_TABLE_COLUMNS) if fmt == "table" else None,
+         keys=LIST_KEYS)
 
 
 @plan_group.command("show")
@@ -212,7 +252,9 @@ def plan_show(ctx, name, quarter, show_all, fmt):
     """One plan per quarter of demand: users, replicas, GPUs, cost (plan_quarter), then the plan's figures.
 
     With no demand, the plan's key figures (its layout, KV per sequence, pool, concurrency, whether
-    it fits and why); --all prints every field.
+    it fits and why); --all prints every field. A plan with a latency target (--tpot-ms, --ttft-ms) also
+    shows the users a replica runs within it, users_per_replica (the smaller of that and the memory limit,
+    workload_concurrency), and users_binding_constraint: memory or latency.
     """
     from kvreg.db.read import show_plan
 
@@ -220,10 +262,11 @@ def plan_show(ctx, name, quarter, show_all, fmt):
     if fmt != "table":
         emit(rows, fmt)
     elif len(rows) == 1 and rows[0]["users"] is None:
-        keys = list(rows[0]) if show_all else [k for k in SHOW_KEY_COLUMNS if k in rows[0]]
+        shown = _with_latency(SHOW_KEY_COLUMNS, rows, LATENCY_SHOW_COLUMNS)
+        keys = list(rows[0]) if show_all else [k for k in shown if k in rows[0]]
         emit_record({k: rows[0][k] for k in keys if rows[0][k] is not None or k == "reason"}, fmt)
     else:
-        emit(rows, fmt, QUARTER_TABLE_COLUMNS)
+        emit(rows, fmt, _with_latency(QUARTER_TABLE_COLUMNS, rows, ["users_per_replica", "users_binding_constraint"]))
 
 
 @plan_group.command("workload")
@@ -245,7 +288,8 @@ def plan_workload(ctx, name, fmt):
     if not rows and fmt == "table":
         raise KvregError(f"plan {name!r} has no workload mix: give one with "
                          f"`kvreg plan set {name} --workload CLASS=TOKENS:SHARE ...`")
-    emit(rows, fmt, CLASS_TABLE_COLUMNS if fmt == "table" else None)
+    with_latency = any(r.get(c) is not None for r in rows for c in CLASS_LATENCY_COLUMNS)
+    emit(rows, fmt, (CLASS_TABLE_COLUMNS + CLASS_LATENCY_COLUMNS * with_latency) if fmt == "table" else None)
 
 
 @plan_group.command("remove")

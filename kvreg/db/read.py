@@ -248,8 +248,10 @@ def declared_rows(conn) -> dict[str, list[dict]]:
 PLAN_KEYS = ["name", "model", "gpu", "gpus_per_node", "tp", "pp", "dp_attention", "kv_dtype", "weight_dtype",
              "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", "rule",
              "gpu_memory_utilization", "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes",
-             "cuda_graph_bytes", "mem_fraction_static", "max_num_seqs", "notes", "allow_gpus", "allow_kv_dtypes",
-             "workload"]
+             "cuda_graph_bytes", "mem_fraction_static", "max_num_seqs", "input_tokens", "output_tokens",
+             "tpot_target_ms", "ttft_target_ms", "notes", "allow_gpus", "allow_kv_dtypes", "workload"]
+# A workload class in a declaration file: its tokens and share, then its latency workload (absent: NULL).
+CLASS_KEYS = ["name", "avg_tokens", "share", "input_tokens", "output_tokens", "tpot_target_ms", "ttft_target_ms"]
 DEMAND_KEYS = ["plan", "quarter", "users"]
 FLEET_KEYS = ["gpu", "quarter", "gpus_owned", "gpus_reserved", "reserved_price_per_hour"]
 
@@ -261,9 +263,8 @@ def declared_plans(conn) -> dict[str, dict]:
     sql = ("SELECT p.id AS plan_id, m.name AS model, g.name AS gpu, " + ", ".join(f"p.{c} AS {c}" for c in cols)
            + " FROM plan p JOIN model m ON m.id = p.model_id JOIN gpu g ON g.id = p.gpu_id")
     classes: dict[int, list[dict]] = {}
-    for c in runner(conn).rows("SELECT plan_id, name, avg_tokens, share FROM workload_class ORDER BY id"):
-        classes.setdefault(c["plan_id"], []).append({"name": c["name"], "avg_tokens": c["avg_tokens"],
-                                                     "share": c["share"]})
+    for c in runner(conn).rows(f"SELECT plan_id, {', '.join(CLASS_KEYS)} FROM workload_class ORDER BY id"):
+        classes.setdefault(c["plan_id"], []).append({k: c[k] for k in CLASS_KEYS})
     out = {}
     for r in runner(conn).rows(sql):
         out[r["name"]] = {**{k: r[k] for k in PLAN_KEYS if k != "workload"}, "workload": classes.get(r["plan_id"], [])}
@@ -352,7 +353,20 @@ def get_plan(conn, name: str) -> dict:
 
 def format_workload(classes: list[dict]) -> str:
     """A mix as the --workload options write it: chat=1500:0.8,docs=13000:0.2 ('' without classes)."""
-    return ",".join(f"{c['class']}={c['avg_tokens']}:{_share_text(c['share'])}" for c in classes)
+    return ",".join(f"{c['class']}={c['avg_tokens']}:{_share_text(c['share'])}{_class_latency_text(c)}"
+                    for c in classes)
+
+
+def _class_latency_text(c: dict) -> str:
+    """A class's latency parts as --workload writes them: :IN/OUT[:TPOT/TTFT] ('' without them; - for none)."""
+    def pair(a, b):
+        return "/".join("-" if v is None else _share_text(v) for v in (c.get(a), c.get(b)))
+
+    targets = c.get("tpot_target_ms") is not None or c.get("ttft_target_ms") is not None
+    if c.get("input_tokens") is None and not targets:
+        return ""
+    lengths = "-" if c.get("input_tokens") is None else pair("input_tokens", "output_tokens")
+    return f":{lengths}" + (f":{pair('tpot_target_ms', 'ttft_target_ms')}" if targets else "")
 
 
 def _share_text(share: float) -> str:
@@ -363,11 +377,12 @@ def _share_text(share: float) -> str:
 
 def workload_texts(conn) -> dict[int, str]:
     """plan id -> its mix in --workload form, for every plan with classes (one query)."""
-    rows = runner(conn).rows("SELECT plan_id, name, avg_tokens, share FROM workload_class ORDER BY plan_id, id")
+    rows = runner(conn).rows("SELECT plan_id, name, avg_tokens, share, input_tokens, output_tokens, tpot_target_ms,"
+                             " ttft_target_ms FROM workload_class ORDER BY plan_id, id")
     by_plan: dict[int, list[dict]] = {}
     for r in rows:
-        by_plan.setdefault(r["plan_id"], []).append({"class": r["name"], "avg_tokens": r["avg_tokens"],
-                                                     "share": r["share"]})
+        by_plan.setdefault(r["plan_id"], []).append({"class": r["name"], **{k: v for k, v in r.items()
+                                                                          if k not in ("plan_id", "name")}})
     return {pid: format_workload(cs) for pid, cs in by_plan.items()}
 
 

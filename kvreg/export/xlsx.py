@@ -86,7 +86,7 @@ DEFAULT_RESERVE_CELL = "Assumptions!$B$3"
 NOT_PRINTED = ("Plan detail", "Models", "GPUs", "Dtypes", "Context sweep")
 FUNCTIONS_USED = ("INDEX", "MATCH", "IF", "AND", "OR", "ISBLANK", "MIN", "MAX", "INT", "MOD", "FIXED",
                   "SUBSTITUTE", "SUMIFS", "COUNTIFS", "SUM", "LEFT", "RIGHT", "ROUND", "SEARCH", "ISNUMBER",
-                  "SUMPRODUCT")
+                  "SUMPRODUCT", "MINIFS")  # MINIFS: LibreOffice 5.2, Excel 2019 (a mix's strictest target)
 # Custom document properties naming the registry and quarter a workbook was written from: `kvreg apply`
 # refuses a workbook from another registry or quarter.
 PROP_REGISTRY, PROP_QUARTER, PROP_FORMAT = "kvreg_registry_id", "kvreg_quarter", "kvreg_workbook"
@@ -114,6 +114,9 @@ _KV_INPUTS = set(inputs_of("kv_dtype"))
 # dtypes a deployment names after its layout (TP, PP, DP-attention, GPUs per node).
 _DEPLOYMENT = inputs_of("deployment")
 _WORKLOAD = set(inputs_of("workload"))
+# A plan's latency workload as Plan detail's input columns: its request lengths and targets. Not the concurrency,
+# which a plan's figures solve for (users_per_replica): the figures at a given concurrency (tpot_ms, ...) stay out.
+_PLAN_WORKLOAD = [n for n in inputs_of("workload") if n != "concurrency"]
 _AFTER_LAYOUT = _DEPLOYMENT.index("gpus_per_node") + 1
 _SETTINGS = [*_DEPLOYMENT[:_AFTER_LAYOUT], "kv_dtype", "weight_dtype", *_DEPLOYMENT[_AFTER_LAYOUT:]]
 # What an engine printed for a plan (plans only), in sheet order: compared with the figures by the
@@ -413,10 +416,10 @@ class _References:
         return self.dtype.get(dtype, {}).get(column)
 
 
-def _without_workload(order: list[str]) -> list[str]:
-    """The figures of `order` (each after those it refers to) that read no workload input, directly or
-    through another figure: one pass, each figure's direct names only."""
-    reads: set[str] = set(_WORKLOAD)
+def _without_workload(order: list[str], inputs: set[str] = _WORKLOAD) -> list[str]:
+    """The figures of `order` (each after those it refers to) that read none of `inputs` (the workload's),
+    directly or through another figure: one pass, each figure's direct names only."""
+    reads: set[str] = set(inputs)
     for name in order:
         stack = [FIGURES[name].expr]
         while stack:
@@ -442,6 +445,8 @@ def _deployment_sheet(book: Book, ws, grain_name: str, rows: list[dict], refs: _
     t.add(input_column("model", meaning="model (from the Models sheet)", validation=refs.model_list, width=22))
     t.add(input_column("gpu", meaning="GPU type (from the GPUs sheet)", validation=refs.gpu_list, width=14))
     settings = _SETTINGS + [m for m in _MEASURED if m in grain.columns]
+    if key:  # a plan: its latency workload, which finance may edit (the users a replica serves follow)
+        settings += _PLAN_WORKLOAD
     if not key:  # the sweep leads with its axes
         settings = ["context_tokens"] + [s for s in settings if s != "context_tokens"]
     cells: dict[str, str] = {}
@@ -455,8 +460,9 @@ def _deployment_sheet(book: Book, ws, grain_name: str, rows: list[dict], refs: _
         t.add(input_column(name, validation=validation))
     cells.update({c.name: c.letter for c in t.columns if c.name not in cells})
 
-    # The latency figures read a workload (request lengths, concurrency, targets) the sheet has no columns for.
-    figures = _without_workload(figure_order(grain))
+    # The sweep has no workload columns: its latency figures stay out. A plan has its lengths and targets but no
+    # concurrency: the figures at a concurrency stay out, those it is solved for (users_per_replica) are in.
+    figures = _without_workload(figure_order(grain), {"concurrency"} if key else _WORKLOAD)
     needed = set(figure_references(figures)) | set(overrides)
     r = ROW
     m, g, d = refs.models, refs.gpus, refs.dtypes
@@ -514,7 +520,9 @@ def _sweep_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
 # --------------------------------------------------------------------------- workload classes
 
 # The Workload sheet's first columns, in order: the Plan detail sheet's SUMIFS read the weighted columns by letter.
-_WORKLOAD_LEAD = ["plan", "workload_class", "class_tokens", CLASS_WEIGHT] + [m.weighted for m in CLASS_MEANS]
+_WORKLOAD_LEAD = (["plan", "workload_class", *inputs_of("class")]
+                  + [m.weighted for m in CLASS_MEANS if m.weighted not in inputs_of("class")])
+assert _WORKLOAD_LEAD[:4] == ["plan", "workload_class", "class_tokens", CLASS_WEIGHT], _WORKLOAD_LEAD
 
 
 def _workload_range(name: str, rows: int) -> str:
@@ -527,6 +535,13 @@ def _mix_overrides(rows: int) -> dict[str, str]:
     """A plan's mix inputs (CLASS_MEANS, whose declaration spells the rule) over its rows of the
     Workload sheet; {key} is the plan's name cell."""
     return {m.name: m.excel(lambda name: _workload_range(name, rows), literal_key("{key}")) for m in CLASS_MEANS}
+
+
+# A class's latency inputs and the weighted lengths the plan's mix sums.
+_WORKLOAD_WIDTH = {"plan": 19, "workload_class": 14, "class_weighted_kv_bytes": 14,
+                   "class_kv_bytes_per_request_per_gpu": 14}
+_CLASS_LATENCY_COLUMNS = {"class_input_tokens", "class_output_tokens", "class_tpot_target_ms", "class_ttft_target_ms",
+                          "class_weighted_input_tokens", "class_weighted_output_tokens"}
 
 
 def _workload_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Table:
@@ -548,9 +563,9 @@ def _workload_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Tabl
     for name in order:
         if name == "plan":
             col = input_column("plan", meaning="plan (from the Plan detail sheet)",
-                               validation=(plans.list_range("plan"), "plan"), width=24)
+                               validation=(plans.list_range("plan"), "plan"))
         elif name == "workload_class":
-            col = input_column("workload_class", meaning="request class of the plan's workload mix", width=18)
+            col = input_column("workload_class", meaning="request class of the plan's workload mix")
         elif name in lead:
             col = input_column(name)
         elif name in figures:
@@ -563,7 +578,10 @@ def _workload_sheet(book: Book, ws, rows: list[dict], refs: _References) -> Tabl
             decl = FIGURES.get(name) or INPUTS[name]
             col = Column(name, "lookup", decl.unit, decl.kind, decl.meaning + " (the plan's)",
                          formula="=" + index_formula(plans, name, plan_row, name_may_be_null(name)))
+        # Under turned headers a column is as wide as its values: the sheet still prints at 8 pt.
+        col.width = _WORKLOAD_WIDTH.get(name, 6.5 if name in _CLASS_LATENCY_COLUMNS else col.width)
         assert t.add(col) == cells[name], name
+    t.rotated_headers = True
     t.write(book, ws, rows, freeze_after="B")
     return t
 
@@ -673,10 +691,11 @@ def _fleet_sheet(book: Book, ws, rows: list[dict], refs: _References, block_quar
 
 # The Plans sheet: (column on Plan detail, or a Demand sum for the Summary quarter)
 _PLAN_KEYS = ["plan", "model", "gpu", "tp", "pp", "context_tokens", "kv_dtype", "fits", "max_concurrency",
-              "workload_concurrency", "gpus_per_replica"]
+              "workload_concurrency", "users_per_replica", "users_binding_constraint", "gpus_per_replica"]
 _PLAN_QUARTER = ["users", "gpus_needed"]
 # Widths (characters) that print the sheet on a landscape page at 73% or more: 8 pt text.
-_PLANS_WIDTH = {"plan": 15, "model": 15, "gpu": 10, "tp": 6, "pp": 6, "kv_dtype": 7, "fits": 6}
+_PLANS_WIDTH = {"plan": 15, "model": 15, "gpu": 10, "tp": 6, "pp": 6, "kv_dtype": 7, "fits": 6, "users_per_replica": 7,
+                "users_binding_constraint": 7, "gpus_per_replica": 7}
 
 
 def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarter: str) -> Table:
@@ -702,7 +721,7 @@ def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarte
                      value=lambda row, n=name: (by_quarter.get(row["plan"]) or {}).get(n) or 0,
                      label=label(name).replace(" (", " this quarter (", 1), width=9))
     t.add(Column("reason", "figure", "text", "text", FIGURES["reason"].meaning + " (from Plan detail)",
-                 formula=f"={detail}!{plans.letter('reason')}{ROW}", width=22, wrap=True))
+                 formula=f"={detail}!{plans.letter('reason')}{ROW}", width=13, wrap=True))
     last = t.write(book, ws, data["plans"], freeze_after="A")
     _not_fit_format(book, ws, t, last)
     return t

@@ -1347,6 +1347,10 @@ _FIGURES: list[Figure] = [
                * I("dp_attention"), 0)),
     Figure("class_weighted_tokens", "tokens", "share x class tokens (summed over a plan's classes for mix_avg_tokens)",
            I("share") * I("class_tokens")),
+    Figure("class_weighted_input_tokens", "tokens", "share x class prompt tokens (summed over a plan's classes for"
+           " mix_input_tokens; NULL for a class without lengths)", I("share") * I("class_input_tokens")),
+    Figure("class_weighted_output_tokens", "tokens", "share x class output tokens (summed over a plan's classes for"
+           " mix_output_tokens)", I("share") * I("class_output_tokens")),
     Figure("class_weighted_kv_bytes", "bytes",
            "share x class KV bytes per request (summed over a plan's classes for mix_kv_bytes_per_request_per_gpu)",
            I("share") * F("class_kv_bytes_per_request_per_gpu")),
@@ -1365,20 +1369,31 @@ _FIGURES: list[Figure] = [
         if_(F("fits"), _running(F("kv_pool_bytes_per_gpu") / F("kv_bytes_per_request_per_gpu")) * I("dp_attention"), 0),
     ),
     Figure("gpus_per_replica", "GPUs", "TP x PP", I("tp") * I("pp"), "int"),
+    # ---- users served: the memory limit, or the latency limit where a target binds first
+    Figure("users_per_replica", "users", "users one replica serves: workload_concurrency (what its KV pool holds);"
+           " with a latency target (tpot or ttft) the smaller of that and latency_concurrency_limit (the requests it"
+           " runs within the targets)",
+           if_(isnull(F("latency_concurrency_limit")), F("workload_concurrency"),
+               least(F("workload_concurrency"), F("latency_concurrency_limit")))),
+    Figure("users_binding_constraint", "name", "what limits users_per_replica: memory (the KV pool) or latency"
+           " (a target); NULL without a target",
+           if_(isnull(F("latency_concurrency_limit")), Const(None),
+               if_(F("latency_concurrency_limit") < F("workload_concurrency"), "latency", "memory")), "text"),
     # ---- demand (plan x quarter)
     Figure(
         "replicas_needed",
         "replicas",
-        "replicas to serve the quarter's users: ceil(users / workload concurrency); NULL when the plan does not fit",
-        if_(F("fits"), ceil(I("users") / F("workload_concurrency")), Const(None)),
+        "replicas to serve the quarter's users: ceil(users / users_per_replica); NULL when the plan does not fit"
+        " or no replica meets its latency target",
+        if_(and_(F("fits"), F("users_per_replica") > 0), ceil(I("users") / F("users_per_replica")), Const(None)),
         "int",
     ),
     Figure("gpus_needed", "GPUs", "GPUs the replicas occupy: replicas x TP x PP",
            F("replicas_needed") * F("gpus_per_replica"), "int"),
     Figure("nodes_needed", "nodes", "nodes to house the replicas: ceil(replicas / replicas per node)",
            ceil(F("replicas_needed") / F("replicas_per_node")), "int"),
-    Figure("capacity_users", "users", "users the needed replicas can hold",
-           F("replicas_needed") * F("workload_concurrency")),
+    Figure("capacity_users", "users", "users the needed replicas serve: replicas_needed x users_per_replica",
+           F("replicas_needed") * F("users_per_replica")),
     Figure("headroom_users", "users", "spare users: capacity - demand", F("capacity_users") - I("users")),
     Figure("headroom_fraction", "fraction", "spare share of capacity: headroom / capacity",
            F("headroom_users") / F("capacity_users")),
@@ -1404,26 +1419,44 @@ class ClassMean:
     figure, so both spellings take the same rows."""
 
     name: str  # the plan input it provides
-    weighted: str  # the class figure summed: share x value
+    weighted: str  # the class figure summed: share x value (how="min": the class input minimised)
+    how: str = "mean"  # "mean": SUM(weighted) / SUM(share); "min": the smallest of the classes' values
 
     def sql(self) -> str:
-        """The mean as an SQL aggregate over the plan_class rows of one plan."""
+        """The mean (or the least) as an SQL aggregate over the plan_class rows of one plan; the
+        least skips the classes without a value (NULL), as MIN does."""
+        if self.how == "min":
+            return f"MIN({self.weighted})"
         return f"SUM({self.weighted}) / SUM({CLASS_WEIGHT})"
 
     def excel(self, column: Callable[[str], str], key: str) -> str:
         """The mean as a cell formula (with '='): `column(name)` is the range of a plan_class column
         (plan, share, the weighted figure) in the workbook; `key` the plan's name as a literal
-        SUMIFS criterion."""
+        SUMIFS criterion. The least is MINIFS over the rows with a value (> 0: targets are positive)."""
         weighted = column(self.weighted)
         crit = f'{column("plan")},"="&{key},{weighted},">0"'
+        if self.how == "min":
+            return f'=IF(COUNTIFS({crit})=0,"",_xlfn.MINIFS({weighted},{crit}))'
         share = f"SUMIFS({column(CLASS_WEIGHT)},{crit})"
         return f'=IF(COUNTIFS({crit})=0,"",SUMIFS({weighted},{crit})/{share})'
+
+    def formula(self) -> str:
+        """The rule in words for docs/methodology.md."""
+        if self.how == "min":
+            return f"min({self.weighted})"
+        return f"sum({self.weighted}) / sum({CLASS_WEIGHT})"
 
 
 CLASS_WEIGHT = "share"
 CLASS_MEANS = (
     ClassMean("mix_avg_tokens", "class_weighted_tokens"),
     ClassMean("mix_kv_bytes_per_request_per_gpu", "class_weighted_kv_bytes"),
+    # The latency workload of a mix: one replica serves every class, so its batch decodes the mean request
+    # (the lengths' share-weighted means) and every request in it must meet the strictest class's target.
+    ClassMean("mix_input_tokens", "class_weighted_input_tokens"),
+    ClassMean("mix_output_tokens", "class_weighted_output_tokens"),
+    ClassMean("mix_tpot_target_ms", "class_tpot_target_ms", "min"),
+    ClassMean("mix_ttft_target_ms", "class_ttft_target_ms", "min"),
 )
 
 # --------------------------------------------------------------------------- latency
@@ -1482,9 +1515,9 @@ def _decode_step(batch: Expr) -> Expr:
 
 def _tpot_limit() -> Expr:
     """Largest concurrency whose tpot (decode step + (C - 1) x prefill_s / output_tokens) meets the target."""
-    target = I("tpot_target_ms") / 1000
-    rest_a = F("decode_fixed_s") - F("prefill_s") / I("output_tokens")
-    rest_b = F("communication_s_per_sequence") + F("prefill_s") / I("output_tokens")
+    target = F("workload_tpot_target_ms") / 1000
+    rest_a = F("decode_fixed_s") - F("prefill_s") / F("workload_output_tokens")
+    rest_b = F("communication_s_per_sequence") + F("prefill_s") / F("workload_output_tokens")
     (a1, b1), (a2, b2), (a3, b3) = [(a + rest_a, b + rest_b) for a, b in _decode_lines()]
     return least(greatest(_within(a1, b1, target), _within(a2, b2, target)), _within(a3, b3, target))
 
@@ -1494,7 +1527,7 @@ def _ttft_limit() -> Expr:
     (output_tokens x decode step)))) meets the target: (C - 1) / 2 <= q, or (C - 1) x prefill_s <= 2 q
     output_tokens x decode step, with q = ttft_queue_allowance."""
     q = F("ttft_queue_allowance")
-    k = 2 * q * I("output_tokens")
+    k = 2 * q * F("workload_output_tokens")
     p = F("prefill_s")
     lines = [(a + F("decode_fixed_s"), b + F("communication_s_per_sequence")) for a, b in _decode_lines()]
     # (C - 1) p <= k (a + b C)  <=>  (p - k b) C <= k a + p
@@ -1503,6 +1536,16 @@ def _ttft_limit() -> Expr:
 
 
 _LATENCY_FIGURES = [
+    # ---- the workload: a plan's classes where they give it (CLASS_MEANS), else its own (or a question's)
+    Figure("workload_input_tokens", "tokens", "prompt tokens of the mean request: the classes' share-weighted"
+           " mean (mix_input_tokens), else input_tokens", coalesce(I("mix_input_tokens"), I("input_tokens"))),
+    Figure("workload_output_tokens", "tokens", "generated tokens of the mean request: mix_output_tokens, else"
+           " output_tokens", coalesce(I("mix_output_tokens"), I("output_tokens"))),
+    Figure("workload_tpot_target_ms", "ms", "the tpot target every request on a replica must meet: the strictest"
+           " of the plan's (tpot_target_ms) and its classes' (mix_tpot_target_ms); NULL: none",
+           least(I("tpot_target_ms"), I("mix_tpot_target_ms"))),
+    Figure("workload_ttft_target_ms", "ms", "the ttft target every request must meet: the strictest of"
+           " ttft_target_ms and mix_ttft_target_ms; NULL: none", least(I("ttft_target_ms"), I("mix_ttft_target_ms"))),
     Figure("latency_engine", "name", "the engine whose efficiencies the latency figures use: sglang under the"
            " sglang rule, else vllm", if_(_engine_is("sglang"), "sglang", "vllm"), "text"),
     Figure("bandwidth_efficiency", "fraction", "share of the datasheet memory bandwidth a decode step's reads"
@@ -1528,7 +1571,7 @@ _LATENCY_FIGURES = [
            f" ({PCIE_LINK_BYTES_PER_S / 1e9:.0f} GB/s) over PCIe only (fabric 0), else the family's NVLink or"
            " Infinity Fabric (kvreg.figures.performance)", _link_bytes_per_s()),
     Figure("decode_mean_context_tokens", "tokens", "tokens a sequence holds on average while it decodes:"
-           " input_tokens + output_tokens / 2", I("input_tokens") + I("output_tokens") / 2),
+           " input_tokens + output_tokens / 2", F("workload_input_tokens") + F("workload_output_tokens") / 2),
     Figure("latency_batch_sequences", "sequences", "requests decoding together on one replica: the concurrency"
            " (1 when not given), at most the whole sequences the KV pool holds (whole_sequences); the rest wait",
            if_(F("fits"), least(coalesce(I("concurrency"), 1), F("whole_sequences")), Const(None))),
@@ -1583,32 +1626,32 @@ _LATENCY_FIGURES = [
            coalesce(F("max_num_batched_tokens_used"), coalesce(F("sglang_chunked_prefill_size"), coalesce(
                I("max_num_batched_tokens"), DEFAULT_PREFILL_CHUNK_TOKENS))), "int"),
     Figure("prefill_chunks", "steps", "engine steps one prompt takes: ceil(input_tokens / prefill_chunk_tokens)",
-           ceil(I("input_tokens") / F("prefill_chunk_tokens")), "int"),
+           ceil(F("workload_input_tokens") / F("prefill_chunk_tokens")), "int"),
     Figure("prefill_flops", "FLOP", "FLOPs of one prompt: 2 x params_active x input_tokens plus attention, each"
            " token over the tokens before it (full layers input_tokens^2 / 2; sliding and chunked layers up to"
            " their window)",
-           2 * I("params_active") * I("input_tokens") + F("attention_flops_per_context_token") * I("input_tokens") * (
-               I("full_layers") * I("input_tokens") / 2
-               + I("sliding_layers") * least(I("input_tokens") / 2, coalesce(I("sliding_window"), 0))
-               + I("chunked_layers") * least(I("input_tokens") / 2, coalesce(I("attention_chunk_size"), 0) / 2))),
+           2 * I("params_active") * F("workload_input_tokens") + F("attention_flops_per_context_token") * F("workload_input_tokens") * (
+               I("full_layers") * F("workload_input_tokens") / 2
+               + I("sliding_layers") * least(F("workload_input_tokens") / 2, coalesce(I("sliding_window"), 0))
+               + I("chunked_layers") * least(F("workload_input_tokens") / 2, coalesce(I("attention_chunk_size"), 0) / 2))),
     Figure("prefill_s", "s", "one prompt's prefill: the slower of its FLOPs / (TP x effective FLOP/s) and its"
            " chunks' weight reads, plus each chunk's fixed cost and the prompt's all-reduce traffic",
            greatest(coalesce(F("prefill_flops") / I("tp") / F("effective_flops_per_s"), 0),
                     F("prefill_chunks") * (F("decode_weights_s") + F("decode_experts_s")))
-           + F("prefill_chunks") * F("decode_fixed_s") + I("input_tokens") * F("communication_s_per_sequence")),
+           + F("prefill_chunks") * F("decode_fixed_s") + F("workload_input_tokens") * F("communication_s_per_sequence")),
     # ---- a request in the closed loop
     Figure("tpot_s", "s", "time per output token: a decode step, stretched by the other running requests' prefills"
            " chunked in between ((B - 1) x prefill_s spread over output_tokens)",
-           F("decode_step_s") + (F("latency_batch_sequences") - 1) * F("prefill_s") / I("output_tokens")),
+           F("decode_step_s") + (F("latency_batch_sequences") - 1) * F("prefill_s") / F("workload_output_tokens")),
     Figure("ttft_queue_fraction", "fraction", "prompts ahead of a new one, per other running request: 1/2 when the"
            " requests arrive together, fewer (prefill_s / (output_tokens x decode step)) once they have spread out",
-           least(1, F("prefill_s") / (I("output_tokens") * F("decode_step_s")))),
+           least(1, F("prefill_s") / (F("workload_output_tokens") * F("decode_step_s")))),
     Figure("ttft_running_s", "s", "time to first token once the KV pool has room: request_overhead_s, its own"
            " prefill and the prompts queued ahead, prefill_s x (B - 1) / 2 x ttft_queue_fraction",
            F("request_overhead_s")
            + F("prefill_s") * (1 + (F("latency_batch_sequences") - 1) / 2 * F("ttft_queue_fraction"))),
     Figure("request_running_s", "s", "a running request from its prompt to its last token: ttft_running_s +"
-           " (output_tokens - 1) x tpot_s", F("ttft_running_s") + (I("output_tokens") - 1) * F("tpot_s")),
+           " (output_tokens - 1) x tpot_s", F("ttft_running_s") + (F("workload_output_tokens") - 1) * F("tpot_s")),
     Figure("slot_wait_s", "s", "waiting for room in the KV pool when the concurrency is more than it holds:"
            " (concurrency / B - 1) x request_running_s",
            greatest(0, coalesce(I("concurrency"), 1) / F("latency_batch_sequences") - 1) * F("request_running_s")),
@@ -1616,22 +1659,22 @@ _LATENCY_FIGURES = [
            1000 * (F("ttft_running_s") + F("slot_wait_s"))),
     Figure("tpot_ms", "ms", "time per output token (after the first)", 1000 * F("tpot_s")),
     Figure("request_latency_s", "s", "a request from its prompt to its last token: ttft + (output_tokens - 1) x"
-           " tpot", F("ttft_ms") / 1000 + (I("output_tokens") - 1) * F("tpot_s")),
+           " tpot", F("ttft_ms") / 1000 + (F("workload_output_tokens") - 1) * F("tpot_s")),
     Figure("output_tokens_per_s_per_gpu", "tokens/s", "tokens the replica generates per second / its GPUs:"
            " concurrency x output_tokens / request_latency_s / (TP x PP)",
-           coalesce(I("concurrency"), 1) * I("output_tokens") / F("request_latency_s") / (I("tp") * I("pp"))),
+           coalesce(I("concurrency"), 1) * F("workload_output_tokens") / F("request_latency_s") / (I("tp") * I("pp"))),
     Figure("total_tokens_per_s_per_gpu", "tokens/s", "prompt and generated tokens per second / its GPUs",
-           coalesce(I("concurrency"), 1) * (I("input_tokens") + I("output_tokens")) / F("request_latency_s")
+           coalesce(I("concurrency"), 1) * (F("workload_input_tokens") + F("workload_output_tokens")) / F("request_latency_s")
            / (I("tp") * I("pp"))),
     # ---- service-level objectives
     Figure("ttft_queue_allowance", "prompts", "prompts that may queue ahead of a new one within the ttft target:"
            " (ttft_target_ms / 1000 - request_overhead_s) / prefill_s - 1",
-           (I("ttft_target_ms") / 1000 - F("request_overhead_s")) / F("prefill_s") - 1),
+           (F("workload_ttft_target_ms") / 1000 - F("request_overhead_s")) / F("prefill_s") - 1),
     Figure("tpot_concurrency_limit", "requests", "the most requests a replica runs with tpot within"
-           " tpot_target_ms (NULL: no target)", if_(isnull(I("tpot_target_ms")), Const(None), _tpot_limit())),
+           " tpot_target_ms (NULL: no target)", if_(isnull(F("workload_tpot_target_ms")), Const(None), _tpot_limit())),
     Figure("ttft_concurrency_limit", "requests", "the most requests a replica runs with ttft within"
            " ttft_target_ms, the KV pool not full (NULL: no target)",
-           if_(isnull(I("ttft_target_ms")), Const(None), _ttft_limit())),
+           if_(isnull(F("workload_ttft_target_ms")), Const(None), _ttft_limit())),
     Figure("latency_concurrency_limit", "requests", "the most whole requests within both targets",
            floor(least(F("tpot_concurrency_limit"), F("ttft_concurrency_limit"))), "int"),
     Figure("max_concurrency_within_slo", "requests", "requests one replica serves within the targets and its KV"

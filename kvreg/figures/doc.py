@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .declarations import AGGREGATES, CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS
+from .declarations import AGGREGATES, CLASS_MEANS, FIGURES, INPUTS
 from .expr import Const, Expr, Func, walk
 from .views import GRAINS
 
@@ -133,7 +133,7 @@ def figures_table() -> str:
 def means_table() -> str:
     lines = ["| Plan input | Formula over the plan's plan_class rows |", "| --- | --- |"]
     for m in CLASS_MEANS:
-        lines.append(f"| `{m.name}` | `sum({m.weighted}) / sum({CLASS_WEIGHT})` |")
+        lines.append(f"| `{m.name}` | `{m.formula()}` |")
     return "\n".join(lines)
 
 

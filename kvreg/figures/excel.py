@@ -209,7 +209,16 @@ class ExcelCompiler:
         if self.null_safe and how is COND:
             return self._cond(e, facts)
         a, b = self._v(e.args[0], facts), self._v(e.args[1], facts)
-        return f'IF({a}="",{b},{a})' if self.null_safe else f'IF(OR(ISBLANK({a}),{a}=""),{b},{a})'
+        if self.null_safe:
+            return f'IF({a}="",{self._passed(e.args[1], facts, b)},{a})'
+        return f'IF(OR(ISBLANK({a}),{a}=""),{b},{a})'
+
+    def _passed(self, e: Expr, facts: Facts, text: str) -> str:
+        """An operand a formula hands on as its result: an input cell that may be empty is spelled
+        IF(x="","",x), since a formula whose result is an empty cell shows 0, where SQL gives NULL."""
+        if self.null_safe and isinstance(e, Input) and may_be_null(e, facts):
+            return f'IF({text}="","",{text})'
+        return text
 
     def _min_max(self, e, facts, how, name):
         if self.null_safe and how is COND:
@@ -218,9 +227,9 @@ class ExcelCompiler:
         out = f"{name}({a},{b})"
         if self.null_safe:  # skip a blank side (Excel's MIN would give #VALUE! on a "" result)
             if may_be_null(e.args[1], facts):
-                out = f'IF({b}="",{a},{out})'
+                out = f'IF({b}="",{self._passed(e.args[0], facts, a)},{out})'
             if may_be_null(e.args[0], facts):
-                out = f'IF({a}="",{b},{out})'
+                out = f'IF({a}="",{self._passed(e.args[1], facts, b)},{out})'
         return out
 
     def f_min(self, e, facts, how):

@@ -374,8 +374,26 @@ _INPUTS = [
               positive=True, table="class", column="avg_tokens", big=True, check="tokens"),
     InputDecl("share", "weight", "the class's share of requests, a relative weight (shares are divided by"
               " their sum: 0.8 and 0.2, or 4 and 1)", "real", positive=True, table="class", maximum=1e6, at_most=1000000),
+    InputDecl("class_input_tokens", "tokens", "prompt tokens of a request of this class (NULL: the plan's)",
+              nullable=True, positive=True, table="class", column="input_tokens", big=True),
+    InputDecl("class_output_tokens", "tokens", "tokens a request of this class generates (NULL: the plan's)",
+              nullable=True, positive=True, table="class", column="output_tokens", big=True),
+    InputDecl("class_tpot_target_ms", "ms", "the time per output token a request of this class may take at most"
+              " (NULL: no target of its own)", "real", nullable=True, positive=True, table="class",
+              column="tpot_target_ms", maximum=1e9),
+    InputDecl("class_ttft_target_ms", "ms", "the time to first token a request of this class may take at most"
+              " (NULL: no target of its own)", "real", nullable=True, positive=True, table="class",
+              column="ttft_target_ms", maximum=1e9),
     InputDecl("mix_avg_tokens", "tokens", "share-weighted mean of the plan's class tokens (NULL: no classes)",
               "real", nullable=True, table="mix"),
+    InputDecl("mix_input_tokens", "tokens", "share-weighted mean of the plan's class prompt tokens (NULL: no classes,"
+              " or classes without lengths)", "real", nullable=True, table="mix"),
+    InputDecl("mix_output_tokens", "tokens", "share-weighted mean of the plan's class output tokens (NULL: no"
+              " classes, or classes without lengths)", "real", nullable=True, table="mix"),
+    InputDecl("mix_tpot_target_ms", "ms", "the strictest tpot target of the plan's classes (NULL: none)", "real",
+              nullable=True, table="mix"),
+    InputDecl("mix_ttft_target_ms", "ms", "the strictest ttft target of the plan's classes (NULL: none)", "real",
+              nullable=True, table="mix"),
     InputDecl("mix_kv_bytes_per_request_per_gpu", "bytes",
               "share-weighted mean of the plan's class_kv_bytes_per_request_per_gpu (NULL: no classes)", "real",
               nullable=True, table="mix"),

@@ -15,9 +15,10 @@ _WORDS = {
     "kv": "KV", "gpu": "GPU", "gpus": "GPUs", "tp": "TP", "pp": "PP", "dp": "DP", "mla": "MLA", "gib": "GiB",
     "gb": "GB", "id": "ID", "usd": "USD", "cuda": "CUDA", "qk": "QK", "v": "V", "lora": "LoRA", "128k": "128K",
     "capex": "Capex", "num": "number of", "max": "max", "avg": "average", "params": "parameters",
+    "tpot": "TPOT", "ttft": "TTFT",
 }
 # Unit words in a name that the "(unit)" suffix already says.
-_UNIT_TOKENS = {"bytes": {"bytes"}, "GiB": {"gib"}, "GB": {"gb"}, "USD": {"usd"}, "bytes/s": {"bytes", "per", "s"}}
+_UNIT_TOKENS = {"bytes": {"bytes"}, "GiB": {"gib"}, "GB": {"gb"}, "USD": {"usd"}, "bytes/s": {"bytes", "per", "s"}, "ms": {"ms"}}
 # How a unit reads in a header.
 _UNITS = {"USD/h": "USD per hour", "bytes/s": "bytes per second", "tokens/s": "tokens per second",
           "fraction": "share", "flag": "1 = yes, 0 = no", "name": "", "text": "", "weight": "share"}

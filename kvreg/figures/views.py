@@ -150,6 +150,10 @@ assert sorted(_MEASURED_OUT) == sorted(_MEASURED_COLS), "plan_capacity shows eve
 _DEMAND_FIGURES = ("replicas_needed", "gpus_needed", "nodes_needed", "capacity_users", "headroom_users",
                    "headroom_fraction", "cost_per_month", "capex", "cost_per_user_per_month")
 
+# A plan's users served (the memory or the latency limit): figures of a plan, not of a `kvreg capacity` question,
+# whose own answer is max_concurrency_within_slo and binding_constraint.
+_PLAN_USERS_FIGURES = ("users_per_replica", "users_binding_constraint")
+
 GRAINS: list[Grain] = [
     Grain(
         "model_kv",
@@ -170,7 +174,7 @@ GRAINS: list[Grain] = [
         _deployment_source("scenario", ["id"], lead=[f"CAST(NULL AS DOUBLE PRECISION) AS {c}" for c in _MIX_COLS]),
         ("id",) + _DEPLOY_SOURCE_COLS + tuple(_MIX_COLS),
         ("id",) + tuple(_DEPLOY_OUT) + tuple(inputs_of("workload")),
-        _DEMAND_FIGURES,
+        _DEMAND_FIGURES + _PLAN_USERS_FIGURES,
     ),
     Grain(
         "plan_class",
@@ -181,9 +185,9 @@ GRAINS: list[Grain] = [
             source="workload_class wc JOIN plan s ON s.id = wc.plan_id",
         ).replace("s.name AS name", "s.name AS plan"),
         ("plan_id", "workload_class", *inputs_of("class"), "plan") + _DEPLOY_SOURCE_COLS,
-        ("plan_id", "plan", "workload_class", "class_tokens", CLASS_WEIGHT),
+        ("plan_id", "plan", "workload_class", *inputs_of("class")),
         wanted=("class_kv_bytes_per_request_per_gpu", "class_concurrency", "class_weighted_tokens",
-                "class_weighted_kv_bytes"),
+                "class_weighted_kv_bytes", "class_weighted_input_tokens", "class_weighted_output_tokens"),
     ),
     Grain(
         "plan_capacity",
@@ -217,7 +221,8 @@ def _plan_quarter_grain() -> Grain:
                "unit_price")
     passthrough = ("plan_id", "plan", "quarter", "quarter_index", "until_quarter", "until_index", "users", "model", "gpu", "rule", "tp", "pp", "dp_attention",
                    "gpus_per_node", "context_tokens", "avg_tokens", "kv_dtype", "weight_dtype", "fits", "reason",
-                   "max_concurrency", "workload_concurrency", "replicas_per_node", "gpus_per_replica",
+                   "max_concurrency", "workload_concurrency", "users_per_replica", "users_binding_constraint",
+                   "replicas_per_node", "gpus_per_replica",
                    "price_per_hour", "unit_price")
     return Grain("plan_quarter", "per plan and quarter: demand, replicas, GPUs and cost", source, columns, passthrough)
 

@@ -22,6 +22,7 @@ from kvreg.app.plans import (
     remove_plan,
     set_demand,
     validate_allowances,
+    validate_latency,
     validate_plan,
     validate_workload,
     write_workload,
@@ -29,7 +30,7 @@ from kvreg.app.plans import (
 from kvreg.app.registry import check_int
 from kvreg.core.errors import KvregError
 from kvreg.core.units import parse_quarter
-from kvreg.db.read import DECLARED_ENTRIES, DEMAND_KEYS, FLEET_KEYS, PLAN_KEYS
+from kvreg.db.read import CLASS_KEYS, DECLARED_ENTRIES, DEMAND_KEYS, FLEET_KEYS, PLAN_KEYS
 from kvreg.db.tables import Fleet, Gpu, Plan
 
 KINDS = ("plan", "demand", "fleet")
@@ -74,8 +75,13 @@ def normalise(conn, kind: str, row: dict) -> dict:
         if not isinstance(classes, list) or not all(isinstance(c, dict) for c in classes):
             raise KvregError("workload must be a list of { name, avg_tokens, share } tables")
         stored = {**validate_plan(conn, spec), **validate_allowances(conn, spec)}
-        wl = validate_workload([{"class": c.get("name"), "avg_tokens": c.get("avg_tokens"), "share": c.get("share")}
-                                for c in classes], stored["context_tokens"], stored["avg_tokens"])
+        for c in classes:
+            for key in c:
+                if key not in CLASS_KEYS:
+                    raise KvregError(f"unknown workload class key {key!r}: a class's keys are {', '.join(CLASS_KEYS)}")
+        wl = validate_workload([{**c, "class": c.get("name")} for c in classes], stored["context_tokens"],
+                               stored["avg_tokens"])
+        validate_latency(stored, wl)
         out = {k: stored.get(k) for k in PLAN_KEYS if k not in ("model", "gpu", "workload")}
         out.update(model=row["model"], gpu=row["gpu"], workload=wl)
         return out
@@ -100,7 +106,7 @@ def changes(old: dict, new: dict) -> list[tuple[str, Any, Any]]:
     for k, v in new.items():
         o = old.get(k)
         if k == "workload":
-            if [tuple(c.values()) for c in o or []] != [(c["name"], c["avg_tokens"], c["share"]) for c in v]:
+            if [[c.get(k) for k in CLASS_KEYS] for c in o or []] != [[c.get(k) for k in CLASS_KEYS] for c in v]:
                 out.append((k, o, v))
         elif not same_value(o, v):
             out.append((k, o, v))
@@ -111,8 +117,7 @@ def write(conn, kind: str, row: dict, exists: bool) -> None:
     if kind == "plan":
         spec = {k: v for k, v in row.items() if k != "workload"}
         if not exists:
-            add_plan(conn, {**spec, "workload": [{"class": c["name"], "avg_tokens": c["avg_tokens"],
-                                                  "share": c["share"]} for c in row["workload"]]})
+            add_plan(conn, {**spec, "workload": [{**c, "class": c["name"]} for c in row["workload"]]})
             return
         plan_id = get_plan(conn, row["name"])["id"]
         stored = {**validate_plan(conn, spec), **validate_allowances(conn, spec)}

@@ -25,6 +25,12 @@ def export_text(conn) -> str:
     return "\n".join([toml_text(declared_rows(conn)), *extra])
 
 
+def _class_latency(c: dict) -> str:
+    """A workload class's latency keys that are set, as more keys of its inline table."""
+    return "".join(f", {k} = {toml_value(c[k])}" for k in ("input_tokens", "output_tokens", "tpot_target_ms",
+                                                            "ttft_target_ms") if c.get(k) is not None)
+
+
 def _entry_text(kind: str, row: dict) -> str:
     lines = [f"[[{kind}]]"]
     for f, value in row.items():
@@ -33,7 +39,7 @@ def _entry_text(kind: str, row: dict) -> str:
         if f == "workload":
             if value:
                 items = ", ".join(f"{{ name = {toml_string(c['name'])}, avg_tokens = {c['avg_tokens']}, share = "
-                                  f"{toml_value(float(c['share']))} }}" for c in value)
+                                  f"{toml_value(float(c['share']))}{_class_latency(c)} }}" for c in value)
                 lines.append(f"workload = [{items}]")
             continue
         lines.append(f"{f} = {toml_value(value)}")

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from sqlalchemy import text
 
 from kvreg.app.fleet import set_fleet
-from kvreg.app.plans import get_workload, set_demand, set_plan
+from kvreg.app.plans import LATENCY_FIELDS, get_workload, set_demand, set_plan
 from kvreg.app.registry import add_gpu
 from kvreg.catalog.load import ensure_registry_id
 from kvreg.core.errors import KvregError, UserError
@@ -146,8 +146,9 @@ def _write_demand(conn, key: dict, values: dict) -> None:
     set_demand(conn, key["plan"], key["quarter"], values["users"])
 
 
-def _write_reserve(conn, key: dict, values: dict) -> None:
-    set_plan(conn, key["plan"], {"reserve": values["reserve"]})
+def _write_plan(conn, key: dict, values: dict) -> None:
+    """A plan's reserve and latency workload (request lengths, targets) as Plan detail gives them."""
+    set_plan(conn, key["plan"], values)
 
 
 def _write_classes(conn, plan: str, rows: dict[str, dict]) -> None:
@@ -192,10 +193,12 @@ EDITABLE = [
     Editable("Demand", "plan", "demand",
              {"plan": "(SELECT name FROM plan WHERE plan.id = demand.plan_id)", "quarter": "quarter"},
              {"users": "users"}, _write_demand, adds=True, quarter_keys=("quarter",)),
-    Editable("Plan detail", "plan", "plan", {"plan": "name"}, {"reserve": "reserve"}, _write_reserve),
+    Editable("Plan detail", "plan", "plan", {"plan": "name"},
+             {"reserve": "reserve", **{f: f for f in LATENCY_FIELDS}}, _write_plan),
     Editable("Workload", "class", "workload_class",
              {"plan": "(SELECT name FROM plan WHERE plan.id = workload_class.plan_id)", "workload_class": "name"},
-             {"share": "share", "class_tokens": "avg_tokens"}, _write_classes),
+             {"share": "share", "class_tokens": "avg_tokens", **{f"class_{f}": f for f in LATENCY_FIELDS}},
+             _write_classes),
     Editable("GPUs", "gpu", "gpu", {"gpu": "name"},
              {"price_per_hour": "price_per_hour", "unit_price": "unit_price",
               "memory_gib_input": "memory_bytes", "memory_bandwidth_gb_per_s_input": "memory_bandwidth_bytes_per_s"},
@@ -516,8 +519,7 @@ def write_changes(conn, changes: list[Change]) -> None:
         values.update({c.field: c.new for c in cs})
         where = ", ".join(c.where for c in cs)
         if sheet == "Workload":  # a plan's mix is written whole: its changed classes together
-            classes.setdefault(key[0], {})[key[1]] = {"avg_tokens": values["avg_tokens"], "share": values["share"],
-                                                      "_where": where}
+            classes.setdefault(key[0], {})[key[1]] = {**values, "_where": where}
             continue
         try:
             ed.write(conn, dict(zip(ed.keys, key)), values)

@@ -53,7 +53,8 @@ PROCUREMENT_COLUMNS = ["gpu", "gpus_to_buy", "capex_to_buy", "gpus_needed", "gpu
                        "previous_quarter_gpus_needed", "gpus_needed_quarter_change", "unit_price"]
 HORIZON_COLUMNS = ["gpu", "quarter", "gpus_needed", "gpus_installed", "gpus_bought", "gpus_to_buy", "capex_to_buy",
                    "order_by", "order_late", "gpus_spare", "driving_plans"]
-CLASS_COLUMNS = ["workload_class", "class_tokens", "share", "class_kv_bytes_per_request_per_gpu", "class_concurrency"]
+CLASS_COLUMNS = ["workload_class", "class_tokens", "share", "class_kv_bytes_per_request_per_gpu", "class_concurrency",
+                 "class_input_tokens", "class_output_tokens", "class_tpot_target_ms", "class_ttft_target_ms"]
 PLAN_COLUMNS = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens",
                 "workload_tokens", "kv_bytes_per_request_per_gpu",
                 "kv_dtype", "weight_dtype", "reserve", "kv_cache_memory_bytes", "block_size",
@@ -62,6 +63,10 @@ PLAN_COLUMNS = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_no
                 "usable_gib_per_gpu", "kv_pool_gib_per_gpu", "kv_pool_tokens", "max_concurrency", "whole_sequences",
                 "workload_concurrency", "replicas_per_node", "node_concurrency", "decode_tokens_per_s_per_sequence",
                 "context_within_claim", "fits", "reason",
+                # users served within a latency target (a plan with --tpot-ms or --ttft-ms, or classes with targets)
+                "workload_input_tokens", "workload_output_tokens", "workload_tpot_target_ms", "workload_ttft_target_ms",
+                "tpot_concurrency_limit", "ttft_concurrency_limit", "latency_concurrency_limit", "users_per_replica",
+                "users_binding_constraint",
                 # engine rules (docs/engine-rules.md): the knobs as resolved, the allocation and the log lines
                 "gpu_memory_utilization_used", "max_num_batched_tokens_used", "in_flight_tokens",
                 "activation_peak_bytes_per_gpu", "cuda_graph_bytes_per_gpu", "mem_fraction_static_used",

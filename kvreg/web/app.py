@@ -66,11 +66,25 @@ DTYPE_COLUMNS = [("name", "dtype"), ("kind", "used for"), ("bytes_per_element", 
 PLAN_COLUMNS = [("plan", "plan"), ("model", "model"), ("gpu", "GPU"), ("rule", "rule"), ("tp", "TP"), ("pp", "PP"),
                 ("gpus_per_node", "GPUs/node"), ("context_tokens", "context"), ("workload_tokens", "workload tokens"),
                 ("kv_dtype", "KV"), ("kv_pool_gib_per_gpu", "KV pool GiB/GPU"), ("max_concurrency", "max concurrency"),
-                ("workload_concurrency", "users/replica"), ("fits", "fits"), ("reason", "why not")]
-QUARTER_COLUMNS = [("quarter", "quarter"), ("users", "users"), ("workload_concurrency", "users/replica"),
+                ("users_per_replica", "users/replica"), ("fits", "fits"), ("reason", "why not")]
+QUARTER_COLUMNS = [("quarter", "quarter"), ("users", "users"), ("users_per_replica", "users/replica"),
                    ("replicas_needed", "replicas"), ("gpus_needed", "GPUs"), ("nodes_needed", "nodes"),
                    ("headroom_users", "headroom users"), ("headroom_fraction", "headroom share"),
                    ("cost_per_month", "USD/month"), ("capex", "capex USD"), ("reason", "why not")]
+# A plan with a latency target: the two limits users/replica is the smaller of, and which binds (memory or
+# latency), after users/replica; shown when some plan on the page has a target.
+LATENCY_COLUMNS = [("workload_concurrency", "memory limit"), ("latency_concurrency_limit", "latency limit"),
+                   ("users_binding_constraint", "binds")]
+
+
+def _with_latency(columns: list[tuple[str, str]], rows: list[dict]) -> list[tuple[str, str]]:
+    """`columns` with LATENCY_COLUMNS after users/replica when a row has a latency target."""
+    if not any(r.get("users_binding_constraint") for r in rows):
+        return columns
+    at = [k for k, _ in columns].index("users_per_replica") + 1
+    return columns[:at] + LATENCY_COLUMNS + columns[at:]
+
+
 # The procurement page: the purchase schedule, what to buy first, then why. Keys are the columns
 # `kvreg plan rollup --format json` prints (kvreg.db.read.purchase_schedule's rows and totals).
 ROLLUP_COLUMNS = [("gpu", "GPU"), ("quarter", "quarter"), ("gpus_to_buy", "to buy"), ("capex_to_buy", "capex USD"),
@@ -533,7 +547,7 @@ class App:
 
         with snapshot(self.engine) as conn:  # reads wait for no writer
             rows = list_plans(conn)
-        table = _table(rows, PLAN_COLUMNS, {"plan": lambda r: f"/plans/{_q(r['plan'])}"})
+        table = _table(rows, _with_latency(PLAN_COLUMNS, rows), {"plan": lambda r: f"/plans/{_q(r['plan'])}"})
         return self.page("plans.html.j2", title="Plans", nav="plans", table=table,
                          added=request.query_params.get("added"))
 
@@ -552,12 +566,14 @@ class App:
                    form: dict | None = None, status: int = 200):
         figures = normalise([_plain(rows[0])])[0]
         quarters = [r for r in rows if r.get("users") is not None]
-        keep = [k for k, _ in PLAN_COLUMNS if k != "plan"] + ["avg_tokens", "weights_gib_per_gpu", "workload",
-                                                             "kv_bytes_per_token_per_gpu"]
+        keep = [k for k, _ in _with_latency(PLAN_COLUMNS, rows[:1]) if k != "plan"] + [
+            "avg_tokens", "weights_gib_per_gpu", "workload", "kv_bytes_per_token_per_gpu", "input_tokens",
+            "output_tokens", "tpot_target_ms", "ttft_target_ms"]
         record = [(k, _fmt(figures.get(k), k)) for k in keep if figures.get(k) not in (None, "")]
         return self.page("plan.html.j2", status, title=name, nav="plans", name=name, record=record,
                          notes=figures.get("notes"),
-                         quarters=_table(quarters, QUARTER_COLUMNS) if quarters else None, done=done, error=error,
+                         quarters=_table(quarters, _with_latency(QUARTER_COLUMNS, quarters)) if quarters else None,
+                         done=done, error=error,
                          form=form or {})
 
     def procurement(self, request: Request):

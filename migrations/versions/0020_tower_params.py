@@ -1,7 +1,7 @@
 """multimodal towers: the vision/audio encoders' parameters, and the vision_config widths SGLang reads
 
 Revision ID: 0020
-Revises: 0018
+Revises: 0019
 Create Date: 2026-12-06 03:30:00
 
 Three nullable model columns. tower_params: a multimodal model's vision/audio towers and their projectors
@@ -23,7 +23,7 @@ from kvreg.db.alter import add_columns, drop_columns
 
 
 revision: str = '0020'
-down_revision: Union[str, None] = '0018'
+down_revision: Union[str, None] = '0019'
 branch_labels: Union[str, Sequence[str], None] = None
 depends_on: Union[str, Sequence[str], None] = None
 

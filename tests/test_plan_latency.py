@@ -1,0 +1,184 @@
+"""A plan's users served within its latency targets: the smaller of what its KV pool holds and what a replica
+runs within the targets (users_per_replica, users_binding_constraint), worked by hand on the seeded chat plan;
+replicas, GPUs and the procurement rollup read the bound figure; a plan without targets is unchanged; the
+latency options of `plan add/set` and the classes' lengths and targets are validated (nothing written on error)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kvreg.app.registry import get_model
+from kvreg.figures.performance import EFFICIENCIES
+
+# Seeded: chat-llama3-8b serves Llama-3-8B on one H100 SXM (theoretical rule, KV pool 53 GB, 1,500-token
+# requests); its demand is 100 users in 2026Q3 and 250 in 2026Q4.
+PLAN = "chat-llama3-8b"
+H100_BANDWIDTH = 3.35e12  # bytes/s (the catalog's H100 SXM)
+H100_BF16_FLOPS = 989.4e12  # dense BF16 FLOP/s
+
+
+def _quarters(kv, plan: str = PLAN) -> dict[str, dict]:
+    return {r["quarter"]: r for r in kv.json("plan", "show", plan)}
+
+
+def _plan(kv, plan: str = PLAN) -> dict:
+    return next(r for r in kv.json("plan", "list") if r["plan"] == plan)
+
+
+def test_a_tpot_target_binds_the_chat_plan_worked_by_hand(kv, engine):
+    """1,000-token prompts, 500 generated tokens, 15 ms per output token. At C requests a step reads the weights
+    once and C sequences' KV at the mean decode context (1,000 + 500 / 2 = 1,250 tokens, 79 blocks of 16 =
+    1,264), and each request's tokens are stretched by the C - 1 other prompts chunked in between:
+    tpot(C) = weights_s + step_overhead + C x kv_s + (C - 1) x prefill_s / 500 <= 15 ms."""
+    before = _quarters(kv)
+    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--tpot-ms", "15")
+    f = next(e for e in EFFICIENCIES if e.needle == "h100" and e.engine == "vllm")
+    with engine.connect() as conn:
+        params = get_model(conn, "Llama-3-8B")["params_active"]
+    bandwidth = H100_BANDWIDTH * f.bandwidth
+    weights_s = params * 2 / bandwidth  # bf16 weights, TP 1
+    kv_s = 1264 * 32 * 8 * (128 + 128) * 2 / bandwidth  # 32 layers x 8 KV heads x (K + V) x 128 x 2 B
+    prefill_flops = 2 * params * 1000 + 4 * 32 * 128 * 1000 * 32 * 1000 / 2  # weights, then attention
+    prefill_s = max(prefill_flops / (H100_BF16_FLOPS * f.compute), weights_s) + f.step_overhead_s  # one chunk
+    # A sequence's decode FLOPs (2 x params + attention over 1,250 tokens) cost less than its KV read, so the
+    # bandwidth line is the step's: solve weights_s + overhead + C kv_s + (C - 1) prefill_s / 500 = 0.015.
+    assert (2 * params + 4 * 32 * 128 * 32 * 1250) / (H100_BF16_FLOPS * f.compute) < kv_s
+    limit = (0.015 - weights_s - f.step_overhead_s + prefill_s / 500) / (kv_s + prefill_s / 500)
+    row = _plan(kv)
+    assert row["tpot_concurrency_limit"] == pytest.approx(limit, rel=1e-9)
+    assert row["latency_concurrency_limit"] == math.floor(limit) == 63  # 63.47 with the factors fitted today
+    # The KV pool holds 53e9 B / 197,132,288 B per 1,500-token request (94 blocks x 16 x 131,072 B) = 268.85.
+    assert row["workload_concurrency"] == pytest.approx(53e9 / (94 * 16 * 131072), rel=1e-12)
+    assert row["users_per_replica"] == 63 and row["users_binding_constraint"] == "latency"
+    after = _quarters(kv)
+    # Memory alone: ceil(100 / 268.85) = 1 and ceil(250 / 268.85) = 1 replica; within 15 ms: ceil(100 / 63) = 2
+    # and ceil(250 / 63) = 4 replicas of one GPU.
+    assert [before[q]["gpus_needed"] for q in ("2026Q3", "2026Q4")] == [1, 1]
+    assert [after[q]["gpus_needed"] for q in ("2026Q3", "2026Q4")] == [2, 4]
+    assert after["2026Q4"]["capacity_users"] == 4 * 63
+    assert after["2026Q4"]["users_binding_constraint"] == "latency"
+
+
+def test_the_rollup_buys_the_gpus_a_latency_bound_plan_needs(kv):
+    """The procurement rollup sums the plans' gpus_needed: the chat plan's 1 GPU in 2026Q4 becomes 4."""
+    def h100():
+        return next(r for r in kv.json("plan", "rollup", "--quarter", "2026Q4")["schedule"] if r["gpu"] == "H100-SXM")
+
+    before = h100()
+    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--tpot-ms", "15")
+    assert h100()["gpus_needed"] == before["gpus_needed"] + 4 - 1
+
+
+def test_a_loose_target_leaves_memory_binding(kv):
+    """A 1-second ttft target: the 1,000-token prefill (about 35 ms) leaves room for far more queued prompts than
+    the pool's 268 requests, so memory binds and the plan needs what it needed."""
+    before = _quarters(kv)
+    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "1000")
+    row = _plan(kv)
+    assert row["latency_concurrency_limit"] > row["workload_concurrency"]
+    assert row["users_per_replica"] == row["workload_concurrency"] and row["users_binding_constraint"] == "memory"
+    assert {q: r["gpus_needed"] for q, r in _quarters(kv).items()} == {q: r["gpus_needed"] for q, r in before.items()}
+
+
+def test_a_plan_without_targets_is_unchanged(kv):
+    """No target (or lengths alone): users_per_replica is workload_concurrency itself and no constraint is named;
+    every figure of the plan's quarters is what it was."""
+    before = _quarters(kv)
+    for r in before.values():
+        assert r["users_per_replica"] == r["workload_concurrency"] and r["users_binding_constraint"] is None
+        assert r["replicas_needed"] == math.ceil(r["users"] / r["workload_concurrency"])
+    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500")
+    # The latency figures (tpot_ms, ...) now have a workload to answer for; what the plan serves and buys does not.
+    served = ("max_concurrency", "workload_concurrency", "users_per_replica", "users_binding_constraint",
+              "replicas_needed", "gpus_needed", "nodes_needed", "capacity_users", "headroom_users",
+              "headroom_fraction", "cost_per_month", "capex", "cost_per_user_per_month")
+    after = _quarters(kv)
+    assert {q: [r[k] for k in served] for q, r in after.items()} == {q: [r[k] for k in served]
+                                                                    for q, r in before.items()}
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--tpot-ms", "-1"), "--tpot-ms must be more than 0"),
+    (("--ttft-ms", "soon"), "--ttft-ms 'soon' is not understood"),
+    (("--tpot-ms", "50"), "needs the requests' lengths"),
+    (("--input-tokens", "1000"), "--input-tokens and --output-tokens go together"),
+    (("--input-tokens", "8000", "--output-tokens", "1000"), "longer than the context (8,192 tokens"),
+    (("--input-tokens", "0", "--output-tokens", "10"), "--input-tokens must be at least 1"),
+])
+def test_bad_latency_options_are_refused_and_nothing_is_written(kv, state, args, message):
+    kv("plan", "list")  # the registry exists before the command that must not write
+    was = state()
+    result = kv("plan", "set", PLAN, *args, ok=False)
+    assert result.exit_code != 0
+    assert message in result.output and len(result.output.strip().splitlines()) == 1
+    assert state() == was
+
+
+def test_plan_add_takes_the_latency_workload(kv):
+    kv("plan", "add", "chat-slo", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--gpus-per-node", "1", "--context",
+       "8K", "--avg-tokens", "1500", "--kv-cache-memory", "53GB", "--input-tokens", "1000", "--output-tokens", "500",
+       "--tpot-ms", "15")
+    row = _plan(kv, "chat-slo")
+    assert (row["input_tokens"], row["output_tokens"], row["tpot_target_ms"], row["ttft_target_ms"]) == (1000, 500,
+                                                                                                         15.0, None)
+    assert row["users_per_replica"] == 63  # the chat plan's deployment and workload: worked by hand above
+    from kvreg.cli.plans import plan_add, plan_set
+
+    for command in (plan_add, plan_set):  # a plan's concurrency is what its figures solve for
+        assert "--concurrency" not in {o for p in command.params for o in p.opts}
+
+
+def test_classes_carry_lengths_and_targets(kv):
+    """The mix's request is the share-weighted mean of its classes' lengths, and every request on a replica
+    meets the strictest target: chat 1,000/500 at 0.8 with 15 ms, documents 12,000/1,000 at 0.2 with none ->
+    0.8 x 1,000 + 0.2 x 12,000 = 3,200 prompt tokens, 0.8 x 500 + 0.2 x 1,000 = 600 generated, 15 ms."""
+    kv("plan", "set", "mixed-llama3-8b", "--workload", "chat=1500:0.8:1000/500:15/-,documents=13000:0.2:12000/1000")
+    row = _plan(kv, "mixed-llama3-8b")
+    assert row["workload_input_tokens"] == pytest.approx(3200)
+    assert row["workload_output_tokens"] == pytest.approx(600)
+    assert row["workload_tpot_target_ms"] == 15.0 and row["workload_ttft_target_ms"] is None
+    assert row["users_per_replica"] == min(row["workload_concurrency"], row["latency_concurrency_limit"])
+    assert row["workload"] == "chat=1500:0.8:1000/500:15/-,documents=13000:0.2:12000/1000"
+    classes = kv.json("plan", "workload", "mixed-llama3-8b")
+    assert [(c["class_input_tokens"], c["class_tpot_target_ms"]) for c in classes] == [(1000, 15.0), (12000, None)]
+    # A plan-wide target applies to every class too: the stricter of the two binds.
+    kv("plan", "set", "mixed-llama3-8b", "--tpot-ms", "12")
+    assert _plan(kv, "mixed-llama3-8b")["workload_tpot_target_ms"] == 12.0
+
+
+@pytest.mark.parametrize("workload, message", [
+    ("chat=1500:0.8:1000/500,documents=13000:0.2", "gives request lengths and 'documents' does not"),
+    ("chat=1500:0.8:1000/500:-5/-,documents=13000:0.2:12000/1000", "must be more than 0"),
+    ("chat=1500:0.8:1000", "write two values with a slash"),
+    ("chat=1500:0.8:-:50/-,documents=13000:0.2", "needs the requests' lengths"),
+])
+def test_bad_class_latency_is_refused_and_nothing_is_written(kv, state, workload, message):
+    kv("plan", "list")
+    was = state()
+    result = kv("plan", "set", "mixed-llama3-8b", "--workload", workload, ok=False)
+    assert result.exit_code != 0
+    assert message in result.output and len(result.output.strip().splitlines()) == 1
+    assert state() == was
+
+
+def test_class_lengths_and_plan_lengths_are_not_both_given(kv, state):
+    kv("plan", "list")
+    was = state()
+    result = kv("plan", "set", "mixed-llama3-8b", "--input-tokens", "1000", "--output-tokens", "500", "--workload",
+                "chat=1500:0.8:1000/500,documents=13000:0.2:12000/1000", ok=False)
+    assert result.exit_code != 0 and "not both" in result.output
+    assert state() == was
+
+
+def test_a_target_no_replica_meets_gets_no_gpus_and_says_so(kv):
+    """1 ms per output token: one decode step alone reads 16 GB of weights at 3.25 TB/s (4.9 ms), so no
+    concurrency meets it: users_per_replica 0, no replicas (as for a plan that does not fit), and the command
+    says why."""
+    out = kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--tpot-ms", "1").output
+    assert "no replica meets its latency target even with one request" in out
+    row = _plan(kv)
+    assert row["tpot_concurrency_limit"] == 0 and row["users_per_replica"] == 0
+    assert row["users_binding_constraint"] == "latency"
+    assert [(r["replicas_needed"], r["gpus_needed"]) for r in _quarters(kv).values()] == [(None, None)] * 2

@@ -449,7 +449,7 @@ _INPUTS = [
               " sampler ran only when the flashinfer package was installed)", "text", nullable=True, table="deployment",
               choices=SAMPLERS,
               help="vLLM: the top-k/top-p sampler backend, torch or flashinfer; its log says which ('Using FlashInfer"
-              " for top-p & top-k sampling'); v0.8 to v0.10 use FlashInfer's whenever the flashinfer package is"
+              " for top-p & top-k sampling'); v0.8 to v0.10.1 use FlashInfer's whenever the flashinfer package is"
               f" installed (default: flashinfer from v0.{VLLM_FLASHINFER_SAMPLER_FROM // 1000}, torch before)"),
     # calibration: what the engine printed at startup
     InputDecl("measured_kv_cache_tokens", "tokens",

@@ -33,13 +33,8 @@ TARGET = 0.02
 # Targets the vendored logs do not let kvreg meet, with the mean absolute error measured when this was
 # written (docs/engine-rules.md says why). --check fails if an error grows past its recorded value, and
 # if a recorded miss starts meeting the target (then this entry and the docs are stale).
-KNOWN_MISSES = {
-    # FlashInfer's sampler warm-up (v0.10.1 with FlashInfer installed), which kvreg has no setting for: dennislee22's
-    # four Qwen2-7B runs and one gpt-oss-120b run on A100s
-    ("vllm", "dense (FlashInfer sampler)", "kv_cache_memory"): 0.0807,
-    ("vllm", "dense (FlashInfer sampler)", "kv_cache_tokens"): 0.0809,
-    ("vllm", "sliding window (FlashInfer sampler)", "kv_cache_memory"): 0.0258,
-    ("vllm", "sliding window (FlashInfer sampler)", "kv_cache_tokens"): 0.0258,
+KNOWN_MISSES: dict = {
+    # none: dennislee22's v0.10.1 runs with FlashInfer's sampler, once missed here, are priced by the `sampler` input
 }
 # No row may miss its KV memory or tokens by more than this unless it is recorded here with its cause (the issue's
 # bar); --check fails on a row past it that is not recorded, and on a recorded row that no longer misses.
@@ -47,24 +42,11 @@ ROW_LIMIT = 0.06
 KNOWN_ROW_MISSES = {
     "vllm-issue21348-qwen3-235b-fp8-h100-tp4.log": "its LMCache KV connector: the same checkpoint at TP 4 without it"
     " (vllm#21429) matches term by term, and this log quotes only its two KV-cache lines",
-    "vllm-dennislee-qwen2-7b-a100-80gb-gmu025-v01011.log": "FlashInfer's sampler (the log: 'Using FlashInfer for top-p"
-    " & top-k sampling'): with FlashInfer installed v0.10.1 warms the sampler up with its kernel, about 12 B a logit by"
-    " this run's arithmetic, where kvreg prices the sort path's 38 (it has no setting for the sampler's backend); at"
-    " utilization 0.25 the 0.84 GiB difference is 18% of a 5 GiB pool, and the same run at 0.5 is -3.6%",
-    "vllm-dennislee-qwen2-7b-a100-80gb-tp2-nop2p-gmu025-v01011.log": "FlashInfer's sampler, as the row above: the same"
-    " model at TP 2 and utilization 0.25 leaves 0.67 GiB for activation and non-torch memory where kvreg prices 1.64"
-    " (the sort path's 1.39 GiB of warm-up and 0.25 of non-torch memory): 0.95 GiB, 7.9% of a 12 GiB pool; the same"
-    " pair at utilization 0.5 is -3.0%",
 }
 LOGGED_TERMS = " (logged terms)"  # a family's rows predicted from the log's own memory terms
 # a family's rows predicted from the GPU alone but for the CUDA graphs vLLM estimated into its KV budget (v0.21 on,
 # its V1 model runner), which kvreg does not estimate: the row takes the log's estimate (`cuda_graphs = "logged"`)
 GRAPHS_LOGGED = " (CUDA graphs logged)"
-# a family's rows whose vLLM (v0.8 to v0.10.1 with FlashInfer installed) warmed its sampler up with FlashInfer's kernel, as
-# the log says ("Using FlashInfer for top-p & top-k sampling"; `sampler = "flashinfer"` in the MANIFEST): kvreg has no
-# setting for the sampler's backend and prices the sort path, so these rows are predicted as any other from the GPU
-# alone and kept apart, to show what the missing setting costs
-FLASHINFER_SAMPLER = " (FlashInfer sampler)"
 
 
 # A MANIFEST model's layer mix, for a sliding-window or hybrid model, its expert layout and its MLA latent (the
@@ -152,8 +134,9 @@ def rows(manifest: dict | None = None) -> list[dict]:
             if not entry.get("table"):
                 continue
             log = measurement_log(entry) if "summary_row" in entry else read_log(LOGS / entry["file"])[0]
+            # the MANIFEST's run details where the log does not say (its `sampler`: the backend the run used)
             for field in ("tp", "pp", "gpu_memory_utilization", "mem_fraction_static", "max_num_batched_tokens",
-                          "max_num_seqs"):
+                          "max_num_seqs", "sampler"):
                 if entry.get(field) is not None and getattr(log, field) is None:
                     setattr(log, field, entry[field])
             result = compare(conn, log, model=entry["model"], gpu=entry["gpu"], context=entry.get("context"),
@@ -188,7 +171,6 @@ def rows(manifest: dict | None = None) -> list[dict]:
                 "model": result["model"], "gpu": result["gpu"], "tp": result["tp"], "pp": result["pp"],
                 "release": entry.get("release") or "not logged", "inputs": entry["inputs"],
                 "graphs_logged": entry.get("cuda_graphs") == "logged",
-                "flashinfer_sampler": entry.get("sampler") == "flashinfer",
                 "kv_gib_logged": logged_kv, "kv_gib_predicted": kv, "kv_error": _error(kv, logged_kv),
                 "tokens_logged": logged_tokens, "tokens_predicted": tokens if kv > 0 else 0,
                 "tokens_error": _error(tokens if kv > 0 else 0, logged_tokens),
@@ -208,8 +190,7 @@ def mean_errors(table: list[dict]) -> dict:
         for r in table:
             if r[key] is not None:
                 family = r["family"] + (LOGGED_TERMS if r["inputs"] == "logged" else
-                                        GRAPHS_LOGGED if r.get("graphs_logged") else
-                                        FLASHINFER_SAMPLER if r.get("flashinfer_sampler") else "")
+                                        GRAPHS_LOGGED if r.get("graphs_logged") else "")
                 groups.setdefault((r["engine"], family, measure), []).append(abs(r[key]))
         for k, errs in groups.items():
             out[k] = (sum(errs) / len(errs), len(errs))

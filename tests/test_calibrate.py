@@ -242,6 +242,35 @@ def test_cuda_graphs_come_off_the_budget_where_the_release_took_them(kv, state):
     assert row["kv_pool_gib_per_gpu"] == pytest.approx(new["kv_cache_gib"], rel=1e-12)
 
 
+def test_the_logs_sampler_backend_sizes_the_sampler_warm_up(kv):
+    """dennislee22's vLLM 0.10.1.1 runs name their sampler: 'Using FlashInfer for top-p & top-k sampling' (FlashInfer
+    installed) or 'FlashInfer is not available. Falling back to the PyTorch-native implementation'. The warm-up's 256
+    rows (the A100's small defaults) of Qwen2's 152,064 logits hold 14 B each on FlashInfer's path (the model's
+    logits 2, their fp32 copy 4, the top-k-masked logits 4 and their softmax 4) and 38 on the sort path, beside the
+    2,048 x 3,584 x 2 B hidden states. Qwen2.5-7B stands in for Qwen2-7B-Instruct: the same layers, heads, widths and
+    vocabulary (tests/data/hf-configs/Qwen__Qwen2.5-7B.json; Qwen/Qwen2-7B-Instruct's config.json)."""
+    hidden = 2_048 * 3_584 * 2  # 14,680,064 B
+    flashinfer = calibrate(kv, str(LOGS / "vllm-dennislee-qwen2-7b-a100-80gb-gmu025-v01011.log"), "--model",
+                           "Qwen2.5-7B", "--gpu", "A100-80GB")
+    assert flashinfer["logged"]["sampler"] == "flashinfer"
+    terms = {t["term"]: t for t in flashinfer["terms"]}
+    assert 256 * 152_064 * 14 == 544_997_376
+    assert terms["activation_peak"]["predicted"] * GIB == hidden + 544_997_376 == 559_677_440  # 0.52 GiB
+    torch = calibrate(kv, str(LOGS / "vllm-dennislee-qwen2-7b-a100-40gb-tp2-two-nodes-v01011.log"), "--model",
+                      "Qwen2.5-7B", "--gpu", "A100-40GB")
+    assert torch["logged"]["sampler"] == "torch"
+    terms = {t["term"]: t for t in torch["terms"]}
+    assert 256 * 152_064 * 38 == 1_479_278_592
+    assert terms["activation_peak"]["predicted"] * GIB == hidden + 1_479_278_592 == 1_493_958_656  # 1.39 GiB
+
+    kv("plan", "add", "q", "--model", "Qwen2.5-7B", "--gpu", "A100-80GB", "--rule", "vllm", "--context", "16384",
+       "--gpus-per-node", "1")
+    [row] = kv.json("plan", "calibrate", "q", "--log", str(LOGS / "vllm-dennislee-qwen2-7b-a100-80gb-gmu025-v01011.log"))
+    [row] = kv.json("plan", "show", "q")
+    assert (row["sampler"], row["sampler_bytes_per_logit"]) == ("flashinfer", 14)
+    assert row["activation_peak_bytes_per_gpu"] == 559_677_440
+
+
 # ---- the model and the GPU from the log itself (no --model, no --gpu)
 
 H200_LOG = str(LOGS / "vllm-sungwonchae-qwen3-next-80b-h200-tp2.log")

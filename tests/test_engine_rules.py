@@ -601,8 +601,10 @@ def test_theoretical_is_the_default_and_unchanged(cap):
     (("--rule", "vllm", "--mem-fraction-static", "0.8"), "add --rule sglang"),
     (("--rule", "vllm", "--block-size", "0"), "vLLM"),
     (("--rule", "vllm", "--max-num-batched-tokens", "0"), "--max-num-batched-tokens"),
+    (("--rule", "vllm", "--sampler", "cuda"), "--sampler 'cuda' is not a vLLM sampler backend: use torch or flashinfer"),
+    (("--rule", "sglang", "--sampler", "flashinfer"), "add --rule vllm"),
 ], ids=["rule", "gmu-zero", "gmu-above-one", "negative-activation", "bad-size", "knob-without-rule",
-        "other-engines-knob", "vllm-block-zero", "zero-batched-tokens"])
+        "other-engines-knob", "vllm-block-zero", "zero-batched-tokens", "unknown-sampler", "sampler-without-vllm"])
 def test_bad_engine_settings_are_one_line_and_write_nothing(kv, state, args, words):
     kv("init")
     line = fails(kv, state, "capacity", "--model", "Llama-3.1-8B", *args)
@@ -840,6 +842,45 @@ def test_vllm_profile_run_defaults_by_gpu_and_release(kv, gpu, release, batched,
     forward, warm_up = batched * (3 * 14_336 + 3 * 4_096) * 2, seqs * 128_256 * per_logit
     expected = max(forward, batched * 4_096 * 2 + warm_up)
     assert r["activation_peak_bytes_per_gpu"] == expected
+
+
+@pytest.mark.parametrize("release, sampler, per_logit", [
+    ("0.10.1", "flashinfer", 14),  # FlashInfer installed: top_k_mask_logits and softmax beside the logits, 2 + 4 + 4 + 4
+    ("0.10.1", "torch", 38),  # the sort path
+    ("0.10.1", None, 38),  # the default depends on whether flashinfer is installed: kvreg takes the sort path
+    ("0.20.0", "flashinfer", 14),  # v0.10.2 to v0.20: FlashInfer's only by VLLM_USE_FLASHINFER_SAMPLER=1
+    ("0.20.0", None, 20),  # PyTorch's backend, vLLM's Triton top-k/top-p kernel from v0.17
+    ("0.21.0", None, 24),  # FlashInfer's by default from v0.21 (as measured on vllm#50722)
+    ("0.21.0", "torch", 20),  # VLLM_USE_FLASHINFER_SAMPLER=0: the Triton kernel
+    ("0.6.5", "flashinfer", 38),  # the V0 engine's sampler: the sort path whatever the backend
+])
+def test_the_sampler_backend_sizes_the_warm_up(kv, release, sampler, per_logit):
+    """Llama-3.1-8B on an A100 80GB (the small defaults from v0.9: 2,048 batched tokens, 256 sequences; 128,256
+    logits a row): the warm-up is 256 x 128,256 x the backend's bytes a logit beside 2,048 x 4,096 x 2 B of hidden
+    states, larger than the forward pass's 2,048 x (3 x 14,336 + 3 x 4,096) x 2 B = 226,492,416 at every rate here."""
+    seqs, batched = (256, 2_048) if release != "0.6.5" else (256, 8_192)
+    kv("plan", "add", "s", "--model", "Llama-3.1-8B", "--gpu", "A100-80GB", "--gpus-per-node", "1", "--context", "8K",
+       "--rule", "vllm", "--engine-version", release, *(("--sampler", sampler) if sampler else ()))
+    r = plan_row(kv, "s")
+    assert (r["sampler"], r["sampler_bytes_per_logit"]) == (sampler, per_logit)
+    assert r["activation_peak_bytes_per_gpu"] == max(batched * (3 * 14_336 + 3 * 4_096) * 2,
+                                                     batched * 4_096 * 2 + seqs * 128_256 * per_logit)
+
+
+def test_plan_set_changes_and_clears_the_sampler(kv, state):
+    """256 x 128,256 logits at 14 B (FlashInfer's path, v0.10.1) are 459,669,504 B, at 38 (the sort path)
+    1,247,674,368; `none` returns to the release's default (the sort path at v0.10.1), an unknown backend is one line
+    and changes nothing."""
+    kv("plan", "add", "f", "--model", "Llama-3.1-8B", "--gpu", "A100-80GB", "--gpus-per-node", "1", "--context", "8K",
+       "--rule", "vllm", "--engine-version", "0.10.1", "--sampler", "flashinfer")
+    hidden = 2_048 * 4_096 * 2
+    assert plan_row(kv, "f")["activation_peak_bytes_per_gpu"] == hidden + 256 * 128_256 * 14 == hidden + 459_669_504
+    assert "--sampler 'sort' is not a vLLM sampler backend" in fails(kv, state, "plan", "set", "f", "--sampler", "sort")
+    assert plan_row(kv, "f")["sampler"] == "flashinfer"
+    kv("plan", "set", "f", "--sampler", "none")
+    r = plan_row(kv, "f")
+    assert r["sampler"] is None and r["activation_peak_bytes_per_gpu"] == hidden + 256 * 128_256 * 38
+    assert 256 * 128_256 * 38 == 1_247_674_368
 
 
 def test_vllm_reads_the_gpus_name_as_its_device_name(kv):

@@ -217,6 +217,7 @@ def question(log: EngineLog, model: str, gpu: str, *, context: int | None = None
                  max_num_seqs=log.max_num_seqs)
     if rule == "vllm":
         q.gpu_memory_utilization = log.gpu_memory_utilization
+        q.sampler = log.sampler  # the backend the log names (None: the release's default)
         batched = log.max_num_batched_tokens
         if batched is None and (log.format or "").startswith("vllm-v0") and ctx:
             batched = max(ctx, V0_MIN_BATCHED_TOKENS)

@@ -103,6 +103,7 @@ class Question:
     engine_release: int | None = None  # derived from engine_version by kvreg.core.rules
     non_torch_bytes: int | None = None
     weights_measured_bytes: int | None = None
+    sampler: str | None = None  # vLLM's sampler backend, torch or flashinfer (None: the release's default)
     # the workload a latency is asked for (None: not asked; kvreg.figures.inputs, table "workload")
     input_tokens: int | None = None
     output_tokens: int | None = None

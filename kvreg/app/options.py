@@ -104,7 +104,7 @@ def engine_options(defaults: bool) -> list:
         *[input_option(name, suffix=clears, type=None, default=None)
           for name in ("engine_version", "gpu_memory_utilization", "max_num_batched_tokens", "max_concurrent_batches",
                        "max_num_seqs", "activation_bytes", "cuda_graph_bytes", "non_torch_bytes",
-                       "weights_measured_bytes", "mem_fraction_static")],
+                       "weights_measured_bytes", "mem_fraction_static", "sampler")],
     ]
 
 

@@ -553,6 +553,8 @@ def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, li
     if log.engine == "vllm":
         if log.max_num_batched_tokens is not None:
             changes["max_num_batched_tokens"] = log.max_num_batched_tokens
+        if log.sampler is not None:  # the backend the log names sizes the sampler warm-up
+            changes["sampler"] = log.sampler
     else:
         in_use = sglang_in_use(conn, spec["gpu"], log)
         if in_use is not None:
@@ -567,7 +569,7 @@ def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, li
     row = validate_plan(conn, {**spec, **changes})
     conn.execute(update(Plan).where(Plan.name == name).values(
         **{k: row[k] for k in (*MEASURED_TERMS, "max_num_batched_tokens", "max_num_seqs", "engine_version",
-                               "engine_release")},
+                               "engine_release", "sampler")},
         calibration_source=source, **dict.fromkeys(CALIBRATION_FIELDS)))
     current = plan_capacity(conn, name)
     log = at_limiting_stage(log, spec["pp"], current.get("pp_limiting_stage"))

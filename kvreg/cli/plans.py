@@ -45,7 +45,7 @@ CALIBRATION_COLUMNS = ["plan", "rule", "measured_engine_version", "kv_cache_toke
                        "measured_max_concurrency", "max_concurrency_error_fraction"]
 LOG_CALIBRATION_COLUMNS = ["calibration_source", "measured_kv_cache_bytes", "kv_pool_gib_per_gpu",
                            "kv_cache_memory_error_fraction", "weights_measured_bytes", "activation_bytes",
-                           "non_torch_bytes", "cuda_graph_bytes", "max_num_seqs", "engine_version"]
+                           "non_torch_bytes", "cuda_graph_bytes", "max_num_seqs", "engine_version", "sampler"]
 ROLLUP_COLUMNS = ["gpu", "quarter", "gpus_to_buy", "capex_to_buy", "order_by", "gpus_needed", "gpus_installed",
                   "gpus_bought", "gpus_spare", "plans", "plans_not_fitting", "users", "cost_per_month",
                   "gpus_needed_quarter_change", "driving_plans"]

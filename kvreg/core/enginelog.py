@@ -88,6 +88,7 @@ class EngineLog:
     # budget takes (the captured figure, cuda_graph_gib, comes after and differs by a few percent)
     cuda_graph_estimate_gib: float | None = None
     graphs_captured: bool | None = None  # the log shows vLLM's "Graph capturing finished" line
+    sampler: str | None = None  # vLLM's top-k/top-p sampler backend as the log names it: torch or flashinfer
     avail_before_load_gib: float | None = None
     avail_after_weights_gib: float | None = None
     kv_cache_gib: float | None = None
@@ -224,6 +225,11 @@ _rule("kv_cache_gib", r"kv_cache_size=" + _NUM + r"GiB", _f, smallest=True)
 _rule("kv_cache_gib", r"Available KV cache memory:\s*" + _NUM + r"\s*GiB", _f, "vllm-v1", smallest=True)
 _rule("cuda_graph_gib", r"Graph capturing finished in .*?took\s+" + _NUM + r"\s*GiB", _f)
 _rule("graphs_captured", r"(Graph capturing finished)", lambda _: True)
+# vLLM's sampler backend (vllm/v1/sample/ops/topk_topp_sampler.py, logged as the sampler is built, before the profile
+# run): FlashInfer's kernel, or PyTorch's own when FlashInfer is missing, disabled or unsupported
+_rule("sampler", r"(Using FlashInfer for top-p & top-k sampling)", lambda _: "flashinfer")
+_rule("sampler", r"(FlashInfer is not available\.|FlashInfer is available, but it is not enabled"
+      r"|FlashInfer top-p/top-k sampling (?:disabled|unavailable|is available but disabled))", lambda _: "torch")
 _rule("cuda_graph_estimate_gib", r"Estimated CUDA graph memory:\s*" + _NUM + r"\s*GiB total", _f, "vllm-v1")
 _rule("_pool", r"CUDA graph pool memory:\s*" + _NUM + r"\s*GiB \(actual\),\s*" + _NUM + r"\s*GiB \(estimated\)",
       lambda actual, estimate: {"cuda_graph_gib": _f(actual), "cuda_graph_estimate_gib": _f(estimate)}, "vllm-v1")

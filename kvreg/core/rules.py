@@ -18,6 +18,9 @@ from kvreg.core.errors import KvregError
 from kvreg.core.units import UnitError, parse_size, parse_tokens
 
 RULES = ("theoretical", "vllm", "sglang")
+# vLLM's top-k/top-p sampler backends (the deployment input `sampler`): PyTorch's own (the sort path, from v0.17 a
+# Triton kernel) and FlashInfer's kernel (docs/engine-rules.md, "The sampler's backend").
+SAMPLERS = ("torch", "flashinfer")
 # Each engine setting, the rule that reads it ("engine": vllm or sglang), and its CLI option.
 ENGINE_SETTINGS = {
     "engine_version": ("engine", "--engine-version"),
@@ -30,6 +33,7 @@ ENGINE_SETTINGS = {
     "activation_bytes": ("vllm", "--activation-memory"),
     "cuda_graph_bytes": ("vllm", "--cuda-graph-memory"),
     "mem_fraction_static": ("sglang", "--mem-fraction-static"),
+    "sampler": ("vllm", "--sampler"),
 }
 # engine_release is derived from engine_version (release_number) and stored beside it: the figures
 # compare release numbers, never version text.
@@ -45,6 +49,16 @@ def check_rule(rule) -> str:
     return rule
 
 
+def check_sampler(sampler: str | None) -> str | None:
+    """torch, flashinfer or None (the release's default); anything else is a one-line error."""
+    if sampler is None:
+        return None
+    if sampler not in SAMPLERS:
+        raise KvregError(f"--sampler {sampler!r} is not a vLLM sampler backend: use {' or '.join(SAMPLERS)}, or leave"
+                         " it out for the release's default (see docs/engine-rules.md)")
+    return sampler
+
+
 def check_engine_settings(settings: dict, block_size: int | None = None, dp_attention: int = 1) -> dict:
     """The rule and engine settings of a deployment, checked and normalised (a new dict with every
     ENGINE_FIELDS key). A setting that another rule reads is an error: it would silently do nothing."""
@@ -58,6 +72,7 @@ def check_engine_settings(settings: dict, block_size: int | None = None, dp_atte
     for name in ("activation_bytes", "cuda_graph_bytes", "non_torch_bytes", "weights_measured_bytes"):
         out[name] = _whole(out[name], ENGINE_SETTINGS[name][1], minimum=0)
     out["engine_version"], out["engine_release"] = _version(out["engine_version"])
+    out["sampler"] = check_sampler(out["sampler"])
     for name, (rule, flag) in ENGINE_SETTINGS.items():
         if out[name] is not None and out["rule"] != rule and not (rule == "engine" and out["rule"] in _ENGINE):
             wanted = "vllm or --rule sglang" if rule == "engine" else rule
@@ -142,6 +157,7 @@ _OPTIONS = {
     "weights_memory": ("weights_measured_bytes", "size"),
     "engine_version": ("engine_version", "text"),
     "mem_fraction_static": ("mem_fraction_static", "text"),
+    "sampler": ("sampler", "text"),
 }
 
 
@@ -166,7 +182,7 @@ def parse_engine_options(opts: dict) -> dict:
             except UnitError as exc:
                 raise KvregError(f"{flag}: {exc}") from None
         else:
-            out[setting] = text if option in ("rule", "engine_version") else value
+            out[setting] = text if option in ("rule", "engine_version", "sampler") else value
     return out
 
 

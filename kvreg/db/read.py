@@ -248,7 +248,7 @@ def declared_rows(conn) -> dict[str, list[dict]]:
 PLAN_KEYS = ["name", "model", "gpu", "gpus_per_node", "tp", "pp", "dp_attention", "kv_dtype", "weight_dtype",
              "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", "rule",
              "gpu_memory_utilization", "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes",
-             "cuda_graph_bytes", "mem_fraction_static", "max_num_seqs", "input_tokens", "output_tokens",
+             "cuda_graph_bytes", "mem_fraction_static", "max_num_seqs", "sampler", "input_tokens", "output_tokens",
              "tpot_target_ms", "ttft_target_ms", "notes", "allow_gpus", "allow_kv_dtypes", "workload"]
 # A workload class in a declaration file: its tokens and share, then its latency workload (absent: NULL).
 CLASS_KEYS = ["name", "avg_tokens", "share", "input_tokens", "output_tokens", "tpot_target_ms", "ttft_target_ms"]

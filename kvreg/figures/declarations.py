@@ -735,16 +735,25 @@ _FIGURES: list[Figure] = [
                                        coalesce(I("moe_layers"), 0).eq(0), coalesce(I("linear_layers"), 0).eq(0))),
                Const(None)), "flag"),
     Figure("sampler_bytes_per_logit", "bytes",
-           f"vLLM: bytes live per logit at the sampler warm-up's peak: {VLLM_V1_SAMPLER_BYTES_PER_LOGIT} before v0.17"
+           f"vLLM: bytes live per logit at the sampler warm-up's peak, by the sampler backend (the input sampler;"
+           f" NULL: flashinfer from v0.{VLLM_FLASHINFER_SAMPLER_FROM // 1000}, torch before). torch:"
+           f" {VLLM_V1_SAMPLER_BYTES_PER_LOGIT} before v0.17"
            " (the profile run samples with top_k = vocab - 1 and top_p < 1 through the sort-based top-k/top-p, in the V0"
-           f" engine as in V1; as measured on llm-d's v0.11 H100 runs); {VLLM_TRITON_SAMPLER_BYTES_PER_LOGIT} from v0.17"
-           " (its Triton"
-           f" top-k/top-p kernel, in place); {VLLM_FLASHINFER_SAMPLER_BYTES_PER_LOGIT} from v0.21 (FlashInfer's"
-           f" sampler by default); {VLLM_V2_SAMPLER_BYTES_PER_LOGIT} on the V2 model runner (fp32 logits beside the"
+           f" engine as in V1; as measured on llm-d's v0.11 H100 runs), {VLLM_TRITON_SAMPLER_BYTES_PER_LOGIT} from v0.17"
+           " (its Triton top-k/top-p kernel, in place). flashinfer: "
+           f"{VLLM_FLASHINFER_V1_SAMPLER_BYTES_PER_LOGIT} before v0.{VLLM_FLASHINFER_SAMPLER_FROM // 1000} (the model's"
+           " logits, their fp32 copy, FlashInfer's top-k-masked logits and their softmax: 2 + 4 + 4 + 4),"
+           f" {VLLM_FLASHINFER_SAMPLER_BYTES_PER_LOGIT} from v0.{VLLM_FLASHINFER_SAMPLER_FROM // 1000} (as measured)."
+           " The V0 engine (before v0.8, and v0.8 to v0.10 below compute capability 8.0) takes the torch figure whatever"
+           f" the backend; the V2 model runner {VLLM_V2_SAMPLER_BYTES_PER_LOGIT} (fp32 logits beside the"
            " model's, a Gumbel kernel)",
            if_(_rule("vllm"),
                if_(F("vllm_v2_model_runner"), VLLM_V2_SAMPLER_BYTES_PER_LOGIT,
-               if_(F("engine_release_used") >= VLLM_FLASHINFER_SAMPLER_FROM, VLLM_FLASHINFER_SAMPLER_BYTES_PER_LOGIT,
+               if_(and_(F("vllm_v1_engine"),
+                        or_(I("sampler").eq("flashinfer"),
+                            and_(isnull(I("sampler")), F("engine_release_used") >= VLLM_FLASHINFER_SAMPLER_FROM))),
+                   if_(F("engine_release_used") >= VLLM_FLASHINFER_SAMPLER_FROM, VLLM_FLASHINFER_SAMPLER_BYTES_PER_LOGIT,
+                       VLLM_FLASHINFER_V1_SAMPLER_BYTES_PER_LOGIT),
                    if_(F("engine_release_used") >= VLLM_TRITON_SAMPLER_FROM, VLLM_TRITON_SAMPLER_BYTES_PER_LOGIT,
                        VLLM_V1_SAMPLER_BYTES_PER_LOGIT))), Const(None)), "int"),
     Figure("activation_forward_bytes_per_gpu", "bytes", "vLLM: peak activation memory of the profile run's forward"

@@ -115,6 +115,18 @@ VLLM_TRITON_SAMPLER_BYTES_PER_LOGIT = 20
 # hidden states, 24 B a logit.
 VLLM_FLASHINFER_SAMPLER_FROM = 21000  # v0.21.0
 VLLM_FLASHINFER_SAMPLER_BYTES_PER_LOGIT = 24
+# Before v0.21 FlashInfer's sampler was no default of vLLM's but of the install: v0.8 to v0.10's TopKTopPSampler
+# (vllm/v1/sample/ops/topk_topp_sampler.py __init__) takes forward_cuda whenever the flashinfer package imports (>=
+# 0.2.3) and VLLM_USE_FLASHINFER_SAMPLER is not set to 0 (envs.py: unset reads None, "is not False"), logging "Using
+# FlashInfer for top-p & top-k sampling", else "FlashInfer is not available. Falling back to the PyTorch-native
+# implementation". The profile run's dummy sampling (gpu_model_runner.py _dummy_sampler_run: top_k = vocab - 1,
+# top_p = 0.9, no generators) then goes to flashinfer_sample -> flashinfer.sampling.top_k_top_p_sampling_from_logits,
+# whose default filter_apply_order "top_k_first" runs top_k_mask_logits (a new fp32 tensor) and torch.softmax over it
+# (another), then samples from those probabilities in place. Live per logit at the peak: the model-dtype logits
+# compute_logits returned (2 B), the sampler's fp32 copy (Sampler.forward: logits.to(torch.float32), 4), the masked
+# logits (4) and their probabilities (4): 14 B, against the sort path's 38. Derived, not fitted; dennislee22's five
+# v0.10.1 A100 runs that log the line (tests/data/logs/vllm-dennislee-*) then come within 0.7% (docs/engine-rules.md).
+VLLM_FLASHINFER_V1_SAMPLER_BYTES_PER_LOGIT = 2 + 4 + 4 + 4
 # From v0.22 vLLM runs some architectures on its V2 model runner by default (vllm/config/vllm.py
 # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES; VLLM_USE_V2_MODEL_RUNNER overrides it either way): Qwen3ForCausalLM from
 # v0.22, LlamaForCausalLM and MistralForCausalLM from v0.23, DeepseekV2ForCausalLM, Qwen2MoeForCausalLM and

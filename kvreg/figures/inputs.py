@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvreg.core.rules import RULES
+from kvreg.core.rules import RULES, SAMPLERS
 
 from .engine_defaults import (
     GIB,
     SGLANG_RUNNING_REQUESTS_CEILING,
     SGLANG_RUNNING_REQUESTS_FLOOR,
+    VLLM_FLASHINFER_SAMPLER_FROM,
     VLLM_ASYNC_CONCURRENT_BATCHES,
     VLLM_GPU_MEMORY_UTILIZATION,
     VLLM_GPU_MEMORY_UTILIZATION_BEFORE,
@@ -460,6 +461,14 @@ _INPUTS = [
               " SGLang 'mem usage')", nullable=True, table="deployment", big=True, minimum=0, check="weights_measured",
               flag="--weights-memory",
               help="vLLM/SGLang: measured weight memory per GPU (14.99GiB), instead of params x bytes / (TP x PP)"),
+    InputDecl("sampler", "name", "vLLM's top-k/top-p sampler backend, which sizes its sampler warm-up: torch (PyTorch's"
+              " sort path, from v0.17 vLLM's Triton kernel) or flashinfer (FlashInfer's kernel) (NULL: the release's"
+              f" default, flashinfer from v0.{VLLM_FLASHINFER_SAMPLER_FROM // 1000}, torch before, where FlashInfer's"
+              " sampler ran only when the flashinfer package was installed)", "text", nullable=True, table="deployment",
+              choices=SAMPLERS,
+              help="vLLM: the top-k/top-p sampler backend, torch or flashinfer; its log says which ('Using FlashInfer"
+              " for top-p & top-k sampling'); v0.8 to v0.10.1 use FlashInfer's whenever the flashinfer package is"
+              f" installed (default: flashinfer from v0.{VLLM_FLASHINFER_SAMPLER_FROM // 1000}, torch before)"),
     # calibration: what the engine printed at startup
     InputDecl("measured_kv_cache_tokens", "tokens",
               "KV cache tokens the engine printed (vLLM 'GPU KV cache size', SGLang max_total_num_tokens)",

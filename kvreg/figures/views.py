@@ -77,7 +77,7 @@ def _deployment_source(table: str, key_cols: list[str], extra_cols: list[str] = 
 _DEPLOY_OUT = ["model", "gpu", "rule", "tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens",
                "kv_dtype", "weight_dtype", "reserve", "kv_cache_memory_bytes", "block_size", "gpu_memory_utilization",
                "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes", "cuda_graph_bytes",
-               "mem_fraction_static", "engine_version", "non_torch_bytes", "weights_measured_bytes", "max_num_seqs"]
+               "mem_fraction_static", "engine_version", "non_torch_bytes", "weights_measured_bytes", "max_num_seqs", "sampler"]
 
 
 @dataclass(frozen=True)

@@ -221,3 +221,28 @@ def test_the_stored_what_ifs_are_the_compiled_ones(tmp_path):
     out = subprocess.run([sys.executable, "-c", _NO_DECLARATIONS, url], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout)[0]["kv_bytes_per_token"] == 32 * 8 * 128 * 2 * 2
+
+
+def test_what_ifs_in_batches_answer_as_one_statement(tmp_path, monkeypatch):
+    """kvreg.app.plans.evaluate sends many unsaved plans in batches of WHATIF_BATCH (one statement's
+    joins over bound rows cost the square of its rows): five plans in batches of two give the rows,
+    in order, that one statement gives."""
+    from kvreg.app import plans
+    from kvreg.app.access import open_registry
+
+    eng = open_registry(f"sqlite:///{tmp_path / 'registry.db'}")
+    try:
+        with eng.connect() as conn:
+            base = plans.validate_plan(conn, plans.spec_from_options(
+                {"model": "Llama-3-8B", "gpu": "H100-SXM", "context": "8k"}, partial=False), named=False)
+            rows = [{**base, "users": users} for users in (1, 10, 100, 1000, 10000)]
+            one = plans.evaluate(conn, rows)
+            monkeypatch.setattr(plans, "WHATIF_BATCH", 2)
+            batched = plans.evaluate(conn, rows)
+    finally:
+        eng.dispose()
+    assert batched == one
+    # 8,192 tokens x 131,072 B of KV a token (Llama-3-8B) = 1 GiB a sequence: more users, more GPUs.
+    assert [r["users"] for r in batched] == [1, 10, 100, 1000, 10000]
+    assert [r["gpus_needed"] for r in batched] == sorted(r["gpus_needed"] for r in batched)
+    assert batched[0]["gpus_needed"] == 1 and batched[-1]["gpus_needed"] > batched[2]["gpus_needed"]

@@ -182,3 +182,40 @@ def test_a_target_no_replica_meets_gets_no_gpus_and_says_so(kv):
     assert row["tpot_concurrency_limit"] == 0 and row["users_per_replica"] == 0
     assert row["users_binding_constraint"] == "latency"
     assert [(r["replicas_needed"], r["gpus_needed"]) for r in _quarters(kv).values()] == [(None, None)] * 2
+
+
+def test_a_target_one_request_cannot_meet_is_counted_as_not_fitting(kv, engine, tmp_path):
+    """A 5 ms tpot target on the chat plan (1,000-token prompts, 500 generated). With one request a decode step
+    reads the weights once and one sequence's KV at the mean decode context (1,250 tokens, 79 blocks of 16 =
+    1,264), and no other prompt is chunked in: tpot(1) = weights_s + step_overhead + kv_s = 4.94 + 2.4 + 0.051
+    = 7.39 ms with the factors fitted today, over the 5 ms target at every concurrency. The plan serves no user, so the rollup counts it in plans_not_fitting,
+    its reason says why, and the report lists it under "Not counted" rather than dropping its demand."""
+    def h100(quarter="2026Q4"):
+        return next(r for r in kv.json("plan", "rollup", "--quarter", quarter)["schedule"] if r["gpu"] == "H100-SXM")
+
+    before = h100()
+    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--tpot-ms", "5")
+    f = next(e for e in EFFICIENCIES if e.needle == "h100" and e.engine == "vllm")
+    with engine.connect() as conn:
+        params = get_model(conn, "Llama-3-8B")["params_active"]
+    bandwidth = H100_BANDWIDTH * f.bandwidth
+    weights_s = params * 2 / bandwidth  # bf16 weights, TP 1
+    kv_s = 1264 * 32 * 8 * (128 + 128) * 2 / bandwidth  # 32 layers x 8 KV heads x (K + V) x 128 x 2 B
+    one_request_tpot_ms = 1000 * (weights_s + f.step_overhead_s + kv_s)
+    row = _plan(kv)
+    assert row["tpot_ms"] == pytest.approx(one_request_tpot_ms, rel=1e-9)  # the plan's figures at one request
+    assert one_request_tpot_ms > 5
+    assert row["tpot_concurrency_limit"] == 0 and row["latency_concurrency_limit"] == 0
+    assert row["fits"] == 1 and row["users_per_replica"] == 0
+    assert row["reason"] == "fits in memory, but no replica meets the tpot target even with one request"
+    after = h100()
+    # The chat plan has demand in 2026Q4: it moves from the counted plans (1 GPU) to plans_not_fitting.
+    assert after["plans"] == before["plans"]
+    assert after["plans_not_fitting"] == before["plans_not_fitting"] + 1
+    assert after["gpus_needed"] == before["gpus_needed"] - 1
+    folder = tmp_path / "r"
+    kv("report", "--quarter", "2026Q4", "--out", str(folder), "--format", "md")
+    md = next(folder.rglob("*.md")).read_text()
+    assert f"- {PLAN}: fits in memory, but no replica meets the tpot target even with one request\n" in md
+    # and its own section says so, not that it fits
+    assert "**Serves no user:** fits in memory, but no replica meets the tpot target even with one request." in md

@@ -1273,14 +1273,21 @@ _FIGURES: list[Figure] = [
     Figure(
         "reason",
         "text",
-        "why it does not fit (empty when it fits and the context is within the model's claim); a context beyond"
-        " max_position_embeddings is said here too, fitting or not",
+        "why it does not fit, or fits but serves no user because no replica meets its latency target even with one"
+        " request (latency_concurrency_limit 0); empty when it fits, serves and the context is within the model's"
+        " claim; a context beyond max_position_embeddings is said here too, fitting or not",
         # _WHY_NOT is "" exactly when the layout fits, so only the branch that does not fit spells it
         # out, once: the workbook's formula is half as long as with _WHY_NOT in every branch.
         if_(
             F("fits"),
-            if_(F("context_within_claim"), "",
-                concat("fits, beyond the model's ", grouped(I("max_position_embeddings")), "-token claim")),
+            if_(coalesce(F("latency_concurrency_limit"), 1) < 1,
+                concat("fits in memory, but no replica meets the ",
+                       if_(coalesce(F("tpot_concurrency_limit"), 1) < 1, "tpot", "ttft"),
+                       " target even with one request",
+                       if_(F("context_within_claim"), "",
+                           concat("; beyond the model's ", grouped(I("max_position_embeddings")), "-token claim"))),
+                if_(F("context_within_claim"), "",
+                    concat("fits, beyond the model's ", grouped(I("max_position_embeddings")), "-token claim"))),
             concat(_WHY_NOT, if_(F("context_within_claim"), "",
                                  concat("; beyond the model's ", grouped(I("max_position_embeddings")), "-token claim"))),
         ),
@@ -1752,8 +1759,11 @@ _LIVE = (("users", ">", 0),)  # a plan whose demand is 0 has ended: it is not co
 _AGGREGATES = [
     Aggregate("plans", "count", "plans with demand (more than 0 users) in force on this GPU type", over="demand",
               where=_LIVE),
-    Aggregate("plans_not_fitting", "count", "of those, plans that do not fit (their GPUs are not counted)",
-              over="demand", where=_LIVE + (("fits", "=", 0),)),
+    # users_per_replica is 0 exactly when the plan does not fit (workload_concurrency 0) or no replica meets its
+    # latency target with one request (latency_concurrency_limit 0): either way it has no replicas to count.
+    Aggregate("plans_not_fitting", "count", "of those, plans that serve no user (users_per_replica 0): they do not"
+              " fit, or no replica meets their latency target even with one request (their GPUs are not counted)",
+              over="demand", where=_LIVE + (("users_per_replica", "=", 0),)),
     Aggregate("users", "users", "concurrent users to serve: the plans' demand in force", over="demand", of="users"),
     Aggregate("gpus_needed", "GPUs", "GPUs the plans need (their replicas x TP x PP)", over="demand",
               of="gpus_needed"),

@@ -43,12 +43,6 @@ def _engine_checks(table: str) -> list[CheckConstraint]:
     return [CheckConstraint(cond, name=name) for name, cond in engine_check_sql(table)]
 
 
-def _fk(target: str, nullable: bool = False, ondelete: str = "RESTRICT"):
-    return Field(
-        sa_column=Column(String, ForeignKey(target, ondelete=ondelete, onupdate="CASCADE"), nullable=nullable)
-    )
-
-
 class Dtype(SQLModel, table=True):
     """A number format for KV cache elements and/or weights. A new format is a row, not code."""
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .declarations import AGGREGATE_AXIS_INPUTS, AGGREGATE_GPU_INPUTS, AGGREGATES, FIGURES, INPUTS, Aggregate
+from .declarations import AGGREGATE_AXIS_INPUTS, AGGREGATE_GPU_INPUTS, AGGREGATES, Aggregate
 from .excel import ExcelCompiler
 from .expr import Input, Ref, names
 from .quarters import (  # noqa: F401  (the carry-forward rule's pieces, re-exported)
@@ -57,11 +57,6 @@ def _refs(a: Aggregate) -> list[str]:
 def _inputs(e) -> list[str]:
     """The GPU inputs an aggregate's expression reads, in first-seen order."""
     return names(e, (Input,))
-
-
-def _kind(column: str) -> str:
-    decl = FIGURES.get(column) or INPUTS.get(column)
-    return decl.kind if decl else "int"
 
 
 # --------------------------------------------------------------------------- SQL

@@ -22,7 +22,7 @@ from .excel import ExcelCompiler
 from .expr import Input, Ref, names
 from .quarters import (  # noqa: F401  (the carry-forward rule's pieces, re-exported)
     in_force_excel, in_force_sql, index_of_quarter, previous_index_sql, quarter_index_excel, quarter_index_sql,
-    quarter_of_index, quarter_of_index_excel, quarter_of_index_sql, until_sql,
+    quarter_of_index_excel, quarter_of_index_sql,
 )
 from .sql import compiler, integer_sum
 from .sql import fence as sql_fence

@@ -40,7 +40,7 @@ from .expr import (
 # The engines' defaults and constants, each named once with its source, and the inputs, declared in their
 # own modules (stdlib only, for the commands that need no figure); the figures below read them by name.
 from .engine_defaults import *  # noqa: F403
-from .inputs import INPUT_TABLES, INPUTS, KV_GROUPS, InputDecl, inputs_of  # noqa: F401
+from .inputs import INPUT_TABLES, INPUTS, KV_GROUPS, inputs_of  # noqa: F401
 from .performance import (
     ACTIVATION_WIRE_BYTES,
     ALLREDUCE_LATENCY_S,

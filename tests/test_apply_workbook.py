@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import registry_state
 from sqlalchemy import text
 
 GIB = 2**30
@@ -145,13 +146,23 @@ def test_workbook_from_another_registry_or_quarter_is_refused(kv, state, tmp_pat
     ({("Workload", ("mixed-llama3-8b", "chat"), "share"): 0}, "must be a number above 0"),
     ({("GPUs", ("H200",), "price_per_hour"): -1}, "must be a finite number of at least 0"),
 ])
-def test_a_bad_cell_names_itself_and_nothing_is_written(kv, state, tmp_path, cells, message):
-    book = _workbook(kv, tmp_path)
+def test_a_bad_cell_names_itself_and_nothing_is_written(unwritten_book, tmp_path, cells, message):
+    kv, book = unwritten_book
     _edit(book, tmp_path / "bad.xlsx", cells=cells)
-    before = state()
+    before = registry_state(kv.url)
     result = kv("apply", tmp_path / "bad.xlsx", "--quarter", "2026Q4", ok=False)
     assert result.exit_code == 1 and message in result.output and len(result.output.strip().splitlines()) == 1
-    assert state() == before
+    assert registry_state(kv.url) == before
+
+
+@pytest.fixture(scope="module")
+def unwritten_book(module_db_url, tmp_path_factory):
+    """One registry per engine and its workbook, shared by the cases that must write nothing (each
+    checks that it wrote nothing): writing the report workbook is most of such a case's time."""
+    from conftest import Kvreg
+
+    kv = Kvreg(module_db_url)
+    return kv, _workbook(kv, tmp_path_factory.mktemp("book"))
 
 
 def test_fleet_counts_come_back_through_set_fleet(kv, engine, state, tmp_path):

@@ -10,24 +10,39 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import Kvreg, registry_state
+from conftest import Kvreg, registry_state, sqlite_copy
 from serving import Server, chromium
 
 WAIT = 60  # seconds: a busy CI machine can take a while to answer
 
 
 @pytest.fixture
-def sqlite_url(tmp_path):
-    return f"sqlite:///{tmp_path / 'registry.db'}"
+def sqlite_url(sqlite_template, tmp_path):
+    """A fresh seeded registry of the test's own (a copy of conftest's sqlite_template)."""
+    return sqlite_copy(sqlite_template, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def _chromium(tmp_path_factory):
+    """One headless Chromium for the module's tests, on each xdist worker that runs some (a start
+    costs seconds). Nothing a page keeps reaches another test: each test's pages come from its own
+    `kvreg serve` on its own port (storage is per origin; the pages set no cookies), and the
+    browser fixture puts the window back as it found it."""
+    driver = chromium(tmp_path_factory.mktemp("chromium"))
+    yield driver
+    driver.quit()
 
 
 @pytest.fixture
-def browser(tmp_path):
-    driver = chromium(tmp_path)
+def browser(_chromium, tmp_path):
+    driver = _chromium
+    size = driver.get_window_size()
     driver.shots = tmp_path / "screens"
     driver.shots.mkdir()
     yield driver
-    driver.quit()
+    driver.get("about:blank")
+    driver.delete_all_cookies()
+    driver.set_window_size(size["width"], size["height"])
 
 
 def shot(driver, name: str) -> None:

@@ -3,26 +3,19 @@
 A fleet entry says how many GPUs of one type are installed from a quarter on: owned, and
 committed (reserved) cloud capacity with its own price per GPU-hour. Like demand, an entry holds
 until the next entry of the same GPU type. What to buy is declared once
-(kvreg.figures.declarations.AGGREGATES) and read here from the `procurement` view, or, for a
-horizon of given quarters, from the same compiled query over those quarters.
+(kvreg.figures.declarations.AGGREGATES) and read by kvreg.db.read from the `procurement` view, or,
+for a horizon of given quarters, from the same compiled query over those quarters.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from kvreg.app.registry import check_input, check_int, get_gpu
 from kvreg.core.errors import KvregError
 from kvreg.core.units import parse_quarter
-from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
-    FLEET_COLUMNS, MAX_HORIZON_QUARTERS, horizon_quarters, in_force, list_fleet, purchase_schedule, rollup,
-)
 from kvreg.db.tables import Fleet
-from kvreg.figures.aggregates import (
-    AGGREGATE_COLUMNS, aggregate_sql, in_force_sql, index_of_quarter, quarter_of_index, quarters_sql,
-)
-
 
 
 def check_price(value, field: str):

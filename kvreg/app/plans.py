@@ -29,16 +29,11 @@ from kvreg.core.rules import ENGINE_SETTINGS, check_engine_settings, parse_engin
 from kvreg.core.units import format_tokens, parse_fraction, parse_quarter, parse_size, parse_tokens
 from kvreg.db.read import whatif
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
-    format_workload,
     get_plan,
     list_demand,
     list_plans,
     plan_capacity,
-    plan_classes,
-    plan_names,
-    rollup,
     show_plan,
-    workload_texts,
 )
 from kvreg.db.tables import Demand, Gpu, Model, Plan, WorkloadClass
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, inputs_of

@@ -13,7 +13,7 @@ from sqlalchemy.exc import IntegrityError
 
 from kvreg.app.capacity import MAX_GPUS_PER_NODE
 from kvreg.catalog.defaults import DERIVED, TEXT_DEFAULTS, ZERO_COUNTS, model_default
-from kvreg.core.errors import AlreadyExists, KvregError, suggest
+from kvreg.core.errors import AlreadyExists, KvregError
 from kvreg.core.text import invisible_characters
 from kvreg.core.units import UnitError, parse_flops, parse_size
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)

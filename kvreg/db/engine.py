@@ -14,7 +14,6 @@ import re
 import sqlite3
 import sys
 from collections.abc import Callable
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -464,10 +463,3 @@ def _upgrade(conn, url: str, target: str = "head") -> None:
     from alembic import command
 
     command.upgrade(alembic_config(url, conn), target)
-
-
-@contextmanager
-def transaction(engine: Engine):
-    """One transaction: everything inside commits together or not at all."""
-    with engine.begin() as conn:
-        yield conn

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .declarations import AGGREGATE_AXIS_INPUTS, AGGREGATE_GPU_INPUTS, AGGREGATES, FIGURES, INPUTS, Aggregate
+from .declarations import AGGREGATE_AXIS_INPUTS, AGGREGATE_GPU_INPUTS, AGGREGATES, Aggregate
 from .excel import ExcelCompiler
 from .expr import Input, Ref, names
 from .quarters import (  # noqa: F401  (the carry-forward rule's pieces, re-exported)
     in_force_excel, in_force_sql, index_of_quarter, previous_index_sql, quarter_index_excel, quarter_index_sql,
-    quarter_of_index, quarter_of_index_excel, quarter_of_index_sql, until_sql,
+    quarter_of_index_excel, quarter_of_index_sql,
 )
 from .sql import compiler, integer_sum
 from .sql import fence as sql_fence
@@ -57,11 +57,6 @@ def _refs(a: Aggregate) -> list[str]:
 def _inputs(e) -> list[str]:
     """The GPU inputs an aggregate's expression reads, in first-seen order."""
     return names(e, (Input,))
-
-
-def _kind(column: str) -> str:
-    decl = FIGURES.get(column) or INPUTS.get(column)
-    return decl.kind if decl else "int"
 
 
 # --------------------------------------------------------------------------- SQL

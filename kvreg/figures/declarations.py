@@ -40,7 +40,7 @@ from .expr import (
 # The engines' defaults and constants, each named once with its source, and the inputs, declared in their
 # own modules (stdlib only, for the commands that need no figure); the figures below read them by name.
 from .engine_defaults import *  # noqa: F403
-from .inputs import INPUT_TABLES, INPUTS, KV_GROUPS, InputDecl, inputs_of  # noqa: F401
+from .inputs import INPUT_TABLES, INPUTS, KV_GROUPS, inputs_of  # noqa: F401
 from .performance import (
     ACTIVATION_WIRE_BYTES,
     ALLREDUCE_LATENCY_S,
@@ -1709,16 +1709,24 @@ for _f in _FIGURES:
     FIGURES[_f.name] = _f
 
 
+_DEPENDENCIES: dict[str, tuple[Figure, frozenset[str]]] = {}  # name -> (the figure, its inputs), worked out once
+
+
 def dependencies(name: str, _seen: frozenset = frozenset()) -> set[str]:
-    """All inputs a figure depends on, through other figures."""
+    """All inputs a figure depends on, through other figures. Each figure's set is kept: walked
+    afresh, every path through the latency figures was followed again (50 s for plan_capacity's)."""
     if name in INPUTS:
         return {name}
+    known = _DEPENDENCIES.get(name)
+    if known is not None and known[0] is FIGURES[name]:  # a test may swap a figure for another
+        return set(known[1])
     if name in _seen:
         raise ValueError(f"figure {name} depends on itself")
     e = FIGURES[name].expr
     out = set(names(e, (Input,)))
     for ref in names(e, (Ref,)):
         out |= dependencies(ref, _seen | {name})
+    _DEPENDENCIES[name] = (FIGURES[name], frozenset(out))
     return out
 
 

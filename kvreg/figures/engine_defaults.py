@@ -381,9 +381,6 @@ SGLANG_VLM_FACTOR_MAX = 1.05
 # multi_modal_projector and loads every weight). Quantized checkpoints keep the tower in the model's 16-bit dtype
 # (their quantization configs list it among the modules not converted).
 TOWER_BYTES_PER_PARAM = 2
-# The fraction SGLang uses when it cannot read the GPU's memory (gpu_mem None): kvreg always knows it, so this
-# only names the classic default the docs compare against.
-SGLANG_MEM_FRACTION_STATIC = 0.88
 # Memory in use on a GPU before SGLang loads weights: the CUDA context, and at TP x PP > 1 NCCL's and the custom
 # all-reduce's buffers (python/sglang/srt/model_executor/model_runner.py: init_torch_distributed takes the smallest
 # free memory over the ranks, min_per_gpu_memory, as pre_model_load_memory; its log's "Load weight begin. avail mem"

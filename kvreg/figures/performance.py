@@ -76,4 +76,3 @@ EFFICIENCIES = (
     Efficiency("", "vllm", 0.97, 0.5, 0.0024, 0.056, "the vLLM H100 runs (no other NVIDIA GPU has fitted runs)"),
     Efficiency("", "sglang", 0.91, 0.5, 0.0018, 0.018, "the SGLang H100 runs"),
 )
-ENGINES = ("vllm", "sglang")

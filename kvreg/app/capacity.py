@@ -211,6 +211,11 @@ def question_from_options(*, models=(), gpus=(), context=format_tokens(_D["conte
     page's /api/capacity both build their question here. `engine`: --rule and the engine settings;
     input_tokens ... ttft_ms: the latency options (latency_from_options). context None: the requests'
     input + output tokens when given, else the declared default."""
+    unread = [INPUTS[k].flag.split()[0] for k, v in engine.items() if v is not None and k in INPUTS
+              and not hasattr(Question, k)]
+    if unread:  # a declared input the question has no field for yet: refused, never silently ignored
+        raise KvregError(f"{', '.join(unread)}: `kvreg capacity` does not read it yet; save a plan with it "
+                         "(`kvreg plan add`) instead")
     workload = latency_from_options(input_tokens, output_tokens, concurrency, tpot_ms, ttft_ms)
     if context is None:
         context = (str(workload["input_tokens"] + workload["output_tokens"]) if workload["input_tokens"]

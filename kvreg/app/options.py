@@ -80,6 +80,12 @@ def _param(name: str, defaults: bool) -> click.Option:
     return option
 
 
+# What `kvreg gpu set` never changes (kvreg.app.registry.GPU_SETTABLE is every other GPU input): the GPU type's
+# identity and the memory facts the figures size from, given again with `gpu add --replace`.
+GPU_FIXED = ("gpu_name", "memory_bytes", "reported_memory_bytes", "memory_bandwidth_bytes_per_s", "compute_capability",
+             "fabric")
+
+
 def declared_fields(command: click.Command) -> list[tuple[str, str, str]]:
     """The form fields of a command's generated options (declared_options): name, the input's label, and
     its default as the placeholder. The web page's plan form lists them after the fields it lays out."""
@@ -238,9 +244,16 @@ _capacity_deployment = deployment_options(
 _capacity_latency = latency_options()
 
 
+# The workload inputs latency_options gives by options of their own (--input-tokens 8k, --tpot-ms).
+WORKLOAD_HANDLED = ("input_tokens", "output_tokens", "concurrency", "tpot_target_ms", "ttft_target_ms")
+# A deployment or workload input declared since: an option of its own on `kvreg capacity` and the what-if page.
+_capacity_declared = declared_options(("deployment", "workload"), handled=DEPLOYMENT_HANDLED + WORKLOAD_HANDLED)
+
+
 def capacity_options(fn):
-    """`kvreg capacity`'s options: one deployment's (as lists), then the latency workload's."""
-    return _capacity_deployment(_capacity_latency(fn))
+    """`kvreg capacity`'s options: one deployment's (as lists), then the latency workload's, then any deployment or
+    workload input declared since (declared_options)."""
+    return _capacity_declared(_capacity_deployment(_capacity_latency(fn)))
 
 
 _plan_deployment = deployment_options(defaults=True)

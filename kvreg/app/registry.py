@@ -12,6 +12,7 @@ from sqlalchemy import BigInteger, Integer, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from kvreg.app.capacity import MAX_GPUS_PER_NODE
+from kvreg.app.options import GPU_FIXED
 from kvreg.catalog.defaults import DERIVED, TEXT_DEFAULTS, ZERO_COUNTS, model_default
 from kvreg.core.errors import AlreadyExists, KvregError
 from kvreg.core.text import invisible_characters
@@ -623,8 +624,11 @@ def add_gpu(conn, row: dict, *, replace: bool = False, estimate: bool = False, g
     return row
 
 
-# What `kvreg gpu set` may change on an existing GPU type: its procurement facts and its dense FLOP/s.
-GPU_SETTABLE = ("lead_time_quarters", "node_gpus", "unit_price", "price_per_hour", *GPU_FLOPS)
+# What `kvreg gpu set` may change: every declared GPU input but the GPU type's own facts (kvreg.app.options.GPU_FIXED):
+# the procurement facts, the dense FLOP/s, and any GPU input declared since, with no edit here.
+_GPU_SET_FIRST = ("lead_time_quarters", "node_gpus", "unit_price", "price_per_hour")  # the order its messages name them
+GPU_SETTABLE = (*_GPU_SET_FIRST, *(n for n, d in INPUTS.items()
+                                   if d.table == "gpu" and n not in GPU_FIXED and n not in _GPU_SET_FIRST))
 
 
 def set_gpu(conn, name: str, changes: dict) -> dict:
@@ -635,8 +639,8 @@ def set_gpu(conn, name: str, changes: dict) -> dict:
     if unknown:
         raise KvregError(f"gpu set cannot change {', '.join(unknown)}: only {', '.join(GPU_SETTABLE)}")
     if not changes:
-        raise KvregError("gpu set needs something to change: --lead-time, --node-gpus, --unit-price, "
-                         "--price-per-hour, --flops-bf16, --flops-fp8 or --flops-fp4")
+        flags = [INPUTS[n].flag.split()[0] for n in GPU_SETTABLE]
+        raise KvregError(f"gpu set needs something to change: {', '.join(flags[:-1])} or {flags[-1]}")
     row = validate_gpu({**{k: g.get(k) for k in GPU_FIELDS}, **changes})
     values = {k: row[k] for k in changes}
     conn.execute(update(Gpu).where(Gpu.id == g["id"]).values(**values))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kvreg.app.options import declared_options, input_option
+from kvreg.app.options import GPU_FIXED, declared_options, input_option
 from kvreg.cli.common import emit, emit_record, format_option, open_db, read, user_errors
 from kvreg.figures.inputs import INPUTS
 
@@ -100,6 +100,7 @@ def gpu_add(ctx, name, memory, reported_memory, gddr_ecc, bandwidth, vendor, int
 
 
 @gpu_group.command("set")
+@declared_options(("gpu",), handled=GPU_FIXED, defaults=False)
 @click.argument("name")
 @input_option("lead_time_quarters", default=None,
               help="Quarters from placing an order to the GPUs serving: plan rollup's order_by is the quarter a "
@@ -111,7 +112,7 @@ def gpu_add(ctx, name, memory, reported_memory, gddr_ecc, bandwidth, vendor, int
 @_flops_options
 @click.pass_context
 @user_errors
-def gpu_set(ctx, name, lead_time, node_gpus, unit_price, price_per_hour, flops_bf16, flops_fp8, flops_fp4):
+def gpu_set(ctx, name, lead_time, node_gpus, unit_price, price_per_hour, flops_bf16, flops_fp8, flops_fp4, **declared):
     """Change a GPU type's procurement facts or dense FLOP/s: kvreg gpu set H100-SXM --lead-time 2 --node-gpus 8;
     kvreg gpu set H100-SXM --flops-bf16 989.4TFLOPS --flops-fp8 1978.9TFLOPS."""
     from kvreg.app.registry import set_gpu
@@ -119,7 +120,7 @@ def gpu_set(ctx, name, lead_time, node_gpus, unit_price, price_per_hour, flops_b
     with open_db(ctx).begin() as conn:
         set_gpu(conn, name, dict(lead_time_quarters=lead_time, node_gpus=node_gpus, unit_price=unit_price,
                                  price_per_hour=price_per_hour, flops_bf16_per_s=flops_bf16,
-                                 flops_fp8_per_s=flops_fp8, flops_fp4_per_s=flops_fp4))
+                                 flops_fp8_per_s=flops_fp8, flops_fp4_per_s=flops_fp4, **declared))
     click.echo(f"changed gpu {name}")
 
 

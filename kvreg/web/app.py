@@ -448,7 +448,8 @@ class App:
         return self.page(
             "whatif.html.j2", title="What-if", nav="whatif", models=models, gpus=gpus, kv_dtypes=kv_dtypes,
             weight_dtypes=weight_dtypes, values={k: ",".join(v) for k, v in values.items()}, defaults=defaults,
-            chosen_gpus=chosen_gpus, claims=claims, **self._answer_context(items),
+            chosen_gpus=chosen_gpus, claims=claims, declared=options.declared_fields(options.CAPACITY),
+            **self._answer_context(items),
         )
 
     def whatif_answer(self, request: Request):

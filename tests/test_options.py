@@ -36,7 +36,7 @@ def test_capacity_and_plan_refuse_a_bad_tp_with_one_line(kv, state):
 
 
 def test_capacity_and_plan_add_share_the_deployment_options():
-    """One bundle (app/options.deployment_options): the 23 options both commands take say the same,
+    """One bundle (app/options.deployment_options): the 28 options both commands take say the same,
     except where `kvreg capacity` takes lists or the plan's rule differs (--kv-cache-memory overrides
     --reserve in a what-if; a plan takes one or the other)."""
     from kvreg.cli.capacity import capacity_cmd
@@ -47,7 +47,7 @@ def test_capacity_and_plan_add_share_the_deployment_options():
 
     cap, plan = options(capacity_cmd), options(plan_add)
     shared = set(cap) & set(plan)
-    assert len(shared) == 27
+    assert len(shared) == 28  # 27 before --sampler
     # a plan's latency options say what its targets do to its users (plan_latency_options)
     assert sorted(n for n in shared if cap[n].help != plan[n].help) == [
         "context", "gpu", "input-tokens", "kv-cache-memory", "kv-dtype", "model", "output-tokens", "reserve",

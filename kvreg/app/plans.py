@@ -453,7 +453,7 @@ def set_plan(conn, name: str, changes: dict) -> dict:
         if old["weight_dtype"] == get_model(conn, old["model"])["weight_dtype"]:
             changes["weight_dtype"] = None
     if changes.get("rule", old["rule"]) != old["rule"]:
-        for setting, (rule, _flag) in ENGINE_SETTINGS.items():
+        for setting, (rule, _flags, _kind) in ENGINE_SETTINGS.items():
             if rule != changes["rule"] and not (rule == "engine" and changes["rule"] != "theoretical"):
                 changes.setdefault(setting, None)
     if changes.get("workload"):  # a mix replaces an average, and an average a mix

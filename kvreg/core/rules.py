@@ -21,23 +21,32 @@ RULES = ("theoretical", "vllm", "sglang")
 # vLLM's top-k/top-p sampler backends (the deployment input `sampler`): PyTorch's own (the sort path, from v0.17 a
 # Triton kernel) and FlashInfer's kernel (docs/engine-rules.md, "The sampler's backend").
 SAMPLERS = ("torch", "flashinfer")
-# Each engine setting, the rule that reads it ("engine": vllm or sglang), and its CLI option.
+# Each engine setting: the rule that reads it ("engine": vllm or sglang), its CLI flags (space-separated, the first
+# names its option and its messages) and how its option's text reads (parse_engine_options: text as typed, a size with
+# its unit, a token count). The one list: the settings' declarations (kvreg.figures.inputs) take their flags here.
 ENGINE_SETTINGS = {
-    "engine_version": ("engine", "--engine-version"),
-    "weights_measured_bytes": ("engine", "--weights-memory"),
-    "non_torch_bytes": ("engine", "--non-torch-memory"),
-    "gpu_memory_utilization": ("vllm", "--gpu-memory-utilization"),
-    "max_num_batched_tokens": ("vllm", "--max-num-batched-tokens"),
-    "max_concurrent_batches": ("vllm", "--max-concurrent-batches"),
-    "max_num_seqs": ("engine", "--max-num-seqs"),
-    "activation_bytes": ("vllm", "--activation-memory"),
-    "cuda_graph_bytes": ("vllm", "--cuda-graph-memory"),
-    "mem_fraction_static": ("sglang", "--mem-fraction-static"),
-    "sampler": ("vllm", "--sampler"),
+    "engine_version": ("engine", "--engine-version", "text"),
+    "weights_measured_bytes": ("engine", "--weights-memory", "size"),
+    "non_torch_bytes": ("engine", "--non-torch-memory", "size"),
+    "gpu_memory_utilization": ("vllm", "--gpu-memory-utilization", "text"),
+    "max_num_batched_tokens": ("vllm", "--max-num-batched-tokens", "tokens"),
+    "max_concurrent_batches": ("vllm", "--max-concurrent-batches", "text"),
+    "max_num_seqs": ("engine", "--max-num-seqs --max-running-requests", "text"),
+    "activation_bytes": ("vllm", "--activation-memory", "size"),
+    "cuda_graph_bytes": ("vllm", "--cuda-graph-memory", "size"),
+    "mem_fraction_static": ("sglang", "--mem-fraction-static", "text"),
+    "sampler": ("vllm", "--sampler", "text"),
 }
 # engine_release is derived from engine_version (release_number) and stored beside it: the figures
 # compare release numbers, never version text.
 ENGINE_FIELDS = ("rule", *ENGINE_SETTINGS, "engine_release")
+
+
+def engine_flag(setting: str) -> str:
+    """The setting's CLI option as messages name it: --activation-memory for activation_bytes."""
+    return ENGINE_SETTINGS[setting][1].split()[0]
+
+
 _INT_LIMIT = 2**62
 _COUNT_LIMIT = 2**31  # token and batch counts are INTEGER columns on PostgreSQL
 
@@ -66,14 +75,15 @@ def check_engine_settings(settings: dict, block_size: int | None = None, dp_atte
     for name in ENGINE_SETTINGS:
         out[name] = settings.get(name)
     for name in ("gpu_memory_utilization", "mem_fraction_static"):
-        out[name] = _fraction(out[name], ENGINE_SETTINGS[name][1])
+        out[name] = _fraction(out[name], engine_flag(name))
     for name in ("max_num_batched_tokens", "max_concurrent_batches", "max_num_seqs"):
-        out[name] = _whole(out[name], ENGINE_SETTINGS[name][1], minimum=1, limit=_COUNT_LIMIT)
+        out[name] = _whole(out[name], engine_flag(name), minimum=1, limit=_COUNT_LIMIT)
     for name in ("activation_bytes", "cuda_graph_bytes", "non_torch_bytes", "weights_measured_bytes"):
-        out[name] = _whole(out[name], ENGINE_SETTINGS[name][1], minimum=0)
+        out[name] = _whole(out[name], engine_flag(name), minimum=0)
     out["engine_version"], out["engine_release"] = _version(out["engine_version"])
     out["sampler"] = check_sampler(out["sampler"])
-    for name, (rule, flag) in ENGINE_SETTINGS.items():
+    for name, (rule, _flags, _kind) in ENGINE_SETTINGS.items():
+        flag = engine_flag(name)
         if out[name] is not None and out["rule"] != rule and not (rule == "engine" and out["rule"] in _ENGINE):
             wanted = "vllm or --rule sglang" if rule == "engine" else rule
             raise KvregError(f"{flag} is a {_ENGINE.get(rule, 'serving engine')} setting but the rule is "
@@ -145,20 +155,9 @@ def _whole(value, flag: str, *, minimum: int, limit: int = _INT_LIMIT) -> int | 
 
 
 # Option name as the CLI passes it -> (setting, how to read it).
-_OPTIONS = {
-    "rule": ("rule", "text"),
-    "gpu_memory_utilization": ("gpu_memory_utilization", "text"),
-    "max_num_batched_tokens": ("max_num_batched_tokens", "tokens"),
-    "max_concurrent_batches": ("max_concurrent_batches", "text"),
-    "max_num_seqs": ("max_num_seqs", "text"),
-    "activation_memory": ("activation_bytes", "size"),
-    "cuda_graph_memory": ("cuda_graph_bytes", "size"),
-    "non_torch_memory": ("non_torch_bytes", "size"),
-    "weights_memory": ("weights_measured_bytes", "size"),
-    "engine_version": ("engine_version", "text"),
-    "mem_fraction_static": ("mem_fraction_static", "text"),
-    "sampler": ("sampler", "text"),
-}
+# The rule and engine options as their command's function receives them (by the first flag's name) -> (setting, kind).
+_OPTIONS = {"rule": ("rule", "text"),
+            **{engine_flag(name)[2:].replace("-", "_"): (name, kind) for name, (_rule, _flags, kind) in ENGINE_SETTINGS.items()}}
 
 
 def parse_engine_options(opts: dict) -> dict:

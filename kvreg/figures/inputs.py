@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvreg.core.rules import RULES, SAMPLERS
+from kvreg.core.rules import ENGINE_SETTINGS, RULES, SAMPLERS
 
 from .engine_defaults import (
     GIB,
@@ -61,7 +61,8 @@ class InputDecl:
     PostgreSQL refuses); not in the schema, kvreg.app.registry.check_input enforces it on every path a value
     enters by, as it does the CHECK's bounds.
 
-    What a person sees: `flag`, the CLI option (--name with dashes by default); `help`, its help (the
+    What a person sees: `flag`, the CLI option (--name with dashes by default; an engine setting's, its flags in
+    kvreg.core.rules.ENGINE_SETTINGS, which its checks name); `help`, its help (the
     meaning by default); `label`, the web form's and workbook's heading (the name by default)."""
 
     name: str
@@ -95,7 +96,10 @@ class InputDecl:
             object.__setattr__(self, "check", self.column)
         if not self.check_tables:
             object.__setattr__(self, "check_tables", INPUT_TABLES[self.table])
-        if not self.flag:
+        if self.name in ENGINE_SETTINGS:  # an engine setting's flags are kvreg.core.rules', which checks it
+            assert not self.flag, (self.name, "its flags are declared in kvreg.core.rules.ENGINE_SETTINGS")
+            object.__setattr__(self, "flag", ENGINE_SETTINGS[self.name][1])
+        elif not self.flag:
             object.__setattr__(self, "flag", "--" + self.name.replace("_", "-"))
         if not self.help:
             object.__setattr__(self, "help", self.meaning)
@@ -424,19 +428,16 @@ _INPUTS = [
     InputDecl("max_num_seqs", "sequences", "requests the engine runs at once: vLLM --max-num-seqs (per engine),"
               " SGLang --max-running-requests (shared by its DP-attention ranks) (NULL: the engine's default)",
               nullable=True, positive=True, table="deployment",
-              flag="--max-num-seqs --max-running-requests",
               help="vLLM --max-num-seqs, SGLang --max-running-requests: the most requests the engine runs at once"
               f" (default: vLLM {VLLM_LARGE_GPU_MAX_NUM_SEQS} from v0.8 on GPUs of {VLLM_LARGE_GPU_BYTES // GIB} GiB or"
               f" more, else {VLLM_SAMPLER_SEQS}; SGLang from its pool and context, {SGLANG_RUNNING_REQUESTS_FLOOR} to"
               f" {SGLANG_RUNNING_REQUESTS_CEILING})"),
     InputDecl("activation_bytes", "bytes", "measured peak activation memory per GPU (vLLM's profile run)",
               nullable=True, table="deployment", big=True, minimum=0, check="activation",
-              flag="--activation-memory",
               help="vLLM: measured peak activation memory per GPU (1.2GiB), instead of kvreg's estimate"),
     InputDecl("cuda_graph_bytes", "bytes", "CUDA graph memory per GPU to take from the KV pool: vLLM takes its profiled graphs"
               " from v0.21, none before (NULL: 0)",
               nullable=True, table="deployment", big=True, minimum=0, check="cuda_graph",
-              flag="--cuda-graph-memory",
               help="vLLM: CUDA graph memory per GPU to take from the KV pool (0.5GiB); releases before v0.21 take none,"
               " from v0.21 vLLM takes what it profiled (its log's 'CUDAGraph memory'), which kvreg does not estimate"
               " (default 0)"),
@@ -454,12 +455,10 @@ _INPUTS = [
               nullable=True, table="deployment", minimum=0),
     InputDecl("non_torch_bytes", "bytes", "measured non-torch memory per GPU (vLLM's non_torch_memory)", nullable=True,
               table="deployment", big=True, minimum=0, check="non_torch",
-              flag="--non-torch-memory",
               help="vLLM: measured non-torch memory per GPU (0.2GiB), instead of kvreg's estimate; SGLang: memory in"
               " use before the weights load (default 0)"),
     InputDecl("weights_measured_bytes", "bytes", "measured weight memory per GPU (vLLM 'Model loading took',"
               " SGLang 'mem usage')", nullable=True, table="deployment", big=True, minimum=0, check="weights_measured",
-              flag="--weights-memory",
               help="vLLM/SGLang: measured weight memory per GPU (14.99GiB), instead of params x bytes / (TP x PP)"),
     InputDecl("sampler", "name", "vLLM's top-k/top-p sampler backend, which sizes its sampler warm-up: torch (PyTorch's"
               " sort path, from v0.17 vLLM's Triton kernel) or flashinfer (FlashInfer's kernel) (NULL: the release's"

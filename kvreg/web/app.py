@@ -31,6 +31,7 @@ from kvreg.app import options
 from kvreg.core.errors import KvregError, user_error_types
 from kvreg.db.read import snapshot
 from kvreg.export.text import cell, normalise, render
+from kvreg.figures.inputs import INPUTS
 
 STATIC = Path(__file__).resolve().parent / "static"
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1"]
@@ -61,8 +62,15 @@ MODEL_COLUMNS = [("name", "model"), ("family", "family"), ("architecture", "arch
 GPU_COLUMNS = [("name", "GPU"), ("vendor", "vendor"), ("memory_gib", "memory GiB"),
                ("memory_bandwidth_tb_per_s", "bandwidth TB/s"), ("price_per_hour", "USD/hour"),
                ("unit_price", "USD/card"), ("interconnect", "interconnect")]
-DTYPE_COLUMNS = [("name", "dtype"), ("kind", "used for"), ("bytes_per_element", "bytes/element"),
-                 ("mla_bytes_per_token_per_layer", "MLA B/token/layer"), ("notes", "notes")]
+# The dtype page: these columns with their headings, then any dtype column declared since (kvreg.figures.inputs, its
+# label), before the notes; the scale bytes stay off the page (the KV dtype's figures show what they add).
+_DTYPE_LAID_OUT = [("name", "dtype"), ("kind", "used for"), ("bytes_per_element", "bytes/element"),
+                   ("mla_bytes_per_token_per_layer", "MLA B/token/layer")]
+_DTYPE_OFF_PAGE = ("scale_bytes_per_token_per_head",)
+DTYPE_COLUMNS = [*_DTYPE_LAID_OUT,
+                 *{d.column: (d.column, d.label) for d in INPUTS.values() if d.table.endswith("_dtype")
+                   and d.column not in dict(_DTYPE_LAID_OUT) and d.column not in _DTYPE_OFF_PAGE}.values(),
+                 ("notes", "notes")]
 PLAN_COLUMNS = [("plan", "plan"), ("model", "model"), ("gpu", "GPU"), ("rule", "rule"), ("tp", "TP"), ("pp", "PP"),
                 ("gpus_per_node", "GPUs/node"), ("context_tokens", "context"), ("workload_tokens", "workload tokens"),
                 ("kv_dtype", "KV"), ("kv_pool_gib_per_gpu", "KV pool GiB/GPU"), ("max_concurrency", "max concurrency"),

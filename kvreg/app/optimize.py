@@ -182,13 +182,16 @@ def build_program(conn, start: str, quarters=None, *, allow_gpus=None, allow_kv_
     users = _demand(conn, axis)
     cands = _candidates(conn, list(users), allow_gpus, allow_kv_dtypes)
     need: dict = {}
-    known: dict = {}  # (distinct candidate, users) -> GPUs needed: plans sharing a deployment share it
+    # (the columns gpus_needed reads, users) -> GPUs needed: gpus_needed is a function of VIEW_COLUMNS and
+    # users only, so candidates (shared or not) with the same values share one evaluation
+    known: dict = {}
     for p, cs in cands.items():
         for ci, c in enumerate(cs):
+            values = tuple(c["row"][k] for k in VIEW_COLUMNS)
             for u in users[p]:
-                if u and (c["spec"], u) not in known:
-                    known[(c["spec"], u)] = gpus_needed(c["row"], u)
-            need[(p, ci)] = [known[(c["spec"], u)] if u else 0 for u in users[p]]
+                if u and (values, u) not in known:
+                    known[(values, u)] = gpus_needed(c["row"], u)
+            need[(p, ci)] = [known[(values, u)] if u else 0 for u in users[p]]
         for qi, q in enumerate(axis):
             if users[p][qi] and not any(need[(p, ci)][qi] is not None for ci in range(len(cs))):
                 raise KvregError(f"plan {p} cannot be served in {q}: no allowed setting fits (widen --allow-gpus or "

@@ -660,8 +660,8 @@ def evaluate(conn, rows: list[dict], *, full: bool = False, columns: tuple[str, 
 
     Each row is a plan with one demand entry, bound as parameters in place of the plan, workload_class
     and demand tables' rows and read through the views' own SQL (kvreg.db.read.whatif): nothing is
-    written. `full` adds the plan_capacity figures; `columns` reads only these plan_quarter columns (a
-    search over many candidates that needs a few figures).
+    written. `full` adds the plan_capacity figures; `columns` reads only these plan_quarter columns, and
+    computes only the figures they need (a search over many candidates that needs a few figures).
     """
     if len(rows) > WHATIF_BATCH:
         return [r for i in range(0, len(rows), WHATIF_BATCH)
@@ -669,8 +669,9 @@ def evaluate(conn, rows: list[dict], *, full: bool = False, columns: tuple[str, 
     if not rows:
         return []
     tables = _whatif_tables(rows)
-    by_id = {r["plan_id"]: r for r in whatif(conn, "plan_quarter", tables, _WHATIF_QUARTER_SQL if columns is None
-                                  else _WHATIF_QUARTER_SQL.replace("*", ", ".join(("plan_id", *columns))))}
+    # With `columns` the what-if computes only the figures they need (a slim plan_quarter, compiled from the
+    # same declarations: kvreg.figures.views.slim_grains).
+    by_id = {r["plan_id"]: r for r in whatif(conn, "plan_quarter", tables, _WHATIF_QUARTER_SQL, columns=columns)}
     if full:
         for cap in whatif(conn, "plan_capacity", tables, _WHATIF_CAPACITY_SQL):
             pid = cap["plan_id"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .aggregates import ROLLUP_SQL_KEY, aggregate_sql, entered_quarters_sql, one_quarter_sql
 from .declarations import CLASS_MEANS, CLASS_WEIGHT, FIGURES, INPUTS, inputs_of
@@ -88,14 +88,14 @@ class Grain:
     columns: tuple[str, ...]  # every column the source provides
     passthrough: tuple[str, ...]  # source columns the view repeats, in order
     exclude: tuple[str, ...] = field(default=())  # figures not worth a column in this view
-    wanted: tuple[str, ...] = field(default=())  # when set: only these figures (and what they need) are computed
+    wanted: tuple[str, ...] | None = None  # when set: only these figures (and what they need) are computed
 
     def figures(self) -> list[str]:
         """Figures computable from this grain's columns, in declaration order (with `wanted`: those
         and the figures they need)."""
         have = set(self.columns)
         keep = None
-        if self.wanted:
+        if self.wanted is not None:
             keep = set(self.wanted)
             for name in self.wanted:
                 keep |= _figure_closure(name)
@@ -109,7 +109,7 @@ class Grain:
 
     def outputs(self) -> list[str]:
         """The figures the view shows: `wanted`, else every figure computed."""
-        return list(self.wanted) if self.wanted else self.figures()
+        return list(self.wanted) if self.wanted is not None else self.figures()
 
 
 def _figure_closure(name: str) -> set[str]:
@@ -203,9 +203,9 @@ GRAINS: list[Grain] = [
 ]
 
 
-def _plan_quarter_grain() -> Grain:
-    cap = next(g for g in GRAINS if g.view == "plan_capacity")
-    cap_cols = list(cap.passthrough) + cap.figures()
+def _plan_quarter_grain(cap: Grain) -> Grain:
+    """plan_quarter over the plan_capacity grain `cap` (the view's, or a slim what-if's)."""
+    cap_cols = list(cap.passthrough) + cap.outputs()
     cols = ", ".join(f"pc.{c} AS {c}" for c in cap_cols)
     # One row per demand entry; until_quarter is the plan's next entry, where this one stops holding
     # (kvreg.figures.aggregates: the carry-forward rule).
@@ -224,10 +224,11 @@ def _plan_quarter_grain() -> Grain:
                    "max_concurrency", "workload_concurrency", "users_per_replica", "users_binding_constraint",
                    "replicas_per_node", "gpus_per_replica",
                    "price_per_hour", "unit_price")
-    return Grain("plan_quarter", "per plan and quarter: demand, replicas, GPUs and cost", source, columns, passthrough)
+    return Grain("plan_quarter", "per plan and quarter: demand, replicas, GPUs and cost", source, columns,
+                 tuple(c for c in passthrough if c in columns))
 
 
-GRAINS.append(_plan_quarter_grain())
+GRAINS.append(_plan_quarter_grain(GRAINS[-1]))
 GRAIN = {g.view: g for g in GRAINS}
 
 
@@ -364,15 +365,45 @@ def _views_read(view: str) -> list[str]:
     return [g.view for g in GRAINS if g.view in below]
 
 
-def whatif_with(view: str, dialect: str = "sqlite") -> str:
+def whatif_with(view: str, dialect: str = "sqlite", columns: tuple[str, ...] | None = None) -> str:
     """The WITH clause that puts the rows bound to `view`'s WHATIF_TABLES (one JSON parameter per table,
     named like it) in place of the registry's: the stood-in tables, each view it reads, and the view
     itself, as common table expressions under their own names. A statement written against the
     registry (`SELECT * FROM capacity ORDER BY id`) placed after it reads the bound rows instead; every
-    figure is the view's own SQL, unchanged."""
+    figure is the view's own SQL, unchanged.
+
+    With `columns` (plan_quarter only) the view shows plan_id and those columns, and it and
+    plan_capacity compute only the figures they need (slim_grains): the same declarations compiled
+    the same way, for a search that reads a few figures of thousands of candidates."""
+    grains = GRAIN if columns is None else {**GRAIN, **slim_grains(view, columns)}
     ctes = [f"{t} AS ({_bound_table(t, dialect)})" for t in WHATIF_TABLES[view]]
-    ctes += [f"{v} AS ({view_select(GRAIN[v], dialect)})" for v in [*_views_read(view), view]]
+    ctes += [f"{v} AS ({view_select(grains[v], dialect)})" for v in [*_views_read(view), view]]
     return "WITH " + ",\n".join(ctes) + "\n"
+
+
+def _restricted(grain: Grain, keep: set[str]) -> Grain:
+    """`grain` showing only the columns in `keep` (and computing only the figures they need)."""
+    shown = set(grain.passthrough) | set(grain.figures())
+    unknown = sorted(set(keep) - shown)
+    if unknown:
+        raise ValueError(f"{grain.view} has no column {', '.join(unknown)}")
+    return replace(grain, passthrough=tuple(c for c in grain.passthrough if c in keep),
+                   wanted=tuple(f for f in grain.figures() if f in keep))
+
+
+def slim_grains(view: str, columns: tuple[str, ...]) -> dict[str, Grain]:
+    """plan_capacity and plan_quarter restricted to what plan_quarter's `columns` (and plan_id) need:
+    plan_quarter computes the requested figures from the plan_capacity columns they read, and
+    plan_capacity computes only those (and what they need, through other figures), never the rest
+    (the latency model, the costs) a candidate's few figures do not read."""
+    if view != "plan_quarter":
+        raise ValueError(f"a slim what-if is compiled for plan_quarter only, not {view}")
+    full = _restricted(GRAIN["plan_quarter"], {"plan_id", *columns})
+    read = set(_layer_columns(full, _layers(full))[0])  # the plan_quarter source columns it reads
+    cap = GRAIN["plan_capacity"]
+    # plan_id and gpu: plan_quarter's source joins demand and gpu on them.
+    cap = _restricted(cap, (read | {"plan_id", "gpu"}) & (set(cap.passthrough) | set(cap.figures())))
+    return {"plan_capacity": cap, "plan_quarter": _restricted(_plan_quarter_grain(cap), {"plan_id", *columns})}
 
 
 def whatif_definitions(dialect: str = "sqlite") -> dict[str, str]:

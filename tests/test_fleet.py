@@ -330,13 +330,14 @@ def test_an_aggregate_compiles_to_sql_and_to_excel_from_one_declaration():
         "=SUMPRODUCT(MAX(((LEFT(A20:A23,4)*4+RIGHT(A20:A23,1)-1)<$B$3)*B20:B23))")
     # A GPU without a unit_price: blank, as NULL in SQL (never 0).
     assert excel("capex_to_buy") == '=IF(UNIT_PRICE6="","",(GPUS_TO_BUY6 * UNIT_PRICE6))'
-    assert excel("plans_not_fitting") == '=COUNTIFS(D!gpu,"="&A6,D!in_force,1,D!users,">0",D!fits,0)'
+    # A plan serves no user when it does not fit, or when no replica meets its latency target with one request.
+    assert excel("plans_not_fitting") == '=COUNTIFS(D!gpu,"="&A6,D!in_force,1,D!users,">0",D!users_per_replica,0)'
     assert excel("previous_quarter_gpus_needed") == (
         '=SUMIFS(D!gpus_needed,D!gpu,"="&A6,D!previous_quarter_in_force,1)')
     assert excel("gpus_owned") == '=SUMIFS(F!gpus_owned,F!gpu,"="&A6,F!in_force,1)'
     sql = aggregate_sql(quarters_sql(["2026Q4"]))
     this, before = in_force_sql("d", "ax.quarter_index"), in_force_sql("d", "ax.quarter_index - 1")
-    assert f"SUM(CASE WHEN {this} AND d.users > 0 AND d.fits = 0 THEN 1 ELSE 0 END) AS plans_not_fitting" in sql
+    assert f"SUM(CASE WHEN {this} AND d.users > 0 AND d.users_per_replica = 0 THEN 1 ELSE 0 END) AS plans_not_fitting" in sql
     assert f"COALESCE(SUM(CASE WHEN {before} THEN d.gpus_needed END), 0) AS previous_quarter_gpus_needed" in sql
     assert ("(CASE WHEN (src.gpus_needed - src.gpus_installed) IS NULL OR 0 >= (src.gpus_needed - src.gpus_installed)"
             " THEN 0 ELSE (src.gpus_needed - src.gpus_installed) END) AS gpus_short") in sql

@@ -209,6 +209,35 @@ def result_value(value: Any) -> Any:
 # Rows of a sheet must be written in order; sheets may be filled in any order.
 
 
+# Functions XlsxWriter never renames: it runs 29 regular expressions over every formula to prefix
+# Excel 365's dynamic-array functions with _xlfn., a third of a workbook's writing time; a formula
+# that calls only these (and holds no "INGLE(", which one of them matches loosely) skips them.
+_PLAIN_FUNCTIONS = frozenset({
+    "AND", "COUNTIFS", "FIXED", "IF", "INDEX", "INT", "ISNUMBER", "LEFT", "MATCH", "MAX", "MIN", "MOD",
+    "OR", "RIGHT", "ROUND", "SEARCH", "SUBSTITUTE", "SUM", "SUMIFS", "SUMPRODUCT",
+})
+_CALLED = re.compile(r"([A-Z][A-Z0-9._]*)\(")
+_worksheet_class_made = None
+
+
+def _worksheet_class():
+    """XlsxWriter's Worksheet, skipping the renaming pass for formulas of _PLAIN_FUNCTIONS only
+    (what the pass would leave unchanged)."""
+    global _worksheet_class_made
+    if _worksheet_class_made is None:
+        from xlsxwriter.worksheet import Worksheet
+
+        class PlainFormulaWorksheet(Worksheet):
+            def _prepare_formula(self, formula, expand_future_functions=False):
+                if (not formula.startswith("{") and not formula.endswith("}") and not self.use_future_functions
+                        and "INGLE(" not in formula and _PLAIN_FUNCTIONS.issuperset(_CALLED.findall(formula))):
+                    return formula[1:] if formula.startswith("=") else formula
+                return super()._prepare_formula(formula, expand_future_functions)
+
+        _worksheet_class_made = PlainFormulaWorksheet
+    return _worksheet_class_made
+
+
 class Book:
     """An XlsxWriter workbook with kvreg's cell formats and page setup."""
 
@@ -251,7 +280,7 @@ class Book:
         return self.fmt(**props)
 
     def sheet(self, title: str, *, tab_color: str | None = None):
-        ws = self.wb.add_worksheet(title)
+        ws = self.wb.add_worksheet(title, worksheet_class=_worksheet_class())
         ws.set_landscape()
         ws.set_paper(9)  # A4
         ws.fit_to_pages(1, 0)  # one page wide, as many long as it takes

@@ -24,7 +24,7 @@ from .quarters import (  # noqa: F401  (the carry-forward rule's pieces, re-expo
     in_force_excel, in_force_sql, index_of_quarter, previous_index_sql, quarter_index_excel, quarter_index_sql,
     quarter_of_index_excel, quarter_of_index_sql,
 )
-from .sql import compiler, integer_sum
+from .sql import compiler, integer_sum, step_as
 from .sql import fence as sql_fence
 
 # --------------------------------------------------------------------------- order
@@ -86,16 +86,17 @@ def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool =
     same sum with the rule at quarter_index - 1. `only_active`: leave out GPU types and quarters
     with no plan and no GPU installed (the procurement view)."""
     fence = sql_fence(dialect)
+    as_ = step_as(dialect)
     order = aggregate_order()
     # Each source is read once, into a CTE the joins below scan (fenced: not re-evaluated per quarter).
     # The horizon starts at the axis's first quarter (order_late: an order due before it is late).
-    ctes = [f"ax AS (SELECT quarter, quarter_index, MIN(quarter_index) OVER () AS horizon_start_index"
+    ctes = [f"ax {as_} (SELECT quarter, quarter_index, MIN(quarter_index) OVER () AS horizon_start_index"
             f" FROM ({axis_sql}) a{fence})"]
     for over in ("demand", "fleet"):
         cols = sorted({"gpu", "quarter_index", "until_index"}
                       | {a.of for a in AGGREGATES.values() if a.over == over and a.of}
                       | {c for a in AGGREGATES.values() if a.over == over for c, _op, _v in a.where})
-        ctes.append(f"src_{over} AS (SELECT {', '.join(cols)} FROM {_SOURCE[over]}{fence})")
+        ctes.append(f"src_{over} {as_} (SELECT {', '.join(cols)} FROM {_SOURCE[over]}{fence})")
     ctes.append("gq AS (SELECT name AS gpu FROM gpu)" if every_gpu
                 else "gq AS (SELECT gpu FROM src_demand UNION SELECT gpu FROM src_fleet)")
     parts = []
@@ -111,7 +112,7 @@ def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool =
         parts += [f"COALESCE(s_{over}.{a.name}, 0) AS {a.name}" for a in sums]
     gpu_cols = ", ".join(f"g.{c} AS {c}" for c in AGGREGATE_GPU_INPUTS)
     ctes.append(
-        "layer0 AS (SELECT gq.gpu AS gpu, ax.quarter AS quarter, ax.quarter_index AS quarter_index,"
+        f"layer0 {as_} (SELECT gq.gpu AS gpu, ax.quarter AS quarter, ax.quarter_index AS quarter_index,"
         f" ax.horizon_start_index AS horizon_start_index, {gpu_cols}, "
         + ", ".join(parts)
         + " FROM gq CROSS JOIN ax JOIN gpu g ON g.name = gq.gpu"
@@ -125,7 +126,7 @@ def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool =
                              start=1):
         a = AGGREGATES[name]
         value = running_sql(a) if a.running else comp.compile(a.expr)
-        ctes.append(f"layer{i} AS (SELECT src.*, {value} AS {name} FROM {below} src{fence})")
+        ctes.append(f"layer{i} {as_} (SELECT src.*, {value} AS {name} FROM {below} src{fence})")
         below = f"layer{i}"
     out = ", ".join(f"{quarter_of_index_sql('src.' + QUARTER_TEXTS[c])} AS {c}" if c in QUARTER_TEXTS
                     else f"src.{c}" for c in ["gpu", "quarter", *AGGREGATE_COLUMNS])

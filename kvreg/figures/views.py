@@ -19,7 +19,7 @@ from .facts import never_null_in_sql
 from .fingerprint import figures_fingerprint
 from .inputs import WHATIF_COLUMNS, WHATIF_TABLES
 from .quarters import quarter_index_sql, until_sql
-from .sql import compiler, fence
+from .sql import compiler, fence, step_as
 
 # Each grain's source reads the inputs from the relation their declaration names (InputDecl.table),
 # under these aliases; the three dtype relations are joins of the dtype table.
@@ -314,13 +314,14 @@ def view_select(grain: Grain, dialect: str = "sqlite") -> str:
     comp = _compiler(dialect, prefix="")
     # Each layer its own step (kvreg.figures.sql.Dialect.fence).
     step = fence(dialect)
+    as_ = step_as(dialect)
     layers = _layers(grain)
     carried = _layer_columns(grain, layers)
-    ctes = [f"layer0 AS (SELECT {', '.join(carried[0])} FROM ({grain.source}) src{step})"]
+    ctes = [f"layer0 {as_} (SELECT {', '.join(carried[0])} FROM ({grain.source}) src{step})"]
     below = "layer0"
     for i, layer in enumerate(layers, start=1):
         cols = ([", ".join(carried[i])] if carried[i] else []) + [f"{comp.compile(FIGURES[n].expr)} AS {n}" for n in layer]
-        ctes.append(f"layer{i} AS (SELECT " + ",\n  ".join(cols) + f"\nFROM {below} src{step})")
+        ctes.append(f"layer{i} {as_} (SELECT " + ",\n  ".join(cols) + f"\nFROM {below} src{step})")
         below = f"layer{i}"
     out = ", ".join(list(grain.passthrough) + grain.outputs())
     return "WITH " + ",\n".join(ctes) + f"\nSELECT {out}\nFROM {below} src"

@@ -148,7 +148,11 @@ def test_every_vendored_run_names_its_source_and_a_role():
     import tomllib
 
     runs = tomllib.loads((ROOT / "tests" / "data" / "latency" / "measurements.toml").read_text())["run"]
-    assert len(runs) == 51  # 17 before, 24 DeepSeek-R1 (dstack) and 10 Llama 3.1 405B BF16 (dstack) runs
+    # 17 before, 24 DeepSeek-R1 (dstack) and 10 Llama 3.1 405B BF16 (dstack) runs = 51; then dstack's H100-vs-MI300X
+    # Llama 3.1 405B FP8 files (7 latency + 10 throughput on 8 H100s, 19 throughput on 8 MI300X) and the SGLang
+    # cookbook's pages (9 Qwen3-235B, 9 DeepSeek-R1, 6 Llama-3.1-70B, 9 DeepSeek-V3.1, 2 gpt-oss-120b, 2 Qwen3-Next):
+    # 51 + 36 + 37 = 124
+    assert len(runs) == 124
     assert {r["role"] for r in runs} == {"fit", "holdout"}
     assert all(r["source"] and r["protocol"] in ("closed_loop", "offline_batch", "burst") for r in runs)
     assert json.dumps(runs)  # plain data only

@@ -6,9 +6,10 @@ time to first token, output tokens per second and request latency are set agains
 `role = "fit"` are the ones the efficiency factors of kvreg/figures/performance.py were fitted on; the
 "holdout" rows were kept out of the fit. --write puts the table and the error summaries (by GPU, engine,
 model family and concurrency, fitted and held-out apart) in docs/latency-accuracy.md, with the targets on
-held-out rows (KNOWN_MISSES: sources recorded as missing them, with the cause) and, for every measured sweep
-with a time to first token at several concurrencies, kvreg's max_concurrency_within_slo for a TTFT target
-against the measured step where the TTFT passes it (met within one step).
+held-out rows (KNOWN_MISSES: sources recorded as missing them, with the cause), the error over every held-out
+row, for every measured sweep with a time to first token at several concurrencies kvreg's
+max_concurrency_within_slo for a TTFT target against the measured step where the TTFT passes it (met within one
+step), and a per-layer step cost under TP tried on the held-out sources and not adopted (PER_LAYER_TRIAL_FIT).
 
 --fit fits the factors on the "fit" rows and prints them (they are copied into EFFICIENCIES by hand, with
 their source): coordinate descent on the mean squared log error, the declared figures evaluated in Python

@@ -225,7 +225,7 @@ def _worksheet_class():
     (what the pass would leave unchanged)."""
     global _worksheet_class_made
     if _worksheet_class_made is None:
-        from xlsxwriter.worksheet import Worksheet
+        from xlsxwriter.worksheet import Worksheet  # lazy: as Book imports xlsxwriter (only when a workbook is written)
 
         class PlainFormulaWorksheet(Worksheet):
             def _prepare_formula(self, formula, expand_future_functions=False):

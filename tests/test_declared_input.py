@@ -1,7 +1,8 @@
 """Adding an input is its declaration (kvreg/figures/inputs.py), a migration and, for a model field, the
 importer's key: the declaration alone reaches the table (column and CHECK), the read path's columns, the
 validator and its one-line errors, the CLI option with its help (model add, gpu add/set, plan add/set,
-capacity), the web forms (plan and what-if), and the workbook's input columns.
+capacity), the capacity question and the scenario rows it binds, the web forms (plan and what-if), and the
+workbook's input columns.
 
 Three throwaway inputs, a model's `vision_layers`, a deployment's `draft_tokens` and a GPU's `tdp_watts`, are added to the
 declarations' source as one would edit the file, and kvreg is imported from it in a fresh interpreter (the
@@ -91,11 +92,10 @@ out["plan_sheet"] = "draft_tokens" in xlsx._SETTINGS
 text = CliRunner().invoke(cli, ["capacity", "--help"], terminal_width=200).output
 out["capacity_help"] = [" ".join(l.split()) for l in text.splitlines() if "--draft-tokens" in l]
 out["capacity_form"] = options.declared_fields(options.CAPACITY)
-from kvreg.app.capacity import question_from_options
-try:
-    question_from_options(**options.parse(options.CAPACITY, [("draft-tokens", "4")]))
-except Exception as exc:
-    out["capacity_error"] = str(exc)
+from kvreg.app.capacity import DECLARED, question_from_options
+question = question_from_options(**options.parse(options.CAPACITY, [("draft-tokens", "4")]))
+out["capacity_question"] = [DECLARED == tuple(options.declared_inputs(options.CAPACITY)), DECLARED,
+                            question.draft_tokens]
 
 # The GPU input: gpu add and gpu set wear it, gpu set may change it.
 from kvreg.app.registry import GPU_SETTABLE
@@ -123,10 +123,28 @@ done = CliRunner().invoke(cli, ["--db", url, "gpu", "set", "H100-SXM", "--tdp-wa
 out["gpu_set"] = [done.exit_code, done.output.strip()]
 with engine.connect() as conn:
     out["gpu_row"] = conn.execute(sql("SELECT tdp_watts FROM gpu WHERE name = 'H100-SXM'")).scalar()
+# kvreg capacity --draft-tokens: the value reaches the scenario rows the what-if binds in place of the scenario
+# table (kvreg.db.read.bound_rows), which the views read; a bad value is refused in one line, nothing printed.
+import kvreg.db.read
+bound = []
+bind = kvreg.db.read.bound_rows
+kvreg.db.read.bound_rows = lambda table, rows: (bound.append((table, [r.get("draft_tokens") for r in rows]))
+                                                or bind(table, rows))
+asked = ["--db", url, "capacity", "--model", "Llama-3.1-8B", "--context", "8K,32K", "--format", "json"]
+done = CliRunner().invoke(cli, asked + ["--draft-tokens", "3"])
+out["capacity"] = [done.exit_code, [r["context_tokens"] for r in json.loads(done.stdout)], list(bound)]
+bound.clear()
+for value in ("0", "-2"):
+    done = CliRunner().invoke(cli, asked + ["--draft-tokens", value])
+    out.setdefault("capacity_refused", []).append([done.exit_code, done.stdout, done.stderr, list(bound)])
+kvreg.db.read.bound_rows = bind
 from starlette.testclient import TestClient
 from kvreg.web.app import create_app
-page = TestClient(create_app(url), base_url="http://127.0.0.1").get("/?draft-tokens=4").text
+client = TestClient(create_app(url), base_url="http://127.0.0.1")
+page = client.get("/?draft-tokens=4").text
 out["whatif_field"] = [" ".join(l.split()) for l in page.splitlines() if 'name="draft-tokens"' in l]
+api = client.get("/api/capacity?model=Llama-3.1-8B&draft-tokens=0")
+out["api_refused"] = [api.status_code, api.json()]
 print(json.dumps(out))
 '''
 
@@ -164,11 +182,17 @@ def test_a_declared_input_reaches_the_table_validator_cli_and_workbook():
     assert out["plan_error"] == "draft_tokens must be at least 1, not 0"
     assert out["plan_sheet"] is True
     # kvreg capacity wears it too, and the what-if page's form lists it (after its settings, placeholder blank: no
-    # default); the question has no field for it yet, so giving it is a one-line error, never silently ignored.
+    # default). The question has a field for it (a setting read by its generated option, checked as declared).
     assert out["capacity_help"] == ["--draft-tokens INTEGER Speculative tokens proposed per step."]
     assert out["capacity_form"] == [["draft-tokens", "draft_tokens", ""]]
-    assert out["capacity_error"] == ("--draft-tokens: `kvreg capacity` does not read it yet; save a plan with it "
-                                     "(`kvreg plan add`) instead")
+    assert out["capacity_question"] == [True, ["draft_tokens"], 4]  # read by the option capacity generates
+    # --draft-tokens 3 over two contexts: two scenarios, each bound with draft_tokens 3 in place of a scenario row.
+    assert out["capacity"] == [0, [8192, 32768], [["scenario", [3, 3]]]]
+    # positive, so at least 1: 0 and -2 are refused in one line naming the option, exit 1, nothing printed or bound;
+    # the web page's API refuses the same way.
+    assert out["capacity_refused"] == [[1, "", f"Error: --draft-tokens must be at least 1, not {v}\n", []]
+                                       for v in (0, -2)]
+    assert out["api_refused"] == [400, {"error": "--draft-tokens must be at least 1, not 0"}]
     assert out["whatif_field"] == ['<input name="draft-tokens" value="4" placeholder="" data-default="" autocomplete="off">']
     # The GPU input: an option of gpu add and gpu set, which may change it (GPU_SETTABLE) and stores 700 as given.
     assert out["gpu_help"] == ["--tdp-watts INTEGER Board power in watts (H100 SXM: 700)."] * 2

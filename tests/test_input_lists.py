@@ -3,8 +3,8 @@
 kvreg.app.capacity answers `kvreg capacity` on the fast path and kvreg.app.plans sits under every plan
 command; both read their lists of a deployment's columns and defaults from kvreg.figures.inputs (stdlib
 only), not from kvreg.figures.declarations (tens of milliseconds at start-up). The dataclass of a capacity
-question spells its fields out and the tables' classes are generated; these tests hold them to the declarations
-(InputDecl.table, InputDecl.default), so an input added to a deployment shows up here if one is missed.
+question and the tables' classes are generated; these tests hold them to the declarations (InputDecl.table,
+InputDecl.default), so an input added to a deployment shows up here if one is missed.
 """
 
 from __future__ import annotations
@@ -82,6 +82,16 @@ def test_a_capacity_question_has_every_deployment_setting_with_its_declared_defa
     q = Question()
     assert q.contexts == [DEPLOYMENT_DEFAULTS["context_tokens"]] == [131072]
     assert q.kv_dtypes == [INPUTS["kv_dtype"].default] == ["bf16"]
+
+
+def test_the_question_reads_a_declared_setting_by_the_option_capacity_generates_for_it():
+    """A setting `kvreg capacity` gives no option of its own shape wears one generated from its declaration, which
+    the question reads and checks as declared (kvreg.app.capacity.DECLARED): the two lists are one. None today;
+    tests/test_declared_input.py declares one and follows it through."""
+    from kvreg.app.capacity import DECLARED
+    from kvreg.app.options import CAPACITY, declared_inputs
+
+    assert DECLARED == tuple(declared_inputs(CAPACITY)) == ()
 
 
 def test_the_declared_defaults_are_the_documented_ones():

@@ -57,3 +57,24 @@ def test_capacity_and_plan_add_share_the_deployment_options():
     # a plan's own: its mix and notes, and what `plan optimize` may change in it (allowance_options)
     assert sorted(set(plan) - shared) == ["allow-gpus", "allow-kv-dtypes", "avg-tokens", "notes", "workload"]
     assert cap["pp"].help == plan["pp"].help == "Pipeline-parallel size."
+
+
+def test_a_what_if_field_is_its_inputs_declaration():
+    """The what-if page's setting fields take their option, label, tooltip and the rules that read them from the
+    declarations (kvreg.figures.inputs): an engine setting's rules are those kvreg.core.rules.ENGINE_SETTINGS names,
+    under which check_engine_settings takes it ("engine": vLLM or SGLang); each field sets an option of capacity."""
+    from kvreg.app.options import CAPACITY, FormField, form_field, option_names
+
+    assert form_field("max_num_seqs") == FormField(
+        "max-num-seqs", "max running requests", "vLLM --max-num-seqs, SGLang --max-running-requests", "vllm sglang")
+    assert form_field("activation_bytes") == FormField("activation-memory", "activation memory",
+                                                       "measured, e.g. 1.2GiB", "vllm")
+    assert form_field("mem_fraction_static").rule == "sglang"
+    assert form_field("reserve") == FormField("reserve", "Reserve", "share of GPU memory held back", "theoretical")
+    assert form_field("kv_cache_memory_bytes")[:2] == ("kv-cache-memory", "KV pool per GPU")
+    assert form_field("pp") == FormField("pp", "PP", "", "")  # read under every rule, no tooltip
+    known = option_names(CAPACITY)
+    for name in ("pp", "gpus_per_node", "dp_attention", "block_size", "reserve", "kv_cache_memory_bytes",
+                 "gpu_memory_utilization", "max_num_batched_tokens", "max_concurrent_batches", "max_num_seqs",
+                 "activation_bytes", "cuda_graph_bytes", "mem_fraction_static"):
+        assert form_field(name).name in known, name

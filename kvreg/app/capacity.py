@@ -12,15 +12,15 @@ imports nothing heavy at load time for that reason.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, make_dataclass, replace
 
+from kvreg.app.values import declared_value
 from kvreg.core.errors import KvregError, suggest
 from kvreg.core.rules import ENGINE_FIELDS, check_engine_settings, parse_engine_options
 from kvreg.core.units import format_tokens, parse_fraction, parse_size, parse_token_list, parse_tokens
 from kvreg.db.read import runner, whatif
-from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, KV_GROUPS, inputs_of
+from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, KV_GROUPS, MAX_GPUS_PER_NODE, inputs_of
 
-MAX_GPUS_PER_NODE = 1024  # the largest node kvreg accepts (kvreg.app.registry uses it too)
 # A context sweep (report and workbook) asks about at most this many model x GPU pairs: a
 # 10,000-model registry would otherwise ask about millions of scenarios.
 SWEEP_MAX_PAIRS = 400
@@ -71,45 +71,43 @@ SQL = {
 
 
 _D = DEPLOYMENT_DEFAULTS
+# A question's settings: the inputs of one deployment and of the workload a latency is asked for
+# (kvreg.figures.inputs, tables "deployment" and "workload"), each a field of Question with its declared
+# default (a workload input's: None, not asked). Not the context and the average request, which the
+# question lists (contexts) or leaves to the context. An input declared since is a setting with no edit.
+SETTINGS = tuple(n for n in (*inputs_of("deployment"), *inputs_of("workload"))
+                 if n not in ("context_tokens", "avg_tokens"))
+# The settings question_from_options reads by options of their own (--tp auto, --reserve, the engine settings, the
+# latency options); any other comes by the option generated from its declaration (kvreg.app.options.declared_options,
+# which tests/test_input_lists.py holds to DECLARED) and is checked as declared (kvreg.app.values.declared_value).
+_READ_BY_HAND = {"tp", "pp", "dp_attention", "gpus_per_node", "reserve", "kv_cache_memory_bytes", "block_size",
+                 *ENGINE_FIELDS, "input_tokens", "output_tokens", "concurrency", "tpot_target_ms", "ttft_target_ms"}
+DECLARED = tuple(n for n in SETTINGS if n not in _READ_BY_HAND)
+_TYPES = {"int": int, "real": float, "text": str}
 
 
-@dataclass
-class Question:
-    """A capacity question: every model x GPU x context x KV dtype (x TP under --tp auto) is one scenario.
-    The deployment settings default to the inputs' declared defaults (kvreg.figures.inputs);
-    tests/test_input_lists.py holds these fields to the deployment inputs."""
+def _setting(name: str) -> tuple:
+    decl = INPUTS[name]
+    kind = _TYPES[decl.kind] | None if decl.nullable else _TYPES[decl.kind]
+    if name == "tp":
+        kind = int | str  # or "auto": the minimum TP
+    return name, kind, field(default=decl.default)
 
-    models: list[str] = field(default_factory=list)  # empty: every model
-    gpus: list[str] = field(default_factory=lambda: ["H100-SXM"])
-    contexts: list[int] = field(default_factory=lambda: [_D["context_tokens"]])
-    kv_dtypes: list[str] = field(default_factory=lambda: [INPUTS["kv_dtype"].default])
-    weight_dtype: str | None = None  # None: the model's native weight dtype
-    tp: int | str = _D["tp"]  # or "auto": SPEC's minimum TP
-    pp: int = _D["pp"]
-    dp_attention: int = _D["dp_attention"]
-    gpus_per_node: int = _D["gpus_per_node"]
-    reserve: float = _D["reserve"]
-    kv_cache_memory_bytes: int | None = None
-    block_size: int = _D["block_size"]
-    rule: str = _D["rule"]  # or vllm, sglang (kvreg.core.rules); the engine settings below: None for its default
-    gpu_memory_utilization: float | None = None
-    max_num_batched_tokens: int | None = None
-    max_concurrent_batches: int | None = None
-    max_num_seqs: int | None = None
-    activation_bytes: int | None = None
-    cuda_graph_bytes: int | None = None
-    mem_fraction_static: float | None = None
-    engine_version: str | None = None  # the engine release the figures follow (None: the latest kvreg knows)
-    engine_release: int | None = None  # derived from engine_version by kvreg.core.rules
-    non_torch_bytes: int | None = None
-    weights_measured_bytes: int | None = None
-    sampler: str | None = None  # vLLM's sampler backend, torch or flashinfer (None: the release's default)
-    # the workload a latency is asked for (None: not asked; kvreg.figures.inputs, table "workload")
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    concurrency: int | None = None
-    tpot_target_ms: float | None = None
-    ttft_target_ms: float | None = None
+
+# What a question asks about, written here: every model x GPU x context x KV dtype (x TP under --tp auto) is one
+# scenario; then its settings, from the declarations.
+Question = make_dataclass("Question", [
+    ("models", list[str], field(default_factory=list)),  # empty: every model
+    ("gpus", list[str], field(default_factory=lambda: ["H100-SXM"])),
+    ("contexts", list[int], field(default_factory=lambda: [_D["context_tokens"]])),
+    ("kv_dtypes", list[str], field(default_factory=lambda: [INPUTS["kv_dtype"].default])),
+    ("weight_dtype", str | None, field(default=None)),  # None: the model's native weight dtype
+    *map(_setting, SETTINGS),
+], namespace={"__doc__": """A capacity question: every model x GPU x context x KV dtype (x TP under --tp auto) is one
+    scenario. Its settings (SETTINGS) are the declared deployment and workload inputs, with their declared defaults
+    (kvreg.figures.inputs): tp 1 or "auto", rule theoretical, the engine settings None (the engine's own default),
+    the workload None (no latency asked)."""})
+Question.__module__ = __name__
 
 
 def columns(rule: str, table: bool = False, latency: bool = False, slo: bool = False) -> list[str]:
@@ -208,14 +206,11 @@ def question_from_options(*, models=(), gpus=(), context=format_tokens(_D["conte
                           kv_cache_memory=None, block_size=_D["block_size"], input_tokens=None, output_tokens=None,
                           concurrency=None, tpot_ms=None, ttft_ms=None, **engine) -> Question:
     """A Question from `kvreg capacity`'s options as given (text, as typed): the command and the web
-    page's /api/capacity both build their question here. `engine`: --rule and the engine settings;
-    input_tokens ... ttft_ms: the latency options (latency_from_options). context None: the requests'
+    page's /api/capacity both build their question here. `engine`: --rule and the engine settings, and
+    any other declared setting (DECLARED) under its column's name, as its generated option gave it (ask checks
+    it); input_tokens ... ttft_ms: the latency options (latency_from_options). context None: the requests'
     input + output tokens when given, else the declared default."""
-    unread = [INPUTS[k].flag.split()[0] for k, v in engine.items() if v is not None and k in INPUTS
-              and not hasattr(Question, k)]
-    if unread:  # a declared input the question has no field for yet: refused, never silently ignored
-        raise KvregError(f"{', '.join(unread)}: `kvreg capacity` does not read it yet; save a plan with it "
-                         "(`kvreg plan add`) instead")
+    declared = {n: engine.pop(INPUTS[n].column) for n in DECLARED if engine.get(INPUTS[n].column) is not None}
     workload = latency_from_options(input_tokens, output_tokens, concurrency, tpot_ms, ttft_ms)
     if context is None:
         context = (str(workload["input_tokens"] + workload["output_tokens"]) if workload["input_tokens"]
@@ -225,12 +220,8 @@ def question_from_options(*, models=(), gpus=(), context=format_tokens(_D["conte
         kv_dtypes=_split((kv_dtype,)), weight_dtype=None if weight_dtype == "native" else weight_dtype, tp=parse_tp(tp),
         pp=pp, dp_attention=dp_attention, gpus_per_node=gpus_per_node, reserve=parse_fraction(reserve),
         kv_cache_memory_bytes=parse_size(kv_cache_memory) if kv_cache_memory else None, block_size=block_size,
-        **workload, **parse_engine_options(engine),
+        **workload, **parse_engine_options(engine), **declared,
     )
-
-
-def _workload(q: Question) -> dict:
-    return {name: getattr(q, name) for name in inputs_of("workload")}
 
 
 # --------------------------------------------------------------------------- lookups
@@ -328,8 +319,9 @@ def check_dp_attention(dp_attention: int, tp, tps: list[int]) -> None:
 
 
 def _check_question(db, q: Question) -> tuple[list[dict], list[dict], list[int], dict]:
-    """Validate a question: its models, GPUs, dtypes, layout and engine settings. Returns models, GPUs,
-    TPs to try and the rule with its settings."""
+    """Validate a question: its models, GPUs, dtypes, layout, engine settings and any setting declared since
+    (DECLARED, checked as declared and named by its option). Returns models, GPUs, TPs to try and the settings
+    of its scenarios: the question's, the engine's checked and normalised."""
     models = [_model(db, m) for m in (q.models or _names(db, "model_names"))]
     gpus = [_gpu(db, g) for g in q.gpus]
     for d in q.kv_dtypes:
@@ -341,8 +333,19 @@ def _check_question(db, q: Question) -> tuple[list[dict], list[dict], list[int],
     tps = check_layout("auto" if q.tp == "auto" else int(q.tp), q.pp, q.dp_attention, q.gpus_per_node)
     for m in models:
         check_pp_layers(q.pp, m["name"], m["layers"])
-    engine = check_engine_settings({f: getattr(q, f) for f in ENGINE_FIELDS}, q.block_size, q.dp_attention)
-    return models, gpus, tps, engine
+    settings = {n: getattr(q, n) for n in SETTINGS}
+    settings.update(check_engine_settings({f: getattr(q, f) for f in ENGINE_FIELDS}, q.block_size, q.dp_attention))
+    for n in DECLARED:
+        settings[n] = declared_value(INPUTS[n], settings[n], INPUTS[n].flag.split()[0])
+    return models, gpus, tps, settings
+
+
+def _scenario(settings: dict, model: dict, gpu: dict, context: int, kv_dtype: str, tp: int,
+              weight_dtype: str | None) -> dict:
+    """One scenario of a question, as the what-if binds it in place of a scenario row: the question's settings
+    with one model, GPU, context, KV dtype and TP (no average request: the context is the request)."""
+    return {**settings, "model_id": model["id"], "gpu_id": gpu["id"], "context_tokens": context, "avg_tokens": None,
+            "kv_dtype": kv_dtype, "weight_dtype": weight_dtype or model["weight_dtype"], "tp": tp}
 
 
 def ask(conn, q: Question) -> list[dict]:
@@ -351,14 +354,9 @@ def ask(conn, q: Question) -> list[dict]:
     `conn` is a SQLAlchemy connection or a stdlib sqlite3 connection (isolation_level=None).
     """
     db = runner(conn)
-    models, gpus, tps, engine = _check_question(db, q)
-    rows = [
-        dict(model_id=m["id"], gpu_id=g["id"], gpus_per_node=q.gpus_per_node, tp=tp, pp=q.pp,
-             dp_attention=q.dp_attention, kv_dtype=kvd, weight_dtype=q.weight_dtype or m["weight_dtype"],
-             context_tokens=ctx, avg_tokens=None, reserve=q.reserve,
-             kv_cache_memory_bytes=q.kv_cache_memory_bytes, block_size=q.block_size, **engine, **_workload(q))
-        for m in models for g in gpus for ctx in q.contexts for kvd in q.kv_dtypes for tp in tps
-    ]
+    models, gpus, tps, settings = _check_question(db, q)
+    rows = [_scenario(settings, m, g, ctx, kvd, tp, q.weight_dtype)
+            for m in models for g in gpus for ctx in q.contexts for kvd in q.kv_dtypes for tp in tps]
     result = _through_view(db, rows, SQL["capacity"])
 
     if q.tp != "auto":
@@ -379,16 +377,11 @@ def sweep(conn, q: Question) -> list[dict]:
         return ask(conn, q)
 
     db = runner(conn)
-    models, gpus, _tps, engine = _check_question(db, q)
+    models, gpus, _tps, settings = _check_question(db, q)
     picked = ask(conn, replace(q, contexts=[min(q.contexts)]))
     tp_of = {(r["model"], r["gpu"], r["kv_dtype"]): r["tp"] for r in picked}
-    rows = [
-        dict(model_id=m["id"], gpu_id=g["id"], gpus_per_node=q.gpus_per_node, tp=tp_of[(m["name"], g["name"], kvd)],
-             pp=q.pp, dp_attention=q.dp_attention, kv_dtype=kvd, weight_dtype=q.weight_dtype or m["weight_dtype"],
-             context_tokens=ctx, avg_tokens=None, reserve=q.reserve,
-             kv_cache_memory_bytes=q.kv_cache_memory_bytes, block_size=q.block_size, **engine, **_workload(q))
-        for m in models for g in gpus for ctx in q.contexts for kvd in q.kv_dtypes
-    ]
+    rows = [_scenario(settings, m, g, ctx, kvd, tp_of[(m["name"], g["name"], kvd)], q.weight_dtype)
+            for m in models for g in gpus for ctx in q.contexts for kvd in q.kv_dtypes]
     return _through_view(db, rows, SQL["capacity"])
 
 

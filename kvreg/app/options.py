@@ -10,6 +10,8 @@ step, and neither front end imports the other.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import click
 
 from kvreg.core.errors import KvregError
@@ -84,6 +86,29 @@ def _param(name: str, defaults: bool) -> click.Option:
 # identity and the memory facts the figures size from, given again with `gpu add --replace`.
 GPU_FIXED = ("gpu_name", "memory_bytes", "reported_memory_bytes", "memory_bandwidth_bytes_per_s", "compute_capability",
              "fabric")
+
+
+class FormField(NamedTuple):
+    """An input's field on a web form: the option it sets (the query's key: max-num-seqs), its label, its tooltip
+    and the allocation rules that read it, space-separated ("": every rule), the form showing it only under them."""
+
+    name: str
+    label: str
+    hint: str
+    rule: str
+
+
+def form_field(name: str) -> FormField:
+    """The web form field of an input, from its declaration (kvreg.figures.inputs.InputDecl: flag, label, hint,
+    rules); the forms write none by hand."""
+    decl = INPUTS[name]
+    return FormField(decl.flag.split()[0][2:], decl.label, decl.hint, " ".join(decl.rules))
+
+
+def declared_inputs(command: click.Command) -> list[str]:
+    """The inputs of a command's generated options (declared_options), in its order: those declared since the
+    forms were laid out, which the web pages list after the fields they lay out."""
+    return [p.input for p in command.params if getattr(p, "generated", False)]
 
 
 def declared_fields(command: click.Command) -> list[tuple[str, str, str]]:

@@ -36,7 +36,7 @@ from kvreg.db.read import (  # noqa: F401  (the read queries live in the db laye
     show_plan,
 )
 from kvreg.db.tables import Demand, Gpu, Model, Plan, WorkloadClass
-from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, inputs_of
+from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, MAX_SHARE, inputs_of
 
 # A spec names its model and GPU; a row (what the plan table stores) carries their ids. Its settings default to
 # the deployment inputs' declared defaults; the weight dtype to the model's own (None).
@@ -64,10 +64,8 @@ _WHATIF_QUARTER = "1970Q1"
 MAX_CONTEXT = 2**40
 # The reserve solver answers on a grid of 0.01 percentage points.
 RESERVE_STEP = 10_000
-# A workload mix: at most this many request classes per plan, and shares (relative weights) at most
-# this large, so their sums stay far from floating-point overflow.
+# A workload mix: at most this many request classes per plan (shares at most kvreg.figures.inputs.MAX_SHARE).
 MAX_CLASSES = 64
-MAX_SHARE = 1e6
 
 
 # What `kvreg plan optimize` may change in a plan beyond its own GPU type and KV dtype (plan columns,

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from typing import Any
 
 from sqlalchemy import BigInteger, Integer, delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from kvreg.app.capacity import MAX_GPUS_PER_NODE
 from kvreg.app.options import GPU_FIXED
+from kvreg.app.values import INT32_MAX, INT_LIMIT, check_real, declared_value, whole_number
 from kvreg.catalog.defaults import DERIVED, TEXT_DEFAULTS, ZERO_COUNTS, model_default
 from kvreg.core.errors import AlreadyExists, KvregError
 from kvreg.core.text import invisible_characters
@@ -22,16 +21,10 @@ from kvreg.db.read import (  # noqa: F401  (the read queries live in the db laye
 )
 from kvreg.db.columns import stored_inputs
 from kvreg.db.tables import GPU_FIELDS, MODEL_FIELDS, Dtype, Fleet, Gpu, Model, Plan, SQLModel
-from kvreg.figures.inputs import INPUTS, KV_GROUPS, MAXIMUMS
+from kvreg.figures.inputs import INPUTS, KV_GROUPS, MAX_GPUS_PER_NODE, MAXIMUMS
 
 MAX_NAME = 200
-_INT_LIMIT = 2**62
-_ASCII_INT = re.compile(r"-?[0-9]+")
-# PostgreSQL's INTEGER stops at 2**31 - 1 where SQLite would store more: values for INTEGER
-# columns stop there on both engines, so both refuse them alike, in words.
-INT32_MAX = 2**31 - 1
-# kvreg tries every TP up to the GPUs per node (kvreg.app.capacity.valid_tps), so a typo here must
-# not ask for billions of rows; the largest NVLink domains today hold 72 GPUs.
+# A sane bound where the column's would let a typo ask for billions of rows (kvreg.figures.inputs).
 _FIELD_LIMITS = {"gpus_per_node": MAX_GPUS_PER_NODE}
 
 
@@ -99,110 +92,24 @@ def _check_texts(row: dict, fields: tuple[str, ...]) -> None:
 
 
 def check_int(value: Any, field: str, *, minimum: int = 1, allow_none: bool = False) -> int | None:
-    """A whole number >= minimum; rejects booleans, fractions, NaN, infinity and sizes beyond what
-    the field's column holds on PostgreSQL (or a sane bound, see _FIELD_LIMITS)."""
-    if value is None:
-        if allow_none:
-            return None
-        raise KvregError(f"{field} is required")
-    if isinstance(value, bool):
-        raise KvregError(f"{field} must be a whole number, not {value!r}")
-    limit = _limit(field)
-    if isinstance(value, float):
-        if not math.isfinite(value) or not value.is_integer():
-            raise KvregError(f"{field} must be a whole number, not {value!r}")
-        if value > limit:  # 1e308 is a whole number too: say so without its 309 digits
-            raise KvregError(f"{field} {value!r} is too large: at most {limit:,}")
-        value = int(value)
-    if isinstance(value, str):
-        # Strict: Python's int() would also read 1_000 and other scripts' digits (Arabic-Indic
-        # ١٠٠), which no other tool reading the same file takes for a number.
-        digits = value.strip()
-        if not _ASCII_INT.fullmatch(digits):
-            shown = repr(value) if len(value) <= 40 else f"{value[:20]!r}... ({len(value):,} characters)"
-            raise KvregError(f"{field} must be a whole number, not {shown}{_digits_hint(digits)}")
-        if len(digits.lstrip("-0")) > len(str(limit)):
-            raise KvregError(f"{field} ({len(digits):,} digits) is too large: at most {limit:,}")
-        value = int(digits)
-    if not isinstance(value, int):
-        raise KvregError(f"{field} must be a whole number, not {value!r}")
-    if value < minimum:
-        raise KvregError(f"{field} must be at least {minimum}, not {value}")
-    if value > limit:
-        shown = f"{value:,}" if value < 10**40 else f"({len(str(value)):,} digits)"
-        raise KvregError(f"{field} {shown} is too large: at most {limit:,}")
-    return value
-
-
-_ASCII_REAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-
-
-def _digits_hint(text: str) -> str:
-    """What to change in a number that Python would read but kvreg does not: 1_000, 1,000, ١٠٠."""
-    if "_" in text or "," in text or any(ch.isdigit() and not ch.isascii() for ch in text):
-        return " (write the digits 0-9 only, with no _ or , separators)"
-    return ""
-
-
-def check_real(value: Any, field: str, *, positive: bool = False, allow_none: bool = True,
-               maximum: float | None = None, below: float | None = None) -> float | None:
-    """A finite number from 0 (above 0 when `positive`) up to `maximum` (default: the field's declared
-    maximum, kvreg.figures.inputs.MAXIMUMS), and under `below` when given. Text must be a plain decimal number (0-9, a point, an
-    exponent): 1_000, 1,5 and other scripts' digits are refused rather than read as Python would."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        if allow_none:
-            return None
-        raise KvregError(f"{field} is required")
-    shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}... ({len(str(value)):,} characters)"
-    if isinstance(value, str):
-        if not _ASCII_REAL.fullmatch(value.strip()):
-            raise KvregError(f"{field} must be a number, not {shown}{_digits_hint(value)}")
-        value = float(value)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise KvregError(f"{field} must be a number, not {shown}")
-    try:
-        number = float(value)
-    except OverflowError:  # an int of 400 digits
-        number = math.inf
-    low = "more than 0" if positive else "at least 0"
-    maximum = MAXIMUMS.get(field) if maximum is None else maximum
-    if not math.isfinite(number) or number < 0 or (positive and number == 0) \
-            or (maximum is not None and number > maximum) or (below is not None and number >= below):
-        upto = f" and at most {maximum:,.0f}" if maximum is not None else ""
-        upto += f" and below {below:g}" if below is not None else ""
-        raise KvregError(f"{field} must be a finite number of {low}{upto}, not {shown}")
-    return number
+    """A whole number >= minimum (kvreg.app.values.whole_number) up to what the field's column holds on
+    PostgreSQL (or a sane bound, see _FIELD_LIMITS)."""
+    return whole_number(value, field, minimum=minimum, allow_none=allow_none, limit=_limit(field))
 
 
 def check_input(field: str, value: Any) -> int | float | None:
     """The one validator of a value entering the registry for the input or column `field`: the
     CLI, declaration (TOML) and CSV files, the web forms, `kvreg db copy` and the workbook importer
-    all call it. What it checks is the input's declaration (kvreg.figures.inputs.InputDecl), the same
-    that generates the column and its CHECK: a real input (kind "real", or a bounded column of
-    MAXIMUMS) goes through check_real, any other through check_int with the column's limit, from its
-    least value (1 where it is positive, its minimum, else 0); then the CHECK's numeric upper bound and
-    its choices. None passes for a nullable input. Each failure is one line naming the field."""
+    all call it. What it checks is the input's declaration (kvreg.app.values.declared_value, which
+    `kvreg capacity` calls too), with the column's limit. A column no input is read from: a whole number
+    from 0, or a real one up to its MAXIMUMS. None passes for a nullable input. Each failure is one line
+    naming the field."""
     decl = _INPUT_BY_COLUMN.get(field)
     if decl is None:
         if field in MAXIMUMS:
             return check_real(value, field)
         return check_int(value, field, minimum=0, allow_none=True)
-    if decl.kind == "real" or field in MAXIMUMS:
-        number = check_real(value, field, positive=decl.positive, allow_none=decl.nullable,
-                            maximum=_numeric(decl.at_most, decl.maximum), below=decl.below)
-    else:
-        number = check_int(value, field, minimum=decl.lowest or 0, allow_none=decl.nullable)
-        most = _numeric(decl.at_most)
-        if number is not None and most is not None and number > most:
-            raise KvregError(f"{field} must be at most {most:,}, not {number:,}")
-    if number is not None and decl.choices and number not in decl.choices:
-        raise KvregError(f"{field} must be {' or '.join(str(c) for c in decl.choices)}, not {number!r}")
-    return number
-
-
-def _numeric(*bounds) -> int | float | None:
-    """The first bound that is a number (a CHECK's at_most may name another column instead)."""
-    return next((b for b in bounds if isinstance(b, (int, float)) and not isinstance(b, bool)), None)
+    return declared_value(decl, value, field, limit=_limit(field))
 
 
 def input_error(field: str, value: Any) -> str | None:
@@ -221,7 +128,7 @@ def _limit(field: str) -> int:
     """The largest whole number `field` may be: a sane bound, else what its column holds on every engine."""
     if field in _FIELD_LIMITS:
         return _FIELD_LIMITS[field]
-    return _column_limits().get(field, _INT_LIMIT - 1)
+    return _column_limits().get(field, INT_LIMIT - 1)
 
 
 @functools.cache

@@ -18,6 +18,8 @@ from kvreg.core.errors import KvregError
 from kvreg.core.units import UnitError, parse_size, parse_tokens
 
 RULES = ("theoretical", "vllm", "sglang")
+# The rules of a serving engine: an engine setting of ENGINE_SETTINGS's rule "engine" is read by either.
+ENGINE_RULES = ("vllm", "sglang")
 # vLLM's top-k/top-p sampler backends (the deployment input `sampler`): PyTorch's own (the sort path, from v0.17 a
 # Triton kernel) and FlashInfer's kernel (docs/engine-rules.md, "The sampler's backend").
 SAMPLERS = ("torch", "flashinfer")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvreg.core.rules import ENGINE_SETTINGS, RULES, SAMPLERS
+from kvreg.core.rules import ENGINE_RULES, ENGINE_SETTINGS, RULES, SAMPLERS
 
 from .engine_defaults import (
     GIB,
@@ -35,6 +35,11 @@ MAX_PRICE_PER_HOUR = 1e6
 # kv_layers_N), so four head counts in all; a config with more is refused, naming the key.
 KV_GROUPS = (2, 3, 4)
 MAX_UNIT_PRICE = 1e9
+# The largest node kvreg accepts: it tries every TP up to the GPUs per node (kvreg.app.capacity.valid_tps), so a
+# typo must not ask for billions of rows; the largest NVLink domains today hold 72 GPUs.
+MAX_GPUS_PER_NODE = 1024
+# A workload class's share, a relative weight: at most this large, so the shares' sums stay far from overflow.
+MAX_SHARE = 1e6
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,10 @@ class InputDecl:
 
     What a person sees: `flag`, the CLI option (--name with dashes by default; an engine setting's, its flags in
     kvreg.core.rules.ENGINE_SETTINGS, which its checks name); `help`, its help (the
-    meaning by default); `label`, the web form's and workbook's heading (the name by default)."""
+    meaning by default); `label`, its web form field's heading (the name by default); `hint`, the field's tooltip
+    (none by default); `rules`, the allocation rules that read it when not every rule (an engine setting's: the
+    rule ENGINE_SETTINGS names, which kvreg.core.rules.check_engine_settings holds it to), whose form shows its
+    field only under them (kvreg.app.options.form_field)."""
 
     name: str
     unit: str
@@ -86,6 +94,8 @@ class InputDecl:
     flag: str = ""
     help: str = ""
     label: str = ""
+    hint: str = ""
+    rules: tuple[str, ...] = ()
 
     def __post_init__(self):
         assert self.table in INPUT_TABLES, (self.name, self.table)
@@ -96,15 +106,18 @@ class InputDecl:
             object.__setattr__(self, "check", self.column)
         if not self.check_tables:
             object.__setattr__(self, "check_tables", INPUT_TABLES[self.table])
-        if self.name in ENGINE_SETTINGS:  # an engine setting's flags are kvreg.core.rules', which checks it
-            assert not self.flag, (self.name, "its flags are declared in kvreg.core.rules.ENGINE_SETTINGS")
-            object.__setattr__(self, "flag", ENGINE_SETTINGS[self.name][1])
+        if self.name in ENGINE_SETTINGS:  # an engine setting's flags and rule are kvreg.core.rules', which checks it
+            assert not self.flag and not self.rules, (self.name, "its flags and rule: kvreg.core.rules.ENGINE_SETTINGS")
+            rule, flags, _kind = ENGINE_SETTINGS[self.name]
+            object.__setattr__(self, "flag", flags)
+            object.__setattr__(self, "rules", ENGINE_RULES if rule == "engine" else (rule,))
         elif not self.flag:
             object.__setattr__(self, "flag", "--" + self.name.replace("_", "-"))
         if not self.help:
             object.__setattr__(self, "help", self.meaning)
         if not self.label:
             object.__setattr__(self, "label", self.name)
+        assert set(self.rules) <= set(RULES), (self.name, self.rules)
 
     @property
     def lowest(self) -> int | float | None:
@@ -313,7 +326,8 @@ _INPUTS = [
         InputDecl(f"kv_layers_{n}", "layers", f"per-layer kv heads: full layers holding kv_heads_{n} kv heads, not"
                   " kv_heads (NULL: none)", nullable=True, positive=True, table="model", check=None))],
     # dtypes
-    InputDecl("kv_dtype", "name", "KV cache dtype", "text", table="kv_dtype", column="name", default="bf16"),
+    InputDecl("kv_dtype", "name", "KV cache dtype", "text", table="kv_dtype", column="name", default="bf16",
+              label="KV dtype"),
     InputDecl("kv_bytes_per_element", "bytes", "bytes per KV element", "real", positive=True,
               table="kv_dtype", column="bytes_per_element"),
     InputDecl("kv_mla_bytes_per_token_per_layer", "bytes", "a format's own MLA bytes per token per layer",
@@ -365,11 +379,14 @@ _INPUTS = [
               flag="--flops-fp4", help="Dense FP4 (NVFP4, MXFP4) tensor FLOP per second, without sparsity, with a"
               " unit (TFLOPS = 10^12, PFLOPS = 10^15): 9PFLOPS (B200); leave it out on a GPU without FP4 units (H100)"),
     # deployment
-    InputDecl("tp", "GPUs", "tensor-parallel size", positive=True, table="deployment", default=1, check=None),
-    InputDecl("pp", "GPUs", "pipeline-parallel size", positive=True, table="deployment", default=1, check=None),
+    InputDecl("tp", "GPUs", "tensor-parallel size", positive=True, table="deployment", default=1, check=None,
+              label="TP"),
+    InputDecl("pp", "GPUs", "pipeline-parallel size", positive=True, table="deployment", default=1, check=None,
+              label="PP"),
     InputDecl("dp_attention", "ranks", "attention data-parallel size inside a TP group", positive=True,
-              table="deployment", default=1, check=None),
-    InputDecl("gpus_per_node", "GPUs", "GPUs in a node", positive=True, table="deployment", default=8, check="gpn", check_tables=("plan",)),
+              table="deployment", default=1, check=None, label="DP attention"),
+    InputDecl("gpus_per_node", "GPUs", "GPUs in a node", positive=True, table="deployment", default=8, check="gpn",
+              check_tables=("plan",), label="GPUs per node"),
     InputDecl("context_tokens", "tokens", "context length a sequence may reach (max_model_len)", positive=True,
               table="deployment", default=131072, big=True, check="context", check_tables=("plan",)),
     InputDecl("avg_tokens", "tokens", "average tokens a request holds (prompt + output)", nullable=True, positive=True,
@@ -378,7 +395,8 @@ _INPUTS = [
     InputDecl("class_tokens", "tokens", "average tokens a request of this class holds (prompt + output)",
               positive=True, table="class", column="avg_tokens", big=True, check="tokens"),
     InputDecl("share", "weight", "the class's share of requests, a relative weight (shares are divided by"
-              " their sum: 0.8 and 0.2, or 4 and 1)", "real", positive=True, table="class", maximum=1e6, at_most=1000000),
+              " their sum: 0.8 and 0.2, or 4 and 1)", "real", positive=True, table="class", maximum=MAX_SHARE,
+              at_most=MAX_SHARE),
     InputDecl("class_input_tokens", "tokens", "prompt tokens of a request of this class (NULL: the plan's)",
               nullable=True, positive=True, table="class", column="input_tokens", big=True),
     InputDecl("class_output_tokens", "tokens", "tokens a request of this class generates (NULL: the plan's)",
@@ -403,47 +421,57 @@ _INPUTS = [
               "share-weighted mean of the plan's class_kv_bytes_per_request_per_gpu (NULL: no classes)", "real",
               nullable=True, table="mix"),
     InputDecl("reserve", "fraction", "share of GPU memory held back for activations and overheads", "real",
-              table="deployment", default=0.12, minimum=0, below=1, check_tables=("plan",)),
+              table="deployment", default=0.12, minimum=0, below=1, check_tables=("plan",), label="Reserve",
+              hint="share of GPU memory held back", rules=("theoretical",)),
     InputDecl("kv_cache_memory_bytes", "bytes", "KV pool per GPU given directly (overrides the reserve)",
-              nullable=True, positive=True, table="deployment", big=True, check="kvmem", check_tables=("plan",)),
+              nullable=True, positive=True, table="deployment", big=True, check="kvmem", check_tables=("plan",),
+              flag="--kv-cache-memory", label="KV pool per GPU",
+              hint="given directly, e.g. 40GiB; overrides the reserve"),
     InputDecl("block_size", "tokens", "paged-KV block size (0: no rounding); SGLang's page size", table="deployment",
-              default=16, minimum=0, check="block", check_tables=("plan",)),
+              default=16, minimum=0, check="block", check_tables=("plan",), label="Block size",
+              hint="paged-KV block in tokens; 0: no rounding"),
     InputDecl("rule", "name", "allocation rule the figures follow: theoretical, vllm or sglang", "text",
-              table="deployment", default="theoretical", choices=RULES, server_default=True),
+              table="deployment", default="theoretical", choices=RULES, server_default=True, label="Rule"),
     InputDecl("gpu_memory_utilization", "fraction",
               f"vLLM --gpu-memory-utilization (NULL: the release's default, {VLLM_GPU_MEMORY_UTILIZATION} from v0.20,"
               f" {VLLM_GPU_MEMORY_UTILIZATION_BEFORE} before)", "real", nullable=True, positive=True,
-              table="deployment", at_most=1, check="gmu",
+              table="deployment", at_most=1, check="gmu", label="GPU memory utilization",
               help=f"vLLM: share of GPU memory it may use, in (0, 1] (default {VLLM_GPU_MEMORY_UTILIZATION} from v0.20,"
               f" {VLLM_GPU_MEMORY_UTILIZATION_BEFORE} before)"),
     InputDecl("max_num_batched_tokens", "tokens", f"vLLM --max-num-batched-tokens (NULL: {VLLM_MAX_NUM_BATCHED_TOKENS:,},"
               f" {VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS:,} from v0.8 on GPUs under 70 GiB)",
               nullable=True, positive=True, table="deployment", big=True, check="batched_tokens",
+              label="max num batched tokens",
               help=f"vLLM: tokens per scheduler step (default {VLLM_MAX_NUM_BATCHED_TOKENS};"
               f" {VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS} from v0.8 on GPUs under {VLLM_LARGE_GPU_BYTES // GIB} GiB)"),
     InputDecl("max_concurrent_batches", "batches",
               f"batches vLLM keeps in flight (NULL: {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1, else PP)",
               nullable=True, positive=True, table="deployment", check="concurrent_batches",
+              label="max concurrent batches",
               help=f"vLLM: batches in flight (default {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1, else PP)"),
     InputDecl("max_num_seqs", "sequences", "requests the engine runs at once: vLLM --max-num-seqs (per engine),"
               " SGLang --max-running-requests (shared by its DP-attention ranks) (NULL: the engine's default)",
-              nullable=True, positive=True, table="deployment",
+              nullable=True, positive=True, table="deployment", label="max running requests",
+              hint="vLLM --max-num-seqs, SGLang --max-running-requests",
               help="vLLM --max-num-seqs, SGLang --max-running-requests: the most requests the engine runs at once"
               f" (default: vLLM {VLLM_LARGE_GPU_MAX_NUM_SEQS} from v0.8 on GPUs of {VLLM_LARGE_GPU_BYTES // GIB} GiB or"
               f" more, else {VLLM_SAMPLER_SEQS}; SGLang from its pool and context, {SGLANG_RUNNING_REQUESTS_FLOOR} to"
               f" {SGLANG_RUNNING_REQUESTS_CEILING})"),
     InputDecl("activation_bytes", "bytes", "measured peak activation memory per GPU (vLLM's profile run)",
-              nullable=True, table="deployment", big=True, minimum=0, check="activation",
+              nullable=True, table="deployment", big=True, minimum=0, check="activation", label="activation memory",
+              hint="measured, e.g. 1.2GiB",
               help="vLLM: measured peak activation memory per GPU (1.2GiB), instead of kvreg's estimate"),
     InputDecl("cuda_graph_bytes", "bytes", "CUDA graph memory per GPU to take from the KV pool: vLLM takes its profiled graphs"
               " from v0.21, none before (NULL: 0)",
-              nullable=True, table="deployment", big=True, minimum=0, check="cuda_graph",
+              nullable=True, table="deployment", big=True, minimum=0, check="cuda_graph", label="CUDA graph memory",
+              hint="measured, e.g. 0.5GiB",
               help="vLLM: CUDA graph memory per GPU to take from the KV pool (0.5GiB); releases before v0.21 take none,"
               " from v0.21 vLLM takes what it profiled (its log's 'CUDAGraph memory'), which kvreg does not estimate"
               " (default 0)"),
     InputDecl("mem_fraction_static", "fraction", "SGLang --mem-fraction-static (NULL: derived from the GPU's memory and"
               " TP x PP as SGLang's server does)",
               "real", nullable=True, positive=True, table="deployment", at_most=1, check="mfs",
+              label="mem fraction static",
               help="SGLang: --mem-fraction-static, in (0, 1] (default: from the GPU memory and TP x PP, as SGLang's"
               " server derives it)"),
     InputDecl("engine_version", "name", "the engine release the engine rule follows, as given (NULL: the latest"

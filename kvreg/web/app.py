@@ -456,7 +456,8 @@ class App:
         return self.page(
             "whatif.html.j2", title="What-if", nav="whatif", models=models, gpus=gpus, kv_dtypes=kv_dtypes,
             weight_dtypes=weight_dtypes, values={k: ",".join(v) for k, v in values.items()}, defaults=defaults,
-            chosen_gpus=chosen_gpus, claims=claims, declared=options.declared_fields(options.CAPACITY),
+            chosen_gpus=chosen_gpus, claims=claims, field_of=options.form_field, rules=INPUTS["rule"].choices,
+            declared=[options.form_field(n) for n in options.declared_inputs(options.CAPACITY)],
             **self._answer_context(items),
         )
 
@@ -704,7 +705,7 @@ class App:
             lists = dict(models=model_names(conn), gpus=gpu_names(conn), kv_dtypes=dtype_names(conn, "kv"),
                          weight_dtypes=dtype_names(conn, "weight"))
         return self.page("plan_new.html.j2", status, title="Add a plan", nav="plans", form=form, error=error,
-                         declared=options.declared_fields(options.PLAN_ADD), **lists)
+                         declared=options.declared_fields(options.PLAN_ADD), rules=INPUTS["rule"].choices, **lists)
 
     async def plan_add(self, request: Request):
         """`kvreg plan add NAME --option value ...` from the form: the same parsing, validation and

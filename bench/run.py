@@ -750,9 +750,10 @@ def _bytecode(folder: Path) -> None:
 
 def warm_up(ctx: Context, template: Path, reports: bool = True) -> None:
     """One untimed run of each kind of work: compiling modules and building matplotlib's font cache
-    are a first-run cost, not the cost of a question. On the seeded registry, the smallest there is:
-    the same modules load for any registry, and a report of the smallest synthetic size took three
-    times the seeded one's CPU (17.6 s against 6 s, every format)."""
+    are a first-run cost, not the cost of a question. On a copy of the seeded registry, the smallest
+    there is: the same modules load for any registry, and the full report of the smallest synthetic
+    size (10) took 17.6 s of CPU in the smoke test, compiling included (the seeded one's: 5-6 s once
+    compiled)."""
     scratch = ctx.work / "warm-up"
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir()

@@ -3,10 +3,12 @@ workbook from another registry or quarter is refused with nothing written."""
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import registry_state
+from conftest import BACKENDS, Kvreg, registry_state, sqlite_copy
 from sqlalchemy import text
 
 GIB = 2**30
@@ -15,6 +17,55 @@ GIB = 2**30
 def _workbook(kv, tmp_path: Path) -> Path:
     kv("report", "--quarter", "2026Q4", "--format", "xlsx", "--out", tmp_path / "reports")
     return tmp_path / "reports" / "2026-Q4" / "capacity.xlsx"
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def seeded_book(request, tmp_path_factory):
+    """One seeded registry per engine and the workbook `kvreg report` wrote from it, once per module:
+    (a function that copies the registry, its identity included, to a folder and returns the copy's
+    URL and a function that drops it; the workbook). Writing the workbook is most of a case's time;
+    copying a registry takes milliseconds, and the workbook is the copy's own, as if it had written it."""
+    work = tmp_path_factory.mktemp("seeded-book")
+    if request.param == "sqlite":
+        url = sqlite_copy(request.getfixturevalue("sqlite_template"), work)
+    else:
+        server = request.getfixturevalue("pg_server")
+        name = server.create_database(template=request.getfixturevalue("pg_template"))
+        request.addfinalizer(lambda: server.drop_database(name))
+        url = server.url(name)
+    book = _workbook(Kvreg(url), work)  # `kvreg report` closes its connections: the copies below may begin
+    if request.param == "sqlite":
+        con = sqlite3.connect(work / "registry.db")
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the one file that is copied
+        con.close()
+
+        def copy(folder: Path):
+            shutil.copyfile(work / "registry.db", folder / "registry.db")
+            return f"sqlite:///{folder / 'registry.db'}", lambda: None
+    else:
+        def copy(folder: Path):
+            database = server.create_database(template=name)
+            return server.url(database), lambda: server.drop_database(database)
+    return copy, book
+
+
+@pytest.fixture
+def db_url(seeded_book, tmp_path):
+    """This module's registry for a test (and so its `kv`, `engine` and `state`): a copy of
+    seeded_book's, so seeded_book's workbook is its own (the `book` fixture)."""
+    url, drop = seeded_book[0](tmp_path)
+    yield url
+    drop()
+
+
+@pytest.fixture
+def book(seeded_book, tmp_path) -> Path:
+    """What _workbook(kv, tmp_path) writes from the test's registry before any change: a copy of
+    seeded_book's workbook, at the path the report writes it to."""
+    path = tmp_path / "reports" / "2026-Q4" / "capacity.xlsx"
+    path.parent.mkdir(parents=True)
+    shutil.copyfile(seeded_book[1], path)
+    return path
 
 
 def _col(ws, name: str) -> int:
@@ -79,8 +130,7 @@ EXPECTED = [
 ]
 
 
-def test_dry_run_lists_the_changes_and_writes_nothing(kv, state, tmp_path):
-    book = _workbook(kv, tmp_path)
+def test_dry_run_lists_the_changes_and_writes_nothing(kv, state, book, tmp_path):
     assert kv("apply", book, "--quarter", "2026Q4", "--dry-run").stdout.splitlines() == [
         "nothing to apply: every input is as written or as the registry holds it"]
     _edit(book, tmp_path / "edited.xlsx")
@@ -92,8 +142,7 @@ def test_dry_run_lists_the_changes_and_writes_nothing(kv, state, tmp_path):
     assert state() == before
 
 
-def test_apply_writes_the_inputs_and_the_views_follow(kv, engine, tmp_path):
-    book = _workbook(kv, tmp_path)
+def test_apply_writes_the_inputs_and_the_views_follow(kv, engine, book, tmp_path):
     _edit(book, tmp_path / "edited.xlsx")
     out = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4").stdout.splitlines()
     assert out[-1] == "applied 6 change(s) in one transaction"
@@ -117,12 +166,9 @@ def test_apply_writes_the_inputs_and_the_views_follow(kv, engine, tmp_path):
         out[-2], "nothing to apply: every input is as written or as the registry holds it"]
 
 
-def test_workbook_from_another_registry_or_quarter_is_refused(kv, state, tmp_path):
+def test_workbook_from_another_registry_or_quarter_is_refused(kv, state, book, tmp_path):
     from openpyxl import Workbook
 
-    from conftest import Kvreg
-
-    book = _workbook(kv, tmp_path)
     other = Kvreg(f"sqlite:///{tmp_path / 'other.db'}")
     other("plan", "list")  # a second registry, seeded from the same catalog: same names, another identity
     result = other("apply", book, "--quarter", "2026Q4", "--dry-run", ok=False)
@@ -156,13 +202,12 @@ def test_a_bad_cell_names_itself_and_nothing_is_written(unwritten_book, tmp_path
 
 
 @pytest.fixture(scope="module")
-def unwritten_book(module_db_url, tmp_path_factory):
-    """One registry per engine and its workbook, shared by the cases that must write nothing (each
-    checks that it wrote nothing): writing the report workbook is most of such a case's time."""
-    from conftest import Kvreg
-
-    kv = Kvreg(module_db_url)
-    return kv, _workbook(kv, tmp_path_factory.mktemp("book"))
+def unwritten_book(seeded_book, tmp_path_factory):
+    """One copy of seeded_book's registry and its workbook per engine, shared by the cases that must
+    write nothing (each checks that it wrote nothing)."""
+    url, drop = seeded_book[0](tmp_path_factory.mktemp("unwritten"))
+    yield Kvreg(url), seeded_book[1]
+    drop()
 
 
 def test_fleet_counts_come_back_through_set_fleet(kv, engine, state, tmp_path):
@@ -214,10 +259,9 @@ def _users(engine, plan: str, quarter: str):
                                  " WHERE p.name = :p AND d.quarter = :q"), {"p": plan, "q": quarter}).scalar()
 
 
-def test_a_workbook_handed_back_late_keeps_the_registrys_later_values(kv, engine, state, tmp_path):
+def test_a_workbook_handed_back_late_keeps_the_registrys_later_values(kv, engine, state, book, tmp_path):
     """#42: export, change a demand row with the CLI (250 -> 300), apply the unchanged workbook: the
     registry keeps 300. A cell finance changed where the registry did not is applied beside it."""
-    book = _workbook(kv, tmp_path)
     kv("demand", "set", "chat-llama3-8b", "2026Q4", "300")
     before = state()
     assert kv("apply", book, "--quarter", "2026Q4").stdout.splitlines() == [
@@ -235,10 +279,9 @@ def test_a_workbook_handed_back_late_keeps_the_registrys_later_values(kv, engine
     assert _users(engine, "chat-llama3-8b", "2026Q4") == 300 and _users(engine, "docs-llama3-8b", "2026Q4") == 80
 
 
-def test_a_cell_changed_in_both_is_a_conflict_until_a_side_is_taken(kv, engine, state, tmp_path):
+def test_a_cell_changed_in_both_is_a_conflict_until_a_side_is_taken(kv, engine, state, book, tmp_path):
     """Finance triples chat's users (250 -> 750) while someone sets 300 with the CLI: apply lists the
     conflict and writes nothing, not even the edits without a conflict; --take picks a side."""
-    book = _workbook(kv, tmp_path)
     _edit(book, tmp_path / "edited.xlsx", typed_over=False)
     kv("demand", "set", "chat-llama3-8b", "2026Q4", "300")
     before = state()
@@ -285,7 +328,7 @@ def test_a_row_typed_in_without_its_formulas_is_refused_naming_it(kv, state, tmp
     assert state() == before
 
 
-def test_the_workbook_records_its_inputs_as_written(kv, tmp_path):
+def test_the_workbook_records_its_inputs_as_written(kv, book, tmp_path):
     """The very hidden sheet holds, per sheet apply reads, its input columns and each row's inputs
     as JSON: chat-llama3-8b's 2026Q4 demand as seeded (250 users), H100-SXM's memory in GiB (80)."""
     import json
@@ -294,7 +337,7 @@ def test_the_workbook_records_its_inputs_as_written(kv, tmp_path):
 
     from kvreg.export.xlsx import STATE_SHEET
 
-    wb = load_workbook(_workbook(kv, tmp_path))
+    wb = load_workbook(book)
     rows = [tuple(r) for r in wb[STATE_SHEET].iter_rows(values_only=True)]
     assert rows[0] == ("sheet", "kind", "value (JSON)")
     assert ("Demand", "inputs", '["plan", "quarter", "users"]') in rows
@@ -304,11 +347,10 @@ def test_the_workbook_records_its_inputs_as_written(kv, tmp_path):
     assert [s for s, k, _v in rows[1:] if k == "inputs"] == ["Plan detail", "Workload", "Demand", "Fleet", "GPUs"]
 
 
-def test_a_workbook_from_an_older_kvreg_is_refused(kv, state, tmp_path):
+def test_a_workbook_from_an_older_kvreg_is_refused(kv, state, book, tmp_path):
     """Format 2 recorded no state: apply could not tell finance's edits from stale values."""
     import zipfile
 
-    book = _workbook(kv, tmp_path)
     old = tmp_path / "old.xlsx"
     with zipfile.ZipFile(book) as zin, zipfile.ZipFile(old, "w") as zout:
         for info in zin.infolist():
@@ -337,11 +379,10 @@ def test_every_sheet_apply_reads_has_its_inputs_recorded():
         "Demand", "Fleet", "GPUs", "Plan detail", "Workload"]
 
 
-def test_targets_finance_types_come_back_and_bind(kv, engine, tmp_path):
+def test_targets_finance_types_come_back_and_bind(kv, engine, book, tmp_path):
     """Finance gives the chat plan 1,000/500-token requests and a 15 ms TPOT target on Plan detail, and the
     mixed plan's classes their lengths and chat a target on Workload: apply writes them through `plan set`, and
     the chat plan's replica serves 63 users, not the 268.85 its pool holds (tests/test_plan_latency.py works it)."""
-    book = _workbook(kv, tmp_path)
     cells = {("Plan detail", ("chat-llama3-8b",), "input_tokens"): 1000,
              ("Plan detail", ("chat-llama3-8b",), "output_tokens"): 500,
              ("Plan detail", ("chat-llama3-8b",), "tpot_target_ms"): 15,
@@ -365,8 +406,7 @@ def test_targets_finance_types_come_back_and_bind(kv, engine, tmp_path):
             ("chat", 1000, 500, 15.0), ("documents", 12000, 1000, None)]
 
 
-def test_a_negative_target_in_the_workbook_is_refused_naming_its_cell(kv, state, tmp_path):
-    book = _workbook(kv, tmp_path)
+def test_a_negative_target_in_the_workbook_is_refused_naming_its_cell(kv, state, book, tmp_path):
     cells = {("Plan detail", ("chat-llama3-8b",), "input_tokens"): 1000,
              ("Plan detail", ("chat-llama3-8b",), "output_tokens"): 500,
              ("Plan detail", ("chat-llama3-8b",), "tpot_target_ms"): -1}

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text
 
 import pg
-from conftest import BACKENDS
+from conftest import BACKENDS, sqlite_copy
 from libreoffice import convert, recalculate, soffice
 
 # One pytest-xdist worker runs the whole module, so its module-scoped registry, workbook and
@@ -278,10 +278,11 @@ def _sweep_expected(conn, vals, default_reserve: float, weight_dtype: dict) -> d
     trans = conn.begin_nested() if conn.in_transaction() else conn.begin()
     try:
         conn.execute(text("DELETE FROM scenario"))
+        # Columns found once: each _col reads row 2, whose length openpyxl finds over every cell of the sheet.
+        col = {n: _col(vals, n) for n in ("model", "gpu", "context_tokens", "tp", "pp", "dp_attention",
+                                          "gpus_per_node", "kv_dtype", "block_size")}
         for r in _data_rows(vals):
-            row = {n: vals.cell(r, _col(vals, n)).value for n in
-                   ("model", "gpu", "context_tokens", "tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype",
-                    "block_size")}
+            row = {n: vals.cell(r, c).value for n, c in col.items()}
             row.update(weight_dtype=weight_dtype[row["model"]], reserve=default_reserve)
             ids[r] = conn.execute(text(
                 "INSERT INTO scenario (model_id, gpu_id, gpus_per_node, tp, pp, dp_attention, kv_dtype, weight_dtype,"
@@ -475,10 +476,10 @@ def _need_libreoffice():
 
 
 @pytest.fixture(scope="module")
-def registry(tmp_path_factory):
+def registry(sqlite_template, tmp_path_factory):
     from kvreg.app.access import open_registry
 
-    eng = open_registry(f"sqlite:///{tmp_path_factory.mktemp('xlsx') / 'registry.db'}")
+    eng = open_registry(sqlite_copy(sqlite_template, tmp_path_factory.mktemp("xlsx")))
     with eng.begin() as conn:
         _insert_test_data(conn)
     yield eng
@@ -785,19 +786,19 @@ def test_recalculated_workbook_equals_the_views(registry, recalculated):
 
 
 @pytest.fixture(scope="module")
-def printed(tmp_path_factory):
+def printed(sqlite_template, tmp_path_factory, request):
     """The seeded registry's workbook on each engine that is here, printed to PDF by one LibreOffice
     start (a start costs seconds): {"sqlite": (xlsx, pdf, plans, gpus), "postgresql": ...}. A seeded registry is
-    the same on both engines, so the PostgreSQL one is a new database kvreg migrates and seeds."""
+    the same on both engines: each is a copy of the session's seeded template (sqlite_template, pg_template)."""
     from kvreg.app.access import open_registry
     from kvreg.report.gather import write_workbook
 
     _need_libreoffice()
     work = tmp_path_factory.mktemp("print")
-    urls = {"sqlite": f"sqlite:///{work / 'registry.db'}"}
+    urls = {"sqlite": sqlite_copy(sqlite_template, work)}
     server, _ = pg.find_server()
     if server is not None:
-        database = server.create_database()
+        database = server.create_database(template=request.getfixturevalue("pg_template"))
         urls["postgresql"] = server.url(database)
     try:
         books, names = {}, {}

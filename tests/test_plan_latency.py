@@ -317,3 +317,53 @@ def test_plan_list_and_show_print_the_binding_limit_in_every_format(kv):
                   for line in kv("plan", "show", "docs-loose").output.splitlines())
     assert record["users_binding_constraint"] == "memory" and record["latency_concurrency_limit"] == ""
     assert "fits" not in record
+
+
+def test_one_plan_is_said_the_same_way_in_the_cli_web_report_and_workbook(kv, tmp_path):
+    """The chat plan with an 80 ms TTFT target (one request needs 91.4 ms, worked above) serves no user. Each
+    output reads the same view row and says it in the same words (kvreg.figures.labels): SERVES_NO_USER and the
+    view's reason, the binding limit latency, and 'fits in memory' where a table heads the fits column."""
+    import html
+    import re
+
+    import anyio
+    import httpx
+    from openpyxl import load_workbook
+
+    from kvreg.figures.labels import FITS_IN_MEMORY, SERVES_NO_USER
+    from kvreg.web.app import create_app
+
+    said = kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "80").output
+    reason = "fits in memory, but no replica meets the ttft target even with one request"
+    assert _plan(kv)["reason"] == reason and _plan(kv)["users_binding_constraint"] == "latency"
+    assert f"{SERVES_NO_USER.lower()}: {reason}" in said  # the CLI's note
+    assert next(r for r in kv.json("plan", "show", PLAN))["users_binding_constraint"] == "latency"
+
+    async def get(path):
+        transport = httpx.ASGITransport(app=create_app(kv.url))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            return (await client.get(path)).text
+
+    page = html.unescape(anyio.run(get, f"/plans/{PLAN}"))
+    lead = re.search(r'<p class="lead" id="users-served">([^<]*)</p>', page).group(1)
+    assert lead == f"{SERVES_NO_USER}: {reason}"  # the page leads with it, before the notes
+    assert page.index(lead) < page.index('class="notes"')
+    listing = html.unescape(anyio.run(get, "/plans"))
+    assert f">{FITS_IN_MEMORY}<" in listing and ">latency<" in listing
+
+    folder = tmp_path / "r"
+    kv("report", "--quarter", "2026Q4", "--out", str(folder), "--format", "md,xlsx")
+    md = next(folder.rglob("capacity.md")).read_text()
+    assert f"**{SERVES_NO_USER}:** {reason}." in md
+    # its demand line: 250 users, unmet because of the latency target
+    assert (f"Demand in 2026Q4: 250 users, unmet because of the latency target: the plan serves no user ({reason}),"
+            " so no GPUs are counted for it.") in md
+    assert "**latency binds**" in md
+
+    book = load_workbook(next(folder.rglob("capacity.xlsx")), data_only=True)  # the values stored with formulas
+    cards = book["Plan cards"]
+    (top, col), = [(c.row, c.column) for row in cards.iter_rows() for c in row if c.value == PLAN]
+    below = {cards.cell(r, col).value: cards.cell(r, col + 1).value for r in range(top + 1, top + 40)}
+    assert below["Users per replica (users)"] == 0 and below["Binding limit (memory or latency)"] == "latency"
+    assert reason in [cards.cell(r, col).value for r in range(top + 1, top + 40)]
+    assert "Fits in memory (1 = yes, 0 = no)" in below

@@ -323,15 +323,11 @@ def test_one_plan_is_said_the_same_way_in_the_cli_web_report_and_workbook(kv, tm
     """The chat plan with an 80 ms TTFT target (one request needs 91.4 ms, worked above) serves no user. Each
     output reads the same view row and says it in the same words (kvreg.figures.labels): SERVES_NO_USER and the
     view's reason, the binding limit latency, and 'fits in memory' where a table heads the fits column."""
-    import html
     import re
 
-    import anyio
-    import httpx
     from openpyxl import load_workbook
 
     from kvreg.figures.labels import FITS_IN_MEMORY, SERVES_NO_USER
-    from kvreg.web.app import create_app
 
     said = kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "80").output
     reason = "fits in memory, but no replica meets the ttft target even with one request"
@@ -339,16 +335,11 @@ def test_one_plan_is_said_the_same_way_in_the_cli_web_report_and_workbook(kv, tm
     assert f"{SERVES_NO_USER.lower()}: {reason}" in said  # the CLI's note
     assert next(r for r in kv.json("plan", "show", PLAN))["users_binding_constraint"] == "latency"
 
-    async def get(path):
-        transport = httpx.ASGITransport(app=create_app(kv.url))
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
-            return (await client.get(path)).text
-
-    page = html.unescape(anyio.run(get, f"/plans/{PLAN}"))
+    page = _web(kv, f"/plans/{PLAN}")
     lead = re.search(r'<p class="lead" id="users-served">([^<]*)</p>', page).group(1)
     assert lead == f"{SERVES_NO_USER}: {reason}"  # the page leads with it, before the notes
     assert page.index(lead) < page.index('class="notes"')
-    listing = html.unescape(anyio.run(get, "/plans"))
+    listing = _web(kv, "/plans")
     assert f">{FITS_IN_MEMORY}<" in listing and ">latency<" in listing
 
     folder = tmp_path / "r"
@@ -367,3 +358,46 @@ def test_one_plan_is_said_the_same_way_in_the_cli_web_report_and_workbook(kv, tm
     assert below["Users per replica (users)"] == 0 and below["Binding limit (memory or latency)"] == "latency"
     assert reason in [cards.cell(r, col).value for r in range(top + 1, top + 40)]
     assert "Fits in memory (1 = yes, 0 = no)" in below
+
+
+def _web(kv, path: str) -> str:
+    """The page `kvreg serve` answers at `path` for kv's registry, called in this process, entities unescaped."""
+    import html
+
+    import anyio
+    import httpx
+
+    from kvreg.web.app import create_app
+
+    async def get():
+        transport = httpx.ASGITransport(app=create_app(kv.url))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            return (await client.get(path)).text
+
+    return html.unescape(anyio.run(get))
+
+
+def test_the_web_says_which_limit_binds_and_leaves_no_latency_cell_empty(kv):
+    """The chat plan's 100 ms TTFT target binds at 79 users (worked above): its page leads with it, its facts
+    read as labels. On the plans table, a plan with a target every concurrency meets (docs, 100 s) has no latency
+    limit, "none", and memory binds; a plan without a target reads "none" and "no target", never an empty cell."""
+    import re
+
+    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "100")
+    kv("plan", "set", "docs-llama3-8b", "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "100000")
+    page = _web(kv, f"/plans/{PLAN}")
+    assert re.search(r'<p class="lead" id="users-served">([^<]*)</p>', page).group(1) == (
+        "Latency binds: 79.00 users per replica")  # a real figure: 79.00 on SQLite and PostgreSQL alike
+    assert '<span title="users_binding_constraint">Binding limit (memory or latency)</span><b>latency</b>' in page
+    assert '<span title="fits">Fits in memory</span><b>yes</b>' in page
+    assert '<span title="kv_pool_gib_per_gpu">KV pool per GPU (GiB)</span>' in page
+    listing = _web(kv, "/plans")
+    heads = re.findall(r"<th[^>]*>(?:<[^>]+>)*([^<]+)", listing.split("<tbody")[0])
+    rows = {re.search(r'href="/plans/([^"]+)"', tr).group(1): re.findall(r"<td[^>]*>(?:<a[^>]*>)?([^<]*)", tr)
+            for tr in listing.split("<tbody")[1].split("<tr")[1:]}
+    cell = {p: dict(zip(heads, cells)) for p, cells in rows.items()}
+    assert [cell[p]["latency limit"] for p in (PLAN, "docs-llama3-8b", "longctx-llama31-70b")] == [
+        "79", "none", "none"]
+    assert [cell[p]["binds"] for p in (PLAN, "docs-llama3-8b", "longctx-llama31-70b")] == [
+        "latency", "memory", "no target"]
+    assert all(cell[p][h] for p in cell for h in ("memory limit", "latency limit", "binds", "fits in memory"))

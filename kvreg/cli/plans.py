@@ -91,6 +91,7 @@ def _allowances(opts: dict) -> dict:
 
 
 def _fit_note(row: dict) -> str:
+    from kvreg.export.text import cell
     from kvreg.figures.labels import SERVES_NO_USER, serves_no_user, users_served
 
     if not row["fits"]:
@@ -99,7 +100,7 @@ def _fit_note(row: dict) -> str:
         return (f"; {SERVES_NO_USER.lower()}: {row['reason']}: its demand gets no GPUs until the target is loosened"
                 " or the deployment changed (plan show: tpot_concurrency_limit, ttft_concurrency_limit)")
     if row.get("users_binding_constraint") == "latency":
-        users = f"{row['users_per_replica']:,.0f}"
+        users = cell(row["users_per_replica"], "users_per_replica")  # as the table prints it: 79.00
         return f"; {users_served('latency', users)} (its KV pool holds {row['workload_concurrency']:,.2f})"
     return ""
 

@@ -1401,8 +1401,10 @@ _FIGURES: list[Figure] = [
     Figure("users_per_replica", "users", "users one replica serves: workload_concurrency (what its KV pool holds);"
            " with a latency target (tpot or ttft) the smaller of that and latency_concurrency_limit (the requests it"
            " runs within the targets)",
+           # x 1.0: a real number on every engine (SQLite's MIN would return the whole latency limit as an
+           # integer, PostgreSQL's LEAST a double), so 79 users print as 79.00 on both, as 268.85 does
            if_(isnull(F("latency_concurrency_limit")), F("workload_concurrency"),
-               least(F("workload_concurrency"), F("latency_concurrency_limit")))),
+               least(F("workload_concurrency"), F("latency_concurrency_limit") * 1.0))),
     Figure("users_binding_constraint", "name", "what limits users_per_replica: memory (the KV pool) or latency"
            " (a target); NULL without a target",
            if_(_no_target(), Const(None), _binds(F("workload_concurrency"))), "text"),

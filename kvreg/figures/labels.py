@@ -126,5 +126,6 @@ def serves_no_user(fits, users_per_replica) -> bool:
 
 
 def users_served(binds: str, users_text: str) -> str:
-    """'latency binds: 79 users per replica', the limit read from users_binding_constraint."""
+    """'latency binds: 79.00 users per replica', the limit read from users_binding_constraint and the users as
+    the output formats users_per_replica."""
     return f"{binds} binds: {users_text} users per replica"

@@ -592,14 +592,19 @@ class App:
         targeted = figures.get("users_binding_constraint") is not None
         record = [(k, FACT_LABELS.get(k) or label(k), _fmt(figures.get(k), k)) for k in keep
                   if figures.get(k) not in (None, "") or (targeted and k in BLANK_TEXT)]
-        # The lead: a plan whose latency target one request misses serves no user (its reason says which
-        # target); any other plan with a target says which limit binds and the users a replica serves.
+        # The lead, as the report's plan section words it: a plan whose latency target one request misses serves
+        # no user (its reason says which target), one that does not fit says why; any other plan with a target
+        # says which limit binds and the users a replica serves.
         lead = None
         if targeted:
-            lead = (f"{SERVES_NO_USER}: {_fmt(figures.get('reason'), 'reason')}"
-                    if serves_no_user(figures.get("fits"), figures.get("users_per_replica"))
-                    else users_served(figures["users_binding_constraint"],
-                                      _fmt(figures.get("users_per_replica"), "users_per_replica")))
+            why = _fmt(figures.get("reason"), "reason")
+            if serves_no_user(figures.get("fits"), figures.get("users_per_replica")):
+                lead = f"{SERVES_NO_USER}: {why}"
+            elif not figures.get("fits"):
+                lead = f"Does not fit: {why}"
+            else:
+                lead = users_served(figures["users_binding_constraint"],
+                                    _fmt(figures.get("users_per_replica"), "users_per_replica"))
             lead = lead[:1].upper() + lead[1:]
         return self.page("plan.html.j2", status, title=name, nav="plans", name=name, record=record, lead=lead,
                          notes=figures.get("notes"),

@@ -3,6 +3,7 @@ workbook from another registry or quarter is refused with nothing written."""
 
 from __future__ import annotations
 
+import math
 import shutil
 import sqlite3
 from pathlib import Path
@@ -404,6 +405,25 @@ def test_targets_finance_types_come_back_and_bind(kv, engine, book, tmp_path):
         assert q("SELECT wc.name, wc.input_tokens, wc.output_tokens, wc.tpot_target_ms FROM workload_class wc"
                  " JOIN plan p ON p.id = wc.plan_id WHERE p.name = 'mixed-llama3-8b' ORDER BY wc.id") == [
             ("chat", 1000, 500, 15.0), ("documents", 12000, 1000, None)]
+
+
+def test_a_ttft_target_finance_types_comes_back_and_binds(kv, engine, book, tmp_path):
+    """Finance gives the chat plan 1,000/500-token requests and a 100 ms TTFT target on Plan detail: apply writes
+    them, and a replica serves 79 users (tests/test_plan_latency.py works the 79.17 by hand), so its 100 users in
+    2026Q3 need ceil(100 / 79) = 2 GPUs, and every quarter's users ceil(users / 79)."""
+    cells = {("Plan detail", ("chat-llama3-8b",), "input_tokens"): 1000,
+             ("Plan detail", ("chat-llama3-8b",), "output_tokens"): 500,
+             ("Plan detail", ("chat-llama3-8b",), "ttft_target_ms"): 100}
+    _edit(book, tmp_path / "edited.xlsx", typed_over=False, cells=cells)
+    out = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4").stdout.splitlines()
+    assert "~ plan chat-llama3-8b ttft_target_ms: (blank) -> 100" in out, out
+    with engine.connect() as conn:
+        q = lambda sql: conn.execute(text(sql)).all()  # noqa: E731
+        assert q("SELECT users_per_replica, users_binding_constraint FROM plan_capacity"
+                 " WHERE plan = 'chat-llama3-8b'") == [(79, "latency")]
+        rows = q("SELECT quarter, users, gpus_needed FROM plan_quarter WHERE plan = 'chat-llama3-8b' ORDER BY quarter")
+        assert rows[0] == ("2026Q3", 100, 2)  # ceil(100 / 79): one replica of one GPU holds 79
+        assert all(gpus == math.ceil(users / 79) for _, users, gpus in rows)
 
 
 def test_a_negative_target_in_the_workbook_is_refused_naming_its_cell(kv, state, book, tmp_path):

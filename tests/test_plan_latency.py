@@ -73,11 +73,16 @@ def test_the_rollup_buys_the_gpus_a_latency_bound_plan_needs(kv):
 
 def test_a_loose_target_leaves_memory_binding(kv):
     """A 1-second ttft target: the 1,000-token prefill (about 35 ms) leaves room for far more queued prompts than
-    the pool's 268 requests, so memory binds and the plan needs what it needed."""
+    the pool's 268 requests (once requests spread out, fewer prompts queue at any concurrency), so every
+    concurrency meets it: no latency limit (NULL, printed blank, never a made-up 1,000,000,000), memory binds and
+    the plan needs what it needed."""
     before = _quarters(kv)
     kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "1000")
     row = _plan(kv)
-    assert row["latency_concurrency_limit"] > row["workload_concurrency"]
+    assert row["ttft_concurrency_limit"] is None and row["latency_concurrency_limit"] is None
+    assert row["tpot_concurrency_limit"] is None  # no tpot target
+    table = kv("plan", "list", "--wide").output
+    assert "1,000,000,000" not in table and "1000000000" not in kv("plan", "list", "--format", "csv").output
     assert row["users_per_replica"] == row["workload_concurrency"] and row["users_binding_constraint"] == "memory"
     assert {q: r["gpus_needed"] for q, r in _quarters(kv).items()} == {q: r["gpus_needed"] for q, r in before.items()}
 
@@ -177,7 +182,7 @@ def test_a_target_no_replica_meets_gets_no_gpus_and_says_so(kv):
     concurrency meets it: users_per_replica 0, no replicas (as for a plan that does not fit), and the command
     says why."""
     out = kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--tpot-ms", "1").output
-    assert "no replica meets its latency target even with one request" in out
+    assert "serves no user: fits in memory, but no replica meets the tpot target even with one request" in out
     row = _plan(kv)
     assert row["tpot_concurrency_limit"] == 0 and row["users_per_replica"] == 0
     assert row["users_binding_constraint"] == "latency"
@@ -219,3 +224,180 @@ def test_a_target_one_request_cannot_meet_is_counted_as_not_fitting(kv, engine, 
     assert f"- {PLAN}: fits in memory, but no replica meets the tpot target even with one request\n" in md
     # and its own section says so, not that it fits
     assert "**Serves no user:** fits in memory, but no replica meets the tpot target even with one request." in md
+
+
+def _chat_terms(engine) -> dict:
+    """The chat plan's latency terms worked by hand (Llama-3-8B, bf16, TP 1 on one H100 SXM, vLLM's factors):
+    seconds of one decode step's weight read and of one sequence's KV read at the mean decode context (1,000 +
+    500 / 2 = 1,250 tokens, 79 blocks of 16 = 1,264), one sequence's decode FLOPs, and the 1,000-token prefill
+    (one chunk of at most 8,192 tokens: the slower of its FLOPs and a weight read, plus the step's overhead)."""
+    f = next(e for e in EFFICIENCIES if e.needle == "h100" and e.engine == "vllm")
+    with engine.connect() as conn:
+        params = get_model(conn, "Llama-3-8B")["params_active"]
+    bandwidth, flops = H100_BANDWIDTH * f.bandwidth, H100_BF16_FLOPS * f.compute
+    weights_s = params * 2 / bandwidth
+    kv_s = 1264 * 32 * 8 * (128 + 128) * 2 / bandwidth  # 32 layers x 8 KV heads x (K + V) x 128 x 2 B
+    compute_s = (2 * params + 4 * 32 * 128 * 32 * 1250) / flops  # 2 x params + attention over 1,250 tokens
+    prefill_s = max((2 * params * 1000 + 4 * 32 * 128 * 1000 * 32 * 1000 / 2) / flops, weights_s) + f.step_overhead_s
+    return dict(f=f, weights_s=weights_s, kv_s=kv_s, compute_s=compute_s, prefill_s=prefill_s)
+
+
+def test_a_ttft_target_binds_the_chat_plan_worked_by_hand(kv, engine):
+    """100 ms to the first token, 1,000-token prompts and 500 generated. One request waits request_overhead_s
+    and its own prefill (56 ms + 35.4 ms = 91.4 ms), so q = (0.100 - overhead) / prefill_s - 1 = 0.24 prompts may
+    queue ahead of it. With C requests running, (C - 1) x prefill_s / 2 x min(1, prefill_s / (500 x step)) of
+    queued prefill must stay within q x prefill_s: (C - 1) x prefill_s <= k x step(C), k = 2 x q x 500 (the
+    queue fraction is below 1 here). A step is a + b x C on its bandwidth line (a = weights + step overhead,
+    b = one sequence's KV) and on its FLOP line (a = step overhead, b = one sequence's FLOPs); the larger C
+    within either is the limit: C <= (k a + p) / (p - k b), p = prefill_s. The bandwidth line gives 79.17:
+    79 users a replica against the 268.85 its KV pool holds, so latency binds; 100 and 250 users need
+    ceil(100 / 79) = 2 and ceil(250 / 79) = 4 replicas of one GPU."""
+    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "100")
+    t = _chat_terms(engine)
+    f, p = t["f"], t["prefill_s"]
+    q = (0.100 - f.request_overhead_s) / p - 1
+    k = 2 * q * 500
+    on_bandwidth = (k * (t["weights_s"] + f.step_overhead_s) + p) / (p - k * t["kv_s"])
+    on_flops = (k * f.step_overhead_s + p) / (p - k * t["compute_s"])
+    assert 0 < q < 1 and p - k * t["kv_s"] > 0 and p - k * t["compute_s"] > 0
+    limit = max(1 + 2 * q, on_bandwidth, on_flops)
+    row = _plan(kv)
+    assert row["ttft_queue_allowance"] == pytest.approx(q, rel=1e-9)
+    assert row["ttft_concurrency_limit"] == pytest.approx(limit, rel=1e-9) == pytest.approx(79.17, abs=0.01)
+    assert row["tpot_concurrency_limit"] is None  # no tpot target
+    assert row["latency_concurrency_limit"] == math.floor(limit) == 79
+    assert row["users_per_replica"] == 79 and row["users_binding_constraint"] == "latency"
+    quarters = _quarters(kv)
+    assert [quarters[q]["gpus_needed"] for q in ("2026Q3", "2026Q4")] == [2, 4] == [math.ceil(100 / 79),
+                                                                                   math.ceil(250 / 79)]
+
+
+def test_a_ttft_target_one_request_misses_serves_no_user(kv, engine):
+    """80 ms to the first token: one request alone waits request_overhead_s and its prefill, 56 ms + 35.4 ms =
+    91.4 ms with today's factors, over the target at every concurrency (q < 0). users_per_replica 0, no replicas,
+    and the reason names the ttft target."""
+    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "80")
+    t = _chat_terms(engine)
+    one_request_ms = 1000 * (t["f"].request_overhead_s + t["prefill_s"])
+    assert one_request_ms == pytest.approx(91.4, abs=0.05) and one_request_ms > 80
+    row = _plan(kv)
+    assert row["ttft_ms"] == pytest.approx(one_request_ms, rel=1e-9)  # the plan's figures at one request
+    assert row["ttft_concurrency_limit"] == 0 and row["latency_concurrency_limit"] == 0
+    assert row["fits"] == 1 and row["users_per_replica"] == 0 and row["users_binding_constraint"] == "latency"
+    assert row["reason"] == "fits in memory, but no replica meets the ttft target even with one request"
+    assert [(r["replicas_needed"], r["gpus_needed"]) for r in _quarters(kv).values()] == [(None, None)] * 2
+
+
+def test_plan_list_and_show_print_the_binding_limit_in_every_format(kv):
+    """With a latency target the table prints users_binding_constraint in place of fits, json and csv carry the
+    same value, and a loose target's latency limit is blank everywhere (null in json), not 1,000,000,000."""
+    import csv
+    import io
+
+    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "100")
+    kv("plan", "set", "docs-llama3-8b", "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "100000")
+    lines = kv("plan", "list", "--wide").output.splitlines()
+    head = lines[0].split()
+    assert "users_binding_constraint" in head and "fits" not in head
+    at = lines[0].index("users_binding_constraint")  # a text column: left-aligned under its heading
+    rows = {line.split()[0]: line for line in lines[2:]}
+    assert [rows[p][at:].split()[:1] for p in (PLAN, "docs-llama3-8b", "longctx-llama31-70b")] == [
+        ["latency"], ["memory"], []]  # a plan without a target names no binding limit
+    assert "1,000,000,000" not in "\n".join(lines)
+    listed = {r["plan"]: r for r in kv.json("plan", "list")}
+    from_csv = {r["plan"]: r for r in csv.DictReader(io.StringIO(kv("plan", "list", "--format", "csv").output))}
+    assert [listed[p]["users_binding_constraint"] for p in (PLAN, "docs-llama3-8b")] == ["latency", "memory"]
+    assert [from_csv[p]["users_binding_constraint"] for p in (PLAN, "docs-llama3-8b")] == ["latency", "memory"]
+    assert listed["docs-llama3-8b"]["latency_concurrency_limit"] is None
+    assert from_csv["docs-llama3-8b"]["latency_concurrency_limit"] == ""
+    # without demand, plan show prints the plan's record: the binding limit, the blank latency limit, no fits
+    kv("plan", "add", "docs-loose", "--model", "Llama-3-8B", "--gpu", "H100-SXM", "--gpus-per-node", "1",
+       "--context", "8K", "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "100000")
+    record = dict(line.split(None, 1) if " " in line.strip() else (line.strip(), "")
+                  for line in kv("plan", "show", "docs-loose").output.splitlines())
+    assert record["users_binding_constraint"] == "memory" and record["latency_concurrency_limit"] == ""
+    assert "fits" not in record
+
+
+def test_one_plan_is_said_the_same_way_in_the_cli_web_report_and_workbook(kv, tmp_path):
+    """The chat plan with an 80 ms TTFT target (one request needs 91.4 ms, worked above) serves no user. Each
+    output reads the same view row and says it in the same words (kvreg.figures.labels): SERVES_NO_USER and the
+    view's reason, the binding limit latency, and 'fits in memory' where a table heads the fits column."""
+    import re
+
+    from openpyxl import load_workbook
+
+    from kvreg.figures.labels import FITS_IN_MEMORY, SERVES_NO_USER
+
+    said = kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "80").output
+    reason = "fits in memory, but no replica meets the ttft target even with one request"
+    assert _plan(kv)["reason"] == reason and _plan(kv)["users_binding_constraint"] == "latency"
+    assert f"{SERVES_NO_USER.lower()}: {reason}" in said  # the CLI's note
+    assert next(r for r in kv.json("plan", "show", PLAN))["users_binding_constraint"] == "latency"
+
+    page = _web(kv, f"/plans/{PLAN}")
+    lead = re.search(r'<p class="lead" id="users-served">([^<]*)</p>', page).group(1)
+    assert lead == f"{SERVES_NO_USER}: {reason}"  # the page leads with it, before the notes
+    assert page.index(lead) < page.index('class="notes"')
+    listing = _web(kv, "/plans")
+    assert f">{FITS_IN_MEMORY}<" in listing and ">latency<" in listing
+
+    folder = tmp_path / "r"
+    kv("report", "--quarter", "2026Q4", "--out", str(folder), "--format", "md,xlsx")
+    md = next(folder.rglob("capacity.md")).read_text()
+    assert f"**{SERVES_NO_USER}:** {reason}." in md
+    # its demand line: 250 users, unmet because of the latency target
+    assert (f"Demand in 2026Q4: 250 users, unmet because of the latency target: the plan serves no user ({reason}),"
+            " so no GPUs are counted for it.") in md
+    assert "**latency binds**" in md
+
+    book = load_workbook(next(folder.rglob("capacity.xlsx")), data_only=True)  # the values stored with formulas
+    cards = book["Plan cards"]
+    (top, col), = [(c.row, c.column) for row in cards.iter_rows() for c in row if c.value == PLAN]
+    below = {cards.cell(r, col).value: cards.cell(r, col + 1).value for r in range(top + 1, top + 40)}
+    assert below["Users per replica (users)"] == 0 and below["Binding limit (memory or latency)"] == "latency"
+    assert reason in [cards.cell(r, col).value for r in range(top + 1, top + 40)]
+    assert "Fits in memory (1 = yes, 0 = no)" in below
+
+
+def _web(kv, path: str) -> str:
+    """The page `kvreg serve` answers at `path` for kv's registry, called in this process, entities unescaped."""
+    import html
+
+    import anyio
+    import httpx
+
+    from kvreg.web.app import create_app
+
+    async def get():
+        transport = httpx.ASGITransport(app=create_app(kv.url))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            return (await client.get(path)).text
+
+    return html.unescape(anyio.run(get))
+
+
+def test_the_web_says_which_limit_binds_and_leaves_no_latency_cell_empty(kv):
+    """The chat plan's 100 ms TTFT target binds at 79 users (worked above): its page leads with it, its facts
+    read as labels. On the plans table, a plan with a target every concurrency meets (docs, 100 s) has no latency
+    limit, "none", and memory binds; a plan without a target reads "none" and "no target", never an empty cell."""
+    import re
+
+    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "100")
+    kv("plan", "set", "docs-llama3-8b", "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "100000")
+    page = _web(kv, f"/plans/{PLAN}")
+    assert re.search(r'<p class="lead" id="users-served">([^<]*)</p>', page).group(1) == (
+        "Latency binds: 79.00 users per replica")  # a real figure: 79.00 on SQLite and PostgreSQL alike
+    assert '<span title="users_binding_constraint">Binding limit (memory or latency)</span><b>latency</b>' in page
+    assert '<span title="fits">Fits in memory</span><b>yes</b>' in page
+    assert '<span title="kv_pool_gib_per_gpu">KV pool per GPU (GiB)</span>' in page
+    listing = _web(kv, "/plans")
+    heads = re.findall(r"<th[^>]*>(?:<[^>]+>)*([^<]+)", listing.split("<tbody")[0])
+    rows = {re.search(r'href="/plans/([^"]+)"', tr).group(1): re.findall(r"<td[^>]*>(?:<a[^>]*>)?([^<]*)", tr)
+            for tr in listing.split("<tbody")[1].split("<tr")[1:]}
+    cell = {p: dict(zip(heads, cells)) for p, cells in rows.items()}
+    assert [cell[p]["latency limit"] for p in (PLAN, "docs-llama3-8b", "longctx-llama31-70b")] == [
+        "79", "none", "none"]
+    assert [cell[p]["binds"] for p in (PLAN, "docs-llama3-8b", "longctx-llama31-70b")] == [
+        "latency", "memory", "no target"]
+    assert all(cell[p][h] for p in cell for h in ("memory limit", "latency limit", "binds", "fits in memory"))

@@ -278,7 +278,7 @@ def test_a_plan_that_does_not_fit_says_why(small, tmp_path):
     assert plan["reason"] == ("one 1,000,000-token sequence needs 122.07 GiB per GPU but the KV pool holds 55.41 GiB; "
                               "beyond the model's 131,072-token claim")
     assert "**Does not fit:** one 1,000,000-token sequence needs 122.07 GiB per GPU" in md
-    assert "**Not counted:** 1 plan(s) with demand in 2026Q4 do not fit" in md
+    assert "**Not counted:** 1 plan(s) with demand in 2026Q4 serve no user (they do not fit in memory" in md
 
 
 def test_model_catalog_from_model_kv(small, tmp_path):

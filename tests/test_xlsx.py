@@ -1085,3 +1085,50 @@ def test_a_workbook_saved_by_libreoffice_reads_back(registry, recalculated):
     with pytest.raises(KvregError, match=r"^Workload row \d+ \(qwen235-h100-tp8 typed\) was typed in without the "
                                          r"formulas of its columns"):
         apply_workbook(registry, recalculated["after"][0], quarter="2026Q4", dry_run=True)
+
+
+def test_editing_a_ttft_target_recomputes_users_and_gpus(registry, written, tmp_path):
+    """Finance types a 50 ms TTFT target for llama8b-h100-128k on Plan detail. A request waits vLLM's
+    request_overhead_s on an H100 (56 ms) before its prefill even starts, so no replica meets 50 ms with one
+    request: once LibreOffice recalculates, users_per_replica is 0, the binding limit latency, the plan's
+    2026Q4 demand (250 users, 18 GPUs at its 12 ms TPOT target before) gets no GPUs, and its Plan card shows
+    users per replica 0 under a rule that paints it red. The same edit made in the registry gives the same."""
+    from openpyxl import load_workbook
+
+    from kvreg.figures.performance import EFFICIENCIES
+
+    _need_libreoffice()
+    overhead = next(e for e in EFFICIENCIES if e.needle == "h100" and e.engine == "vllm").request_overhead_s
+    assert overhead * 1000 > 50  # the target is missed before the prompt's prefill
+    edited = tmp_path / "ttft.xlsx"
+    wb = load_workbook(written)
+    _cell(wb["Plan detail"], "llama8b-h100-128k", "ttft_target_ms").value = 50
+    wb.save(edited)
+    (out,) = recalculate([edited], tmp_path / "out")
+    vals = load_workbook(out, data_only=True)
+    plans = vals["Plan detail"]
+    assert _cell(plans, "llama8b-h100-128k", "ttft_concurrency_limit").value == 0
+    assert _cell(plans, "llama8b-h100-128k", "users_per_replica").value == 0
+    assert _cell(plans, "llama8b-h100-128k", "users_binding_constraint").value == "latency"
+    assert _cell(plans, "llama8b-h100-128k", "reason").value == (
+        "fits in memory, but no replica meets the ttft target even with one request")
+    demand = vals["Demand"]
+    q4 = [r for r in _data_rows(demand) if demand.cell(r, 1).value == "llama8b-h100-128k"
+          and demand.cell(r, 2).value == "2026Q4"][0]
+    assert demand.cell(q4, _col(demand, "gpus_needed")).value in (None, "")
+    # the Plan card: its users per replica and binding limit read Plan detail's recalculated cells
+    cards = vals["Plan cards"]
+    (top, col), = [(c.row, c.column) for row in cards.iter_rows() for c in row if c.value == "llama8b-h100-128k"]
+    below = {cards.cell(r, col).value: cards.cell(r, col + 1) for r in range(top + 1, top + 40)}
+    users, binds = below["Users per replica (users)"], below["Binding limit (memory or latency)"]
+    assert (users.value, binds.value) == (0, "latency")
+    rules = {str(cf.sqref): [r.formula for r in cf.rules] for cf in load_workbook(out)["Plan cards"].conditional_formatting}
+    assert rules[f"{users.coordinate}:{binds.coordinate}"] == [[f"AND(ISNUMBER(${users.column_letter}${users.row}),"
+                                                              f"${users.column_letter}${users.row}=0)"]]
+    # the same edit in the registry: the views agree
+    with registry.connect() as conn:
+        conn.execute(text("UPDATE plan SET ttft_target_ms = 50 WHERE name = 'llama8b-h100-128k'"))
+        row = conn.execute(text("SELECT users_per_replica, users_binding_constraint FROM plan_capacity"
+                                " WHERE plan = 'llama8b-h100-128k'")).one()
+        conn.rollback()
+    assert (row[0], row[1]) == (0, "latency")

@@ -35,11 +35,13 @@ CLASS_LATENCY_COLUMNS = ["class_input_tokens", "class_output_tokens", "class_tpo
 
 
 def _with_latency(columns: list[str], rows: list[dict], extra: list[str]) -> list[str]:
-    """`columns` with `extra` after workload_concurrency when a row has a latency target (else as they are)."""
+    """`columns` with `extra` after workload_concurrency when a row has a latency target (else as they are).
+    The binding limit (users_binding_constraint: memory or latency) then stands in for `fits`: a plan that
+    does not fit in memory says so in its reason."""
     if not any(r.get("users_binding_constraint") for r in rows):
         return columns
     at = columns.index("workload_concurrency") + 1
-    return columns[:at] + [c for c in extra if c not in columns] + columns[at:]
+    return [c for c in columns[:at] + [c for c in extra if c not in columns] + columns[at:] if c != "fits"]
 CALIBRATION_COLUMNS = ["plan", "rule", "measured_engine_version", "kv_cache_tokens", "kv_pool_tokens",
                        "measured_kv_cache_tokens", "kv_cache_tokens_error_fraction", "sequences_per_rank",
                        "measured_max_concurrency", "max_concurrency_error_fraction"]
@@ -89,15 +91,17 @@ def _allowances(opts: dict) -> dict:
 
 
 def _fit_note(row: dict) -> str:
+    from kvreg.export.text import cell
+    from kvreg.figures.labels import SERVES_NO_USER, serves_no_user, users_served
+
     if not row["fits"]:
         return f"; it does not fit: {row['reason']}"
-    if row.get("users_binding_constraint") == "latency" and not row["users_per_replica"]:
-        return ("; no replica meets its latency target even with one request: its demand gets no GPUs until the "
-                "target is loosened or the deployment changed (plan show: tpot_concurrency_limit, "
-                "ttft_concurrency_limit)")
+    if serves_no_user(row["fits"], row["users_per_replica"]):
+        return (f"; {SERVES_NO_USER.lower()}: {row['reason']}: its demand gets no GPUs until the target is loosened"
+                " or the deployment changed (plan show: tpot_concurrency_limit, ttft_concurrency_limit)")
     if row.get("users_binding_constraint") == "latency":
-        return (f"; its latency target binds: {row['users_per_replica']:,.0f} users a replica (its KV pool holds "
-                f"{row['workload_concurrency']:,.2f})")
+        users = cell(row["users_per_replica"], "users_per_replica")  # as the table prints it: 79.00
+        return f"; {users_served('latency', users)} (its KV pool holds {row['workload_concurrency']:,.2f})"
     return ""
 
 
@@ -264,7 +268,9 @@ def plan_show(ctx, name, quarter, show_all, fmt):
     elif len(rows) == 1 and rows[0]["users"] is None:
         shown = _with_latency(SHOW_KEY_COLUMNS, rows, LATENCY_SHOW_COLUMNS)
         keys = list(rows[0]) if show_all else [k for k in shown if k in rows[0]]
-        emit_record({k: rows[0][k] for k in keys if rows[0][k] is not None or k == "reason"}, fmt)
+        # with a target, the latency limit is printed blank when every concurrency meets it (not left out)
+        blank = ("reason", "latency_concurrency_limit") if rows[0].get("users_binding_constraint") else ("reason",)
+        emit_record({k: rows[0][k] for k in keys if rows[0][k] is not None or k in blank}, fmt)
     else:
         emit(rows, fmt, _with_latency(QUARTER_TABLE_COLUMNS, rows, ["users_per_replica", "users_binding_constraint"]))
 

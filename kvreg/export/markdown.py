@@ -19,7 +19,7 @@ import jinja2
 import kvreg
 from kvreg.core.units import format_tokens
 from kvreg.figures.declarations import AGGREGATES, FIGURES, INPUTS
-from kvreg.figures.labels import LABELS, label
+from kvreg.figures.labels import LABELS, SERVES_NO_USER, label, serves_no_user
 from kvreg.figures.python import with_gpu_figures
 
 
@@ -277,7 +277,7 @@ def environment():
         table=table, display=display, cells=cells, trusted=trusted, figures_table=figures_table,
         catalog_table=catalog_table, gpu_table=gpu_table, gpus_by_quarter=gpus_by_quarter, horizon_table=horizon_table,
         procurement_table=procurement_table, sweep_by_gpu=sweep_by_gpu,
-        sweep_table=sweep_table, changes=changes,
+        sweep_table=sweep_table, changes=changes, SERVES_NO_USER=SERVES_NO_USER, serves_no_user=serves_no_user,
     )
     env.filters.update(tokens=lambda n: Md(format_tokens(int(n))), trusted=trusted)
     return env

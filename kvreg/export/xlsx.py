@@ -734,7 +734,8 @@ def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarte
 _CARD = ["# Deployment", "model", "gpu", "tp", "pp", "context_tokens", "kv_dtype", "weight_dtype", "rule", "reserve",
          "# Memory per GPU", "memory_gib", "weights_gib_per_gpu", "usable_gib_per_gpu", "kv_pool_gib_per_gpu",
          "kv_bytes_per_token_per_gpu", "kv_gib_per_sequence_per_gpu",
-         "# Capacity", "max_concurrency", "workload_concurrency", "fits", "gpus_per_replica", "node_concurrency",
+         "# Capacity", "max_concurrency", "workload_concurrency", "fits", "users_per_replica",
+         "users_binding_constraint", "gpus_per_replica", "node_concurrency",
          "decode_tokens_per_s_per_sequence",
          "# In the Summary's quarter", "plans:users", "plans:gpus_needed", "reason"]
 CARDS_ACROSS = 3
@@ -791,8 +792,20 @@ def _plan_cards_sheet(book: Book, ws, rows: list[dict], plans: Table, overview: 
             g.put(r, col + 1, formula, book.fmt(num_format=num, align="right"), result=value)
     last_band = (len(rows) - 1) // CARDS_ACROSS if rows else -1
     fits_offset = 1 + _CARD.index("fits")
+    users_offset = 1 + _CARD.index("users_per_replica")
+    served = (users_offset, 1 + _CARD.index("users_binding_constraint"))
+    no_user = book.fmt(bg_color="#" + NOT_FIT_FILL, font_color="#9C0006")
     for band in range(last_band + 1):
         top = 1 + band * (_CARD_ROWS + 1)
+        # A plan that serves no user (users_per_replica 0: it does not fit, or one request misses its latency
+        # target) has its users per replica and binding limit red: the rule reads the card's own cell, which
+        # reads Plan detail, so an edited target turns it red or back on recalculation.
+        for j in range(CARDS_ACROSS):
+            value_col = j * len(_CARD_WIDTHS) + 1
+            users_cell = f"${get_column_letter(value_col + 1)}${top + users_offset}"
+            ws.conditional_format(top - 1 + served[0], value_col, top - 1 + served[1], value_col, {
+                "type": "formula", "criteria": f"=AND(ISNUMBER({users_cell}),{users_cell}=0)",
+                "format": no_user})
         # A plan that does not fit has its name in red: the fits value sits fits_offset rows below it,
         # one column right (a gap or label column there holds no number, so the rule skips it).
         ws.conditional_format(top - 1, 0, top - 1, CARDS_ACROSS * len(_CARD_WIDTHS) - 1, {

@@ -224,6 +224,18 @@ def _kind_kv_heads(kind: str) -> Expr:
     return I("kv_heads") if kind == "full" else coalesce(I(f"{kind}_kv_heads"), I("kv_heads"))
 
 
+def _no_target() -> Expr:
+    """1 when the workload has neither a tpot nor a ttft target."""
+    return and_(isnull(F("workload_tpot_target_ms")), isnull(F("workload_ttft_target_ms")))
+
+
+def _binds(memory_limit: Expr) -> Expr:
+    """latency when the targets' limit is below the memory limit, else memory (a target every concurrency
+    meets leaves latency_concurrency_limit NULL: memory binds)."""
+    return if_(isnull(F("latency_concurrency_limit")), "memory",
+               if_(F("latency_concurrency_limit") < memory_limit, "latency", "memory"))
+
+
 def _tp_fits_heads(kv_heads: Expr) -> Expr:
     return or_(mod(kv_heads, I("tp")).eq(0), mod(I("tp"), kv_heads).eq(0))
 
@@ -1389,12 +1401,13 @@ _FIGURES: list[Figure] = [
     Figure("users_per_replica", "users", "users one replica serves: workload_concurrency (what its KV pool holds);"
            " with a latency target (tpot or ttft) the smaller of that and latency_concurrency_limit (the requests it"
            " runs within the targets)",
+           # x 1.0: a real number on every engine (SQLite's MIN would return the whole latency limit as an
+           # integer, PostgreSQL's LEAST a double), so 79 users print as 79.00 on both, as 268.85 does
            if_(isnull(F("latency_concurrency_limit")), F("workload_concurrency"),
-               least(F("workload_concurrency"), F("latency_concurrency_limit")))),
+               least(F("workload_concurrency"), F("latency_concurrency_limit") * 1.0))),
     Figure("users_binding_constraint", "name", "what limits users_per_replica: memory (the KV pool) or latency"
            " (a target); NULL without a target",
-           if_(isnull(F("latency_concurrency_limit")), Const(None),
-               if_(F("latency_concurrency_limit") < F("workload_concurrency"), "latency", "memory")), "text"),
+           if_(_no_target(), Const(None), _binds(F("workload_concurrency"))), "text"),
     # ---- demand (plan x quarter)
     Figure(
         "replicas_needed",
@@ -1484,6 +1497,12 @@ CLASS_MEANS = (
 # closed loop's terms; kvreg.figures.performance names every constant with its source.
 
 _NO_LIMIT = 1e9  # "any concurrency": a latency target no concurrency reaches
+
+
+def _limit_or_none(limit: Expr) -> Expr:
+    """A concurrency limit, NULL where every concurrency meets the target (_NO_LIMIT): a loose target prints as
+    no limit, never as a made-up 1,000,000,000."""
+    return if_(limit >= _NO_LIMIT, Const(None), limit)
 
 
 def _engine_is(engine: str) -> Expr:
@@ -1687,19 +1706,20 @@ _LATENCY_FIGURES = [
            " (ttft_target_ms / 1000 - request_overhead_s) / prefill_s - 1",
            (F("workload_ttft_target_ms") / 1000 - F("request_overhead_s")) / F("prefill_s") - 1),
     Figure("tpot_concurrency_limit", "requests", "the most requests a replica runs with tpot within"
-           " tpot_target_ms (NULL: no target)", if_(isnull(F("workload_tpot_target_ms")), Const(None), _tpot_limit())),
+           " tpot_target_ms (NULL: no target, or every concurrency meets it)",
+           if_(isnull(F("workload_tpot_target_ms")), Const(None), _limit_or_none(_tpot_limit()))),
     Figure("ttft_concurrency_limit", "requests", "the most requests a replica runs with ttft within"
-           " ttft_target_ms, the KV pool not full (NULL: no target)",
-           if_(isnull(F("workload_ttft_target_ms")), Const(None), _ttft_limit())),
-    Figure("latency_concurrency_limit", "requests", "the most whole requests within both targets",
+           " ttft_target_ms, the KV pool not full (NULL: no target, or every concurrency meets it)",
+           if_(isnull(F("workload_ttft_target_ms")), Const(None), _limit_or_none(_ttft_limit()))),
+    Figure("latency_concurrency_limit", "requests", "the most whole requests within both targets (NULL: no target,"
+           " or every concurrency meets them)",
            floor(least(F("tpot_concurrency_limit"), F("ttft_concurrency_limit"))), "int"),
     Figure("max_concurrency_within_slo", "requests", "requests one replica serves within the targets and its KV"
            " pool: the smaller of whole_sequences (memory) and latency_concurrency_limit; NULL without a target",
-           if_(isnull(F("latency_concurrency_limit")), Const(None),
+           if_(_no_target(), Const(None),
                if_(F("fits"), least(F("whole_sequences"), F("latency_concurrency_limit")), 0)), "int"),
     Figure("binding_constraint", "name", "what limits max_concurrency_within_slo: memory (the KV pool) or latency"
-           " (a target)", if_(isnull(F("latency_concurrency_limit")), Const(None),
-                              if_(F("latency_concurrency_limit") < F("whole_sequences"), "latency", "memory")), "text"),
+           " (a target)", if_(_no_target(), Const(None), _binds(F("whole_sequences"))), "text"),
 ]
 _FIGURES += _LATENCY_FIGURES
 

@@ -39,8 +39,9 @@ LABELS = {
     "reserved_price_per_hour": "Reserved price per GPU-hour (USD)",
     "reserve": "Reserve (share of GPU memory)",
     "share": "Share of requests (weight)",
-    "fits": "Fits (1 = yes, 0 = no)",
+    "fits": "Fits in memory (1 = yes, 0 = no)",
     "reason": "Why it does not fit",
+    "users_binding_constraint": "Binding limit (memory or latency)",
     "context_tokens": "Context (tokens)",
     "avg_tokens": "Average tokens per request (tokens)",
     "class_tokens": "Tokens per request of the class (tokens)",
@@ -107,3 +108,24 @@ def label(name: str, unit: str | None = None) -> str:
     text = text[:1].upper() + text[1:]
     shown = _UNITS.get(unit, unit)
     return f"{text} ({shown})" if shown else text
+
+
+# A plan's users served (users_per_replica: the smaller of its memory and latency limits), said in the same
+# words by every output: the CLI, the web pages, the report and the workbook. The figures are read from the
+# views; these are only how they read.
+FITS_IN_MEMORY = "fits in memory"  # the heading of `fits` where a table is read by people
+SERVES_NO_USER = "Serves no user"  # a plan that fits in memory but whose latency target one request misses
+NO_LATENCY_LIMIT = "none"  # latency_concurrency_limit NULL: no target, or every concurrency meets it
+NO_TARGET = "no target"  # users_binding_constraint NULL: memory alone limits the users
+
+
+def serves_no_user(fits, users_per_replica) -> bool:
+    """A plan that fits in memory yet serves no user (users_per_replica 0: no replica meets its latency
+    target even with one request); a plan that does not fit says so in its reason instead."""
+    return bool(fits) and users_per_replica is not None and not users_per_replica
+
+
+def users_served(binds: str, users_text: str) -> str:
+    """'latency binds: 79.00 users per replica', the limit read from users_binding_constraint and the users as
+    the output formats users_per_replica."""
+    return f"{binds} binds: {users_text} users per replica"

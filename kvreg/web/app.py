@@ -32,6 +32,8 @@ from kvreg.core.errors import KvregError, user_error_types
 from kvreg.db.read import snapshot
 from kvreg.export.text import cell, normalise, render
 from kvreg.figures.inputs import INPUTS
+from kvreg.figures.labels import (FITS_IN_MEMORY, NO_LATENCY_LIMIT, NO_TARGET, SERVES_NO_USER, label, serves_no_user,
+                                  users_served)
 
 STATIC = Path(__file__).resolve().parent / "static"
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1"]
@@ -74,7 +76,7 @@ DTYPE_COLUMNS = [*_DTYPE_LAID_OUT,
 PLAN_COLUMNS = [("plan", "plan"), ("model", "model"), ("gpu", "GPU"), ("rule", "rule"), ("tp", "TP"), ("pp", "PP"),
                 ("gpus_per_node", "GPUs/node"), ("context_tokens", "context"), ("workload_tokens", "workload tokens"),
                 ("kv_dtype", "KV"), ("kv_pool_gib_per_gpu", "KV pool GiB/GPU"), ("max_concurrency", "max concurrency"),
-                ("users_per_replica", "users/replica"), ("fits", "fits"), ("reason", "why not")]
+                ("users_per_replica", "users/replica"), ("fits", FITS_IN_MEMORY), ("reason", "why not")]
 QUARTER_COLUMNS = [("quarter", "quarter"), ("users", "users"), ("users_per_replica", "users/replica"),
                    ("replicas_needed", "replicas"), ("gpus_needed", "GPUs"), ("nodes_needed", "nodes"),
                    ("headroom_users", "headroom users"), ("headroom_fraction", "headroom share"),
@@ -83,6 +85,12 @@ QUARTER_COLUMNS = [("quarter", "quarter"), ("users", "users"), ("users_per_repli
 # latency), after users/replica; shown when some plan on the page has a target.
 LATENCY_COLUMNS = [("workload_concurrency", "memory limit"), ("latency_concurrency_limit", "latency limit"),
                    ("users_binding_constraint", "binds")]
+# The plan page's facts read as the declared labels (kvreg.figures.labels), but fits and reason as the plans
+# table's headings: the page prints fits as yes or no, and a reason is also said of plans that fit.
+FACT_LABELS = {"fits": FITS_IN_MEMORY[:1].upper() + FITS_IN_MEMORY[1:], "reason": "Why not"}
+# What an empty latency cell means, in words: a plan without a target (or a target every concurrency meets)
+# has no latency limit, and memory alone limits its users.
+BLANK_TEXT = {"latency_concurrency_limit": NO_LATENCY_LIMIT, "users_binding_constraint": NO_TARGET}
 
 
 def _with_latency(columns: list[tuple[str, str]], rows: list[dict]) -> list[tuple[str, str]]:
@@ -155,6 +163,8 @@ def _plain(row: dict) -> dict:
 
 def _fmt(value, key: str = "") -> str:
     """A value as the CLI's table prints it (fits as yes or no)."""
+    if value is None and key in BLANK_TEXT:
+        return BLANK_TEXT[key]
     if key in ("fits", "tp_valid", "weights_fit", "context_within_claim", "order_late") and value in (0, 1):
         return "yes" if value else "no"
     if key in PROSE_KEYS and isinstance(value, str):
@@ -579,8 +589,25 @@ class App:
         keep = [k for k, _ in _with_latency(PLAN_COLUMNS, rows[:1]) if k != "plan"] + [
             "avg_tokens", "weights_gib_per_gpu", "workload", "kv_bytes_per_token_per_gpu", "input_tokens",
             "output_tokens", "tpot_target_ms", "ttft_target_ms"]
-        record = [(k, _fmt(figures.get(k), k)) for k in keep if figures.get(k) not in (None, "")]
-        return self.page("plan.html.j2", status, title=name, nav="plans", name=name, record=record,
+        # A plan with a latency target shows its latency limit even when none binds ("none"), in readable labels.
+        targeted = figures.get("users_binding_constraint") is not None
+        record = [(k, FACT_LABELS.get(k) or label(k), _fmt(figures.get(k), k)) for k in keep
+                  if figures.get(k) not in (None, "") or (targeted and k in BLANK_TEXT)]
+        # The lead, as the report's plan section words it: a plan whose latency target one request misses serves
+        # no user (its reason says which target), one that does not fit says why; any other plan with a target
+        # says which limit binds and the users a replica serves.
+        lead = None
+        if targeted:
+            why = _fmt(figures.get("reason"), "reason")
+            if serves_no_user(figures.get("fits"), figures.get("users_per_replica")):
+                lead = f"{SERVES_NO_USER}: {why}"
+            elif not figures.get("fits"):
+                lead = f"Does not fit: {why}"
+            else:
+                lead = users_served(figures["users_binding_constraint"],
+                                    _fmt(figures.get("users_per_replica"), "users_per_replica"))
+            lead = lead[:1].upper() + lead[1:]
+        return self.page("plan.html.j2", status, title=name, nav="plans", name=name, record=record, lead=lead,
                          notes=figures.get("notes"),
                          quarters=_table(quarters, _with_latency(QUARTER_COLUMNS, quarters)) if quarters else None,
                          done=done, error=error,

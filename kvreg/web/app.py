@@ -87,7 +87,8 @@ LATENCY_COLUMNS = [("workload_concurrency", "memory limit"), ("latency_concurren
                    ("users_binding_constraint", "binds")]
 # The plan page's facts read as the declared labels (kvreg.figures.labels), but fits and reason as the plans
 # table's headings: the page prints fits as yes or no, and a reason is also said of plans that fit.
-FACT_LABELS = {"fits": FITS_IN_MEMORY[:1].upper() + FITS_IN_MEMORY[1:], "reason": "Why not"}
+FITS_HEADING = FITS_IN_MEMORY[:1].upper() + FITS_IN_MEMORY[1:]
+FACT_LABELS = {"fits": FITS_HEADING, "reason": "Why not"}
 # What an empty latency cell means, in words: a plan without a target (or a target every concurrency meets)
 # has no latency limit, and memory alone limits its users.
 BLANK_TEXT = {"latency_concurrency_limit": NO_LATENCY_LIMIT, "users_binding_constraint": NO_TARGET}

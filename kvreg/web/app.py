@@ -198,7 +198,7 @@ def _table(rows: list[dict], columns: list[tuple[str, str]], links: dict | None 
             sort = v if isinstance(v, (int, float)) and not isinstance(v, bool) else ("" if v is None else str(v))
             link = links[key](r) if key in links else None
             cells.append({"text": _fmt(v, key), "sort": sort, "link": link,
-                          "num": isinstance(sort, (int, float))})
+                          "num": isinstance(sort, (int, float)), "prose": key in PROSE_KEYS})
         out.append(cells)
     return {"columns": columns, "rows": out}
 

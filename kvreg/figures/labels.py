@@ -91,6 +91,11 @@ def unit_of(name: str) -> str:
     return decl.unit if decl else ""
 
 
+def capitalized(text: str) -> str:
+    """`text` with its first letter upper case, the rest as written (str.capitalize would lower "KV" and "GPU")."""
+    return text[:1].upper() + text[1:]
+
+
 def label(name: str, unit: str | None = None) -> str:
     """A header in words with its unit in brackets; `unit` defaults to the declared one."""
     if name in LABELS:
@@ -105,7 +110,7 @@ def label(name: str, unit: str | None = None) -> str:
         tokens = kept or tokens
     words = [_WORDS.get(t, t) for t in tokens]
     text = " ".join(words).strip()
-    text = text[:1].upper() + text[1:]
+    text = capitalized(text)
     shown = _UNITS.get(unit, unit)
     return f"{text} ({shown})" if shown else text
 

@@ -32,8 +32,8 @@ from kvreg.core.errors import KvregError, user_error_types
 from kvreg.db.read import snapshot
 from kvreg.export.text import cell, normalise, render
 from kvreg.figures.inputs import INPUTS
-from kvreg.figures.labels import (FITS_IN_MEMORY, NO_LATENCY_LIMIT, NO_TARGET, SERVES_NO_USER, label, serves_no_user,
-                                  users_served)
+from kvreg.figures.labels import (FITS_IN_MEMORY, NO_LATENCY_LIMIT, NO_TARGET, SERVES_NO_USER, capitalized, label,
+                                  serves_no_user, users_served)
 
 STATIC = Path(__file__).resolve().parent / "static"
 LOOPBACK_NAMES = ["127.0.0.1", "localhost", "::1"]
@@ -87,7 +87,7 @@ LATENCY_COLUMNS = [("workload_concurrency", "memory limit"), ("latency_concurren
                    ("users_binding_constraint", "binds")]
 # The plan page's facts read as the declared labels (kvreg.figures.labels), but fits and reason as the plans
 # table's headings: the page prints fits as yes or no, and a reason is also said of plans that fit.
-FITS_HEADING = FITS_IN_MEMORY[:1].upper() + FITS_IN_MEMORY[1:]
+FITS_HEADING = capitalized(FITS_IN_MEMORY)
 FACT_LABELS = {"fits": FITS_HEADING, "reason": "Why not"}
 # What an empty latency cell means, in words: a plan without a target (or a target every concurrency meets)
 # has no latency limit, and memory alone limits its users.
@@ -607,7 +607,7 @@ class App:
             else:
                 lead = users_served(figures["users_binding_constraint"],
                                     _fmt(figures.get("users_per_replica"), "users_per_replica"))
-            lead = lead[:1].upper() + lead[1:]
+            lead = capitalized(lead)
         return self.page("plan.html.j2", status, title=name, nav="plans", name=name, record=record, lead=lead,
                          notes=figures.get("notes"),
                          quarters=_table(quarters, _with_latency(QUARTER_COLUMNS, quarters)) if quarters else None,

@@ -50,6 +50,7 @@ def test_a_tpot_target_binds_the_chat_plan_worked_by_hand(kv, engine):
     limit = (0.015 - weights_s - f.step_overhead_s + prefill_s / 500) / (kv_s + prefill_s / 500)
     row = _plan(kv)
     assert row["tpot_concurrency_limit"] == pytest.approx(limit, rel=1e-9)
+    assert row["tpot_concurrency_reach"] == row["tpot_concurrency_limit"]
     assert row["latency_concurrency_limit"] == math.floor(limit) == 63  # 63.47 with the factors fitted today
     # The KV pool holds 53e9 B / 197,132,288 B per 1,500-token request (94 blocks x 16 x 131,072 B) = 268.85.
     assert row["workload_concurrency"] == pytest.approx(53e9 / (94 * 16 * 131072), rel=1e-12)
@@ -272,6 +273,7 @@ def test_a_ttft_target_binds_the_chat_plan_worked_by_hand(kv, engine):
     row = _plan(kv)
     assert row["ttft_queue_allowance"] == pytest.approx(q, rel=1e-9)
     assert row["ttft_concurrency_limit"] == pytest.approx(limit, rel=1e-9) == pytest.approx(79.17, abs=0.01)
+    assert row["ttft_concurrency_reach"] == row["ttft_concurrency_limit"]  # a limit below 1,000,000,000 is the reach
     assert row["tpot_concurrency_limit"] is None  # no tpot target
     assert row["latency_concurrency_limit"] == math.floor(limit) == 79
     assert row["users_per_replica"] == 79 and row["users_binding_constraint"] == "latency"

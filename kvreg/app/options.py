@@ -222,31 +222,33 @@ DEPLOYMENT_HANDLED = ("gpus_per_node", "tp", "pp", "dp_attention", "context_toke
 
 
 def latency_options():
-    """The workload a latency is asked for (`kvreg capacity`): request lengths, concurrency, targets."""
+    """The workload a latency is asked for (`kvreg capacity`): request lengths, concurrency, targets, each generated
+    from its input's declaration (flag; help, but where the question words what it adds to its answer)."""
     opts = [
-        click.option("--input-tokens", help="Prompt tokens of a request (1024, 8k): adds tpot_ms, ttft_ms and tokens/s"
-                     " per GPU; the context defaults to input + output tokens."),
-        click.option("--output-tokens", help="Tokens a request generates; goes with --input-tokens."),
-        click.option("--concurrency", help="Requests one replica serves at once, each sent when the last ends"
-                     " (default 1)."),
-        click.option("--tpot-ms", help="Target time per output token in ms: adds max_concurrency_within_slo and"
-                     " binding_constraint (memory or latency)."),
-        click.option("--ttft-ms", help="Target time to first token in ms (as --tpot-ms)."),
+        input_option("input_tokens", type=None, help="Prompt tokens of a request (1024, 8k): adds tpot_ms, ttft_ms and"
+                     " tokens/s per GPU; the context defaults to input + output tokens"),
+        input_option("output_tokens", type=None, help="Tokens a request generates; goes with --input-tokens"),
+        input_option("concurrency", type=None),
+        input_option("tpot_target_ms", type=None, help="Target time per output token in ms: adds"
+                     " max_concurrency_within_slo and binding_constraint (memory or latency)"),
+        input_option("ttft_target_ms", type=None),
     ]
     return _all(opts)
 
 
+# The workload inputs a plan takes by the options plan_latency_options places: its request lengths and targets. Not
+# the concurrency: a plan's users per replica are what its figures solve for (kvreg.app.plans.LATENCY_FIELDS).
+PLAN_LATENCY = ("input_tokens", "output_tokens", "tpot_target_ms", "ttft_target_ms")
+
+
 def plan_latency_options(*, defaults: bool):
-    """A plan's latency workload (`plan add`, `plan set`): request lengths and targets. No concurrency: a plan's
-    users per replica are what its figures solve for, the smaller of the memory and the latency limits."""
+    """A plan's latency workload (`plan add`, `plan set`): request lengths and targets, each generated from its input's
+    declaration. No concurrency: a plan's users per replica are what its figures solve for, the smaller of the memory
+    and the latency limits. Without defaults (plan set) an option left out keeps the stored value, and none clears
+    one."""
     clears = "" if defaults else "; none clears it"
     opts = [
-        click.option("--input-tokens", help="Prompt tokens of the plan's requests (1024, 8k), for its latency"
-                     f" targets{clears}."),
-        click.option("--output-tokens", help=f"Tokens each of its requests generates; goes with --input-tokens{clears}."),
-        click.option("--tpot-ms", help="Target time per output token in ms: a replica serves at most the users it"
-                     f" runs within it (users_per_replica; users_binding_constraint says memory or latency){clears}."),
-        click.option("--ttft-ms", help=f"Target time to first token in ms (as --tpot-ms){clears}."),
+        *[input_option(name, suffix=clears, type=None) for name in PLAN_LATENCY],
     ]
     return _all(opts)
 

@@ -22,6 +22,7 @@ from kvreg.app.calibrate import (FORMAT_RELEASE, at_limiting_stage, device_gpu, 
                              resolve_model, sglang_in_use, untagged_note)
 from kvreg.app.capacity import (check_dp_attention, check_layout, check_pp_layers, invalid_tp, parse_tp,
                                 positive_ms, positive_whole, valid_tps)
+from kvreg.app.options import PLAN_LATENCY
 from kvreg.app.registry import check_dtype, check_input, check_int, check_name, check_text, get_gpu, get_model
 from kvreg.core.enginelog import GIB
 from kvreg.core.errors import AlreadyExists, KvregError
@@ -50,10 +51,11 @@ CALIBRATION_FIELDS = tuple(n for n in inputs_of("calibration") if n != "calibrat
 MEASURED_TERMS = ("weights_measured_bytes", "activation_bytes", "non_torch_bytes", "cuda_graph_bytes")
 MEASURED_BY = ("tp", "pp", "dp_attention", "weight_dtype", "max_num_batched_tokens", "max_num_seqs", "engine_version",
                "rule")
-# The workload a plan's latency is held to (migration 0018's plan columns): request lengths and targets. Not the
-# concurrency: a plan's users per replica are what its figures solve for (users_per_replica), so the column stays
-# NULL. Changing them changes what the plan serves, not what the engine allocates: the calibration stays.
-LATENCY_FIELDS = ("input_tokens", "output_tokens", "tpot_target_ms", "ttft_target_ms")
+# The workload a plan's latency is held to (migration 0018's plan columns): request lengths and targets, each its
+# option of plan add/set (kvreg.app.options.plan_latency_options). Not the concurrency: a plan's users per replica
+# are what its figures solve for (users_per_replica), so the column stays NULL. Changing them changes what the plan
+# serves, not what the engine allocates: the calibration stays.
+LATENCY_FIELDS = PLAN_LATENCY
 # The latency fields of a workload class (migration 0019), with the option text that names each in an error.
 CLASS_LATENCY_FIELDS = LATENCY_FIELDS
 SPEC_FIELDS = ["name", "model", "gpu", *SPEC_DEFAULTS, *LATENCY_FIELDS]
@@ -165,17 +167,16 @@ def _latency_options(opts: dict) -> dict:
     """--input-tokens, --output-tokens, --tpot-ms, --ttft-ms as given (none clears one), checked one by one;
     validate_latency checks them together once merged with the stored plan."""
     out = {}
-    for key, field, check in (("input_tokens", "input_tokens", positive_whole),
-                              ("output_tokens", "output_tokens", positive_whole),
-                              ("tpot_ms", "tpot_target_ms", positive_ms), ("ttft_ms", "ttft_target_ms", positive_ms)):
-        value = opts.get(key)
+    for field, (option, check) in _LATENCY_OPTIONS.items():
+        value = opts.get(option[2:].replace("-", "_"))  # the command's parameter, named by its option
         if value is not None:
-            out[field] = None if _is_none(str(value)) else check(value, "--" + key.replace("_", "-"))
+            out[field] = None if _is_none(str(value)) else check(value, option)
     return out
 
 
-_LATENCY_OPTIONS = {"input_tokens": ("--input-tokens", positive_whole), "output_tokens": ("--output-tokens", positive_whole),
-                    "tpot_target_ms": ("--tpot-ms", positive_ms), "ttft_target_ms": ("--ttft-ms", positive_ms)}
+# Each latency field's option (its declared flag) and its check: a whole number of tokens, or a time in ms.
+_LATENCY_OPTIONS = {f: (INPUTS[f].flag, positive_whole if INPUTS[f].kind == "int" else positive_ms)
+                    for f in LATENCY_FIELDS}
 
 
 def _checked_latency(values: dict, prefix: str = "") -> dict:

@@ -510,17 +510,25 @@ _INPUTS = [
     InputDecl("calibration_source", "name", "the startup log a plan's measured terms came from (NULL: none)", "text",
               nullable=True, table="calibration"),
     # workload: the requests a deployment's latency is asked for (kvreg capacity --input-tokens ...)
+    # (help: a plan's option, plan add/set; kvreg capacity words the lengths and the tpot target by what they add
+    # to its answer, kvreg.app.options.latency_options)
     InputDecl("input_tokens", "tokens", "prompt tokens of a request (NULL: no latency asked)", nullable=True,
-              positive=True, table="workload", big=True),
+              positive=True, table="workload", big=True,
+              help="Prompt tokens of the plan's requests (1024, 8k), for its latency targets"),
     InputDecl("output_tokens", "tokens", "tokens a request generates (NULL: no latency asked)", nullable=True,
-              positive=True, table="workload", big=True),
+              positive=True, table="workload", big=True,
+              help="Tokens each of its requests generates; goes with --input-tokens"),
     InputDecl("concurrency", "requests", "requests one replica serves at once, each sent when the last ended (a"
               " closed loop, as benchmark_serving's --max-concurrency; NULL: 1)", nullable=True, positive=True,
-              table="workload", big=True),
+              table="workload", big=True,
+              help="Requests one replica serves at once, each sent when the last ends (default 1)"),
     InputDecl("tpot_target_ms", "ms", "the time per output token a request may take at most (NULL: no target)",
-              "real", nullable=True, positive=True, table="workload", maximum=1e9),
+              "real", nullable=True, positive=True, table="workload", maximum=1e9, flag="--tpot-ms",
+              help="Target time per output token in ms: a replica serves at most the users it runs within it"
+              " (users_per_replica; users_binding_constraint says memory or latency)"),
     InputDecl("ttft_target_ms", "ms", "the time to first token a request may take at most (NULL: no target)",
-              "real", nullable=True, positive=True, table="workload", maximum=1e9),
+              "real", nullable=True, positive=True, table="workload", maximum=1e9, flag="--ttft-ms",
+              help="Target time to first token in ms (as --tpot-ms)"),
     # demand
     InputDecl("users", "users", "target concurrent users in a quarter", table="demand", big=True, minimum=0),
 ]

@@ -4,10 +4,10 @@ validator and its one-line errors, the CLI option with its help (model add, gpu 
 capacity), the capacity question and the scenario rows it binds, the web forms (plan and what-if), and the
 workbook's input columns.
 
-Three throwaway inputs, a model's `vision_layers`, a deployment's `draft_tokens` and a GPU's `tdp_watts`, are added to the
-declarations' source as one would edit the file, and kvreg is imported from it in a fresh interpreter (the
-tables and options are built once, at import); nothing else is edited. Their migration is the one thing
-missing, and the drift test's comparison says so.
+Four throwaway inputs, a model's `vision_layers`, a deployment's `draft_tokens`, a GPU's `tdp_watts` and a workload's
+`prefix_hit_rate`, are added to the declarations' source as one would edit the file, and kvreg is imported from it
+in a fresh interpreter (the tables and options are built once, at import); nothing else is edited. Their migration
+is the one thing missing, and the drift test's comparison says so.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ DECLARE = '''
 import importlib.util, json, pathlib, sys, tempfile
 import kvreg.figures
 
-# kvreg/figures/inputs.py with two more declarations at the end of _INPUTS, loaded as that module.
+# kvreg/figures/inputs.py with four more declarations at the end of _INPUTS, loaded as that module.
 path = pathlib.Path(kvreg.figures.__file__).with_name("inputs.py")
 source = path.read_text()
 assert source.count("\\n]\\nINPUTS = {") == 1
@@ -31,6 +31,9 @@ source = source.replace("\\n]\\nINPUTS = {", """
               positive=True, table="deployment", help="Speculative tokens proposed per step"),
     InputDecl("tdp_watts", "W", "the GPU's board power (NULL: unknown)", nullable=True, positive=True, table="gpu",
               help="Board power in watts (H100 SXM: 700)"),
+    InputDecl("prefix_hit_rate", "fraction", "share of a request's prompt tokens the prefix cache holds (NULL: none)",
+              "real", nullable=True, minimum=0, at_most=1, table="workload",
+              help="Share of the prompt tokens the prefix cache holds, in [0, 1]"),
 ]
 INPUTS = {""")
 module = importlib.util.module_from_spec(importlib.util.spec_from_loader("kvreg.figures.inputs", loader=None))
@@ -77,12 +80,16 @@ out["workbook"] = ["vision_layers" in xlsx._MODEL_INPUTS, column.unit, column.ki
 out["plan_columns"] = [[str(t.__table__.c.draft_tokens.type), t.__table__.c.draft_tokens.nullable] for t in (Plan, Scenario)]
 out["plan_checks"] = [str(c.sqltext) for t in (Plan, Scenario) for c in t.__table__.constraints
                       if c.name in ("ck_plan_draft_tokens", "ck_scenario_draft_tokens")]
+# The workload input too: plan add/set wear it after the plan's latency options; the plan form lists it.
 for words in (["plan", "add", "--help"], ["plan", "set", "--help"]):
     text = CliRunner().invoke(cli, words, terminal_width=200).output
-    out.setdefault("plan_help", []).extend(" ".join(l.split()) for l in text.splitlines() if "--draft-tokens" in l)
-params = options.parse(options.PLAN_ADD, [("model", "Llama-3.1-8B"), ("gpu", "H100-SXM"), ("draft-tokens", "4")],
-                       ("chat",))
-out["plan_spec"] = spec_from_options(params, partial=False)["draft_tokens"]
+    for key, flag in (("plan_help", "--draft-tokens"), ("workload_help", "--prefix-hit-rate")):
+        out.setdefault(key, []).extend(" ".join(l.split()) for l in text.splitlines() if flag in l)
+params = options.parse(options.PLAN_ADD, [("model", "Llama-3.1-8B"), ("gpu", "H100-SXM"), ("draft-tokens", "4"),
+                                          ("prefix-hit-rate", "0.5")], ("chat",))
+spec = spec_from_options(params, partial=False)
+out["plan_spec"] = spec["draft_tokens"]
+out["workload_spec"] = spec["prefix_hit_rate"]
 out["plan_form"] = options.declared_fields(options.PLAN_ADD)
 out["plan_set_clears"] = spec_from_options({"draft_tokens": "none"}, partial=True)
 out["plan_error"] = input_error("draft_tokens", "0")
@@ -115,14 +122,32 @@ out["drift"] = [[d[0], d[2], d[3].name] for d in drift if isinstance(d, tuple)]
 # With the migration the test cannot write done by hand, the what-if page shows the new field, and gpu set sets it.
 from sqlalchemy import text as sql
 with engine.begin() as conn:
-    for table, column in (("model", "vision_layers"), ("plan", "draft_tokens"), ("scenario", "draft_tokens"),
-                          ("gpu", "tdp_watts")):
-        conn.execute(sql(f"ALTER TABLE {table} ADD COLUMN {column} INTEGER"))
+    for table, column, kind in (("model", "vision_layers", "INTEGER"), ("plan", "draft_tokens", "INTEGER"),
+                                ("scenario", "draft_tokens", "INTEGER"), ("gpu", "tdp_watts", "INTEGER"),
+                                ("plan", "prefix_hit_rate", "REAL"), ("scenario", "prefix_hit_rate", "REAL")):
+        conn.execute(sql(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
 done = CliRunner().invoke(cli, ["--db", url, "gpu", "add", "H100-SXM", "--memory", "80GiB"])
 done = CliRunner().invoke(cli, ["--db", url, "gpu", "set", "H100-SXM", "--tdp-watts", "700"])
 out["gpu_set"] = [done.exit_code, done.output.strip()]
 with engine.connect() as conn:
     out["gpu_row"] = conn.execute(sql("SELECT tdp_watts FROM gpu WHERE name = 'H100-SXM'")).scalar()
+# plan add --prefix-hit-rate stores it on the plan row, plan set keeps it through another change and changes it; a
+# value out of its bounds is refused in one line and writes nothing.
+def plan_rows():
+    with engine.connect() as conn:
+        return [list(r) for r in conn.execute(sql("SELECT name, tp, prefix_hit_rate, draft_tokens FROM plan"
+                                                  " WHERE name IN ('chat', 'other') ORDER BY name"))]
+added = ["--db", url, "plan", "add", "chat", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--gpus-per-node", "1"]
+done = CliRunner().invoke(cli, added + ["--prefix-hit-rate", "0.5", "--draft-tokens", "4"])
+out["workload_add"] = [done.exit_code, done.stderr, plan_rows()]
+done = CliRunner().invoke(cli, ["--db", url, "plan", "set", "chat", "--tp", "1", "--notes", "kept"])
+out["workload_set"] = [done.exit_code, plan_rows()]
+done = CliRunner().invoke(cli, ["--db", url, "plan", "set", "chat", "--prefix-hit-rate", "0.25"])
+out["workload_set"] += [done.exit_code, plan_rows()]
+for words in (added[:4] + ["other"] + added[5:] + ["--prefix-hit-rate", "1.5"],
+              ["--db", url, "plan", "set", "chat", "--prefix-hit-rate", "-0.1"]):
+    done = CliRunner().invoke(cli, words)
+    out.setdefault("workload_refused", []).append([done.exit_code, done.stdout, done.stderr, plan_rows()])
 # kvreg capacity --draft-tokens: the value reaches the scenario rows the what-if binds in place of the scenario
 # table (kvreg.db.read.bound_rows), which the views read; a bad value is refused in one line, nothing printed.
 import kvreg.db.read
@@ -177,15 +202,24 @@ def test_a_declared_input_reaches_the_table_validator_cli_and_workbook():
     assert out["plan_checks"] == ["draft_tokens IS NULL OR draft_tokens > 0"] * 2
     assert out["plan_help"] == ["--draft-tokens INTEGER Speculative tokens proposed per step."] * 2
     assert out["plan_spec"] == 4
-    assert out["plan_form"] == [["draft-tokens", "draft_tokens", ""]]  # the web page's plan form: name, label, placeholder
+    # the web page's plan form: name, label, placeholder; the workload input's field first (plan_latency_options, the
+    # inner bundle, generates it before deployment_options does the deployment input's)
+    assert out["plan_form"] == [["prefix-hit-rate", "prefix_hit_rate", ""], ["draft-tokens", "draft_tokens", ""]]
     assert out["plan_set_clears"] == {"draft_tokens": None}
     assert out["plan_error"] == "draft_tokens must be at least 1, not 0"
     assert out["plan_sheet"] is True
+    # The workload input: an option of plan add and plan set (a FLOAT, as a real input is typed) with the declared
+    # help, passed on under its column's name.
+    assert out["workload_help"] == [
+        "--prefix-hit-rate FLOAT Share of the prompt tokens the prefix cache holds, in [0, 1]."] * 2
+    assert out["workload_spec"] == 0.5
     # kvreg capacity wears it too, and the what-if page's form lists it (after its settings, placeholder blank: no
     # default). The question has a field for it (a setting read by its generated option, checked as declared).
     assert out["capacity_help"] == ["--draft-tokens INTEGER Speculative tokens proposed per step."]
-    assert out["capacity_form"] == [["draft-tokens", "draft_tokens", ""]]
-    assert out["capacity_question"] == [True, ["draft_tokens"], 4]  # read by the option capacity generates
+    # (both inputs declared since, in declaration order: the workload input reaches capacity too)
+    assert out["capacity_form"] == [["draft-tokens", "draft_tokens", ""], ["prefix-hit-rate", "prefix_hit_rate", ""]]
+    # read by the options capacity generates, in the question's order
+    assert out["capacity_question"] == [True, ["draft_tokens", "prefix_hit_rate"], 4]
     # --draft-tokens 3 over two contexts: two scenarios, each bound with draft_tokens 3 in place of a scenario row.
     assert out["capacity"] == [0, [8192, 32768], [["scenario", [3, 3]]]]
     # positive, so at least 1: 0 and -2 are refused in one line naming the option, exit 1, nothing printed or bound;
@@ -199,6 +233,17 @@ def test_a_declared_input_reaches_the_table_validator_cli_and_workbook():
     assert out["gpu_settable"] is True
     assert out["gpu_set"] == [0, "changed gpu H100-SXM"]
     assert out["gpu_row"] == 700
+    # plan add --prefix-hit-rate 0.5 --draft-tokens 4 stores both on the plan row (name, tp, prefix_hit_rate,
+    # draft_tokens); plan set --tp 1 --notes kept leaves 0.5 as stored, plan set --prefix-hit-rate 0.25 changes it.
+    assert out["workload_add"] == [0, "", [["chat", 1, 0.5, 4]]]
+    assert out["workload_set"] == [0, [["chat", 1, 0.5, 4]], 0, [["chat", 1, 0.25, 4]]]
+    # at_most 1, minimum 0: plan add other --prefix-hit-rate 1.5 and plan set chat --prefix-hit-rate -0.1 are refused
+    # in one line naming the input, exit 1, nothing printed, and nothing written (no plan other; chat's 0.25 kept).
+    assert out["workload_refused"] == [
+        [1, "", f"Error: prefix_hit_rate must be a finite number of at least 0 and at most 1, not {v}\n",
+         [["chat", 1, 0.25, 4]]] for v in ("1.5", "-0.1")]
     # And the one thing a declaration cannot write: the migration. Without it the drift test fails.
     assert sorted(out["drift"]) == [["add_column", "gpu", "tdp_watts"], ["add_column", "model", "vision_layers"],
-                                    ["add_column", "plan", "draft_tokens"], ["add_column", "scenario", "draft_tokens"]]
+                                    ["add_column", "plan", "draft_tokens"], ["add_column", "plan", "prefix_hit_rate"],
+                                    ["add_column", "scenario", "draft_tokens"],
+                                    ["add_column", "scenario", "prefix_hit_rate"]]

@@ -33,7 +33,8 @@ from __future__ import annotations
 import math
 
 from kvreg.app.capacity import valid_tps
-from kvreg.app.plans import LATENCY_FIELDS, SPEC_DEFAULTS, allowed_names, check_allowed, evaluate, set_plan
+from kvreg.app.plans import (LATENCY_FIELDS, PLAN_WORKLOAD, SPEC_DEFAULTS, allowed_names, check_allowed, evaluate,
+                              set_plan)
 from kvreg.app.registry import dtype_names, get_gpu
 from kvreg.core.errors import KvregError
 from kvreg.db.read import list_gpus, rollup, runner, schedule_horizon
@@ -124,8 +125,8 @@ def _candidates(conn, plans: list[str], allow_gpus, allow_kv_dtypes) -> dict[str
     keys = []
     for name in plans:
         row = stored[name]
-        # the latency workload too: a candidate serves the users its targets allow (users_per_replica)
-        base = {k: row[k] for k in (*SPEC_DEFAULTS, *LATENCY_FIELDS) if k != "tp"}
+        # the workload too: a candidate serves the users its targets allow (users_per_replica)
+        base = {k: row[k] for k in (*SPEC_DEFAULTS, *PLAN_WORKLOAD) if k != "tp"}
         base.update(model_id=row["model_id"], notes="", workload=row["workload"])
         layout = (row["model_name"], row["gpus_per_node"], row["pp"])
         if layout not in tps_of:

@@ -58,7 +58,9 @@ def declared_options(tables: tuple[str, ...], *, handled: tuple[str, ...] = (), 
     def decorate(fn):
         params = getattr(fn, "__click_params__", [])
         placed = {getattr(p, "input", None) for p in params} | set(handled)
-        params[:0] = [_param(n, defaults) for n in _declared_names(tables) if n not in placed and INPUTS[n].flag]
+        names = [n for n in _declared_names(tables) if n not in placed and INPUTS[n].flag]
+        # click lists a command's params from the end of __click_params__: reversed, they list in declaration order
+        params[:0] = reversed([_param(n, defaults) for n in names])
         fn.__click_params__ = params
         return fn
 
@@ -243,11 +245,12 @@ PLAN_LATENCY = ("input_tokens", "output_tokens", "tpot_target_ms", "ttft_target_
 
 def plan_latency_options(*, defaults: bool):
     """A plan's latency workload (`plan add`, `plan set`): request lengths and targets, each generated from its input's
-    declaration. No concurrency: a plan's users per replica are what its figures solve for, the smaller of the memory
-    and the latency limits. Without defaults (plan set) an option left out keeps the stored value, and none clears
-    one."""
+    declaration, then any workload input declared since (declared_options). No concurrency: a plan's users per
+    replica are what its figures solve for, the smaller of the memory and the latency limits. Without defaults
+    (plan set) an option left out keeps the stored value, and none clears one."""
     clears = "" if defaults else "; none clears it"
     opts = [
+        declared_options(("workload",), handled=("concurrency",), defaults=defaults),
         *[input_option(name, suffix=clears, type=None) for name in PLAN_LATENCY],
     ]
     return _all(opts)

@@ -58,7 +58,13 @@ MEASURED_BY = ("tp", "pp", "dp_attention", "weight_dtype", "max_num_batched_toke
 LATENCY_FIELDS = PLAN_LATENCY
 # The latency fields of a workload class (migration 0019), with the option text that names each in an error.
 CLASS_LATENCY_FIELDS = LATENCY_FIELDS
-SPEC_FIELDS = ["name", "model", "gpu", *SPEC_DEFAULTS, *LATENCY_FIELDS]
+# A workload input declared since: an option of plan add/set generated from its declaration
+# (kvreg.app.options.declared_options), read as typed and checked as declared (kvreg.app.registry.check_input), stored
+# on the plan beside its latency workload. None today; an input declared since lands here with no edit.
+DECLARED_WORKLOAD = tuple(n for n in inputs_of("workload") if n not in (*LATENCY_FIELDS, "concurrency"))
+# The workload columns a plan stores: its latency workload, then the workload inputs declared since.
+PLAN_WORKLOAD = (*LATENCY_FIELDS, *(INPUTS[n].column for n in DECLARED_WORKLOAD))
+SPEC_FIELDS = ["name", "model", "gpu", *SPEC_DEFAULTS, *PLAN_WORKLOAD]
 
 # The quarter of an unsaved plan's one demand entry (evaluate): any quarter serves, its users hold in it.
 _WHATIF_QUARTER = "1970Q1"
@@ -152,9 +158,10 @@ def spec_from_options(opts: dict, *, partial: bool) -> dict:
         pool = opts["kv_cache_memory"]
         spec["kv_cache_memory_bytes"] = None if _is_none(pool) else parse_size(pool)
     spec.update(parse_engine_options(opts))
-    for name in DECLARED_SETTINGS:  # as typed; validate_plan checks them as declared ("none" clears one)
+    for name in (*DECLARED_SETTINGS, *DECLARED_WORKLOAD):  # as typed; validate_plan checks them as declared
         column = INPUTS[name].column
         if opts.get(column) is not None:
+            # "none" clears a nullable one
             spec[column] = None if INPUTS[name].nullable and _is_none(str(opts[column])) else opts[column]
     spec.update(_latency_options(opts))
     if not partial:
@@ -261,6 +268,7 @@ def validate_plan(conn, spec: dict, *, named: bool = True, users: int | None = N
                          "tokens, --context): a request cannot hold more than max_model_len; lower one or raise --context")
     row = {k: s[k] for k in SPEC_DEFAULTS}
     row.update(_checked_latency(s))
+    row.update({c: check_input(c, s.get(c)) for c in (INPUTS[n].column for n in DECLARED_WORKLOAD)})
     row.update(model_id=m["id"], gpu_id=g["id"], notes=check_text(str(s.get("notes") or ""), "notes"))
     if auto and not choose_tp:
         row["tp"] = None

@@ -279,7 +279,7 @@ def crossings(runs: list[dict]) -> list[dict]:
 
 def input_rows(runs: list[dict]) -> list[dict]:
     """The capacity view's inputs for each run (its grain's source query), to evaluate figures in Python."""
-    from kvreg.app.capacity import SQL, _check_question, _through_view, _workload, runner
+    from kvreg.app.capacity import _check_question, _scenario, _through_view, runner
     from kvreg.figures.views import GRAIN
 
     engine = registry()
@@ -289,13 +289,9 @@ def input_rows(runs: list[dict]) -> list[dict]:
         for run in runs:
             q = question(run)
             models, gpus, tps, settings = _check_question(db, q)
-            scenario = dict(model_id=models[0]["id"], gpu_id=gpus[0]["id"], gpus_per_node=q.gpus_per_node, tp=q.tp,
-                            pp=q.pp, dp_attention=q.dp_attention, kv_dtype=q.kv_dtypes[0], weight_dtype=q.weight_dtype,
-                            context_tokens=q.contexts[0], avg_tokens=None, reserve=q.reserve,
-                            kv_cache_memory_bytes=None, block_size=q.block_size, **settings, **_workload(q))
+            scenario = _scenario(settings, models[0], gpus[0], q.contexts[0], q.kv_dtypes[0], tps[0], q.weight_dtype)
             (source,) = _through_view(db, [scenario], GRAIN["capacity"].source)
             rows.append(source)
-    del SQL
     engine.dispose()
     return rows
 

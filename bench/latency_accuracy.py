@@ -9,13 +9,17 @@ model family and concurrency, fitted and held-out apart) in docs/latency-accurac
 held-out rows (KNOWN_MISSES: sources recorded as missing them, with the cause), the error over every held-out
 row, for every measured sweep with a time to first token at several concurrencies kvreg's
 max_concurrency_within_slo for a TTFT target against the measured step where the TTFT passes it (met within one
-step), and a per-layer step cost under TP tried on the held-out sources and not adopted (PER_LAYER_TRIAL_FIT).
+step), and what the two terms fitted at TP 8 (the all-reduce latency, the experts' bandwidth) do to each held-out
+source at TP > 1 on an NVIDIA GPU.
 
 --fit fits the factors on the "fit" rows and prints them (they are copied into EFFICIENCIES by hand, with
 their source): coordinate descent on the mean squared log error, the declared figures evaluated in Python
 with the candidate factors in place of the declared ones (kvreg.figures.expr.PythonEvaluator: the same
-expression trees the views compile), one set per GPU family and engine with measurements, and one per
-engine over all its rows (the fallback for GPUs without their own).
+expression trees the views compile), in two stages. First, on the fitted runs at TP 1 and on the MI300X: one set
+per GPU family and engine with measurements, and one per engine over all its rows (the fallback for GPUs without
+their own). Then, those in place, on the fitted NVIDIA runs at TP > 1: the all-reduce latency and the experts'
+bandwidth every NVIDIA entry shares (a grid over both, on the time per output token, output throughput and
+request latency: no TTFT, which the request overhead carries).
 
     python bench/latency_accuracy.py            # print the table
     python bench/latency_accuracy.py --write    # refresh docs/latency-accuracy.md
@@ -55,9 +59,9 @@ TARGETS = {"tpot_ms": 0.10, "output_tokens_per_s": 0.10, "ttft_ms": 0.25}
 KNOWN_MISSES = {
     "Deepseek-R1/raw_data/online_results.csv": (
         "DeepSeek-R1 (MLA attention, 256 routed experts, FP8 blocks) on the engines of February 2025 (vLLM 0.7.3/0.7.4,"
-        " SGLang 0.4.2/0.4.3): the per-token time is 2.5-7x the reads and FLOPs kvreg's H100- and MI300X-fitted factors"
-        " give (25.7 ms at 4 requests on 8 H200s under vLLM, where reading the active experts and the non-expert"
-        " weights takes 5 ms), and the time to first token grows by a whole prefill per request (975 ms at 4 requests,"
+        " SGLang 0.4.2/0.4.3): the per-token time is 1.4-5.2x what kvreg gives (25.7 ms at 4 requests on 8 H200s under"
+        " vLLM against 11.7 ms; the same model on 8 B200s under SGLang 0.5.6, DeepSeek-R1.md, is within 13% at up to"
+        " 16 requests), and the time to first token grows by a whole prefill per request (975 ms at 4 requests,"
         " 14.2 s at 64: no prompt overlaps another's, where kvreg queues half of them behind a chunked prefill). Those"
         " releases' MoE and MLA kernels, not the hardware: one efficiency set per GPU family and engine cannot carry a"
         " model family's kernels. Kept as evidence of what kvreg does not model; nothing is fitted on it."),
@@ -68,41 +72,33 @@ KNOWN_MISSES = {
         " the FLOPs at the FLOP/s share fitted on 128-token prompts (that release's ROCm attention for long prompts)."),
     "8xH100SXM5-throughput": (
         "Llama 3.1 405B FP8 on 8 H100s, a vLLM 0.6.3 nightly (November 2024), offline batches of 2,048 output tokens:"
-        " about 35 ms a decode step at 4 prompts where kvreg gives 20 ms (its H100 factors come from one GPU at TP 1:"
-        " 126 layers' FP8 GEMMs and all-reduces across 8 GPUs of that release are 117 us a layer slower), and the gap"
-        " widens from 32 prompts on (-61% to -74% on the batch latency); the 32,784-token prompts also run past"
-        " max-seq-len-to-capture (8,192: no CUDA graphs) at 115 ms a step."),
+        " the batch latency 15-19% over kvreg's at 4-16 prompts of 2,048 tokens, and 47-67% over from 32 prompts on,"
+        " where kvreg's decode step grows with the batch's KV reads and FLOPs far less than that release's did; the"
+        " 32,784-token prompts also run past max-seq-len-to-capture (8,192: no CUDA graphs)."),
     "8Mi300x-throughput-quark": (
         "Llama 3.1 405B FP8 (FP8 KV) on 8 MI300X, vLLM 0.6.4 with --enforce-eager, 2,048 output tokens: +9% to +15% at"
         " 4-8 prompts (no HIP graphs), growing with batch x context to +66% at 128 prompts of 128 tokens; the MI300X"
         " factors come from OCI's 128/128-token batches, where the decode attention over a 1,000-token mean context"
         " does not show (as in result_vllm_single_prompt.csv), and the 32,784-token batches err -17% to +23%."),
-    "sgl-cookbook docs/autoregressive/Qwen/Qwen3.md": (
-        "Qwen3-235B-A22B BF16 on 8 B200s, SGLang 0.5.6: 10.1 ms a token at one request where kvreg gives 4.1 ms"
-        " (reads under 1 ms, 1.8 ms step overhead, 1.5 ms all-reduce): 6 ms over, 64 us for each of 94 layers, and"
-        " 11-18 ms over at 64-100 requests; TTFT 99-140 ms at one request against 31-57 ms. kvreg's SGLang factors"
-        " come from one H100 at TP 1, and no factor of a GPU family and engine carries a MoE model's kernels at TP 8."),
     "sgl-cookbook docs/autoregressive/DeepSeek/DeepSeek-R1.md": (
-        "DeepSeek-R1-0528 FP8 on 8 B200s, SGLang 0.5.6.post1 (TP 8, no DP attention): 9.2 ms a token at one request"
-        " where kvreg gives 3.4 ms (94 us over for each of 61 layers), 37-54% too fast at 16-100; TTFT 126-913 ms"
-        " against 34-64 ms. The MLA and FP8 block-MoE kernels at TP 8, as in Deepseek-R1/raw_data/online_results.csv."),
-    "sgl-cookbook docs/autoregressive/Llama/Llama3.1.md": (
-        "Llama-3.1-70B BF16 on 8 A100s (80 GB assumed: the page gives no size), SGLang 0.5.6: 18.6 ms a token at one"
-        " request where kvreg gives 12.6 ms (75 us over for each of 80 layers) and 22-42% too fast up to 100 requests,"
-        " but +10% at 64 requests of 4,000-token prompts, where kvreg's chunked prefills add more than were measured;"
-        " no fitted run on an A100 or at TP above 1 (the SGLang factors are one H100's)."),
+        "DeepSeek-R1-0528 FP8 on 8 B200s, SGLang 0.5.6.post1 (TP 8, no DP attention): the time per output token is"
+        " 4-15% under the measured at 1-16 requests (9.2 ms at one request against 8.1 ms) but 26-33% under at 64-100,"
+        " median 12.5% against the 10% target; TTFT 126-913 ms against 41-68 ms (a request overhead fitted on one"
+        " H100's 18 ms does not carry this deployment's)."),
     "sgl-cookbook docs/autoregressive/DeepSeek/DeepSeek-V3_1.md": (
         "DeepSeek-V3.1-Terminus FP8 on 8 MI300X, SGLang 0.5.7 (TP 8): 24-25 ms a token at one request where kvreg"
-        " gives 3.8 ms: no SGLang factor exists for ROCm (the fallback is one H100's), and the first scenario's TTFT"
+        " gives 8.5 ms: no SGLang factor exists for ROCm (the fallback is NVIDIA's), and the first scenario's TTFT"
         " (558 ms at one request, 157 ms for the same prompts in the next) holds a warm-up."),
     "sgl-cookbook docs/autoregressive/OpenAI/GPT-OSS.md": (
-        "gpt-oss-120b MXFP4 on 8 B200s, SGLang 0.5.6: within 5% at one request (2.31 ms against 2.42), but 14.3 ms"
-        " at 100 ShareGPT requests against 5.4 ms, and TTFT 34 and 103 ms against 22 and 23: at 100 requests the"
-        " MoE step of that release grows far beyond the expert reads and FLOPs kvreg counts."),
+        "gpt-oss-120b MXFP4 on 8 B200s, SGLang 0.5.6: 2.31 ms a token at one request, where kvreg gives 5.13 ms, 72"
+        " all-reduces at the fitted 45.5 us alone taking 3.3 ms: this release's gpt-oss path on Blackwell (fused"
+        " all-reduce and norm kernels) costs a layer 64 us in all, where Qwen3-235B's and DeepSeek-R1's cost 107 and"
+        " 150 us on the same GPUs; and 14.3 ms at 100 ShareGPT requests against 9.8 ms. The fixed cost of TP follows the"
+        " model's kernel path, which no factor of a GPU family and engine carries."),
     "sgl-cookbook docs/autoregressive/Qwen/Qwen3-Next.md": (
-        "Qwen3-Next-80B-A3B BF16 on 8 B200s, SGLang 0.5.6: 6.2 ms a token at one request against 2.7 ms, and 50.9 ms at"
-        " 100 ShareGPT requests against 6.7 ms: the gated-DeltaNet (linear attention) and 512-expert MoE kernels of"
-        " that release at TP 8 cost far more than their reads and FLOPs."),
+        "Qwen3-Next-80B-A3B BF16 on 8 B200s, SGLang 0.5.6: within 2% at one request (6.19 ms against 6.28) but 50.9 ms"
+        " at 100 ShareGPT requests against 12.7 ms: the gated-DeltaNet (linear attention) and 512-expert MoE kernels of"
+        " that release at a large batch cost far more than their reads and FLOPs."),
 }
 # The TTFT targets the crossing check asks kvreg for (with each sweep's measured TTFT at its middle step).
 CROSSING_TARGETS_MS = (500.0, 2000.0)
@@ -114,22 +110,25 @@ KNOWN_CROSSING_MISSES = {
         " sits 0.2 ms under the next step's, and kvreg's 66.2 ms over steps 1-4 (within 12% of each) puts it below"
         " the first step. A TTFT 4% off places a target on a flat curve anywhere."),
 }
-# A per-layer step cost under TP, tried and not adopted: fitted on the single-request TPOT of this source's runs
-# (seconds a layer a step = the mean of (measured - kvreg) / layers), then added to every other run at TP > 1 (each decode
-# step k x layers longer). The doc reports each source's error with and without it, so the evidence for leaving it
-# out is regenerated with the data.
-PER_LAYER_TRIAL_FIT = "sgl-cookbook docs/autoregressive/Qwen/Qwen3.md"
 # A sweep step is saturated when its output throughput rose by less than this factor over the step before (and
 # every step after it is too): time to first token is held to its target only below saturation.
 SATURATION_GAIN = 1.1
 FIT_FIELDS = ("bandwidth", "compute", "step_overhead_s", "request_overhead_s")
 FIT_FIGURES = {"bandwidth": "bandwidth_efficiency", "compute": "compute_efficiency",
-               "step_overhead_s": "step_overhead_s", "request_overhead_s": "request_overhead_s"}
+               "step_overhead_s": "step_overhead_s", "request_overhead_s": "request_overhead_s",
+               "allreduce_latency_s": "allreduce_latency_s", "expert_bandwidth": "expert_bandwidth_efficiency"}
+# The terms fitted on the NVIDIA runs at TP > 1, shared by every NVIDIA entry, and the metrics they are fitted on.
+TP_FIT_FIELDS = ("allreduce_latency_s", "expert_bandwidth")
+TP_FIT_METRICS = ("tpot_ms", "output_tokens_per_s", "request_latency_s")
+# What a run at TP 1 gives them: NCCL's small-message latency within a node, and the dense reads' bandwidth share.
+TP1_ALLREDUCE_LATENCY_S = 8e-6
 GRIDS = {
     "bandwidth": [round(0.2 + 0.01 * i, 2) for i in range(81)],
     "compute": [round(0.1 + 0.01 * i, 2) for i in range(86)],
     "step_overhead_s": [round(0.0002 * i, 4) for i in range(76)],
     "request_overhead_s": [round(0.001 * i, 3) for i in range(101)],
+    "allreduce_latency_s": [round(8e-6 + 2.5e-6 * i, 7) for i in range(45)],
+    "expert_bandwidth": [round(0.3 + 0.01 * i, 2) for i in range(71)],
 }
 FAMILIES = ("b200", "h200", "h100", "a100", "mi300x")
 # The engine's fallback (GPUs without their own factors, all of them NVIDIA's but the M3 Ultra's) is fitted on
@@ -312,15 +311,23 @@ def evaluate(source: dict, factors: dict, names: list[str]) -> dict:
     return {n: ref(n) for n in names}
 
 
-def loss(pairs: list[tuple[dict, dict]], factors: dict) -> float:
+def loss(pairs: list[tuple[dict, dict]], factors: dict, metrics=tuple(METRICS)) -> float:
     total, n = 0.0, 0
     for run, source in pairs:
         got = evaluate(source, factors, [m[0] for m in METRICS.values()])
         for key, (figure, scale, _label) in METRICS.items():
-            if key in run and got[figure]:
+            if key in run and key in metrics and got[figure]:
                 total += math.log(got[figure] * (run["tp"] if scale == "tp" else scale) / run[key]) ** 2
                 n += 1
     return total / max(n, 1)
+
+
+def fit_tp(pairs: list[tuple[dict, dict]]) -> tuple[dict, float]:
+    """The all-reduce latency and the experts' bandwidth: every pair of their grids (the other factors as declared)."""
+    scored = [(loss(pairs, {"allreduce_latency_s": a, "expert_bandwidth": e}, TP_FIT_METRICS), a, e)
+              for a in GRIDS["allreduce_latency_s"] for e in GRIDS["expert_bandwidth"]]
+    best, a, e = min(scored)
+    return {"allreduce_latency_s": a, "expert_bandwidth": e}, best
 
 
 def fit(pairs: list[tuple[dict, dict]]) -> tuple[dict, float]:
@@ -348,8 +355,13 @@ def fit(pairs: list[tuple[dict, dict]]) -> tuple[dict, float]:
     return factors, best
 
 
+def nvidia_at_tp(run: dict) -> bool:
+    """A run the TP terms are fitted on (when marked fit) and tested on: TP > 1 on an NVIDIA GPU."""
+    return run["tp"] > 1 and family(run["gpu"]) not in NOT_IN_FALLBACK
+
+
 def run_fit(runs: list[dict]) -> None:
-    fitted = [r for r in runs if r["role"] == "fit"]
+    fitted = [r for r in runs if r["role"] == "fit" and not nvidia_at_tp(r)]
     pairs = list(zip(fitted, input_rows(fitted)))
     groups: dict[tuple[str, str], list] = {}
     for run, source in pairs:
@@ -360,8 +372,32 @@ def run_fit(runs: list[dict]) -> None:
         factors, score = fit(members)
         rms = math.sqrt(score)
         print(f'Efficiency("{fam}", "{eng}", {factors["bandwidth"]}, {factors["compute"]}, '
-              f'{factors["step_overhead_s"]}, {factors["request_overhead_s"]}, "..."),  '
+              f'{factors["step_overhead_s"]}, {factors["request_overhead_s"]}, ...),  '
               f"# {len(members)} runs, rms log error {rms:.3f}")
+    at_tp = [r for r in runs if r["role"] == "fit" and nvidia_at_tp(r)]
+    factors, score = fit_tp(list(zip(at_tp, input_rows(at_tp))))
+    print(f"every NVIDIA entry: allreduce_latency_s {factors['allreduce_latency_s']}, expert_bandwidth"
+          f" {factors['expert_bandwidth']}  # {len(at_tp)} runs at TP > 1, rms log error {math.sqrt(score):.3f}")
+
+
+def tp_terms_effect(runs: list[dict]) -> list[dict]:
+    """For every held-out source's runs at TP > 1 on an NVIDIA GPU, by metric: the median absolute error kvreg gives
+    and the one it gives with what a run at TP 1 knows of the TP terms (TP1_ALLREDUCE_LATENCY_S, the experts read
+    at the dense bandwidth share)."""
+    held = [r for r in runs if r["role"] == "holdout" and nvidia_at_tp(r)]
+    groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    names = [m[0] for m in METRICS.values()]
+    for run, source in zip(held, input_rows(held)):
+        now = evaluate(source, {}, names + ["bandwidth_efficiency"])
+        tp1 = evaluate(source, {"allreduce_latency_s": TP1_ALLREDUCE_LATENCY_S,
+                                "expert_bandwidth": now["bandwidth_efficiency"]}, names)
+        for key, (figure, scale, _label) in METRICS.items():
+            if key in run:
+                factor = run["tp"] if scale == "tp" else scale
+                groups.setdefault((document(run), key), []).append(
+                    (abs(now[figure] * factor / run[key] - 1), abs(tp1[figure] * factor / run[key] - 1)))
+    return [{"document": d, "metric": m, "runs": len(v), "now": statistics.median(a for a, _ in v),
+             "tp1": statistics.median(b for _, b in v)} for (d, m), v in sorted(groups.items())]
 
 
 # --------------------------------------------------------------------------- the table
@@ -424,34 +460,6 @@ def problems(rows: list[dict], crossed: list[dict]) -> list[str]:
     return out
 
 
-def per_layer_trial(rows: list[dict]) -> tuple[float, list[dict]]:
-    """PER_LAYER_TRIAL_FIT's per-layer cost k (s) and, for every other source's rows at TP > 1 by metric, the median
-    absolute error as kvreg gives it and with k x layers added to each decode step."""
-    models = tomllib.loads((ROOT / "kvreg" / "catalog" / "models.toml").read_text(encoding="utf-8"))["model"]
-    layers = {m["name"]: m["layers"] for m in models}
-    fit_rows = [r for r in rows if PER_LAYER_TRIAL_FIT in r["source"] and r["concurrency"] == 1
-                and r["metric"] == "tpot_ms"]
-    k = statistics.fmean((r["measured"] - r["predicted"]) / 1000 / layers[r["model"]] for r in fit_rows)
-
-    def with_k(r: dict) -> float:
-        added = k * layers[r["model"]]  # seconds a decode step
-        if r["metric"] == "tpot_ms":
-            return r["predicted"] + 1000 * added
-        if r["metric"] == "request_latency_s":
-            return r["predicted"] + added * r["output_tokens"]
-        per_request = r["concurrency"] * r["output_tokens"] / r["predicted"]  # output_tokens_per_s: C requests at a time
-        return r["concurrency"] * r["output_tokens"] / (per_request + added * r["output_tokens"])
-
-    groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for r in rows:
-        if r["tp"] > 1 and r["metric"] != "ttft_ms" and PER_LAYER_TRIAL_FIT not in r["source"]:
-            groups.setdefault((r["document"], r["metric"]), []).append(
-                (abs(r["error"]), abs(with_k(r) - r["measured"]) / r["measured"]))
-    out = [{"document": d, "metric": m, "runs": len(v), "now": statistics.median(a for a, _ in v),
-            "with_k": statistics.median(b for _, b in v)} for (d, m), v in sorted(groups.items())]
-    return k, out
-
-
 def fitted_documents(rows: list[dict]) -> set[str]:
     return {r["document"] for r in rows if r["role"] == "fit"}
 
@@ -463,7 +471,7 @@ def _crossing_step(c: dict, index: int) -> str:
     return f"{steps[index]}+" if index == len(steps) - 1 else str(steps[index])
 
 
-def table(rows: list[dict], crossed: list[dict]) -> str:
+def table(rows: list[dict], crossed: list[dict], runs: list[dict]) -> str:
     fitted = fitted_documents(rows)
     unfitted = [r for r in rows if r["document"] not in fitted]
     lines = [
@@ -550,20 +558,17 @@ def table(rows: list[dict], crossed: list[dict]) -> str:
     met = [c for c in crossed if not known_miss(c)]
     lines += ["", f"Outside the recorded misses: {sum(c['met'] for c in met)} of {len(met)} crossings within one step."]
     lines += [f"- **{key[0]}, target {key[1]}**: {cause}" for key, cause in KNOWN_CROSSING_MISSES.items()]
-    k, trial = per_layer_trial(rows)
-    lines += ["", "## Tried and not adopted: a per-layer step cost under TP", "",
-              "Every run at TP 8 on an NVIDIA GPU but gpt-oss-120b's is slower than kvreg at one request, by more than",
-              "its reads and all-reduces explain. One constant, seconds a layer a decode step at TP > 1, fitted on the",
-              f"single-request TPOT of {PER_LAYER_TRIAL_FIT} ({k * 1e6:.1f} us a layer), then added to every other",
-              "source's runs at TP > 1 (median absolute error per source and metric, fitted rows of OCI included):", "",
-              "| source | metric | runs | kvreg | with the per-layer cost |", "|---|---|---:|---:|---:|"]
-    lines += [f"| {t['document']} | {t['metric']} | {t['runs']} | {100 * t['now']:.1f}% | {100 * t['with_k']:.1f}% |"
-              for t in trial]
-    lines += ["", "Not adopted: gpt-oss-120b on the same 8 B200s under the same SGLang 0.5.6 is within 5% at one request",
-              "without it (2.31 ms measured, 2.42 kvreg) and twice too slow with it; OCI's runs (fitted) and",
-              "result_vllm_short.csv (within the target) get worse, their MI300X factors already carrying a per-step",
-              "cost; and above one request the time per output token stays 19% or more off for every source it helps.",
-              "The cost follows a model family's kernels and the batch, not a layer count (docs/methodology.md)."]
+    effect = tp_terms_effect(runs)
+    lines += ["", "## The terms fitted at TP 8", "",
+              "A run at TP 1 cannot show what TP adds to a decode step: the all-reduces' fixed cost and the MoE",
+              "experts' reads. Both are fitted on the fitted NVIDIA runs at TP 8 (the SGLang cookbook's Qwen3-235B on 8",
+              "B200s and Llama-3.1-70B on 8 A100s) and shared by every NVIDIA entry of kvreg/figures/performance.py.",
+              "Each held-out source at TP > 1 on an NVIDIA GPU, median absolute error by metric, as kvreg gives it and",
+              f"with what a TP-1 fit knows of them ({TP1_ALLREDUCE_LATENCY_S * 1e6:g} us an all-reduce, the experts read"
+              " at the dense bandwidth share):", "",
+              "| source | metric | runs | kvreg | TP-1 terms |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {t['document']} | {t['metric']} | {t['runs']} | {100 * t['now']:.1f}% | {100 * t['tp1']:.1f}% |"
+              for t in effect]
     lines += ["", "## Every measurement", "",
               "| source | model | GPU | engine | TP | in/out | C | role | metric | measured | kvreg | error |",
               "|---|---|---|---|---:|---|---:|---|---|---:|---:|---:|"]
@@ -597,7 +602,7 @@ def main(argv=None) -> int:
         return 0
     rows = compare(runs)
     crossed = crossings(runs)
-    text = table(rows, crossed)
+    text = table(rows, crossed, runs)
     if args.check:
         found = problems(rows, crossed)
         if DOC.read_text(encoding="utf-8") != text:

@@ -43,7 +43,6 @@ from .engine_defaults import *  # noqa: F403
 from .inputs import INPUT_TABLES, INPUTS, KV_GROUPS, inputs_of  # noqa: F401
 from .performance import (
     ACTIVATION_WIRE_BYTES,
-    ALLREDUCE_LATENCY_S,
     ALLREDUCES_PER_LAYER,
     DEFAULT_PREFILL_CHUNK_TOKENS,
     EFFICIENCIES,
@@ -1598,8 +1597,16 @@ _LATENCY_FIGURES = [
                coalesce(I("flops_fp8_per_s"), I("flops_bf16_per_s")),
                if_(or_(I("weight_dtype_name").eq("fp4"), I("weight_dtype_name").eq("nvfp4")),
                    coalesce(I("flops_fp4_per_s"), I("flops_bf16_per_s")), I("flops_bf16_per_s")))),
+    Figure("expert_bandwidth_efficiency", "fraction", "share of the datasheet memory bandwidth the routed experts'"
+           " reads reach: grouped MoE kernels over a few tokens an expert reach less than a dense layer's (EFFICIENCIES)",
+           _efficiency("expert_bandwidth")),
+    Figure("allreduce_latency_s", "s", "seconds one TP all-reduce costs a decode step beyond its bytes: its launch,"
+           " the GPUs' synchronisation and the kernels TP adds around it (EFFICIENCIES)",
+           _efficiency("allreduce_latency_s")),
     Figure("effective_bandwidth_bytes_per_s", "bytes/s", "memory bandwidth x bandwidth_efficiency",
            I("memory_bandwidth_bytes_per_s") * F("bandwidth_efficiency")),
+    Figure("effective_expert_bandwidth_bytes_per_s", "bytes/s", "memory bandwidth x expert_bandwidth_efficiency",
+           I("memory_bandwidth_bytes_per_s") * F("expert_bandwidth_efficiency")),
     Figure("effective_flops_per_s", "FLOP/s", "peak_flops_per_s x compute_efficiency",
            F("peak_flops_per_s") * F("compute_efficiency")),
     Figure("link_bytes_per_s", "bytes/s", "one GPU's link bandwidth one way for the TP all-reduce: PCIe 4.0 x16"
@@ -1616,11 +1623,11 @@ _LATENCY_FIGURES = [
            if_(F("expert_params") > 0, I("params_total") - F("expert_params"), I("params_active"))
            * I("weight_bytes_per_param") / I("tp") / F("effective_bandwidth_bytes_per_s")),
     Figure("decode_experts_s", "s", "reading every routed expert once (a large batch touches them all)",
-           F("expert_params") * I("weight_bytes_per_param") / I("tp") / F("effective_bandwidth_bytes_per_s")),
+           F("expert_params") * I("weight_bytes_per_param") / I("tp") / F("effective_expert_bandwidth_bytes_per_s")),
     Figure("decode_experts_s_per_sequence", "s", "reading the routed experts one sequence's token activates:"
            " params_active less the non-expert weights (a small batch reads only these, for each sequence)",
            greatest(0, I("params_active") - I("params_total") + F("expert_params")) * I("weight_bytes_per_param")
-           / I("tp") / F("effective_bandwidth_bytes_per_s")),
+           / I("tp") / F("effective_expert_bandwidth_bytes_per_s")),
     Figure("decode_kv_s_per_sequence", "s", "reading one sequence's KV and state at the mean decode context, on"
            " one GPU (an attention rank holds 1 / dp_attention of the batch), over the PP stages",
            _sequence_bytes_per_gpu(F("decode_mean_context_tokens")) * I("pp") / I("dp_attention")
@@ -1644,7 +1651,7 @@ _LATENCY_FIGURES = [
            " per layer (after attention and after the MLP) at TP > 1; 0 at TP 1",
            if_(I("tp") > 1, ALLREDUCES_PER_LAYER * (I("layers") + I("no_cache_layers")), 0), "int"),
     Figure("communication_s_per_step", "s", "the all-reduces' fixed latency in one step:"
-           f" allreduces_per_step x {ALLREDUCE_LATENCY_S * 1e6:g} us", F("allreduces_per_step") * ALLREDUCE_LATENCY_S),
+           " allreduces_per_step x allreduce_latency_s", F("allreduces_per_step") * F("allreduce_latency_s")),
     Figure("communication_s_per_sequence", "s", "one token's all-reduce traffic: allreduces_per_step x"
            f" hidden_size x {ACTIVATION_WIRE_BYTES} B x 2 (TP - 1) / TP (a ring all-reduce) / link_bytes_per_s",
            coalesce(F("allreduces_per_step") * I("hidden_size") * ACTIVATION_WIRE_BYTES * 2 * (I("tp") - 1) / I("tp")

@@ -28,10 +28,9 @@ FABRIC_LINK_BYTES_PER_S = (
 FABRIC_LINK_DEFAULT_BYTES_PER_S = 450 * 10**9  # a fabric kvreg has no entry for: NVLink 4's
 # Over PCIe only (fabric 0): PCIe 4.0 x16, 32 GB/s one way (PCI-SIG), the slowest slot such cards sit in.
 PCIE_LINK_BYTES_PER_S = 32 * 10**9
-# Fixed cost of one all-reduce of a decode step's small activations, seconds: an assumption of the order
-# NCCL's small-message latency and vLLM's custom all-reduce reach within one NVLink node (5-10 us); over PCIe
-# the transfer term dominates. Not fitted.
-ALLREDUCE_LATENCY_S = 8e-6
+# The all-reduce's fixed cost (seconds one all-reduce of a decode step's small activations takes whatever its
+# bytes) is an efficiency factor, `allreduce_latency_s` below: NCCL's small-message latency within one NVLink node
+# is 5-10 us, but the TP runs at 8 GPUs show each layer costing far more than its reads and that.
 # All-reduces per transformer layer under TP: after attention's output projection and after the MLP's
 # down projection (Megatron-style TP, as vLLM and SGLang shard Llama-style layers).
 ALLREDUCES_PER_LAYER = 2
@@ -51,7 +50,10 @@ class Efficiency:
     FLOP/s the matrix multiplications reach; `step_overhead_s`: seconds each engine step costs beyond
     its reads and FLOPs (scheduling, kernel launches, sampling); `request_overhead_s`: seconds a request's
     first token waits beyond prefill (the HTTP round trip, tokenization, the first scheduling step);
-    `source`: the measurements fitted."""
+    `allreduce_latency_s`: seconds one TP all-reduce costs a decode step beyond its bytes (its launch, the GPUs'
+    synchronisation, the kernels TP adds around it), fitted on runs at TP 8; `expert_bandwidth`: share of the
+    datasheet bandwidth the routed experts' reads reach (grouped MoE kernels over a few tokens an expert reach less
+    than a dense layer's), fitted on the same runs; `source`: the measurements fitted."""
 
     needle: str
     engine: str
@@ -59,6 +61,8 @@ class Efficiency:
     compute: float
     step_overhead_s: float
     request_overhead_s: float
+    allreduce_latency_s: float
+    expert_bandwidth: float
     source: str
 
 
@@ -68,11 +72,17 @@ class Efficiency:
 # from the request overhead there). The fallbacks are fitted on the NVIDIA runs only (ROCm's kernels differ).
 _GPUSTACK = "gpustack performance lab, Qwen3-8B on one H100 SXM (docs/performance-lab/qwen3-8b/h100-latency.md)"
 _OCI = "Oracle OCI blog, Llama 3.1 405B FP8 on 8x MI300X, vLLM benchmark_latency batches 1-256"
+_TP8 = ("sgl-cookbook, Qwen3-235B-A22B on 8x B200 and Llama-3.1-70B on 8x A100, SGLang 0.5.6"
+        " (docs/autoregressive/Qwen/Qwen3.md, Llama/Llama3.1.md): the all-reduce latency and the experts' bandwidth")
 EFFICIENCIES = (
-    Efficiency("h100", "vllm", 0.97, 0.5, 0.0024, 0.056, _GPUSTACK + ", vLLM 0.11.0, concurrency 1 and 8"),
-    Efficiency("h100", "sglang", 0.91, 0.5, 0.0018, 0.018, _GPUSTACK + ", SGLang 0.5.3, two runs at concurrency 4"),
-    Efficiency("mi300x", "vllm", 0.37, 0.17, 0.0008, 0.03, _OCI + " (batches 1, 4, 16, 64, 256; request overhead"
-               " not measured, kept at 0.03)"),
-    Efficiency("", "vllm", 0.97, 0.5, 0.0024, 0.056, "the vLLM H100 runs (no other NVIDIA GPU has fitted runs)"),
-    Efficiency("", "sglang", 0.91, 0.5, 0.0018, 0.018, "the SGLang H100 runs"),
+    Efficiency("h100", "vllm", 0.97, 0.5, 0.0024, 0.056, 45.5e-6, 0.75,
+               _GPUSTACK + ", vLLM 0.11.0, concurrency 1 and 8; " + _TP8),
+    Efficiency("h100", "sglang", 0.91, 0.5, 0.0018, 0.018, 45.5e-6, 0.75,
+               _GPUSTACK + ", SGLang 0.5.3, two runs at concurrency 4; " + _TP8),
+    Efficiency("mi300x", "vllm", 0.37, 0.17, 0.0008, 0.03, 8e-6, 0.37, _OCI + " (batches 1, 4, 16, 64, 256; request"
+               " overhead not measured, kept at 0.03; one model at one TP cannot tell the all-reduce from the step:"
+               " its latency stays at 8 us, NCCL's order within a node, and the experts read at the bandwidth's share)"),
+    Efficiency("", "vllm", 0.97, 0.5, 0.0024, 0.056, 45.5e-6, 0.75,
+               "the vLLM H100 runs (no other NVIDIA GPU has fitted runs at TP 1); " + _TP8),
+    Efficiency("", "sglang", 0.91, 0.5, 0.0018, 0.018, 45.5e-6, 0.75, "the SGLang H100 runs; " + _TP8),
 )

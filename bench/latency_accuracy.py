@@ -99,6 +99,37 @@ KNOWN_MISSES = {
         "Qwen3-Next-80B-A3B BF16 on 8 B200s, SGLang 0.5.6: within 2% at one request (6.19 ms against 6.28) but 50.9 ms"
         " at 100 ShareGPT requests against 12.7 ms: the gated-DeltaNet (linear attention) and 512-expert MoE kernels of"
         " that release at a large batch cost far more than their reads and FLOPs."),
+    "gpustack docs/performance-lab/deepseek-r1/h200.md": (
+        "DeepSeek-R1-0528 FP8 on 8 H200s, vLLM 0.11.0 and SGLang 0.5.3: 19.4 ms a token at 4 ShareGPT requests under"
+        " vLLM where kvreg gives 11.7 ms (2.4 ms of step overhead, 122 all-reduces at 45.5 us = 5.6 ms, 3.2 ms of"
+        " reads), TTFT 123 against 89 ms, 197 output tokens/s against 332; the bursts of 1,000 ShareGPT prompts give"
+        " 2,621 (vLLM) and 3,172 (SGLang) tokens/s where kvreg gives 4,889 and 4,969, SGLang's tokens taking 420 ms"
+        " against 202. The same model on 8 B200s under SGLang 0.5.6 (DeepSeek-R1.md) is within 13% at one to 16"
+        " requests: these releases' MLA and FP8-block MoE kernels on Hopper cost more than their reads and the fitted"
+        " terms, as on the dstack H200 runs (vLLM 0.7.4: 25.7 ms). With DP attention kvreg holds every prompt at once"
+        " and spreads their prefills over each decode step, where a burst puts them in the TTFT: 256-1,666 ms a token"
+        " at 2,000-32,000-token prompts against 108-199 ms, while the 32,000-token burst's output throughput is within"
+        " 1%."),
+    "gpustack docs/performance-lab/gpt-oss-120b/a100.md": (
+        "gpt-oss-120b (MXFP4 experts) on one A100 80GB, vLLM 0.11.0: 11.7 ms a token at 4 ShareGPT requests where"
+        " kvreg gives 7.4 ms (2.4 ms of step overhead, 0.5 ms of dense reads, 3.9 ms for four sequences' experts at the"
+        " bandwidth share fitted on H100s), 326 output tokens/s against 511: the A100 has no FP4 arithmetic and vLLM's"
+        " MXFP4 MoE runs there as a weight-only kernel no factor was fitted on; TTFT 62 ms against 98 (the 56 ms request"
+        " overhead fitted under vLLM on one H100). The bursts' time per token is 33-84% under the measured from ShareGPT"
+        " to 32,000-token prompts (66 against 98 ms on ShareGPT, 37 against 225 at 32,000 tokens, whose decode steps"
+        " share the A100's 2,048-token batch budget with other prompts' prefill chunks), 14x over at 128-token prompts"
+        " with 4 output tokens (as on qwen3-235b-a22b/a100.md). SGLang 0.5.3 ran 7x slower than vLLM on the same GPU and"
+        " prompts (330 against 2,276 output tokens/s, 766 ms a token), where kvreg gives 2,362 and 79 ms."),
+    "gpustack docs/performance-lab/qwen3-235b-a22b/a100.md": (
+        "Qwen3-235B-A22B on 8 A100 80GB, vLLM 0.11.0 and SGLang 0.5.5: the ShareGPT bursts' time per token is within 3%"
+        " under vLLM (BF16, TP 8; 27% under SGLang) but their output throughput 19% over (2,136 tokens/s against"
+        " 1,798), and 44-58% over on the 2,000- and 4,000-token random bursts at BF16 TP 8, 72-81% at FP8 TP 4: those"
+        " bursts are bound by prefill FLOPs, and the A100 has no vLLM factors of its own (the fallback's half of the"
+        " peak FLOP/s comes from one H100's runs); FP8 runs on the A100 as weight-only through Marlin. At 128-token"
+        " prompts with 4 output tokens kvreg's time per token is 21x the measured (3.25 s against 155 ms): it gives"
+        " each prompt its own prefill pass (50 ms at TP 8) and a decode step of 256 sequences waits for the 64 prompts"
+        " arriving in it one after another, where vLLM packs 16 of them into one 2,048-token step (the same on 8"
+        " H100s: 8.6 s against 213 ms)."),
 }
 # The TTFT targets the crossing check asks kvreg for (with each sweep's measured TTFT at its middle step).
 CROSSING_TARGETS_MS = (500.0, 2000.0)
@@ -485,7 +516,8 @@ def table(rows: list[dict], crossed: list[dict], runs: list[dict]) -> str:
         "of the fit. Error = (kvreg - measured) / measured. The offline-batch rows (vLLM's benchmark_latency: a",
         "batch sent together) are set against the closed-loop figures of the same concurrency: the whole batch's",
         "latency against request_latency_s, its throughput against output_tokens_per_s_per_gpu x TP. The burst rows",
-        "(a batch of requests sent at once to a server) are set against the closed-loop time per output token.",
+        "(a batch of requests sent at once to a server) are set against the closed loop of the same concurrency: its",
+        "time per output token and, where the source gives it, its output throughput (never the burst's TTFT, a queue).",
         "",
         f"{len(rows)} measured values from {len({r['source'] for r in rows})} runs; {len(unfitted)} of them"
         f" ({len(unfitted) / len(rows):.0%}) from sources no fit used.",

@@ -159,11 +159,33 @@ def test_every_vendored_run_names_its_source_and_a_role():
     # 17 before, 24 DeepSeek-R1 (dstack) and 10 Llama 3.1 405B BF16 (dstack) runs = 51; then dstack's H100-vs-MI300X
     # Llama 3.1 405B FP8 files (7 latency + 10 throughput on 8 H100s, 19 throughput on 8 MI300X) and the SGLang
     # cookbook's pages (9 Qwen3-235B, 9 DeepSeek-R1, 6 Llama-3.1-70B, 9 DeepSeek-V3.1, 2 gpt-oss-120b, 2 Qwen3-Next):
-    # 51 + 36 + 37 = 124
-    assert len(runs) == 124
+    # 51 + 36 + 37 = 124; then the gpustack performance lab's pages @47277d7 (7 Qwen3-235B on 8 H100s, 11 on 8 A100s,
+    # 12 DeepSeek-R1 on 8 H200s, 7 gpt-oss-120b on one A100): 124 + 37 = 161
+    assert len(runs) == 161
     assert {r["role"] for r in runs} == {"fit", "holdout"}
     assert all(r["source"] and r["protocol"] in ("closed_loop", "offline_batch", "burst") for r in runs)
     assert json.dumps(runs)  # plain data only
+
+
+def test_a_burst_keeps_no_ttft_and_its_means_are_the_totals_over_the_requests():
+    """A burst (every prompt sent at once) is set against the closed loop of the requests it sent: its concurrency is
+    the count its source names, its TTFT (a queue) is not kept, and its lengths are the printed totals over the
+    requests: gpustack's Qwen3-235B on 8 H100s, 984 ShareGPT prompts, 212,894 input and 193,865 generated tokens ->
+    216.4 -> 216 and 197.0 -> 197."""
+    import re
+    import tomllib
+
+    runs = tomllib.loads((ROOT / "tests" / "data" / "latency" / "measurements.toml").read_text())["run"]
+    bursts = [r for r in runs if r["protocol"] == "burst"]
+    assert len(bursts) == 5 + 35  # dstack's MI300X sweep, and the gpustack pages' runs but their two closed loops
+    assert not any("ttft_ms" in r for r in bursts)
+    for r in bursts:
+        m = re.search(r"(\d+) requests at once \((\d+) input and (\d+) generated tokens\)", r["source"])
+        if m:
+            n, inp, out = map(int, m.groups())
+            assert (r["concurrency"], r["input_tokens"], r["output_tokens"]) == (n, round(inp / n), round(out / n))
+    (h100,) = [r for r in bursts if "qwen3-235b-a22b/h100.md" in r["source"] and "-tp 8, ShareGPT" in r["source"]]
+    assert (h100["concurrency"], h100["input_tokens"], h100["output_tokens"]) == (984, 216, 197)
 
 
 @pytest.fixture(scope="module")

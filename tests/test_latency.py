@@ -92,6 +92,35 @@ def test_a_moe_request_reads_only_the_experts_its_token_activates(engine):
     assert row["decode_fixed_s"] == pytest.approx(2 * 94 * f.allreduce_latency_s + f.step_overhead_s, rel=1e-12)
 
 
+def test_seed_001s_70b_table_in_the_methodology_is_kvregs(engine):
+    """docs/methodology.md sets seed 001's tokens/s for a 70B on one H100 beside kvreg's: 1000 / tpot_ms of one
+    Llama-3.1-70B request (prompt = context - 256, 256 generated) in three deployments. Every cell is the view's.
+    One by hand: INT4 weights and an FP8 cache on one H100 at 2,048 tokens. The weights are 70.6e9 x 0.5 B read
+    at 0.97 x 3.35 TB/s = 10.864 ms. The cache holds the mean decode context 1,792 + 256 / 2 = 1,920 tokens x
+    163,840 B (80 layers x 8 KV heads x 256 x 1 B) = 0.097 ms. The step adds 2.4 ms. No all-reduce at TP 1, and
+    the FLOPs take 0.3 ms, under the reads. So tpot is 13.360 ms, 74.85 tokens/s."""
+    f = _factors("h100")
+    deployments = {"fp16": dict(tp=1, weight_dtype="fp16", kv_dtypes=["fp16"]),
+                   "fp16 tp4": dict(tp=4, weight_dtype="fp16", kv_dtypes=["fp16"]),
+                   "int4 fp8": dict(tp=1, weight_dtype="int4", kv_dtypes=["fp8"])}
+    cells = {}
+    for name, kw in deployments.items():
+        for context in (2048, 32768, 131072):
+            row = _ask(engine, models=["Llama-3.1-70B"], gpus=["H100-SXM"], contexts=[context],
+                       input_tokens=context - 256, output_tokens=256, concurrency=1, **kw)
+            cells[name, context] = "does not fit" if not row["fits"] else f"{1000 / row['tpot_ms']:.1f}"
+            if (name, context) == ("int4 fp8", 2048):
+                bandwidth = 3.35e12 * f.bandwidth
+                by_hand = 70.6e9 * 0.5 / bandwidth + 1920 * 80 * 8 * 256 / bandwidth + f.step_overhead_s
+                assert row["tpot_ms"] == pytest.approx(1000 * by_hand, rel=1e-9)
+                assert round(1000 / row["tpot_ms"], 2) == 74.85
+    doc = (ROOT / "docs" / "methodology.md").read_text(encoding="utf-8")
+    for context, seed in ((2048, "~40"), (32768, "~15"), (131072, "~5 (INT4 and FP8: ~12)")):
+        line = (f"| {context:,} | {seed} | {cells['fp16', context]} | {cells['fp16 tp4', context]} |"
+                f" {cells['int4 fp8', context]} |")
+        assert line in doc, line
+
+
 @pytest.mark.parametrize("target", ["tpot_target_ms", "ttft_target_ms"])
 def test_the_concurrency_within_a_target_is_where_the_figures_cross_it(engine, target):
     """The closed-form limit agrees with the figures themselves: at the limit the target holds, one request

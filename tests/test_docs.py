@@ -95,6 +95,23 @@ def test_ci_runs_the_readme_test_command():
     assert quickstart_commands()[1] in ci.read_text(encoding="utf-8")
 
 
+def test_a_section_named_in_help_reports_or_docs_is_in_that_document():
+    """Text that sends the reader to a part of a document (docs/methodology.md, "Users served within a latency
+    target") names a heading of it, or a paragraph it opens in bold: the report and `kvreg capacity --help` once
+    named a section "Latency" that methodology.md does not have."""
+    sources = [*(REPO / "kvreg").rglob("*.py"), *(REPO / "templates").rglob("*.j2"), README,
+               *(REPO / "docs").glob("*.md")]
+    found, missing = 0, []
+    for path in sources:
+        for doc, title in re.findall(r'docs/([a-z_-]+\.md), "([^"]+)"', path.read_text(encoding="utf-8")):
+            found, title = found + 1, " ".join(title.split())  # docs/cli.md wraps a long title
+            text = (REPO / "docs" / doc).read_text(encoding="utf-8")
+            if not re.search(rf"^#+ {re.escape(title)}(:|$)|\*\*{re.escape(title)}", text, re.M):
+                missing.append(f"{path.relative_to(REPO)}: {doc}, {title!r}")
+    assert found >= 7
+    assert missing == []
+
+
 def test_readme_links_to_files_that_exist():
     links = re.findall(r"\]\(((?!https?://|#)[^)#]+)", README.read_text(encoding="utf-8"))
     assert links, "the README links the docs"

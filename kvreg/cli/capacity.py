@@ -26,7 +26,7 @@ def capacity_cmd(ctx, models, gpus, context, kv_dtype, weight_dtype, tp, pp, dp_
     what that engine allocates and prints at startup (docs/engine-rules.md). With --input-tokens and
     --output-tokens, the latency a replica gives such requests at --concurrency (the context defaults to
     their sum); with --tpot-ms or --ttft-ms, the requests it serves within those targets and whether memory
-    or latency binds (docs/methodology.md, "Latency").
+    or latency binds (docs/methodology.md, "Users served within a latency target").
 
     Example: kvreg capacity --model Llama-3.1-8B --gpu H100-SXM --context 128K --format json
 

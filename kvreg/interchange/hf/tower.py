@@ -1,11 +1,12 @@
 """A multimodal model's towers: the vision encoder and its projector into the language model, counted from the
 config's vision_config as transformers builds them, apart from the language model's parameters.
 
-vLLM and SGLang build the tower on every GPU (docs/engine-rules.md, "Multimodal towers"), so its weights come out of
-every GPU's KV pool; the importer keeps the count in the model's ``tower_params``. Each family's count below is the
-sum of its modules' parameters (weights and biases), in the order transformers' modeling file declares them, and is
-checked in tests/test_import_towers.py against the checkpoint's published total. A config whose tower kvreg does not
-know leaves ``tower_params`` unset, with a note: measure the weights (``--weights-memory``) or set it by hand.
+vLLM and SGLang build the tower on every GPU (docs/engine-rules.md, "A multimodal model's towers are on every GPU"),
+so its weights come out of every GPU's KV pool; the importer keeps the count in the model's ``tower_params``. Each
+family's count below is the sum of its modules' parameters (weights and biases), in the order transformers' modeling
+file declares them, and is checked in tests/test_import_towers.py against the checkpoint's published total. A config
+whose tower kvreg does not know leaves ``tower_params`` unset, with a note: measure the weights
+(``--weights-memory``) or set it by hand.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Benchmark kvreg as whole processes, each figure beside a baseline measured in the same run.
 
-    python bench/run.py [--sizes 100,1000,10000] [--repeat 5] [--repeat-at 10000=1] [--imports 1000]
+    python bench/run.py [--sizes 100,1000,10000] [--repeat 5] [--repeat-at 10000=1,seeded=3] [--imports 1000]
                         [--out docs/performance.md]
 
 Builds synthetic registries (bench/synth.py: N models and N plans with two quarters of demand
@@ -8,7 +8,8 @@ for each size N), then times, as separate processes started the way a user start
 start-up (`kvreg --help`, `kvreg capacity`) against `python -c pass`; `kvreg plan list --format
 json` against a bare sqlite3 query of the same view; `kvreg report` (md and xlsx) against a bare
 XlsxWriter write of the same cells and stored values; `kvreg model import` of many config files;
-the seeded registry's full report. Each figure is the median of --repeat runs; peak memory is
+the seeded registry's full report. Each figure is the median of --repeat runs (--repeat-at: other
+counts at some sizes, or on the seeded registry); peak memory is
 the child's ru_maxrss (os.wait4: the RUSAGE_CHILDREN figure of that one process). Results are
 printed as they come and written, with the machine and the targets (PASS/MISS), to --out.
 
@@ -192,13 +193,13 @@ class Context:
     timeout: float
     kvreg: list[str]
     memory: int = 0
-    repeat_at: dict[int, int] = field(default_factory=dict)  # size -> runs, where --repeat-at sets it
+    repeat_at: dict[int | str, int] = field(default_factory=dict)  # size or SEEDED -> runs (--repeat-at)
     results: list[dict] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     failed: bool = False
 
-    def runs(self, size: int) -> int:
-        """Runs per figure for a registry of this size."""
+    def runs(self, size: int | str) -> int:
+        """Runs per figure for a registry of this size, or for the seeded registry (SEEDED)."""
         return self.repeat_at.get(size, self.repeat)
 
     def say(self, text: str = "") -> None:
@@ -309,7 +310,8 @@ def bench_reads(ctx: Context, template: Path) -> None:
             continue
         run_once([*ctx.kvreg, "--db", url, *words], ctx.work, ctx.timeout, ctx.work / "stdout")  # untimed warm-up
         t, base, ratios = measure_paired(f"kvreg {' '.join(words)}"[:52], [*ctx.kvreg, "--db", url, *words],
-                                         "python -c pass", [sys.executable, "-c", "pass"], ctx)
+                                         "python -c pass", [sys.executable, "-c", "pass"], ctx,
+                                         repeat=ctx.runs(SEEDED))
         ctx.record(f"read: kvreg {name}", None, t, base, ratios)
 
 
@@ -413,7 +415,8 @@ def bench_import(ctx: Context, template: Path, n: int) -> None:
     db = ctx.work / "import.db"
     fresh = lambda: shutil.copyfile(template, db)  # noqa: E731  (each run imports into a new registry)
     cmd = [*ctx.kvreg, "--db", f"sqlite:///{db}", "model", "import", *map(str, files), "--format", "json"]
-    ctx.record("kvreg model import", n, measure(f"kvreg model import ({n:,} config files)", cmd, ctx, prepare=fresh))
+    ctx.record("kvreg model import", n, measure(f"kvreg model import ({n:,} config files)", cmd, ctx, prepare=fresh,
+                                                repeat=ctx.runs(SEEDED)))
 
 
 def bench_seeded_report(ctx: Context, template: Path) -> None:
@@ -424,7 +427,7 @@ def bench_seeded_report(ctx: Context, template: Path) -> None:
     out = ctx.work / "report-seeded"
     cmd = [*ctx.kvreg, "--db", f"sqlite:///{template}", "report", "--out", str(out)]
     t = measure("kvreg report (seeded registry, every format)", cmd, ctx,
-                prepare=lambda: shutil.rmtree(out, ignore_errors=True))
+                prepare=lambda: shutil.rmtree(out, ignore_errors=True), repeat=ctx.runs(SEEDED))
     ctx.record("kvreg report seeded", None, t)
 
 
@@ -715,7 +718,8 @@ def _only_text(args) -> str:
 def _repeat_at_text(args) -> str:
     if not args.repeat_at:
         return ""
-    return "--repeat-at " + ",".join(f"{n}={k}" for n, k in sorted(args.repeat_at.items())) + " "
+    keys = sorted(n for n in args.repeat_at if n != SEEDED) + [SEEDED] * (SEEDED in args.repeat_at)
+    return "--repeat-at " + ",".join(f"{n}={args.repeat_at[n]}" for n in keys) + " "
 
 
 def _measurement_rows(ctx: Context) -> list[str]:
@@ -789,6 +793,9 @@ def build(ctx: Context, sizes: list[int]) -> tuple[Path, dict[int, dict]]:
 
 
 LOAD_AT_START = os.getloadavg()
+# The --repeat-at key of the figures on the seeded registry itself (read commands, model import into
+# a copy of it, its full report), which have no size.
+SEEDED = "seeded"
 SECTIONS = ("startup", "reads", "plan-list", "rollup", "report", "import", "seeded-report")
 
 
@@ -797,7 +804,8 @@ def parse_args(argv=None):
     p.add_argument("--sizes", default="100,1000,10000", help="registry sizes: models and plans (default %(default)s)")
     p.add_argument("--repeat", type=int, default=5, help="runs per figure; the median is reported")
     p.add_argument("--repeat-at", default="", metavar="SIZE=RUNS[,...]",
-                   help="runs per figure at some sizes instead of --repeat (e.g. 10000=1 for long reports)")
+                   help="runs per figure at some sizes instead of --repeat (e.g. 10000=1 for long reports); "
+                        f"SIZE {SEEDED}: the read commands, model import and full report on the seeded registry")
     p.add_argument("--imports", type=int, default=1000, help="config files for `kvreg model import`")
     p.add_argument("--out", type=Path, default=REPO / "docs" / "performance.md", help="the document to write")
     p.add_argument("--timeout", type=float, default=300, help="seconds before a run is killed and counted a miss")
@@ -810,10 +818,10 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     args.sizes = sorted({int(s.replace(",", "").replace("_", "")) for s in args.sizes.split(",") if s.strip()})
     try:
-        args.repeat_at = {int(n.replace("_", "")): int(k)
+        args.repeat_at = {n.strip() if n.strip() == SEEDED else int(n.replace("_", "")): int(k)
                           for n, k in (item.split("=") for item in args.repeat_at.split(",") if item.strip())}
     except ValueError:
-        p.error("--repeat-at takes SIZE=RUNS pairs separated by commas: 10000=1")
+        p.error(f"--repeat-at takes SIZE=RUNS pairs separated by commas (SIZE a number or {SEEDED}): 10000=1")
     args.only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = sorted(set(args.only) - set(SECTIONS))
     if unknown or not args.only:

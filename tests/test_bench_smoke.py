@@ -3,6 +3,7 @@ timings belong in docs/performance.md, written by a full run of bench/run.py."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,8 @@ REPO = Path(__file__).resolve().parents[1]
 def test_benchmark_runs_once_at_the_smallest_size(tmp_path):
     out = tmp_path / "performance.md"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "run.py"), "--sizes", "10", "--repeat", "2", "--repeat-at", "10=1",
+        [sys.executable, str(REPO / "bench" / "run.py"), "--sizes", "10", "--repeat", "2",
+         "--repeat-at", "10=1,seeded=1",
          "--imports", "10", "--timeout", "120", "--out", str(out), "--workdir", str(tmp_path / "work")],
         capture_output=True, text=True, timeout=600,
     )
@@ -32,9 +34,11 @@ def test_benchmark_runs_once_at_the_smallest_size(tmp_path):
     # 24 + 10 models, 6 + 10 plans, 12 + 2 x 10 demand rows; synthetic plans 0, 4 and 8 carry a
     # two-class mix beside the catalog's mixed plan: 2 + 3 x 2 = 8 workload classes.
     assert "| 10 | 34 | 16 | 32 | 8 |" in doc
-    # --repeat-at 10=1: one run per figure at size 10 (the start-up figures keep --repeat 2).
-    assert "--repeat 2 --repeat-at 10=1 " in doc
+    # --repeat-at 10=1,seeded=1: one run per figure at size 10 and on the seeded registry (read commands,
+    # model import, its full report); the start-up figures keep --repeat 2.
+    assert "--repeat 2 --repeat-at 10=1,seeded=1 " in doc
     assert "| kvreg capacity | 10 | " in doc and "(median of 1," in doc and "(median of 2," in doc
+    assert re.search(r"^\| kvreg report seeded \| +\| [0-9.]+ \| 1 \|", doc, re.M)  # seeded=1: one run
 
 
 def test_benchmark_configs_come_from_the_repository(tmp_path):

@@ -98,10 +98,10 @@ def sqlite_template(tmp_path_factory) -> Path:
     return path
 
 
-def sqlite_copy(template: Path, tmp_path: Path) -> str:
-    """A copy of the template registry at tmp_path/registry.db, with an identity of its own (a new
+def sqlite_copy(template: Path, tmp_path: Path, name: str = "registry.db") -> str:
+    """A copy of the template registry at tmp_path/name, with an identity of its own (a new
     registry makes a random kvreg_meta.registry_id on its first open; a workbook carries it)."""
-    path = tmp_path / "registry.db"
+    path = tmp_path / name
     shutil.copyfile(template, path)
     con = sqlite3.connect(path)
     with con:
@@ -116,6 +116,42 @@ def module_db_url(request, tmp_path_factory) -> str:
     if request.param == "sqlite":
         return sqlite_copy(request.getfixturevalue("sqlite_template"), tmp_path_factory.mktemp("registry"))
     return _pg_database(request, template=True)
+
+
+def report_workbook(kv, tmp_path: Path) -> Path:
+    """The workbook `kvreg report --format xlsx` writes from kv's registry into tmp_path/reports."""
+    kv("report", "--quarter", "2026Q4", "--format", "xlsx", "--out", tmp_path / "reports")
+    return tmp_path / "reports" / "2026-Q4" / "capacity.xlsx"
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def seeded_book(request, tmp_path_factory):
+    """One seeded registry per engine and the workbook `kvreg report` wrote from it, once per module:
+    (a function that copies the registry, its identity included, to a folder and returns the copy's
+    URL and a function that drops it; the workbook). Writing the workbook is most of a case's time;
+    copying a registry takes milliseconds, and the workbook is the copy's own, as if it had written it."""
+    work = tmp_path_factory.mktemp("seeded-book")
+    if request.param == "sqlite":
+        url = sqlite_copy(request.getfixturevalue("sqlite_template"), work)
+    else:
+        server = request.getfixturevalue("pg_server")
+        name = server.create_database(template=request.getfixturevalue("pg_template"))
+        request.addfinalizer(lambda: server.drop_database(name))
+        url = server.url(name)
+    book = report_workbook(Kvreg(url), work)  # `kvreg report` closes its connections: the copies below may begin
+    if request.param == "sqlite":
+        con = sqlite3.connect(work / "registry.db")
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the one file that is copied
+        con.close()
+
+        def copy(folder: Path):
+            shutil.copyfile(work / "registry.db", folder / "registry.db")
+            return f"sqlite:///{folder / 'registry.db'}", lambda: None
+    else:
+        def copy(folder: Path):
+            database = server.create_database(template=name)
+            return server.url(database), lambda: server.drop_database(database)
+    return copy, book
 
 
 def _pg_database(request, template: bool):

@@ -5,49 +5,14 @@ from __future__ import annotations
 
 import math
 import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import BACKENDS, Kvreg, registry_state, sqlite_copy
+from conftest import Kvreg, registry_state
+from conftest import report_workbook as _workbook
 from sqlalchemy import text
 
 GIB = 2**30
-
-
-def _workbook(kv, tmp_path: Path) -> Path:
-    kv("report", "--quarter", "2026Q4", "--format", "xlsx", "--out", tmp_path / "reports")
-    return tmp_path / "reports" / "2026-Q4" / "capacity.xlsx"
-
-
-@pytest.fixture(scope="module", params=BACKENDS)
-def seeded_book(request, tmp_path_factory):
-    """One seeded registry per engine and the workbook `kvreg report` wrote from it, once per module:
-    (a function that copies the registry, its identity included, to a folder and returns the copy's
-    URL and a function that drops it; the workbook). Writing the workbook is most of a case's time;
-    copying a registry takes milliseconds, and the workbook is the copy's own, as if it had written it."""
-    work = tmp_path_factory.mktemp("seeded-book")
-    if request.param == "sqlite":
-        url = sqlite_copy(request.getfixturevalue("sqlite_template"), work)
-    else:
-        server = request.getfixturevalue("pg_server")
-        name = server.create_database(template=request.getfixturevalue("pg_template"))
-        request.addfinalizer(lambda: server.drop_database(name))
-        url = server.url(name)
-    book = _workbook(Kvreg(url), work)  # `kvreg report` closes its connections: the copies below may begin
-    if request.param == "sqlite":
-        con = sqlite3.connect(work / "registry.db")
-        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the one file that is copied
-        con.close()
-
-        def copy(folder: Path):
-            shutil.copyfile(work / "registry.db", folder / "registry.db")
-            return f"sqlite:///{folder / 'registry.db'}", lambda: None
-    else:
-        def copy(folder: Path):
-            database = server.create_database(template=name)
-            return server.url(database), lambda: server.drop_database(database)
-    return copy, book
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import HF_CONFIGS, Kvreg, registry_state
+from conftest import HF_CONFIGS, Kvreg, registry_state, sqlite_copy
 from sqlalchemy import text
 
 import kvreg
@@ -34,6 +34,27 @@ from kvreg.app.access import open_registry
 from kvreg.db.engine import RegistryError, make_engine
 
 FUTURE = "ffff0002future"
+
+
+@pytest.fixture
+def sqlite_url(sqlite_template, tmp_path) -> str:
+    """A migrated, seeded SQLite registry at tmp_path/registry.db, for the tests that run on SQLite alone:
+    what `kvreg init` leaves in a new file, copied from the session's template (milliseconds, where
+    migrating and seeding takes ~0.5 s of CPU), with an identity of its own."""
+    return sqlite_copy(sqlite_template, tmp_path)
+
+
+@pytest.fixture
+def booked(seeded_book, tmp_path):
+    """(kv, workbook): a copy of seeded_book's registry, its identity included, at tmp_path/registry.db,
+    and a copy of the workbook `kvreg report --format xlsx` wrote from it, where the report writes it
+    (tmp_path/reports/2026-Q4/capacity.xlsx): as if this registry had just written it."""
+    url, drop = seeded_book[0](tmp_path)
+    path = tmp_path / "reports" / "2026-Q4" / "capacity.xlsx"
+    path.parent.mkdir(parents=True)
+    shutil.copyfile(seeded_book[1], path)
+    yield Kvreg(url), path
+    drop()
 
 
 @pytest.fixture
@@ -63,10 +84,9 @@ COMMANDS = {
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_command_refuses_a_newer_registry_and_changes_nothing(command, newer, kv, state, tmp_path):
-    from conftest import Kvreg
-
-    Kvreg(f"sqlite:///{tmp_path}/fresh.db")("init")
+def test_every_command_refuses_a_newer_registry_and_changes_nothing(command, newer, kv, state, tmp_path,
+                                                                   sqlite_template):
+    sqlite_copy(sqlite_template, tmp_path, "fresh.db")  # a registry at this kvreg's head, as `kvreg init` leaves one
     before = state()
     args = [a.format(newer=newer, tmp=tmp_path) for a in COMMANDS[command]]
     result = kv(*args, ok=False)
@@ -222,10 +242,10 @@ def _visible(out: Path) -> list[str]:
 REPORT_KILL_AFTER = (0.3, 0.7, 1.2, 1.8)
 
 
-def test_kill_9_of_a_running_report_leaves_the_previous_report_whole(tmp_path):
+def test_kill_9_of_a_running_report_leaves_the_previous_report_whole(sqlite_url, tmp_path):
     """The registry's engine plays no part in how the report folder is written, so this runs on
     SQLite only."""
-    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    url = sqlite_url
     out = tmp_path / "reports"
     run = [*kvreg_command(), "--db", url, "report", "--quarter", "2026Q4", "--out", str(out)]
     first = subprocess.run(run, capture_output=True, text=True, timeout=120)
@@ -483,9 +503,8 @@ def test_a_database_that_is_not_a_registry_is_refused_untouched(args, foreign, t
     assert _foreign_state(foreign) == before
 
 
-def test_db_copy_into_a_database_that_is_not_a_registry_is_refused_untouched(foreign, tmp_path):
-    source = f"sqlite:///{tmp_path}/source.db"
-    Kvreg(source)("init")
+def test_db_copy_into_a_database_that_is_not_a_registry_is_refused_untouched(foreign, tmp_path, sqlite_template):
+    source = sqlite_copy(sqlite_template, tmp_path, "source.db")
     before = _foreign_state(foreign)
     result = Kvreg(source)("db", "copy", "--to", foreign, ok=False)
     _one_line_error(result, r"is not a kvreg registry")
@@ -550,7 +569,7 @@ def test_export_keeps_the_files_mode_follows_the_umask_and_writes_through_a_syml
 # =========================================================================== issue 21: locks
 
 
-def test_a_report_reads_one_snapshot_and_holds_no_write_lock(tmp_path, monkeypatch):
+def test_a_report_reads_one_snapshot_and_holds_no_write_lock(sqlite_url, tmp_path, monkeypatch):
     """While the report is reading, another process adds a GPU without waiting (busy timeout 0:
     on main, BEGIN IMMEDIATE held for the whole report made it fail "database is locked"), and
     the report shows the registry as it was when it started: without that GPU."""
@@ -558,9 +577,8 @@ def test_a_report_reads_one_snapshot_and_holds_no_write_lock(tmp_path, monkeypat
 
     import kvreg.report.gather
 
-    url = f"sqlite:///{tmp_path}/registry.db"
+    url = sqlite_url
     kv = Kvreg(url)
-    kv("init")
     gpus_before = len(kv.json("gpu", "list"))
     original, added = kvreg.report.gather._gpus, []
 
@@ -595,9 +613,8 @@ def _hold_write_lock(path: Path, seconds: float) -> subprocess.Popen:
     return proc
 
 
-def test_a_writer_waiting_for_the_lock_says_so_and_then_writes(tmp_path):
-    url = f"sqlite:///{tmp_path}/registry.db"
-    Kvreg(url)("init")
+def test_a_writer_waiting_for_the_lock_says_so_and_then_writes(sqlite_url, tmp_path):
+    url = sqlite_url
     holder = _hold_write_lock(tmp_path / "registry.db", 120)
     writer = subprocess.Popen([*kvreg_command(), "--db", url, "gpu", "add", "g", "--memory", "80GiB"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -608,9 +625,8 @@ def test_a_writer_waiting_for_the_lock_says_so_and_then_writes(tmp_path):
     assert writer.returncode == 0 and out.startswith("added gpu g\nnote: estimated the memory g reports as 79.21 GiB") and err == ""
 
 
-def test_a_writer_that_waited_in_vain_stops_in_one_line_and_writes_nothing(tmp_path):
-    url = f"sqlite:///{tmp_path}/registry.db"
-    Kvreg(url)("init")
+def test_a_writer_that_waited_in_vain_stops_in_one_line_and_writes_nothing(sqlite_url, tmp_path):
+    url = sqlite_url
     before = registry_state(url)
     holder = _hold_write_lock(tmp_path / "registry.db", 120)  # held until the writer has given up
     run = subprocess.run([*kvreg_command(), "--db", url, "gpu", "add", "g", "--memory", "80GiB"],
@@ -646,7 +662,7 @@ def _reachable_by_others(paths: list[Path]):
             folder.chmod(stat.S_IMODE(mode))
 
 
-def test_a_read_only_registry_can_be_read_and_refuses_writes_in_one_line(tmp_path):
+def test_a_read_only_registry_can_be_read_and_refuses_writes_in_one_line(sqlite_template):
     """A registry in a folder the user cannot write (run as an unprivileged user: root writes anyway)."""
     import shutil as sh
     import tempfile
@@ -655,8 +671,7 @@ def test_a_read_only_registry_can_be_read_and_refuses_writes_in_one_line(tmp_pat
         pytest.skip("running as root without setpriv: cannot make a registry read-only")
     folder = Path(tempfile.mkdtemp(prefix="kvreg-ro-"))
     try:
-        url = f"sqlite:///{folder}/registry.db"
-        Kvreg(url)("init")
+        url = sqlite_copy(sqlite_template, folder)
         Kvreg(url)("gpu", "add", "mine", "--memory", "80GiB")
         before = registry_state(url)
         for p in folder.iterdir():
@@ -693,15 +708,14 @@ NOTES = "x" * 50_000  # more than the free space of any page: the write needs ne
      "--params-b", "8", "--notes", NOTES],
     ["apply", "{tmp}/one.toml"],
 ])
-def test_a_full_disk_is_one_line_and_writes_nothing(args, tmp_path):
+def test_a_full_disk_is_one_line_and_writes_nothing(args, sqlite_url, tmp_path):
     """SQLite's max_page_count set to the file's size: the next page written fails "database or
     disk is full", as a full disk does. (demand set writes a row too small to need a new page
     here; it goes through the same error handler.)"""
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
-    url = f"sqlite:///{tmp_path}/registry.db"
-    Kvreg(url)("init")
+    url = sqlite_url
     (tmp_path / "one.toml").write_text(f"[[gpu]]\nname = 'g'\nmemory_bytes = '80GiB'\nnotes = '{NOTES}'\n")
     before = registry_state(url)
 
@@ -768,9 +782,8 @@ main(sys.argv[1:])
 """
 
 
-def test_a_report_failing_inside_the_workbook_prints_one_line_and_no_exception_ignored(tmp_path):
-    url = f"sqlite:///{tmp_path}/registry.db"
-    Kvreg(url)("init")
+def test_a_report_failing_inside_the_workbook_prints_one_line_and_no_exception_ignored(sqlite_url, tmp_path):
+    url = sqlite_url
     run = subprocess.run([sys.executable, "-c", FAILING_WORKBOOK, "--db", url, "report", "--quarter", "2026Q4",
                           "--out", str(tmp_path / "reports"), "--format", "xlsx"], capture_output=True, text=True,
                          timeout=300)
@@ -867,14 +880,13 @@ READS = [
 
 
 @pytest.mark.parametrize("args", READS, ids=lambda a: a[0] if a[0] != "plan" else "plan-list")
-def test_reads_never_wait_for_a_writer(args, tmp_path):
+def test_reads_never_wait_for_a_writer(args, sqlite_url, tmp_path):
     """Issue 45 item 3: the fast read path began BEGIN IMMEDIATE, so while another process was
     writing, `plan list` and the web what-if waited 37-40 s and failed. A read is a deferred
     transaction in WAL mode: it answers at once, from the registry as last committed (the other
     process's uncommitted GPU is not there). The wait is bounded: a read that blocks fails by timeout."""
     path = tmp_path / "registry.db"
-    url = f"sqlite:///{path}"
-    Kvreg(url)("init")
+    url = sqlite_url
     env = {**os.environ, "KVREG_DB": url}
     before = subprocess.run([*kvreg_command(), *args], env=env, capture_output=True, text=True, timeout=60)
     assert before.returncode == 0, before.stderr
@@ -888,7 +900,7 @@ def test_reads_never_wait_for_a_writer(args, tmp_path):
     assert "uncommitted" not in during.stdout
 
 
-def test_a_what_if_on_an_open_engine_waits_for_no_writer(tmp_path):
+def test_a_what_if_on_an_open_engine_waits_for_no_writer(sqlite_url, tmp_path):
     """The web server's what-if, once its engine is open, reads through kvreg.db.read.snapshot: a
     plain read transaction that writes nothing (kvreg.db.read.whatif). A busy timeout of 0 makes any wait for the
     write lock an immediate "database is locked" instead of a hang."""
@@ -896,8 +908,7 @@ def test_a_what_if_on_an_open_engine_waits_for_no_writer(tmp_path):
     from kvreg.db.read import snapshot
 
     path = tmp_path / "registry.db"
-    url = f"sqlite:///{path}"
-    Kvreg(url)("init")
+    url = sqlite_url
     engine = open_registry(url)
     q = question_from_options(models=("Llama-3-8B",), gpus=("H100-SXM",), context="8K")
     with snapshot(engine) as conn:
@@ -916,11 +927,6 @@ def test_a_what_if_on_an_open_engine_waits_for_no_writer(tmp_path):
 
 
 # =========================================================================== issue 45: hostile workbooks
-
-
-def _apply_book(kv, tmp_path: Path) -> Path:
-    kv("report", "--quarter", "2026Q4", "--format", "xlsx", "--out", tmp_path / "reports")
-    return tmp_path / "reports" / "2026-Q4" / "capacity.xlsx"
 
 
 def _sheet_part(name: str) -> str:
@@ -1084,9 +1090,11 @@ HOSTILE_WORKBOOKS = {
 }
 
 
-def test_hostile_workbooks_are_one_line_and_write_nothing(kv, state, tmp_path):
+def test_hostile_workbooks_are_one_line_and_write_nothing(booked, tmp_path):
     """#45: every case of HOSTILE_WORKBOOKS, made from a real workbook, against one registry."""
-    book = _Written(_apply_book(kv, tmp_path))
+    kv, written = booked
+    book = _Written(written)
+    state = lambda: registry_state(kv.url)  # noqa: E731
     before = state()
     for name, (make, expected) in HOSTILE_WORKBOOKS.items():
         path = make(book, tmp_path / f"capacity-{name}.xlsx")
@@ -1106,12 +1114,12 @@ def test_a_fifo_named_xlsx_is_refused_without_opening_it(kv, state, tmp_path):
     assert state() == before
 
 
-def test_a_workbook_declaring_a_huge_dimension_is_read_by_its_cells(kv, tmp_path):
+def test_a_workbook_declaring_a_huge_dimension_is_read_by_its_cells(booked, tmp_path):
     """A sheet declaring A1:XFD1048576 (openpyxl would pad every row to 16,384 cells and read for
     minutes) is read by the cells it holds: nothing to apply."""
     import re
 
-    book = _apply_book(kv, tmp_path)
+    kv, book = booked
     declared = _rezip(book, tmp_path / "declared.xlsx", {
         _sheet_part(s): (lambda data: re.sub(rb'<dimension ref="[^"]*"/>', b'<dimension ref="A1:XFD1048576"/>', data))
         for s in ("Demand", "Fleet", "Plan detail", "GPUs", "Workload", "Summary", "Models")}
@@ -1121,12 +1129,11 @@ def test_a_workbook_declaring_a_huge_dimension_is_read_by_its_cells(kv, tmp_path
         "nothing to apply: every input is as written or as the registry holds it"]
 
 
-def test_a_workbook_is_read_before_the_write_lock_is_taken(tmp_path):
+@pytest.mark.parametrize("seeded_book", ["sqlite"], indirect=True)  # SQLite's write lock
+def test_a_workbook_is_read_before_the_write_lock_is_taken(booked, tmp_path):
     """#45: a bad workbook is refused while another writer holds the lock, without waiting for it: the
     workbook is read and checked before `apply` begins its transaction."""
-    url = f"sqlite:///{tmp_path}/registry.db"
-    Kvreg(url)("plan", "list")
-    book = _apply_book(Kvreg(url), tmp_path)
+    url, book = booked[0].url, booked[1]
     bad = _rezip(book, tmp_path / "nan.xlsx", {_sheet_part("Demand"): _cell_value("C3", b"NaN")})
     holder = _hold_write_lock(tmp_path / "registry.db", 120)
     try:
@@ -1140,7 +1147,7 @@ def test_a_workbook_is_read_before_the_write_lock_is_taken(tmp_path):
         "it) and save again"]
 
 
-def test_the_rollup_over_501_quarters_runs_on_sqlite(tmp_path):
+def test_the_rollup_over_501_quarters_runs_on_sqlite(sqlite_url, tmp_path):
     """Issue 45 item 6: the workbook's rollup axis was one UNION ALL term per quarter, and SQLite
     refuses a compound SELECT of more than 500 ("too many terms in compound SELECT"): `report` failed
     on a registry with more than 500 demand quarters. The axis is one VALUES list now. The compiled
@@ -1150,7 +1157,7 @@ def test_the_rollup_over_501_quarters_runs_on_sqlite(tmp_path):
     from kvreg.db.read import runner
     from kvreg.figures.aggregates import aggregate_sql, quarters_sql
 
-    url = f"sqlite:///{tmp_path}/registry.db"
+    url = sqlite_url
     quarters = [f"{2000 + i // 4}Q{i % 4 + 1}" for i in range(501)]
     (tmp_path / "many.csv").write_text("plan,quarter,users\n" + "".join(
         f"chat-llama3-8b,{q},{10 + i}\n" for i, q in enumerate(quarters)))
@@ -1169,15 +1176,13 @@ def test_the_rollup_over_501_quarters_runs_on_sqlite(tmp_path):
     assert h100["2125Q1"]["users"] - h100["2124Q4"]["users"] == 1
 
 
-def test_ctrl_c_during_a_report_is_one_line_exit_130_and_leaves_nothing(tmp_path):
+def test_ctrl_c_during_a_report_is_one_line_exit_130_and_leaves_nothing(sqlite_url, tmp_path):
     """Issue 45 item 6 (a regression): Ctrl-C while the report's sweep ran a statement ended with exit
     1 and a PendingRollbackError traceback (SQLAlchemy invalidates the connection on a
     KeyboardInterrupt, the error handler called it a lost connection, and the read snapshot's cleanup
     touched the invalidated connection). A real SIGINT at three moments of a real report: each is
     "interrupted; nothing was written", exit 130, no temporary folder left, the registry unchanged."""
-    path = tmp_path / "registry.db"
-    url = f"sqlite:///{path}"
-    Kvreg(url)("init")
+    url = sqlite_url
     before = registry_state(url)
     out = tmp_path / "reports"
     env = {**os.environ, "KVREG_DB": url}
@@ -1205,14 +1210,14 @@ def test_ctrl_c_during_a_report_is_one_line_exit_130_and_leaves_nothing(tmp_path
     assert interrupted >= 1
 
 
-def test_db_copy_refuses_a_value_past_its_declared_bound(tmp_path, empty_db_url):
+def test_db_copy_refuses_a_value_past_its_declared_bound(tmp_path, empty_db_url, sqlite_template):
     """Issue 45 item 1: a price of 1e308, stored by an older kvreg, broke `report` (inf in JSON) on
     SQLite and `plan rollup`, `report` and the procurement page on PostgreSQL. `kvreg db copy` runs
     the same validator as every entry path: it names the row and copies nothing."""
     import sqlite3
 
     src = tmp_path / "old.db"
-    Kvreg(f"sqlite:///{src}")("init")
+    sqlite_copy(sqlite_template, tmp_path, "old.db")
     con = sqlite3.connect(src)
     con.execute("UPDATE gpu SET price_per_hour = 1e308 WHERE name = 'H100-SXM'")
     con.commit()

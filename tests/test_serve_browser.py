@@ -15,6 +15,10 @@ from serving import Server, chromium
 
 WAIT = 60  # seconds: a busy CI machine can take a while to answer
 
+# One pytest-xdist worker runs the whole module (conftest's --dist loadgroup), so its Chromium and its shared
+# read-only server (`_chromium`, `_served`: a start each) start once, not once a worker.
+pytestmark = pytest.mark.xdist_group("test_serve_browser")
+
 
 @pytest.fixture
 def sqlite_url(sqlite_template, tmp_path):

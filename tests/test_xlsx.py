@@ -144,10 +144,8 @@ def _edit_registry(conn) -> None:
     conn.execute(text("UPDATE fleet SET gpus_owned = 7 WHERE quarter = '2026Q3'"))  # finance edits a fleet count
 
 
-def _edit_workbook(src: Path, dst: Path) -> None:
-    from openpyxl import load_workbook
-
-    wb = load_workbook(src)
+def _edit_workbook(wb, dst: Path) -> None:
+    """Finance's edits, typed into `wb` (the written workbook, loaded) and saved as `dst`."""
     _cell(wb["Plan detail"], "llama8b-h100-128k", "reserve").value = 0.20
     _cell(wb["Plan detail"], "llama8b-h100-128k", "tpot_target_ms").value = 30
     demand = wb["Demand"]
@@ -179,6 +177,66 @@ def _edit_workbook(src: Path, dst: Path) -> None:
 
 
 # --------------------------------------------------------------------------- sheet access
+
+# Workbooks loaded once for the module (a load of the written workbook costs ~1 s of CPU) and read by
+# every test that only reads them: (path, data_only) -> [workbook, cells per sheet, each sheet's extent].
+_BOOKS: dict = {}
+
+
+def _book(path: Path, data_only: bool = False):
+    """The workbook at `path`, loaded once and shared: read it, never write to it (a test that edits a
+    workbook loads its own). Reading a cell through ws.cell(), ws["A1"] or iter_rows() creates it when it
+    is absent: inside a sheet's extent that changes nothing another reader sees (it would create the same
+    empty cell), outside it moves max_row/max_column for the next test, so `_shared_books_stay_as_loaded`
+    fails a test that did; `_peek` reads without creating."""
+    from openpyxl import load_workbook
+
+    key = (Path(path), data_only)
+    if key not in _BOOKS:
+        wb = load_workbook(path, data_only=data_only)
+        _BOOKS[key] = [wb, _cell_counts(wb), _extents(wb)]
+    return _BOOKS[key][0]
+
+
+def _cell_counts(wb) -> list[int]:
+    return [len(ws._cells) for ws in wb.worksheets]
+
+
+def _extents(wb) -> list[tuple[int, int, int, int]]:
+    return [(ws.min_row, ws.min_column, ws.max_row, ws.max_column) for ws in wb.worksheets]
+
+
+def _peek(ws, coordinate: str):
+    """ws[coordinate].value without creating the cell when it is absent (absent reads as None, as there)."""
+    from openpyxl.utils.cell import coordinate_to_tuple
+
+    cell = ws._cells.get(coordinate_to_tuple(coordinate))
+    return None if cell is None else cell.value
+
+
+@pytest.fixture(autouse=True)
+def _shared_books_stay_as_loaded():
+    """After each test: no shared workbook's sheet reaches further than when it was loaded (counting the
+    cells first: the extents take ~20 ms a workbook). One that does is dropped, so later tests load it again."""
+    yield
+    changed = []
+    for key, entry in list(_BOOKS.items()):
+        wb, counts, extents = entry
+        if _cell_counts(wb) == counts:
+            continue
+        if _extents(wb) != extents:
+            moved = [(ws.title, a, b) for ws, a, b in zip(wb.worksheets, extents, _extents(wb)) if a != b]
+            changed.append(f"{key[0].name} (data_only={key[1]}): {moved}")
+            del _BOOKS[key]
+        else:
+            entry[1] = _cell_counts(wb)  # empty cells created inside the sheets' extents
+    assert not changed, f"the test created cells outside shared workbooks' sheets, which later tests read: {changed}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _forget_books():
+    yield
+    _BOOKS.clear()
 
 
 def _col(ws, name: str) -> int:
@@ -324,10 +382,8 @@ def _compare(vals, forms, expected_at, problems: list, covered: set) -> int:
 
 def _check_workbook(recalculated: Path, written: Path, conn, default_reserve: float) -> int:
     """Every formula cell of the workbook against the views; returns the number of cells checked."""
-    from openpyxl import load_workbook
-
-    vals = load_workbook(recalculated, data_only=True)
-    forms = load_workbook(written)
+    vals = _book(recalculated, data_only=True)
+    forms = _book(written)
     exp = _expected(conn)
     problems: list[str] = []
     covered: set = set()
@@ -434,7 +490,7 @@ def _check_summary(vals, forms, procurement: dict, gpus: dict, problems: list, c
         gpu_cols = {c: vals.cell(block, c).value for c in range(2, forms.max_column + 1) if vals.cell(block, c).value}
         rows = range(block + 1, block + 1 + len(BLOCK_QUARTERS))
         assert tuple(vals.cell(r, 1).value for r in rows) == BLOCK_QUARTERS
-        assert vals.cell(rows[-1] + 1, 1).value in (None, "")
+        assert _peek(vals, f"A{rows[-1] + 1}") in (None, "")  # may be past the sheet: read without creating
         for r in rows:
             q = vals.cell(r, 1).value
             for c, gpu in gpu_cols.items():
@@ -498,27 +554,42 @@ def written(registry, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def recalculated(registry, written, tmp_path_factory):
-    """Before and after finance's edits, recalculated by LibreOffice in one start; the views
-    before the edits and after the same edits made in the registry."""
-    _need_libreoffice()
-    work = tmp_path_factory.mktemp("recalc")
-    before, after, stale = work / "before.xlsx", work / "after.xlsx", work / "stale.xlsx"
-    moved = work / "moved.xlsx"
-    shutil.copy(written, before)
-    _edit_workbook(written, after)
-    _stale_workbook(stale)
-    _moved_workbook(written, moved)
-    out_before, out_after, out_stale, out_moved = recalculate([before, after, stale, moved], work / "out")
-    return {"before": (out_before, before), "after": (out_after, after), "stale": out_stale, "moved": out_moved}
-
-
-def _moved_workbook(src: Path, dst: Path) -> None:
-    """Finance moves llama8b-h100-128k to an A10, a GPU type no plan or fleet row names when written."""
+    """Every workbook the tests recalculate, by LibreOffice in one start (a start costs ~1.6 s of CPU, a
+    written workbook ~5 s): before and after finance's edits (each test compares them with the views
+    before the edits and after the same edits made in the registry, the forms with the workbook given
+    beside it), the stale one, and the written workbook with two cells typed that do not meet
+    (`_typed_cells`). The edited copies are saved from one load of the written workbook."""
     from openpyxl import load_workbook
 
-    wb = load_workbook(src)
-    _cell(wb["Plan detail"], "llama8b-h100-128k", "gpu").value = "A10"
-    wb.save(dst)
+    _need_libreoffice()
+    work = tmp_path_factory.mktemp("recalc")
+    before, after, stale, typed = (work / f"{n}.xlsx" for n in ("before", "after", "stale", "typed"))
+    shutil.copy(written, before)  # its own name: LibreOffice's copies keep the inputs' names
+    wb = load_workbook(written)
+    undo = _typed_cells(wb)
+    wb.save(typed)
+    for cell, value in undo:
+        cell.value = value
+    _edit_workbook(wb, after)
+    _stale_workbook(stale)
+    out_before, out_after, out_stale, out_typed = recalculate([before, after, stale, typed], work / "out")
+    return {"before": (out_before, written), "after": (out_after, after), "stale": out_stale,
+            "moved": out_typed, "ttft": out_typed}
+
+
+def _typed_cells(wb) -> list:
+    """Two edits that touch different plans, checked by two tests on one recalculated copy: finance moves
+    llama8b-loaner to an A10, a GPU type no plan or fleet row names when written
+    (test_summary_lists_the_gpu_types_in_use_and_flags_a_plan_moved_off_them), and types a 50 ms TTFT
+    target for llama8b-h100-128k (test_editing_a_ttft_target_recomputes_users_and_gpus). Returns each
+    cell with its value before, to put back."""
+    plans = wb["Plan detail"]
+    cells = [(_cell(plans, "llama8b-loaner", "gpu"), "A10"), (_cell(plans, "llama8b-h100-128k", "ttft_target_ms"), 50)]
+    undo = [(cell, cell.value) for cell, _ in cells]
+    assert undo[0][1] == "Loaner-80G"
+    for cell, value in cells:
+        cell.value = value
+    return undo
 
 
 def _stale_workbook(path: Path) -> None:
@@ -574,13 +645,11 @@ def test_user_text_is_stored_as_text_never_as_a_formula(written):
 
 
 def test_every_figure_is_a_formula_and_every_input_a_value(written):
-    from openpyxl import load_workbook
-
     from kvreg.export.xlsx import CONVERTED
     from kvreg.figures.declarations import CLASS_MEANS, FIGURES, dependencies, inputs_of
     from kvreg.figures.views import GRAIN
 
-    wb = load_workbook(written)
+    wb = _book(written)
     plans = wb["Plan detail"]
     names = [c.value for c in plans[2]]
     # every figure but those at a concurrency (a plan's requests in flight are what its figures solve for, so the
@@ -633,12 +702,10 @@ def test_every_figure_is_a_formula_and_every_input_a_value(written):
 
 
 def test_formulas_use_only_functions_libreoffice_74_knows(written):
-    from openpyxl import load_workbook
-
     from kvreg.export.xlsx import FUNCTIONS_USED
 
     used = set()
-    for ws in load_workbook(written):
+    for ws in _book(written):
         for row in ws.iter_rows():
             for c in row:
                 if c.data_type == "f":
@@ -649,9 +716,7 @@ def test_formulas_use_only_functions_libreoffice_74_knows(written):
 
 def test_a_formula_reads_like_its_declaration(written):
     """cost_per_month = gpus_needed x price_per_hour x 730; blank (no hourly price) stays blank."""
-    from openpyxl import load_workbook
-
-    demand = load_workbook(written)["Demand"]
+    demand = _book(written)["Demand"]
     L = {n: demand.cell(2, _col(demand, n)).column_letter for n in ("gpus_needed", "price_per_hour")}
     cell = _cell(demand, "llama8b-h100-128k", "cost_per_month")
     r = cell.row
@@ -660,11 +725,9 @@ def test_a_formula_reads_like_its_declaration(written):
 
 
 def test_layout_for_finance(written):
-    from openpyxl import load_workbook
-
     from kvreg.export.xlsx import SHEETS, STATE_SHEET
 
-    wb = load_workbook(written)
+    wb = _book(written)
     # Last, very hidden (no menu unhides it): the inputs as written, for `kvreg apply`.
     assert wb.sheetnames == [*SHEETS, STATE_SHEET] and SHEETS[0] == "Read me"
     assert wb[STATE_SHEET].sheet_state == "veryHidden"
@@ -675,7 +738,8 @@ def test_layout_for_finance(written):
     # (not the helpers right of them), the header row and the plan column on every page.
     assert plans.print_title_rows is None and plans.print_title_cols is None and not plans.oddHeader.right.text
     area = plans.print_area
-    assert re.fullmatch(r"'Plan detail'!\$[A-Z]+\$1002", area) and plans[area.split("!")[1].replace("$", "")].value is None
+    assert re.fullmatch(r"'Plan detail'!\$[A-Z]+\$1002", area)
+    assert _peek(plans, area.split("!")[1].replace("$", "")) is None  # past the table: read without creating
     demand = wb["Demand"]
     assert demand.page_setup.orientation == "landscape" and demand.page_setup.fitToWidth in (None, 1)  # 1 is the default
     assert demand.page_setup.fitToHeight == 0 and demand.sheet_properties.pageSetUpPr.fitToPage
@@ -732,9 +796,7 @@ def test_every_formula_stores_the_views_value(registry, written):
 def test_sweep_keeps_one_tp_along_a_model_and_gpu(written):
     """Llama-3.1-70B on H100-SXM: TP 2 at every context (TP auto at 1m alone would pick 8), so its
     max concurrency only falls as the context grows."""
-    from openpyxl import load_workbook
-
-    sweep = load_workbook(written, data_only=True)["Context sweep"]
+    sweep = _book(written, data_only=True)["Context sweep"]
     col = {n: _col(sweep, n) for n in ("model", "gpu", "tp", "context_tokens", "max_concurrency")}
     rows = [{n: sweep.cell(r, c).value for n, c in col.items()} for r in _data_rows(sweep)]
     pairs: dict = {}
@@ -879,9 +941,7 @@ def test_seeded_workbook_prints_on_12_pages_at_8_pt_or_more(backend, printed, re
 
 def test_hand_worked_cells(recalculated):
     """Llama-3.1-8B on one H100 at 131,072 tokens (SPEC: about 3.5 sequences)."""
-    from openpyxl import load_workbook
-
-    wb = load_workbook(recalculated["before"][0], data_only=True)
+    wb = _book(recalculated["before"][0], data_only=True)
     plans, demand = wb["Plan detail"], wb["Demand"]
     per_token = 32 * 8 * (128 + 128) * 2  # layers x KV heads x (K + V dims) x 2 bytes = 131,072 B
     sequence = per_token * 131072  # 16 GiB
@@ -928,9 +988,7 @@ def test_edits_recompute_like_the_registry(registry, recalculated):
             _check_workbook(out, written, conn, default_reserve=0.10)
         finally:
             trans.rollback()
-    from openpyxl import load_workbook
-
-    plans = load_workbook(out, data_only=True)["Plan detail"]
+    plans = _book(out, data_only=True)["Plan detail"]
     pool = 94 * GIB * (1 - 0.20) - 8_050_000_000 * 2  # the new memory and reserve
     assert _cell(plans, "llama8b-h100-128k", "max_concurrency").value == pytest.approx(pool / (16 * GIB))  # 3.76
 
@@ -995,17 +1053,15 @@ def test_summary_lists_the_gpu_types_in_use_and_flags_a_plan_moved_off_them(regi
     """The Summary lists the GPU types a plan or fleet row names (a catalog of 37 types would not
     print on one page), not the others; a plan moved to an unlisted type in the workbook is flagged
     under Total after recalculation."""
-    from openpyxl import load_workbook
-
     with registry.connect() as conn:
         named = {r[0] for r in conn.execute(text(
             "SELECT g.name FROM gpu g WHERE g.id IN (SELECT gpu_id FROM plan UNION SELECT gpu_id FROM fleet)"))}
         catalog = conn.execute(text("SELECT COUNT(*) FROM gpu")).scalar()
     assert "A10" not in named and len(named) < catalog
-    ws = load_workbook(written, data_only=True)["Summary"]
+    ws = _book(written, data_only=True)["Summary"]
     total = next(r for r in range(6, ws.max_row + 1) if ws.cell(r, 1).value == "Total")
     assert {ws.cell(r, 1).value for r in range(6, total)} == named
-    moved = load_workbook(recalculated["moved"], data_only=True)["Summary"]
+    moved = _book(recalculated["moved"], data_only=True)["Summary"]
     assert moved.cell(total + 1, 1).value == ("1 plan or fleet row(s) name a GPU type not listed above, so the table "
                                               "leaves them out: apply the workbook with kvreg and write it again")
 
@@ -1014,12 +1070,10 @@ def test_to_buy_cells_follow_a_fleet_edit(registry, recalculated):
     """Finance lowers H100-SXM's 2026Q3 fleet entry from 40 to 7 (it carries into 2026Q4, the Summary's
     quarter and the horizon's first), doubles 2026Q4's demand and raises H100-SXM's unit price from
     30,000 to 32,000 USD: the recalculated to-buy cells equal the views before and after."""
-    from openpyxl import load_workbook
-
     from kvreg.db.read import rollup
 
     def summary(path):
-        ws = load_workbook(path, data_only=True)["Summary"]
+        ws = _book(path, data_only=True)["Summary"]
         names = [c.value for c in ws[5]]
         row = next(r for r in range(6, ws.max_row + 1) if ws.cell(r, 1).value == "H100-SXM")
         return {n: ws.cell(row, i).value for i, n in enumerate(names, start=1) if n}
@@ -1048,7 +1102,7 @@ def test_to_buy_cells_follow_a_fleet_edit(registry, recalculated):
         assert got["gpus_to_buy"] == got["gpus_bought"] - got["previous_gpus_bought"]
         assert got["capex_to_buy"] == pytest.approx(got["gpus_to_buy"] * price)
     # The Summary leads with the purchase.
-    ws = load_workbook(recalculated["before"][0])["Summary"]
+    ws = _book(recalculated["before"][0])["Summary"]
     assert [c.value for c in ws[5]][1:3] == ["gpus_to_buy", "capex_to_buy"]
 
 
@@ -1056,15 +1110,13 @@ def test_capex_to_buy_is_blank_without_a_unit_price(registry, written):
     """Loaner-80G has no unit_price: 1 plan on it needs GPUs, so GPUs to buy > 0, and the purchase
     cost is unknown: NULL in the procurement view, a blank (stored "") formula cell on the Summary
     that says so (IF(price="","",...)), left out of the Total -- never 0."""
-    from openpyxl import load_workbook
-
     from kvreg.db.read import rollup
 
     with registry.connect() as conn:
         view = next(r for r in rollup(conn, "2026Q4") if r["gpu"] == "Loaner-80G")
     assert view["gpus_to_buy"] > 0 and view["capex_to_buy"] is None
-    forms = load_workbook(written)["Summary"]
-    vals = load_workbook(written, data_only=True)["Summary"]
+    forms = _book(written)["Summary"]
+    vals = _book(written, data_only=True)["Summary"]
     names = [c.value for c in forms[5]]
     row = next(r for r in range(6, forms.max_row + 1) if forms.cell(r, 1).value == "Loaner-80G")
     capex, price = names.index("capex_to_buy") + 1, names.index("unit_price") + 1
@@ -1087,25 +1139,19 @@ def test_a_workbook_saved_by_libreoffice_reads_back(registry, recalculated):
         apply_workbook(registry, recalculated["after"][0], quarter="2026Q4", dry_run=True)
 
 
-def test_editing_a_ttft_target_recomputes_users_and_gpus(registry, written, tmp_path):
+def test_editing_a_ttft_target_recomputes_users_and_gpus(registry, recalculated):
     """Finance types a 50 ms TTFT target for llama8b-h100-128k on Plan detail. A request waits vLLM's
     request_overhead_s on an H100 (56 ms) before its prefill even starts, so no replica meets 50 ms with one
     request: once LibreOffice recalculates, users_per_replica is 0, the binding limit latency, the plan's
     2026Q4 demand (250 users, 18 GPUs at its 12 ms TPOT target before) gets no GPUs, and its Plan card shows
-    users per replica 0 under a rule that paints it red. The same edit made in the registry gives the same."""
-    from openpyxl import load_workbook
-
+    users per replica 0 under a rule that paints it red. The same edit made in the registry gives the same.
+    (Its recalculated copy also has llama8b-loaner moved to an A10: `_typed_cells`.)"""
     from kvreg.figures.performance import EFFICIENCIES
 
-    _need_libreoffice()
     overhead = next(e for e in EFFICIENCIES if e.needle == "h100" and e.engine == "vllm").request_overhead_s
     assert overhead * 1000 > 50  # the target is missed before the prompt's prefill
-    edited = tmp_path / "ttft.xlsx"
-    wb = load_workbook(written)
-    _cell(wb["Plan detail"], "llama8b-h100-128k", "ttft_target_ms").value = 50
-    wb.save(edited)
-    (out,) = recalculate([edited], tmp_path / "out")
-    vals = load_workbook(out, data_only=True)
+    out = recalculated["ttft"]
+    vals = _book(out, data_only=True)
     plans = vals["Plan detail"]
     assert _cell(plans, "llama8b-h100-128k", "ttft_concurrency_limit").value == 0
     assert _cell(plans, "llama8b-h100-128k", "users_per_replica").value == 0
@@ -1122,7 +1168,7 @@ def test_editing_a_ttft_target_recomputes_users_and_gpus(registry, written, tmp_
     below = {cards.cell(r, col).value: cards.cell(r, col + 1) for r in range(top + 1, top + 40)}
     users, binds = below["Users per replica (users)"], below["Binding limit (memory or latency)"]
     assert (users.value, binds.value) == (0, "latency")
-    rules = {str(cf.sqref): [r.formula for r in cf.rules] for cf in load_workbook(out)["Plan cards"].conditional_formatting}
+    rules = {str(cf.sqref): [r.formula for r in cf.rules] for cf in _book(out)["Plan cards"].conditional_formatting}
     assert rules[f"{users.coordinate}:{binds.coordinate}"] == [[f"AND(ISNUMBER(${users.column_letter}${users.row}),"
                                                               f"${users.column_letter}${users.row}=0)"]]
     # the same edit in the registry: the views agree

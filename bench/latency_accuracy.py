@@ -148,11 +148,9 @@ FIT_FIELDS = ("bandwidth", "compute", "step_overhead_s", "request_overhead_s")
 FIT_FIGURES = {"bandwidth": "bandwidth_efficiency", "compute": "compute_efficiency",
                "step_overhead_s": "step_overhead_s", "request_overhead_s": "request_overhead_s",
                "allreduce_latency_s": "allreduce_latency_s", "expert_bandwidth": "expert_bandwidth_efficiency"}
-# The terms fitted on the NVIDIA runs at TP > 1, shared by every NVIDIA entry, and the metrics they are fitted on.
-TP_FIT_FIELDS = ("allreduce_latency_s", "expert_bandwidth")
+# The metrics the terms fitted on the NVIDIA runs at TP > 1 (fit_tp: the all-reduce latency and the experts'
+# bandwidth, shared by every NVIDIA entry) are fitted on.
 TP_FIT_METRICS = ("tpot_ms", "output_tokens_per_s", "request_latency_s")
-# What a run at TP 1 gives them: NCCL's small-message latency within a node, and the dense reads' bandwidth share.
-TP1_ALLREDUCE_LATENCY_S = 8e-6
 GRIDS = {
     "bandwidth": [round(0.2 + 0.01 * i, 2) for i in range(81)],
     "compute": [round(0.1 + 0.01 * i, 2) for i in range(86)],
@@ -413,14 +411,16 @@ def run_fit(runs: list[dict]) -> None:
 
 def tp_terms_effect(runs: list[dict]) -> list[dict]:
     """For every held-out source's runs at TP > 1 on an NVIDIA GPU, by metric: the median absolute error kvreg gives
-    and the one it gives with what a run at TP 1 knows of the TP terms (TP1_ALLREDUCE_LATENCY_S, the experts read
+    and the one it gives with what a run at TP 1 knows of the TP terms (NCCL_ALLREDUCE_LATENCY_S, the experts read
     at the dense bandwidth share)."""
+    from kvreg.figures.performance import NCCL_ALLREDUCE_LATENCY_S
+
     held = [r for r in runs if r["role"] == "holdout" and nvidia_at_tp(r)]
     groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
     names = [m[0] for m in METRICS.values()]
     for run, source in zip(held, input_rows(held)):
         now = evaluate(source, {}, names + ["bandwidth_efficiency"])
-        tp1 = evaluate(source, {"allreduce_latency_s": TP1_ALLREDUCE_LATENCY_S,
+        tp1 = evaluate(source, {"allreduce_latency_s": NCCL_ALLREDUCE_LATENCY_S,
                                 "expert_bandwidth": now["bandwidth_efficiency"]}, names)
         for key, (figure, scale, _label) in METRICS.items():
             if key in run:
@@ -503,6 +503,8 @@ def _crossing_step(c: dict, index: int) -> str:
 
 
 def table(rows: list[dict], crossed: list[dict], runs: list[dict]) -> str:
+    from kvreg.figures.performance import NCCL_ALLREDUCE_LATENCY_S
+
     fitted = fitted_documents(rows)
     unfitted = [r for r in rows if r["document"] not in fitted]
     lines = [
@@ -596,7 +598,7 @@ def table(rows: list[dict], crossed: list[dict], runs: list[dict]) -> str:
               "experts' reads. Both are fitted on the fitted NVIDIA runs at TP 8 (the SGLang cookbook's Qwen3-235B on 8",
               "B200s and Llama-3.1-70B on 8 A100s) and shared by every NVIDIA entry of kvreg/figures/performance.py.",
               "Each held-out source at TP > 1 on an NVIDIA GPU, median absolute error by metric, as kvreg gives it and",
-              f"with what a TP-1 fit knows of them ({TP1_ALLREDUCE_LATENCY_S * 1e6:g} us an all-reduce, the experts read"
+              f"with what a TP-1 fit knows of them ({NCCL_ALLREDUCE_LATENCY_S * 1e6:g} us an all-reduce, the experts read"
               " at the dense bandwidth share):", "",
               "| source | metric | runs | kvreg | TP-1 terms |", "|---|---|---:|---:|---:|"]
     lines += [f"| {t['document']} | {t['metric']} | {t['runs']} | {100 * t['now']:.1f}% | {100 * t['tp1']:.1f}% |"

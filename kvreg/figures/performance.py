@@ -29,8 +29,13 @@ FABRIC_LINK_DEFAULT_BYTES_PER_S = 450 * 10**9  # a fabric kvreg has no entry for
 # Over PCIe only (fabric 0): PCIe 4.0 x16, 32 GB/s one way (PCI-SIG), the slowest slot such cards sit in.
 PCIE_LINK_BYTES_PER_S = 32 * 10**9
 # The all-reduce's fixed cost (seconds one all-reduce of a decode step's small activations takes whatever its
-# bytes) is an efficiency factor, `allreduce_latency_s` below: NCCL's small-message latency within one NVLink node
-# is 5-10 us, but the TP runs at 8 GPUs show each layer costing far more than its reads and that.
+# bytes) is an efficiency factor, `allreduce_latency_s` below. NCCL's small-message latency within one NVLink node
+# is 5-10 us (this, where no run at TP > 1 was fitted), but the TP runs at 8 GPUs show each layer costing far more
+# than its reads and that: the fitted latency, shared by every NVIDIA entry, with the experts' bandwidth share
+# fitted on the same runs (bench/latency_accuracy.py --fit, its second stage).
+NCCL_ALLREDUCE_LATENCY_S = 8e-6
+TP8_ALLREDUCE_LATENCY_S = 45.5e-6
+TP8_EXPERT_BANDWIDTH = 0.75
 # All-reduces per transformer layer under TP: after attention's output projection and after the MLP's
 # down projection (Megatron-style TP, as vLLM and SGLang shard Llama-style layers).
 ALLREDUCES_PER_LAYER = 2
@@ -75,14 +80,16 @@ _OCI = "Oracle OCI blog, Llama 3.1 405B FP8 on 8x MI300X, vLLM benchmark_latency
 _TP8 = ("sgl-cookbook, Qwen3-235B-A22B on 8x B200 and Llama-3.1-70B on 8x A100, SGLang 0.5.6"
         " (docs/autoregressive/Qwen/Qwen3.md, Llama/Llama3.1.md): the all-reduce latency and the experts' bandwidth")
 EFFICIENCIES = (
-    Efficiency("h100", "vllm", 0.97, 0.5, 0.0024, 0.056, 45.5e-6, 0.75,
+    Efficiency("h100", "vllm", 0.97, 0.5, 0.0024, 0.056, TP8_ALLREDUCE_LATENCY_S, TP8_EXPERT_BANDWIDTH,
                _GPUSTACK + ", vLLM 0.11.0, concurrency 1 and 8; " + _TP8),
-    Efficiency("h100", "sglang", 0.91, 0.5, 0.0018, 0.018, 45.5e-6, 0.75,
+    Efficiency("h100", "sglang", 0.91, 0.5, 0.0018, 0.018, TP8_ALLREDUCE_LATENCY_S, TP8_EXPERT_BANDWIDTH,
                _GPUSTACK + ", SGLang 0.5.3, two runs at concurrency 4; " + _TP8),
-    Efficiency("mi300x", "vllm", 0.37, 0.17, 0.0008, 0.03, 8e-6, 0.37, _OCI + " (batches 1, 4, 16, 64, 256; request"
-               " overhead not measured, kept at 0.03; one model at one TP cannot tell the all-reduce from the step:"
-               " its latency stays at 8 us, NCCL's order within a node, and the experts read at the bandwidth's share)"),
-    Efficiency("", "vllm", 0.97, 0.5, 0.0024, 0.056, 45.5e-6, 0.75,
+    Efficiency("mi300x", "vllm", 0.37, 0.17, 0.0008, 0.03, NCCL_ALLREDUCE_LATENCY_S, 0.37,
+               _OCI + " (batches 1, 4, 16, 64, 256; request overhead not measured, kept at 0.03; one model at one TP"
+               " cannot tell the all-reduce from the step: its latency stays NCCL's, and the experts read at the"
+               " bandwidth's share)"),
+    Efficiency("", "vllm", 0.97, 0.5, 0.0024, 0.056, TP8_ALLREDUCE_LATENCY_S, TP8_EXPERT_BANDWIDTH,
                "the vLLM H100 runs (no other NVIDIA GPU has fitted runs at TP 1); " + _TP8),
-    Efficiency("", "sglang", 0.91, 0.5, 0.0018, 0.018, 45.5e-6, 0.75, "the SGLang H100 runs; " + _TP8),
+    Efficiency("", "sglang", 0.91, 0.5, 0.0018, 0.018, TP8_ALLREDUCE_LATENCY_S, TP8_EXPERT_BANDWIDTH,
+               "the SGLang H100 runs; " + _TP8),
 )

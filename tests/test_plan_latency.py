@@ -300,7 +300,8 @@ def test_a_ttft_target_one_request_misses_serves_no_user(kv, engine):
 
 def test_plan_list_and_show_print_the_binding_limit_in_every_format(kv):
     """With a latency target the table prints users_binding_constraint in place of fits, json and csv carry the
-    same value, and a loose target's latency limit is blank everywhere (null in json), not 1,000,000,000."""
+    same value, and a loose target's latency limit is never 1,000,000,000: null in json, empty in csv, and in the
+    table the words the web pages use ("none"; "no target" for a plan without one), never an empty cell."""
     import csv
     import io
 
@@ -311,8 +312,8 @@ def test_plan_list_and_show_print_the_binding_limit_in_every_format(kv):
     assert "users_binding_constraint" in head and "fits" not in head
     at = lines[0].index("users_binding_constraint")  # a text column: left-aligned under its heading
     rows = {line.split()[0]: line for line in lines[2:]}
-    assert [rows[p][at:].split()[:1] for p in (PLAN, "docs-llama3-8b", "longctx-llama31-70b")] == [
-        ["latency"], ["memory"], []]  # a plan without a target names no binding limit
+    assert [rows[p][at:].split()[:2] for p in (PLAN, "docs-llama3-8b", "longctx-llama31-70b")] == [
+        ["latency"], ["memory", "fits,"], ["no", "target"]]  # docs-llama3-8b's reason follows: "fits, beyond ..."
     assert "1,000,000,000" not in "\n".join(lines)
     listed = {r["plan"]: r for r in kv.json("plan", "list")}
     from_csv = {r["plan"]: r for r in csv.DictReader(io.StringIO(kv("plan", "list", "--format", "csv").output))}
@@ -325,7 +326,7 @@ def test_plan_list_and_show_print_the_binding_limit_in_every_format(kv):
        "--context", "8K", "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "100000")
     record = dict(line.split(None, 1) if " " in line.strip() else (line.strip(), "")
                   for line in kv("plan", "show", "docs-loose").output.splitlines())
-    assert record["users_binding_constraint"] == "memory" and record["latency_concurrency_limit"] == ""
+    assert record["users_binding_constraint"] == "memory" and record["latency_concurrency_limit"] == "none"
     assert "fits" not in record
 
 

@@ -43,9 +43,17 @@ def _is_money(key: str) -> bool:
     return "price" in key or "cost" in key or key.startswith("capex") or key.endswith("_usd")
 
 
+# What an empty latency cell means, in words, wherever people read a table (the CLI's tables, the web pages): a
+# plan without a latency target, or with one every concurrency meets, has no latency limit, and memory alone
+# limits its users. JSON and CSV keep the empty value.
+NO_LATENCY_LIMIT = "none"  # latency_concurrency_limit NULL: no target, or every concurrency meets it
+NO_TARGET = "no target"  # users_binding_constraint NULL: memory alone limits the users
+BLANK_TEXT = {"latency_concurrency_limit": NO_LATENCY_LIMIT, "users_binding_constraint": NO_TARGET}
+
+
 def cell(v, key: str = "") -> str:
     if v is None:
-        return ""
+        return BLANK_TEXT.get(key, "")
     if isinstance(v, (int, float)) and not isinstance(v, bool) and _is_money(key):
         return f"{v:,.2f}"  # USD: always cents
     if isinstance(v, float):

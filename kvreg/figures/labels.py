@@ -120,8 +120,6 @@ def label(name: str, unit: str | None = None) -> str:
 # views; these are only how they read.
 FITS_IN_MEMORY = "fits in memory"  # the heading of `fits` where a table is read by people
 SERVES_NO_USER = "Serves no user"  # a plan that fits in memory but whose latency target one request misses
-NO_LATENCY_LIMIT = "none"  # latency_concurrency_limit NULL: no target, or every concurrency meets it
-NO_TARGET = "no target"  # users_binding_constraint NULL: memory alone limits the users
 
 
 def serves_no_user(fits, users_per_replica) -> bool:

@@ -30,9 +30,9 @@ from starlette.staticfiles import StaticFiles
 from kvreg.app import options
 from kvreg.core.errors import KvregError, user_error_types
 from kvreg.db.read import snapshot
-from kvreg.export.text import cell, normalise, render
+from kvreg.export.text import BLANK_TEXT, cell, normalise, render
 from kvreg.figures.inputs import INPUTS
-from kvreg.figures.labels import (FITS_IN_MEMORY, NO_LATENCY_LIMIT, NO_TARGET, SERVES_NO_USER, capitalized, label,
+from kvreg.figures.labels import (FITS_IN_MEMORY, SERVES_NO_USER, capitalized, label,
                                   serves_no_user, users_served)
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -89,9 +89,6 @@ LATENCY_COLUMNS = [("workload_concurrency", "memory limit"), ("latency_concurren
 # table's headings: the page prints fits as yes or no, and a reason is also said of plans that fit.
 FITS_HEADING = capitalized(FITS_IN_MEMORY)
 FACT_LABELS = {"fits": FITS_HEADING, "reason": "Why not"}
-# What an empty latency cell means, in words: a plan without a target (or a target every concurrency meets)
-# has no latency limit, and memory alone limits its users.
-BLANK_TEXT = {"latency_concurrency_limit": NO_LATENCY_LIMIT, "users_binding_constraint": NO_TARGET}
 
 
 def _with_latency(columns: list[tuple[str, str]], rows: list[dict]) -> list[tuple[str, str]]:
@@ -164,8 +161,6 @@ def _plain(row: dict) -> dict:
 
 def _fmt(value, key: str = "") -> str:
     """A value as the CLI's table prints it (fits as yes or no)."""
-    if value is None and key in BLANK_TEXT:
-        return BLANK_TEXT[key]
     if key in ("fits", "tp_valid", "weights_fit", "context_within_claim", "order_late") and value in (0, 1):
         return "yes" if value else "no"
     if key in PROSE_KEYS and isinstance(value, str):

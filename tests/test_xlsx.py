@@ -393,10 +393,14 @@ def _check_workbook(recalculated: Path, written: Path, conn, default_reserve: fl
     n += _compare(plans, forms["Plan detail"], lambda r, i: exp["plans"][plans.cell(r, 1).value], problems, covered)
     overview, quarter = vals["Plans"], vals["Summary"]["B1"].value
 
+    from kvreg.export.text import BLANK_TEXT
+
     def plan_at(r, i):  # the plan's demand entry in force in the Summary's quarter (carried forward)
         plan = overview.cell(r, 1).value
         by_quarter = next((d for (p, _q), d in exp["demand"].items() if p == plan and d["in_force"]), {})
-        return {**exp["plans"][plan], "users": by_quarter.get("users") or 0,
+        view = exp["plans"][plan]
+        words = {k: w for k, w in BLANK_TEXT.items() if view.get(k) is None}  # an empty limit read in words
+        return {**view, **words, "users": by_quarter.get("users") or 0,
                 "gpus_needed": by_quarter.get("gpus_needed") or 0}
 
     n += _compare(overview, forms["Plans"], plan_at, problems, covered)
@@ -440,16 +444,18 @@ def _check_workbook(recalculated: Path, written: Path, conn, default_reserve: fl
 
 def _check_cards(vals, forms, problems: list, covered: set) -> int:
     """Each Plan cards value is a reference to one cell of Plan detail or Plans (checked above):
-    it holds that cell's value, and blank stays blank."""
+    it holds that cell's value, and blank stays blank, or reads as its words ("no target")."""
     checked = 0
     for row in forms["Plan cards"].iter_rows():
         for c in row:
             if c.data_type != "f":
                 continue
-            m = re.fullmatch(r"=(?:IF\((.+?)=\"\",\"\",\1\)|(.+))", c.value)
-            sheet, cell = (m.group(1) or m.group(2)).split("!")
+            m = re.fullmatch(r"=(?:IF\((.+?)=\"\",\"([^\"]*)\",\1\)|(.+))", c.value)
+            sheet, cell = (m.group(1) or m.group(3)).split("!")
             source = vals[sheet.strip("'")][cell]
             got, want = vals["Plan cards"][c.coordinate].value, source.value
+            if m.group(2) and want in (None, ""):
+                want = m.group(2)
             if not _same(got, want) and not (got in (None, "") and want in (None, "")):
                 problems.append(f"Plan cards!{c.coordinate} ({c.value}): {got!r}, source {want!r}")
             covered.add(("Plan cards", c.coordinate))
@@ -919,7 +925,9 @@ def test_seeded_workbook_prints_on_12_pages_at_8_pt_or_more(backend, printed, re
     readme = pages[0].text
     assert "Printing" in readme and "Models, GPUs, Dtypes, Context sweep are reference tables" in readme
 
-    # What a reader sees first holds a number in every figure cell (only a fitting plan's reason is empty).
+    # What a reader sees first holds a number or words in every figure cell (only a fitting plan's reason is
+    # empty): a plan without a latency target reads "no target" where the binding limit goes, as in the CLI's
+    # tables and on the web pages, on the Plans sheet and on its card.
     from openpyxl import load_workbook
 
     forms, vals = load_workbook(path), load_workbook(path, data_only=True)
@@ -930,13 +938,19 @@ def test_seeded_workbook_prints_on_12_pages_at_8_pt_or_more(backend, printed, re
         prices = {c.column for c in forms["Summary"][5] if c.value in (
             "unit_price", "price_per_hour", "order_by", "order_by_whole_nodes", "order_by_index",
             "order_by_index_whole_nodes")}
-        # and a plan without a latency target names no binding constraint
-        binding = _col(forms["Plans"], "users_binding_constraint")
-        blank_ok = {reason, binding} if sheet == "Plans" else prices
+        blank_ok = {reason} if sheet == "Plans" else prices
         cells = [(c.row, c.column) for row in forms[sheet].iter_rows() for c in row if c.data_type == "f"]
         assert len(cells) > 50
         empty = [(r, c) for r, c in cells if c not in blank_ok and vals[sheet].cell(r, c).value in (None, "")]
         assert empty == [], (sheet, empty[:5])
+    from kvreg.export.excel_layout import get_column_letter
+
+    binding = _cell(vals["Plans"], "chat-llama3-8b", "users_binding_constraint")  # the seeded plans have no target
+    assert binding.value == "no target"
+    detail = f"'Plan detail'!{get_column_letter(_col(forms['Plan detail'], 'users_binding_constraint'))}{binding.row}"
+    assert forms["Plans"].cell(binding.row, binding.column).value == f'=IF({detail}="","no target",{detail})'
+    card = " ".join(str(c.value) for row in vals["Plan cards"].iter_rows() for c in row if c.value is not None)
+    assert card.count("no target") == len(plans)
 
 
 def test_hand_worked_cells(recalculated):

@@ -48,6 +48,7 @@ from kvreg.export.excel_layout import (
     match_formula,
     number_format,
 )
+from kvreg.export.text import BLANK_TEXT
 from kvreg.figures.aggregates import (
     AGGREGATE_COLUMNS,
     QUARTER_TEXTS,
@@ -689,13 +690,23 @@ def _fleet_sheet(book: Book, ws, rows: list[dict], refs: _References, block_quar
 # --------------------------------------------------------------------------- Plans: the key figures
 
 
+def _in_words(ref: str, name: str) -> str:
+    """A formula reading the cell `ref` as people read the figure `name`: its empty value in words (BLANK_TEXT)."""
+    return f'=IF({ref}="","{BLANK_TEXT[name]}",{ref})'
+
+
+def _words(value, name: str):
+    """The value _in_words's formula stores: BLANK_TEXT's words for an empty value."""
+    return BLANK_TEXT[name] if value in (None, "") else value
+
+
 # The Plans sheet: (column on Plan detail, or a Demand sum for the Summary quarter)
 _PLAN_KEYS = ["plan", "model", "gpu", "tp", "pp", "context_tokens", "kv_dtype", "fits", "max_concurrency",
               "workload_concurrency", "users_per_replica", "users_binding_constraint", "gpus_per_replica"]
 _PLAN_QUARTER = ["users", "gpus_needed"]
 # Widths (characters) that print the sheet on a landscape page at 73% or more: 8 pt text.
-_PLANS_WIDTH = {"plan": 15, "model": 15, "gpu": 10, "tp": 6, "pp": 6, "kv_dtype": 7, "fits": 6, "users_per_replica": 7,
-                "users_binding_constraint": 7, "gpus_per_replica": 7}
+_PLANS_WIDTH = {"plan": 15, "model": 15, "gpu": 8, "tp": 6, "pp": 6, "kv_dtype": 7, "fits": 6, "users_per_replica": 7,
+                "users_binding_constraint": 9, "gpus_per_replica": 7}
 
 
 def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarter: str) -> Table:
@@ -709,8 +720,14 @@ def _plans_sheet(book: Book, ws, data: dict, plans: Table, demand: Table, quarte
         decl = FIGURES.get(name) or INPUTS.get(name)
         unit, kind = (decl.unit, decl.kind) if decl else ("text", "text")
         role = "figure" if name in FIGURES else "lookup"
+        ref = f"{detail}!{plans.letter(name)}{ROW}"
+        if name in BLANK_TEXT:  # an empty binding limit read in words, as the CLI's tables and the web pages do
+            t.add(Column(name, role, unit, kind, f"{decl.meaning} (from Plan detail; {BLANK_TEXT[name]} when empty)",
+                         formula=_in_words(ref, name), value=lambda row, n=name: _words(row.get(n), n),
+                         width=_PLANS_WIDTH.get(name, 9)))
+            continue
         t.add(Column(name, role, unit, kind, (decl.meaning if decl else f"{name} name") + " (from Plan detail)",
-                     formula=f"={detail}!{plans.letter(name)}{ROW}", width=_PLANS_WIDTH.get(name, 9)))
+                     formula=f"={ref}", width=_PLANS_WIDTH.get(name, 9)))
     plan_cell = f"A{ROW}"
     for name in _PLAN_QUARTER:
         decl = FIGURES.get(name) or INPUTS.get(name)
@@ -782,6 +799,8 @@ def _plan_cards_sheet(book: Book, ws, rows: list[dict], plans: Table, overview: 
             g.text(r, col, source.header, label_fmt)
             ref = f"{sheet}!{source.letter}{src_row}"
             formula = f'=IF({ref}="","",{ref})' if source.role == "input" else f"={ref}"
+            if source.name in BLANK_TEXT:
+                formula = _in_words(ref, source.name)
             if source.name == "fits":
                 num = YES_NO
             elif source.is_text:
@@ -789,6 +808,8 @@ def _plan_cards_sheet(book: Book, ws, rows: list[dict], plans: Table, overview: 
             else:
                 num = source.number_format or number_format(source.unit, source.kind, source.name)
             value = source.value(row) if source.value else row.get(source.name)
+            if source.name in BLANK_TEXT:
+                value = _words(value, source.name)
             g.put(r, col + 1, formula, book.fmt(num_format=num, align="right"), result=value)
     last_band = (len(rows) - 1) // CARDS_ACROSS if rows else -1
     fits_offset = 1 + _CARD.index("fits")

@@ -100,3 +100,20 @@ def test_the_declared_defaults_are_the_documented_ones():
     assert {k: v for k, v in DEPLOYMENT_DEFAULTS.items() if v is not None} == {
         "tp": 1, "pp": 1, "dp_attention": 1, "gpus_per_node": 8, "context_tokens": 131072, "reserve": 0.12,
         "block_size": 16, "rule": "theoretical"}
+
+
+def test_model_add_places_five_model_inputs_by_hand_and_generates_every_other():
+    """`kvreg model add` wears an option of its own for the two inputs every model needs (--layers, --head-dim:
+    required) and the three it reads (--kv-heads and --attention-heads stand in for each other; --v-head-dim left
+    out is the registry's default); every other model input with a flag is generated from its declaration
+    (declared_options), in the declarations' order, unless the command gives it by an option of its own shape
+    (_MODEL_ADD_HANDLED: --params-b gives params_total). Adding `rotary_dim` once took three edits of
+    kvreg/cli/models.py; a model input now takes none."""
+    from kvreg.app.options import declared_inputs
+    from kvreg.cli.models import _MODEL_ADD_HANDLED, model_add
+
+    by_hand = [p.input for p in model_add.params if hasattr(p, "input") and not getattr(p, "generated", False)]
+    assert by_hand == ["layers", "kv_heads", "attention_heads", "head_dim", "v_head_dim"]
+    flagged = [n for n, d in INPUTS.items() if d.table == "model" and d.flag]
+    assert declared_inputs(model_add) == [n for n in flagged if n not in by_hand and n not in _MODEL_ADD_HANDLED]
+    assert "rotary_dim" in declared_inputs(model_add) and len(declared_inputs(model_add)) == 26

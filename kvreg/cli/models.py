@@ -27,8 +27,13 @@ _MODEL_ADD_HANDLED = ("full_layers", "params_total", "params_active", "max_posit
 
 
 @model_group.command("add")
+# Every other model input (the layer kinds, MLA, MoE, the rotary width, the architecture and any declared later) is
+# an option generated from its declaration and reaches the row under its column's name: adding an input to
+# kvreg.figures.inputs adds its option here with no edit (docs/ARCHITECTURE.md, "Adding an input").
 @declared_options(("model",), handled=_MODEL_ADD_HANDLED)
 @click.argument("name")
+# Placed by hand, first: the two every model needs, and the three the command reads (kv_heads and attention_heads
+# stand in for each other; v_head_dim left out is the registry's default, kvreg.catalog.defaults).
 @input_option("layers", required=True)
 @input_option("kv_heads")
 @input_option("attention_heads")
@@ -38,54 +43,24 @@ _MODEL_ADD_HANDLED = ("full_layers", "params_total", "params_active", "max_posit
 @click.option("--active-params-b", type=float, help="Active parameters per token in billions (MoE).")
 @click.option("--weight-dtype", default="bf16", show_default=True, help="Native weight dtype.")
 @click.option("--max-context", default="128K", show_default=True, help="Claimed context (max_position_embeddings): 128K, 1m.")
-@input_option("sliding_layers")
-@input_option("sliding_window")
-@input_option("chunked_layers")
-@input_option("attention_chunk_size")
-@input_option("sliding_kv_heads")
-@input_option("sliding_head_dim")
-@input_option("chunked_kv_heads")
-@input_option("chunked_head_dim")
-@input_option("no_cache_layers")
-@input_option("linear_layers")
-@input_option("linear_state_elements_per_layer")
-@input_option("linear_recurrent_elements_per_layer")
-@input_option("linear_state_heads")
 @click.option("--linear-state-dtype", help="Dtype of the linear state (default: the weight dtype).")
-@input_option("kv_lora_rank")
-@input_option("qk_rope_head_dim")
-@input_option("indexer_bytes_per_token_per_layer")
-@input_option("indexer_layers")
 @click.option("--kv-head-group", "kv_head_groups", multiple=True, metavar="HEADSxLAYERS",
               help="Per-layer kv heads: LAYERS of the full layers hold HEADS kv heads, not --kv-heads (DeciLM "
               "n_heads_in_group varying by layer); up to 3 times, e.g. --kv-head-group 4x10 --kv-head-group 2x4.")
-@input_option("hidden_size")
-@input_option("intermediate_size")
-@input_option("vocab_size")
 @click.option("--tied-embeddings/--untied-embeddings", default=None,
               help="Whether the lm_head is the input embedding matrix (config.json tie_word_embeddings). With "
               "--vocab-size and --hidden-size, the engine rules keep these matrices at 16 bits when the weights are "
               "quantized.")
-@input_option("experts")
-@input_option("expert_intermediate_size")
-@input_option("moe_layers")
-@input_option("expert_hidden_size")
-@input_option("rotary_dim")
 @click.option("--tower-params-b", type=float, help="A multimodal model's vision/audio towers and projectors, in "
               "billions of parameters, apart from --params-b (the language model): the engine rules load them on "
               "every GPU at 16 bits, split over TP (Qwen2.5-VL-7B: 0.677).")
-@input_option("architecture")
 @click.option("--family", default="", help="e.g. llama.")
 @click.option("--notes", default="")
 @click.pass_context
 @user_errors
 def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim, params_b, active_params_b,
-              weight_dtype, max_context, sliding_layers, sliding_window, chunked_layers, attention_chunk_size,
-              sliding_kv_heads, sliding_head_dim, chunked_kv_heads, chunked_head_dim, no_cache_layers,
-              linear_layers, linear_state_elements, linear_recurrent_elements, linear_state_heads, linear_state_dtype, kv_lora_rank,
-              qk_rope_head_dim, indexer_bytes_per_token_per_layer, indexer_layers, kv_head_groups, hidden_size,
-              intermediate_size, vocab_size, tied_embeddings, experts, expert_intermediate_size, moe_layers,
-              expert_hidden_size, rotary_dim, tower_params_b, architecture, family, notes, **declared):
+              weight_dtype, max_context, linear_state_dtype, kv_head_groups, tied_embeddings, tower_params_b, family,
+              notes, **declared):
     """Add a model by hand.
 
     Example: kvreg model add My-8B --layers 32 --kv-heads 8 --attention-heads 32 --head-dim 128 --params-b 8
@@ -102,21 +77,12 @@ def model_add(ctx, name, layers, kv_heads, attention_heads, head_dim, v_head_dim
         head_dim=head_dim,
         params_total=_billions(params_b, "--params-b"),
         params_active=_billions(active_params_b, "--active-params-b") if active_params_b is not None else None,
-        weight_dtype=weight_dtype, max_position_embeddings=parse_tokens(max_context), sliding_layers=sliding_layers,
-        sliding_window=sliding_window, chunked_layers=chunked_layers, attention_chunk_size=attention_chunk_size,
-        sliding_kv_heads=sliding_kv_heads, sliding_head_dim=sliding_head_dim, chunked_kv_heads=chunked_kv_heads,
-        chunked_head_dim=chunked_head_dim, no_cache_layers=no_cache_layers, linear_layers=linear_layers, linear_state_elements_per_layer=linear_state_elements,
-        linear_recurrent_elements_per_layer=linear_recurrent_elements,
-        linear_state_heads=linear_state_heads, linear_state_dtype=linear_state_dtype, kv_lora_rank=kv_lora_rank,
-        qk_rope_head_dim=qk_rope_head_dim, indexer_bytes_per_token_per_layer=indexer_bytes_per_token_per_layer,
-        indexer_layers=indexer_layers, **_kv_head_groups(kv_head_groups),
-        hidden_size=hidden_size, intermediate_size=intermediate_size, vocab_size=vocab_size,
-        embedding_matrices=None if tied_embeddings is None else 1 if tied_embeddings else 2, experts=experts,
-        expert_intermediate_size=expert_intermediate_size, moe_layers=moe_layers,
-        expert_hidden_size=expert_hidden_size, rotary_dim=rotary_dim,
+        weight_dtype=weight_dtype, max_position_embeddings=parse_tokens(max_context),
+        linear_state_dtype=linear_state_dtype, **_kv_head_groups(kv_head_groups),
+        embedding_matrices=None if tied_embeddings is None else 1 if tied_embeddings else 2,
         tower_params=_billions(tower_params_b, "--tower-params-b") if tower_params_b is not None else None,
-        architecture=architecture, family=family, notes=notes, source="manual",
-        **declared,  # the inputs declared since, each its generated option (kvreg.app.options.declared_options)
+        family=family, notes=notes, source="manual",
+        **declared,  # every input with a generated option, by its column (kvreg.app.options.declared_options)
     )
     if v_head_dim is not None:  # left out, it is the registry's default (kvreg.catalog.defaults)
         row["v_head_dim"] = v_head_dim

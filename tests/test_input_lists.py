@@ -117,3 +117,21 @@ def test_model_add_places_five_model_inputs_by_hand_and_generates_every_other():
     flagged = [n for n, d in INPUTS.items() if d.table == "model" and d.flag]
     assert declared_inputs(model_add) == [n for n in flagged if n not in by_hand and n not in _MODEL_ADD_HANDLED]
     assert "rotary_dim" in declared_inputs(model_add) and len(declared_inputs(model_add)) == 26
+
+
+def test_gpu_add_and_set_place_only_the_inputs_they_shape_and_generate_every_other():
+    """`gpu add` and `gpu set` place by hand only the GPU inputs they give a shape of their own: the order's lead
+    time and node size (their help names the default the registry keeps) and the FLOP/s, read with a unit. Every
+    other GPU input with a flag (the compute capability and the prices today) is generated from its declaration,
+    unless gpu add gives it otherwise (_GPU_ADD_HANDLED: --memory gives memory_bytes) or gpu set may not change it
+    (GPU_FIXED)."""
+    from kvreg.app.options import GPU_FIXED, declared_inputs
+    from kvreg.cli.gpus import _GPU_ADD_HANDLED, GPU_FLOPS, gpu_add, gpu_set
+
+    flagged = [n for n, d in INPUTS.items() if d.table == "gpu" and d.flag]
+    for command, kept in ((gpu_add, _GPU_ADD_HANDLED), (gpu_set, GPU_FIXED)):
+        by_hand = [p.input for p in command.params if hasattr(p, "input") and not getattr(p, "generated", False)]
+        assert by_hand == ["lead_time_quarters", "node_gpus", *GPU_FLOPS]
+        assert declared_inputs(command) == [n for n in flagged if n not in by_hand and n not in kept]
+    assert declared_inputs(gpu_add) == ["compute_capability", "price_per_hour", "unit_price"]
+    assert declared_inputs(gpu_set) == ["price_per_hour", "unit_price"]

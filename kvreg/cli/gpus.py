@@ -25,9 +25,11 @@ def _gpu_out(row: dict) -> dict:
 
 
 def _flops_options(fn):
-    """--flops-bf16, --flops-fp8, --flops-fp4: dense tensor FLOP/s with a unit (gpu add and gpu set), as declared."""
+    """--flops-bf16, --flops-fp8, --flops-fp4: dense tensor FLOP/s with a unit (gpu add and gpu set), as declared,
+    each received by its column's name (flops_bf16_per_s)."""
     for name in reversed(GPU_FLOPS):
         fn = input_option(name, type=None)(fn)
+        fn.__click_params__[-1].name = name
     return fn
 
 
@@ -37,6 +39,8 @@ def gpu_group():
 
 
 # What gpu add gives by options of its own shape (a size with its unit, --fabric/--pcie-only) or as its argument.
+# Every other GPU input (compute capability, prices, any declared later) is an option generated from its
+# declaration, received by its column's name.
 _GPU_ADD_HANDLED = ("gpu_name", "memory_bytes", "reported_memory_bytes", "memory_bandwidth_bytes_per_s", "fabric")
 
 
@@ -53,21 +57,18 @@ _GPU_ADD_HANDLED = ("gpu_name", "memory_bytes", "reported_memory_bytes", "memory
 @click.option("--bandwidth", help="Memory bandwidth per second: 3.35TB (bytes per second).")
 @click.option("--vendor", default="", help="NVIDIA, AMD, Apple, ...")
 @click.option("--interconnect", default="", help="NVLink 900 GB/s, PCIe Gen5, ...")
-@input_option("compute_capability")
 @click.option("--fabric/--pcie-only", default=None,
               help="Whether a node's GPUs share NVLink (or another GPU fabric) or talk over PCIe only: the engines' "
                    "communication buffers at TP > 1 are large on a fabric, small over PCIe. Default: not known (a "
                    "fabric).")
-@input_option("price_per_hour")
-@input_option("unit_price")
 @input_option("lead_time_quarters", suffix=f". Default: {INPUTS['lead_time_quarters'].default}", default=None)
 @input_option("node_gpus", suffix=f". Default: {INPUTS['node_gpus'].default}", default=None)
 @_flops_options
 @click.option("--notes", default="")
 @click.pass_context
 @user_errors
-def gpu_add(ctx, name, memory, reported_memory, gddr_ecc, bandwidth, vendor, interconnect, compute_capability, fabric,
-            price_per_hour, unit_price, lead_time, node_gpus, flops_bf16, flops_fp8, flops_fp4, notes, **declared):
+def gpu_add(ctx, name, memory, reported_memory, gddr_ecc, bandwidth, vendor, interconnect, fabric, lead_time, node_gpus,
+            notes, **declared):
     """Add a GPU: kvreg gpu add RTX-4080 --memory 16GiB --bandwidth 716.8GB --compute-capability 8.9 --pcie-only
     --flops-bf16 97.5TFLOPS --flops-fp8 194.9TFLOPS. Without --reported-memory kvreg estimates what CUDA reports
     and says so; give the figure from your engine's log to override it (--reported-memory 79.19GiB)."""
@@ -80,10 +81,9 @@ def gpu_add(ctx, name, memory, reported_memory, gddr_ecc, bandwidth, vendor, int
     with open_db(ctx).begin() as conn:
         row = add_gpu(conn, dict(name=name, memory_bytes=memory, reported_memory_bytes=reported_memory,
                                  memory_bandwidth_bytes_per_s=bandwidth, vendor=vendor, interconnect=interconnect,
-                                 compute_capability=compute_capability, fabric=fabric, price_per_hour=price_per_hour,
-                                 unit_price=unit_price, lead_time_quarters=lead_time, node_gpus=node_gpus,
-                                 flops_bf16_per_s=flops_bf16, flops_fp8_per_s=flops_fp8, flops_fp4_per_s=flops_fp4,
-                                 notes=notes, **declared), estimate=True, gddr_ecc=gddr_ecc)
+                                 fabric=fabric, lead_time_quarters=lead_time, node_gpus=node_gpus, notes=notes,
+                                 **declared),  # the flops and every generated option, by column
+                      estimate=True, gddr_ecc=gddr_ecc)
     click.echo(f"added gpu {name}")
     if row.get("reported_memory_estimated"):
         from kvreg.figures.python import figure_value  # the declarations: only when the memory was estimated
@@ -107,20 +107,16 @@ def gpu_add(ctx, name, memory, reported_memory, gddr_ecc, bandwidth, vendor, int
                    "purchase lands in less this many")
 @input_option("node_gpus", default=None,
               help="GPUs in one node as bought: plan rollup --whole-nodes rounds purchases up to whole nodes")
-@input_option("unit_price")
-@input_option("price_per_hour")
 @_flops_options
 @click.pass_context
 @user_errors
-def gpu_set(ctx, name, lead_time, node_gpus, unit_price, price_per_hour, flops_bf16, flops_fp8, flops_fp4, **declared):
+def gpu_set(ctx, name, lead_time, node_gpus, **declared):
     """Change a GPU type's procurement facts or dense FLOP/s: kvreg gpu set H100-SXM --lead-time 2 --node-gpus 8;
     kvreg gpu set H100-SXM --flops-bf16 989.4TFLOPS --flops-fp8 1978.9TFLOPS."""
     from kvreg.app.registry import set_gpu
 
     with open_db(ctx).begin() as conn:
-        set_gpu(conn, name, dict(lead_time_quarters=lead_time, node_gpus=node_gpus, unit_price=unit_price,
-                                 price_per_hour=price_per_hour, flops_bf16_per_s=flops_bf16,
-                                 flops_fp8_per_s=flops_fp8, flops_fp4_per_s=flops_fp4, **declared))
+        set_gpu(conn, name, dict(lead_time_quarters=lead_time, node_gpus=node_gpus, **declared))
     click.echo(f"changed gpu {name}")
 
 

@@ -59,77 +59,77 @@ TARGETS = {"tpot_ms": 0.10, "output_tokens_per_s": 0.10, "ttft_ms": 0.25}
 KNOWN_MISSES = {
     "Deepseek-R1/raw_data/online_results.csv": (
         "DeepSeek-R1 (MLA attention, 256 routed experts, FP8 blocks) on the engines of February 2025 (vLLM 0.7.3/0.7.4,"
-        " SGLang 0.4.2/0.4.3): the per-token time is 1.4-5.2x what kvreg gives (25.7 ms at 4 requests on 8 H200s under"
-        " vLLM against 11.7 ms; the same model on 8 B200s under SGLang 0.5.6, DeepSeek-R1.md, is within 13% at up to"
-        " 16 requests), and the time to first token grows by a whole prefill per request (975 ms at 4 requests,"
+        " SGLang 0.4.2/0.4.3): the per-token time is 1.2-4.7x what kvreg gives (25.7 ms at 4 requests on 8 H200s under"
+        " vLLM against 10.7 ms; the same model on 8 B200s under SGLang 0.5.6, DeepSeek-R1.md, is within 18% at 1 to"
+        " 100 requests), and the time to first token grows by a whole prefill per request (975 ms at 4 requests,"
         " 14.2 s at 64: no prompt overlaps another's, where kvreg queues half of them behind a chunked prefill). Those"
         " releases' MoE and MLA kernels, not the hardware: one efficiency set per GPU family and engine cannot carry a"
         " model family's kernels. Kept as evidence of what kvreg does not model; nothing is fitted on it."),
     "result_vllm_single_prompt.csv": (
         "One 16K-128K-token prompt on Llama 3.1 405B BF16, 8 MI300X, vLLM 0.6.3 on ROCm 6.1 (October 2024): the per-token"
         " time rises from 73 to 98 ms with the context where kvreg's KV read adds 1-4 ms (one sequence's decode"
-        " attention over 1 KV head per GPU does not reach the bandwidth the weights' reads do), and the prefill takes 3-7x"
-        " the FLOPs at the FLOP/s share fitted on 128-token prompts (that release's ROCm attention for long prompts)."),
+        " attention over 1 KV head per GPU does not reach the bandwidth the weights' reads do), and the prefill takes 5-12x"
+        " the time its FLOPs take at the FLOP/s share fitted on 128-token prompts (that release's ROCm attention for long prompts)."),
     "8xH100SXM5-throughput": (
         "Llama 3.1 405B FP8 on 8 H100s, a vLLM 0.6.3 nightly (November 2024), offline batches of 2,048 output tokens:"
-        " the batch latency 15-19% over kvreg's at 4-16 prompts of 2,048 tokens, and 47-67% over from 32 prompts on,"
+        " the batch latency 21-24% over kvreg's at 4-16 prompts of 2,048 tokens, and 79-160% over from 32 prompts on,"
         " where kvreg's decode step grows with the batch's KV reads and FLOPs far less than that release's did; the"
         " 32,784-token prompts also run past max-seq-len-to-capture (8,192: no CUDA graphs)."),
     "8Mi300x-throughput-quark": (
-        "Llama 3.1 405B FP8 (FP8 KV) on 8 MI300X, vLLM 0.6.4 with --enforce-eager, 2,048 output tokens: +9% to +15% at"
-        " 4-8 prompts (no HIP graphs), growing with batch x context to +66% at 128 prompts of 128 tokens; the MI300X"
+        "Llama 3.1 405B FP8 (FP8 KV) on 8 MI300X, vLLM 0.6.4 with --enforce-eager, 2,048 output tokens: +12% to +16%"
+        " at 4-8 prompts (no HIP graphs), growing with the batch to +39% at 256 prompts of 128 tokens; the MI300X"
         " factors come from OCI's 128/128-token batches, where the decode attention over a 1,000-token mean context"
-        " does not show (as in result_vllm_single_prompt.csv), and the 32,784-token batches err -17% to +23%."),
+        " does not show (as in result_vllm_single_prompt.csv), and the 32,784-token batches err +16% to +47%."),
     "sgl-cookbook docs/autoregressive/DeepSeek/DeepSeek-R1.md": (
         "DeepSeek-R1-0528 FP8 on 8 B200s, SGLang 0.5.6.post1 (TP 8, no DP attention): the time per output token is"
-        " 4-15% under the measured at 1-16 requests (9.2 ms at one request against 8.1 ms) but 26-33% under at 64-100,"
-        " median 12.5% against the 10% target; TTFT 126-913 ms against 41-68 ms (a request overhead fitted on one"
-        " H100's 18 ms does not carry this deployment's)."),
+        " within 18% of the measured at 1 to 100 requests alike (16-18% under at most of them: 9.2 ms at one request"
+        " against 7.6 ms), median 17.2% against the 10% target; TTFT 126-913 ms against 38-67 ms (a request overhead fitted on one H100's 19 ms"
+        " does not carry this deployment's)."),
     "sgl-cookbook docs/autoregressive/DeepSeek/DeepSeek-V3_1.md": (
         "DeepSeek-V3.1-Terminus FP8 on 8 MI300X, SGLang 0.5.7 (TP 8): 24-25 ms a token at one request where kvreg"
-        " gives 8.5 ms: no SGLang factor exists for ROCm (the fallback is NVIDIA's), and the first scenario's TTFT"
+        " gives 7.9 ms: no SGLang factor exists for ROCm (the fallback is NVIDIA's), and the first scenario's TTFT"
         " (558 ms at one request, 157 ms for the same prompts in the next) holds a warm-up."),
     "sgl-cookbook docs/autoregressive/OpenAI/GPT-OSS.md": (
-        "gpt-oss-120b MXFP4 on 8 B200s, SGLang 0.5.6: 2.31 ms a token at one request, where kvreg gives 5.13 ms, 72"
-        " all-reduces at the fitted 45.5 us alone taking 3.3 ms: this release's gpt-oss path on Blackwell (fused"
+        "gpt-oss-120b MXFP4 on 8 B200s, SGLang 0.5.6: 2.31 ms a token at one request, where kvreg gives 4.85 ms, 72"
+        " all-reduces at the fitted 43 us alone taking 3.1 ms: this release's gpt-oss path on Blackwell (fused"
         " all-reduce and norm kernels) costs a layer 64 us in all, where Qwen3-235B's and DeepSeek-R1's cost 107 and"
-        " 150 us on the same GPUs; and 14.3 ms at 100 ShareGPT requests against 9.8 ms. The fixed cost of TP follows the"
+        " 150 us on the same GPUs; and 14.3 ms at 100 ShareGPT requests against 20.2 ms. The fixed cost of TP follows the"
         " model's kernel path, which no factor of a GPU family and engine carries."),
     "sgl-cookbook docs/autoregressive/Qwen/Qwen3-Next.md": (
-        "Qwen3-Next-80B-A3B BF16 on 8 B200s, SGLang 0.5.6: within 2% at one request (6.19 ms against 6.28) but 50.9 ms"
-        " at 100 ShareGPT requests against 12.7 ms: the gated-DeltaNet (linear attention) and 512-expert MoE kernels of"
+        "Qwen3-Next-80B-A3B BF16 on 8 B200s, SGLang 0.5.6: within 4% at one request (6.19 ms against 5.94) but 50.9 ms"
+        " at 100 ShareGPT requests against 22.8 ms: the gated-DeltaNet (linear attention) and 512-expert MoE kernels of"
         " that release at a large batch cost far more than their reads and FLOPs."),
     "gpustack docs/performance-lab/deepseek-r1/h200.md": (
         "DeepSeek-R1-0528 FP8 on 8 H200s, vLLM 0.11.0 and SGLang 0.5.3: 19.4 ms a token at 4 ShareGPT requests under"
-        " vLLM where kvreg gives 11.7 ms (2.4 ms of step overhead, 122 all-reduces at 45.5 us = 5.6 ms, 3.2 ms of"
-        " reads), TTFT 123 against 89 ms, 197 output tokens/s against 332; the bursts of 1,000 ShareGPT prompts give"
-        " 2,621 (vLLM) and 3,172 (SGLang) tokens/s where kvreg gives 4,889 and 4,969, SGLang's tokens taking 420 ms"
-        " against 202. The same model on 8 B200s under SGLang 0.5.6 (DeepSeek-R1.md) is within 13% at one to 16"
-        " requests: these releases' MLA and FP8-block MoE kernels on Hopper cost more than their reads and the fitted"
+        " vLLM where kvreg gives 10.7 ms (2.0 ms of step overhead, 122 all-reduces at 43 us = 5.2 ms, 0.46 ms for the"
+        " four requests, 2.6 ms of reads), TTFT 123 against 84 ms, 197 output tokens/s against 364; the bursts of 1,000"
+        " ShareGPT prompts give 2,621 (vLLM) and 3,172 (SGLang) tokens/s where kvreg gives 3,564 and 3,594, SGLang's"
+        " tokens taking 420 ms against 279. The same model on 8 B200s under SGLang 0.5.6 (DeepSeek-R1.md) is within"
+        " 18% at one to 100 requests: these releases' MLA and FP8-block MoE kernels on Hopper cost more than their reads and the fitted"
         " terms, as on the dstack H200 runs (vLLM 0.7.4: 25.7 ms). With DP attention kvreg holds every prompt at once"
-        " and spreads their prefills over each decode step, where a burst puts them in the TTFT: 256-1,666 ms a token"
+        " and spreads their prefills over each decode step, where a burst puts them in the TTFT: 304-1,669 ms a token"
         " at 2,000-32,000-token prompts against 108-199 ms, while the 32,000-token burst's output throughput is within"
-        " 1%."),
+        " 2%."),
     "gpustack docs/performance-lab/gpt-oss-120b/a100.md": (
         "gpt-oss-120b (MXFP4 experts) on one A100 80GB, vLLM 0.11.0: 11.7 ms a token at 4 ShareGPT requests where"
-        " kvreg gives 7.4 ms (2.4 ms of step overhead, 0.5 ms of dense reads, 3.9 ms for four sequences' experts at the"
-        " bandwidth share fitted on H100s), 326 output tokens/s against 511: the A100 has no FP4 arithmetic and vLLM's"
-        " MXFP4 MoE runs there as a weight-only kernel no factor was fitted on; TTFT 62 ms against 98 (the 56 ms request"
-        " overhead fitted under vLLM on one H100). The bursts' time per token is 33-84% under the measured from ShareGPT"
-        " to 32,000-token prompts (66 against 98 ms on ShareGPT, 37 against 225 at 32,000 tokens, whose decode steps"
-        " share the A100's 2,048-token batch budget with other prompts' prefill chunks), 14x over at 128-token prompts"
+        " kvreg gives 6.4 ms (2.0 ms of step overhead, 0.46 ms for the four requests, 0.5 ms of dense reads, 2.9 ms for"
+        " four sequences' experts at the shared experts' bandwidth), 326 output tokens/s against 594: the A100 has no FP4 arithmetic and vLLM's"
+        " MXFP4 MoE runs there as a weight-only kernel no factor was fitted on; TTFT 62 ms against 89 (the 57 ms request"
+        " overhead fitted under vLLM on one H100). The bursts' time per token is 34-84% under the measured from ShareGPT"
+        " to 32,000-token prompts (64 against 98 ms on ShareGPT, 36 against 225 at 32,000 tokens, whose decode steps"
+        " share the A100's 2,048-token batch budget with other prompts' prefill chunks), 11x over at 128-token prompts"
         " with 4 output tokens (as on qwen3-235b-a22b/a100.md). SGLang 0.5.3 ran 7x slower than vLLM on the same GPU and"
-        " prompts (330 against 2,276 output tokens/s, 766 ms a token), where kvreg gives 2,362 and 79 ms."),
+        " prompts (330 against 2,276 output tokens/s, 766 ms a token), where kvreg gives 2,286 and 82 ms."),
     "gpustack docs/performance-lab/qwen3-235b-a22b/a100.md": (
-        "Qwen3-235B-A22B on 8 A100 80GB, vLLM 0.11.0 and SGLang 0.5.5: the ShareGPT bursts' time per token is within 3%"
-        " under vLLM (BF16, TP 8; 27% under SGLang) but their output throughput 19% over (2,136 tokens/s against"
-        " 1,798), and 44-58% over on the 2,000- and 4,000-token random bursts at BF16 TP 8, 72-81% at FP8 TP 4: those"
+        "Qwen3-235B-A22B on 8 A100 80GB, vLLM 0.11.0 and SGLang 0.5.5: the ShareGPT bursts' time per token is within 2%"
+        " under vLLM (BF16, TP 8; 19% under SGLang) but their output throughput 13% over (2,037 tokens/s against"
+        " 1,798), and 46-54% over on the 2,000- and 4,000-token random bursts at BF16 TP 8, 75-78% at FP8 TP 4: those"
         " bursts are bound by prefill FLOPs, and the A100 has no vLLM factors of its own (the fallback's half of the"
         " peak FLOP/s comes from one H100's runs); FP8 runs on the A100 as weight-only through Marlin. At 128-token"
-        " prompts with 4 output tokens kvreg's time per token is 21x the measured (3.25 s against 155 ms): it gives"
-        " each prompt its own prefill pass (50 ms at TP 8) and a decode step of 256 sequences waits for the 64 prompts"
+        " prompts with 4 output tokens kvreg's time per token is 17x the measured (2.63 s against 155 ms): it gives"
+        " each prompt its own prefill pass (40 ms at TP 8) and a decode step of 256 sequences waits for the 64 prompts"
         " arriving in it one after another, where vLLM packs 16 of them into one 2,048-token step (the same on 8"
-        " H100s: 8.6 s against 213 ms)."),
+        " H100s: 7.1 s against 213 ms)."),
 }
 # The TTFT targets the crossing check asks kvreg for (with each sweep's measured TTFT at its middle step).
 CROSSING_TARGETS_MS = (500.0, 2000.0)
@@ -138,7 +138,7 @@ CROSSING_TARGETS_MS = (500.0, 2000.0)
 KNOWN_CROSSING_MISSES = {
     ("qwen3-8b/h100-latency.md", "63.78 ms (measured at 2)"): (
         "gpustack's vLLM sweep is flat, 59.0, 63.8, 64.0 and 74.6 ms at 1, 2, 4 and 8 requests: its middle-step target"
-        " sits 0.2 ms under the next step's, and kvreg's 66.2 ms over steps 1-4 (within 12% of each) puts it below"
+        " sits 0.2 ms under the next step's, and kvreg's 66.8 ms over steps 1-4 (within 14% of each) puts it below"
         " the first step. A TTFT 4% off places a target on a flat curve anywhere."),
 }
 # A sweep step is saturated when its output throughput rose by less than this factor over the step before (and
@@ -147,10 +147,11 @@ SATURATION_GAIN = 1.1
 FIT_FIELDS = ("bandwidth", "compute", "step_overhead_s", "request_overhead_s")
 FIT_FIGURES = {"bandwidth": "bandwidth_efficiency", "compute": "compute_efficiency",
                "step_overhead_s": "step_overhead_s", "request_overhead_s": "request_overhead_s",
-               "allreduce_latency_s": "allreduce_latency_s", "expert_bandwidth": "expert_bandwidth_efficiency"}
-# The metrics the terms fitted on the NVIDIA runs at TP > 1 (fit_tp: the all-reduce latency and the experts'
-# bandwidth, shared by every NVIDIA entry) are fitted on.
-TP_FIT_METRICS = ("tpot_ms", "output_tokens_per_s", "request_latency_s")
+               "allreduce_latency_s": "allreduce_latency_s", "expert_bandwidth": "expert_bandwidth_efficiency",
+               "sequence_overhead_s": "sequence_overhead_s"}
+# The metrics the terms every NVIDIA entry shares (fit_shared: the all-reduce latency, the experts' bandwidth and
+# what each running request adds to a step) are fitted on.
+SHARED_FIT_METRICS = ("tpot_ms", "output_tokens_per_s", "request_latency_s")
 GRIDS = {
     "bandwidth": [round(0.2 + 0.01 * i, 2) for i in range(81)],
     "compute": [round(0.1 + 0.01 * i, 2) for i in range(86)],
@@ -158,6 +159,7 @@ GRIDS = {
     "request_overhead_s": [round(0.001 * i, 3) for i in range(101)],
     "allreduce_latency_s": [round(8e-6 + 2.5e-6 * i, 7) for i in range(45)],
     "expert_bandwidth": [round(0.3 + 0.01 * i, 2) for i in range(71)],
+    "sequence_overhead_s": [round(5e-6 * i, 7) for i in range(41)],
 }
 FAMILIES = ("b200", "h200", "h100", "a100", "mi300x")
 # The engine's fallback (GPUs without their own factors, all of them NVIDIA's but the M3 Ultra's) is fitted on
@@ -351,12 +353,26 @@ def loss(pairs: list[tuple[dict, dict]], factors: dict, metrics=tuple(METRICS)) 
     return total / max(n, 1)
 
 
-def fit_tp(pairs: list[tuple[dict, dict]]) -> tuple[dict, float]:
-    """The all-reduce latency and the experts' bandwidth: every pair of their grids (the other factors as declared)."""
-    scored = [(loss(pairs, {"allreduce_latency_s": a, "expert_bandwidth": e}, TP_FIT_METRICS), a, e)
-              for a in GRIDS["allreduce_latency_s"] for e in GRIDS["expert_bandwidth"]]
-    best, a, e = min(scored)
-    return {"allreduce_latency_s": a, "expert_bandwidth": e}, best
+SHARED_FIELDS = ("allreduce_latency_s", "expert_bandwidth", "sequence_overhead_s")
+
+
+def fit_shared(pairs: list[tuple[dict, dict]], start: dict) -> tuple[dict, float]:
+    """The terms every NVIDIA entry shares, the other factors as declared: the all-reduce latency and the experts'
+    bandwidth (which only runs at TP > 1 and MoE runs show) and what each running request adds to a step (which
+    only runs at more than one request show), by coordinate descent over their grids from `start` on every fitted
+    run, to the grid point no single step improves."""
+    factors = dict(start)
+    best = loss(pairs, factors, SHARED_FIT_METRICS)
+    for _round in range(20):
+        moved = False
+        for field in SHARED_FIELDS:
+            for value in GRIDS[field]:
+                score = loss(pairs, {**factors, field: value}, SHARED_FIT_METRICS)
+                if score < best - 1e-12:
+                    best, factors, moved = score, {**factors, field: value}, True
+        if not moved:
+            break
+    return factors, best
 
 
 def fit(pairs: list[tuple[dict, dict]]) -> tuple[dict, float]:
@@ -403,10 +419,14 @@ def run_fit(runs: list[dict]) -> None:
         print(f'Efficiency("{fam}", "{eng}", {factors["bandwidth"]}, {factors["compute"]}, '
               f'{factors["step_overhead_s"]}, {factors["request_overhead_s"]}, ...),  '
               f"# {len(members)} runs, rms log error {rms:.3f}")
-    at_tp = [r for r in runs if r["role"] == "fit" and nvidia_at_tp(r)]
-    factors, score = fit_tp(list(zip(at_tp, input_rows(at_tp))))
-    print(f"every NVIDIA entry: allreduce_latency_s {factors['allreduce_latency_s']}, expert_bandwidth"
-          f" {factors['expert_bandwidth']}  # {len(at_tp)} runs at TP > 1, rms log error {math.sqrt(score):.3f}")
+    from kvreg.figures.performance import SEQUENCE_OVERHEAD_S, TP8_ALLREDUCE_LATENCY_S, TP8_EXPERT_BANDWIDTH
+
+    every = [r for r in runs if r["role"] == "fit" and family(r["gpu"]) not in NOT_IN_FALLBACK]
+    start = {"allreduce_latency_s": TP8_ALLREDUCE_LATENCY_S, "expert_bandwidth": TP8_EXPERT_BANDWIDTH,
+             "sequence_overhead_s": SEQUENCE_OVERHEAD_S}
+    factors, score = fit_shared(list(zip(every, input_rows(every))), start)
+    print("every NVIDIA entry: " + ", ".join(f"{k} {factors[k]}" for k in SHARED_FIELDS)
+          + f"  # {len(every)} fitted NVIDIA runs, rms log error {math.sqrt(score):.3f}")
 
 
 def tp_terms_effect(runs: list[dict]) -> list[dict]:
@@ -595,8 +615,9 @@ def table(rows: list[dict], crossed: list[dict], runs: list[dict]) -> str:
     effect = tp_terms_effect(runs)
     lines += ["", "## The terms fitted at TP 8", "",
               "A run at TP 1 cannot show what TP adds to a decode step: the all-reduces' fixed cost and the MoE",
-              "experts' reads. Both are fitted on the fitted NVIDIA runs at TP 8 (the SGLang cookbook's Qwen3-235B on 8",
-              "B200s and Llama-3.1-70B on 8 A100s) and shared by every NVIDIA entry of kvreg/figures/performance.py.",
+              "experts' reads. Both are fitted, with what each running request adds to a step, on the fitted NVIDIA",
+              "runs (the SGLang cookbook's Qwen3-235B on 8 B200s and Llama-3.1-70B on 8 A100s, which alone show the",
+              "two, and gpustack's Qwen3-8B on one H100) and shared by every NVIDIA entry of kvreg/figures/performance.py.",
               "Each held-out source at TP > 1 on an NVIDIA GPU, median absolute error by metric, as kvreg gives it and",
               f"with what a TP-1 fit knows of them ({NCCL_ALLREDUCE_LATENCY_S * 1e6:g} us an all-reduce, the experts read"
               " at the dense bandwidth share):", "",

@@ -348,7 +348,7 @@ def test_every_sheet_apply_reads_has_its_inputs_recorded():
 def test_targets_finance_types_come_back_and_bind(kv, engine, book, tmp_path):
     """Finance gives the chat plan 1,000/500-token requests and a 15 ms TPOT target on Plan detail, and the
     mixed plan's classes their lengths and chat a target on Workload: apply writes them through `plan set`, and
-    the chat plan's replica serves 63 users, not the 268.85 its pool holds (tests/test_plan_latency.py works it)."""
+    the chat plan's replica serves 35 users, not the 268.85 its pool holds (tests/test_plan_latency.py works it)."""
     cells = {("Plan detail", ("chat-llama3-8b",), "input_tokens"): 1000,
              ("Plan detail", ("chat-llama3-8b",), "output_tokens"): 500,
              ("Plan detail", ("chat-llama3-8b",), "tpot_target_ms"): 15,
@@ -366,29 +366,29 @@ def test_targets_finance_types_come_back_and_bind(kv, engine, book, tmp_path):
         assert q("SELECT input_tokens, output_tokens, tpot_target_ms, ttft_target_ms FROM plan"
                  " WHERE name = 'chat-llama3-8b'") == [(1000, 500, 15.0, None)]
         assert q("SELECT users_per_replica, users_binding_constraint FROM plan_capacity"
-                 " WHERE plan = 'chat-llama3-8b'") == [(63, "latency")]
+                 " WHERE plan = 'chat-llama3-8b'") == [(35, "latency")]
         assert q("SELECT wc.name, wc.input_tokens, wc.output_tokens, wc.tpot_target_ms FROM workload_class wc"
                  " JOIN plan p ON p.id = wc.plan_id WHERE p.name = 'mixed-llama3-8b' ORDER BY wc.id") == [
             ("chat", 1000, 500, 15.0), ("documents", 12000, 1000, None)]
 
 
 def test_a_ttft_target_finance_types_comes_back_and_binds(kv, engine, book, tmp_path):
-    """Finance gives the chat plan 1,000/500-token requests and a 100 ms TTFT target on Plan detail: apply writes
-    them, and a replica serves 79 users (tests/test_plan_latency.py works the 79.17 by hand), so its 100 users in
-    2026Q3 need ceil(100 / 79) = 2 GPUs, and every quarter's users ceil(users / 79)."""
+    """Finance gives the chat plan 1,000/500-token requests and a 95 ms TTFT target on Plan detail: apply writes
+    them, and a replica serves 29 users (tests/test_plan_latency.py works the 29.91 by hand), so its 100 users in
+    2026Q3 need ceil(100 / 29) = 4 GPUs, and every quarter's users ceil(users / 29)."""
     cells = {("Plan detail", ("chat-llama3-8b",), "input_tokens"): 1000,
              ("Plan detail", ("chat-llama3-8b",), "output_tokens"): 500,
-             ("Plan detail", ("chat-llama3-8b",), "ttft_target_ms"): 100}
+             ("Plan detail", ("chat-llama3-8b",), "ttft_target_ms"): 95}
     _edit(book, tmp_path / "edited.xlsx", typed_over=False, cells=cells)
     out = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4").stdout.splitlines()
-    assert "~ plan chat-llama3-8b ttft_target_ms: (blank) -> 100" in out, out
+    assert "~ plan chat-llama3-8b ttft_target_ms: (blank) -> 95" in out, out
     with engine.connect() as conn:
         q = lambda sql: conn.execute(text(sql)).all()  # noqa: E731
         assert q("SELECT users_per_replica, users_binding_constraint FROM plan_capacity"
-                 " WHERE plan = 'chat-llama3-8b'") == [(79, "latency")]
+                 " WHERE plan = 'chat-llama3-8b'") == [(29, "latency")]
         rows = q("SELECT quarter, users, gpus_needed FROM plan_quarter WHERE plan = 'chat-llama3-8b' ORDER BY quarter")
-        assert rows[0] == ("2026Q3", 100, 2)  # ceil(100 / 79): one replica of one GPU holds 79
-        assert all(gpus == math.ceil(users / 79) for _, users, gpus in rows)
+        assert rows[0] == ("2026Q3", 100, 4)  # ceil(100 / 29): one replica of one GPU holds 29
+        assert all(gpus == math.ceil(users / 29) for _, users, gpus in rows)
 
 
 def test_a_negative_target_in_the_workbook_is_refused_naming_its_cell(kv, state, book, tmp_path):

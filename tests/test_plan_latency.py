@@ -32,8 +32,9 @@ def _plan(kv, plan: str = PLAN) -> dict:
 def test_a_tpot_target_binds_the_chat_plan_worked_by_hand(kv, engine):
     """1,000-token prompts, 500 generated tokens, 15 ms per output token. At C requests a step reads the weights
     once and C sequences' KV at the mean decode context (1,000 + 500 / 2 = 1,250 tokens, 79 blocks of 16 =
-    1,264), and each request's tokens are stretched by the C - 1 other prompts chunked in between:
-    tpot(C) = weights_s + step_overhead + C x kv_s + (C - 1) x prefill_s / 500 <= 15 ms."""
+    1,264) and pays each running request's overhead, and each request's tokens are stretched by the C - 1 other
+    prompts chunked in between:
+    tpot(C) = weights_s + step_overhead + C x (kv_s + sequence_overhead) + (C - 1) x prefill_s / 500 <= 15 ms."""
     before = _quarters(kv)
     kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--tpot-ms", "15")
     f = next(e for e in EFFICIENCIES if e.needle == "h100" and e.engine == "vllm")
@@ -45,33 +46,34 @@ def test_a_tpot_target_binds_the_chat_plan_worked_by_hand(kv, engine):
     prefill_flops = 2 * params * 1000 + 4 * 32 * 128 * 1000 * 32 * 1000 / 2  # weights, then attention
     prefill_s = max(prefill_flops / (H100_BF16_FLOPS * f.compute), weights_s) + f.step_overhead_s  # one chunk
     # A sequence's decode FLOPs (2 x params + attention over 1,250 tokens) cost less than its KV read, so the
-    # bandwidth line is the step's: solve weights_s + overhead + C kv_s + (C - 1) prefill_s / 500 = 0.015.
+    # bandwidth line is the step's: solve weights_s + overhead + C (kv_s + sequence overhead) + (C - 1) prefill_s /
+    # 500 = 0.015.
     assert (2 * params + 4 * 32 * 128 * 32 * 1250) / (H100_BF16_FLOPS * f.compute) < kv_s
-    limit = (0.015 - weights_s - f.step_overhead_s + prefill_s / 500) / (kv_s + prefill_s / 500)
+    limit = (0.015 - weights_s - f.step_overhead_s + prefill_s / 500) / (kv_s + f.sequence_overhead_s + prefill_s / 500)
     row = _plan(kv)
     assert row["tpot_concurrency_limit"] == pytest.approx(limit, rel=1e-9)
     assert row["tpot_concurrency_reach"] == row["tpot_concurrency_limit"]
-    assert row["latency_concurrency_limit"] == math.floor(limit) == 63  # 63.47 with the factors fitted today
+    assert row["latency_concurrency_limit"] == math.floor(limit) == 35  # 35.02 with the factors fitted today
     # The KV pool holds 53e9 B / 197,132,288 B per 1,500-token request (94 blocks x 16 x 131,072 B) = 268.85.
     assert row["workload_concurrency"] == pytest.approx(53e9 / (94 * 16 * 131072), rel=1e-12)
-    assert row["users_per_replica"] == 63 and row["users_binding_constraint"] == "latency"
+    assert row["users_per_replica"] == 35 and row["users_binding_constraint"] == "latency"
     after = _quarters(kv)
-    # Memory alone: ceil(100 / 268.85) = 1 and ceil(250 / 268.85) = 1 replica; within 15 ms: ceil(100 / 63) = 2
-    # and ceil(250 / 63) = 4 replicas of one GPU.
+    # Memory alone: ceil(100 / 268.85) = 1 and ceil(250 / 268.85) = 1 replica; within 15 ms: ceil(100 / 35) = 3
+    # and ceil(250 / 35) = 8 replicas of one GPU.
     assert [before[q]["gpus_needed"] for q in ("2026Q3", "2026Q4")] == [1, 1]
-    assert [after[q]["gpus_needed"] for q in ("2026Q3", "2026Q4")] == [2, 4]
-    assert after["2026Q4"]["capacity_users"] == 4 * 63
+    assert [after[q]["gpus_needed"] for q in ("2026Q3", "2026Q4")] == [3, 8]
+    assert after["2026Q4"]["capacity_users"] == 8 * 35
     assert after["2026Q4"]["users_binding_constraint"] == "latency"
 
 
 def test_the_rollup_buys_the_gpus_a_latency_bound_plan_needs(kv):
-    """The procurement rollup sums the plans' gpus_needed: the chat plan's 1 GPU in 2026Q4 becomes 4."""
+    """The procurement rollup sums the plans' gpus_needed: the chat plan's 1 GPU in 2026Q4 becomes 8."""
     def h100():
         return next(r for r in kv.json("plan", "rollup", "--quarter", "2026Q4")["schedule"] if r["gpu"] == "H100-SXM")
 
     before = h100()
     kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--tpot-ms", "15")
-    assert h100()["gpus_needed"] == before["gpus_needed"] + 4 - 1
+    assert h100()["gpus_needed"] == before["gpus_needed"] + 8 - 1
 
 
 def test_a_loose_target_leaves_memory_binding(kv):
@@ -137,7 +139,7 @@ def test_plan_add_takes_the_latency_workload(kv):
     row = _plan(kv, "chat-slo")
     assert (row["input_tokens"], row["output_tokens"], row["tpot_target_ms"], row["ttft_target_ms"]) == (1000, 500,
                                                                                                          15.0, None)
-    assert row["users_per_replica"] == 63  # the chat plan's deployment and workload: worked by hand above
+    assert row["users_per_replica"] == 35  # the chat plan's deployment and workload: worked by hand above
     from kvreg.cli.plans import plan_add, plan_set
 
     for command in (plan_add, plan_set):  # a plan's concurrency is what its figures solve for
@@ -201,8 +203,9 @@ def test_a_target_no_replica_meets_gets_no_gpus_and_says_so(kv):
 def test_a_target_one_request_cannot_meet_is_counted_as_not_fitting(kv, engine, tmp_path):
     """A 5 ms tpot target on the chat plan (1,000-token prompts, 500 generated). With one request a decode step
     reads the weights once and one sequence's KV at the mean decode context (1,250 tokens, 79 blocks of 16 =
-    1,264), and no other prompt is chunked in: tpot(1) = weights_s + step_overhead + kv_s = 4.94 + 2.4 + 0.051
-    = 7.39 ms with the factors fitted today, over the 5 ms target at every concurrency. The plan serves no user, so the rollup counts it in plans_not_fitting,
+    1,264) and pays its one request's overhead, and no other prompt is chunked in: tpot(1) = weights_s +
+    step_overhead + kv_s + sequence_overhead = 4.84 + 2.0 + 0.050 + 0.115 = 7.01 ms with the factors fitted today,
+    over the 5 ms target at every concurrency. The plan serves no user, so the rollup counts it in plans_not_fitting,
     its reason says why, and the report lists it under "Not counted" rather than dropping its demand."""
     def h100(quarter="2026Q4"):
         return next(r for r in kv.json("plan", "rollup", "--quarter", quarter)["schedule"] if r["gpu"] == "H100-SXM")
@@ -215,7 +218,7 @@ def test_a_target_one_request_cannot_meet_is_counted_as_not_fitting(kv, engine, 
     bandwidth = H100_BANDWIDTH * f.bandwidth
     weights_s = params * 2 / bandwidth  # bf16 weights, TP 1
     kv_s = 1264 * 32 * 8 * (128 + 128) * 2 / bandwidth  # 32 layers x 8 KV heads x (K + V) x 128 x 2 B
-    one_request_tpot_ms = 1000 * (weights_s + f.step_overhead_s + kv_s)
+    one_request_tpot_ms = 1000 * (weights_s + f.step_overhead_s + kv_s + f.sequence_overhead_s)
     row = _plan(kv)
     assert row["tpot_ms"] == pytest.approx(one_request_tpot_ms, rel=1e-9)  # the plan's figures at one request
     assert one_request_tpot_ms > 5
@@ -252,44 +255,45 @@ def _chat_terms(engine) -> dict:
 
 
 def test_a_ttft_target_binds_the_chat_plan_worked_by_hand(kv, engine):
-    """100 ms to the first token, 1,000-token prompts and 500 generated. One request waits request_overhead_s
-    and its own prefill (56 ms + 35.4 ms = 91.4 ms), so q = (0.100 - overhead) / prefill_s - 1 = 0.24 prompts may
+    """95 ms to the first token, 1,000-token prompts and 500 generated. One request waits request_overhead_s
+    and its own prefill (57 ms + 35.0 ms = 92.0 ms), so q = (0.095 - overhead) / prefill_s - 1 = 0.086 prompts may
     queue ahead of it. With C requests running, (C - 1) x prefill_s / 2 x min(1, prefill_s / (500 x step)) of
     queued prefill must stay within q x prefill_s: (C - 1) x prefill_s <= k x step(C), k = 2 x q x 500 (the
     queue fraction is below 1 here). A step is a + b x C on its bandwidth line (a = weights + step overhead,
-    b = one sequence's KV) and on its FLOP line (a = step overhead, b = one sequence's FLOPs); the larger C
-    within either is the limit: C <= (k a + p) / (p - k b), p = prefill_s. The bandwidth line gives 79.17:
-    79 users a replica against the 268.85 its KV pool holds, so latency binds; 100 and 250 users need
-    ceil(100 / 79) = 2 and ceil(250 / 79) = 4 replicas of one GPU."""
-    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "100")
+    b = one sequence's KV and its overhead) and on its FLOP line (a = step overhead, b = one sequence's FLOPs and
+    its overhead); the larger C within either is the limit: C <= (k a + p) / (p - k b), p = prefill_s. The
+    bandwidth line gives 29.91: 29 users a replica against the 268.85 its KV pool holds, so latency binds; 100
+    and 250 users need ceil(100 / 29) = 4 and ceil(250 / 29) = 9 replicas of one GPU."""
+    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "95")
     t = _chat_terms(engine)
     f, p = t["f"], t["prefill_s"]
-    q = (0.100 - f.request_overhead_s) / p - 1
+    q = (0.095 - f.request_overhead_s) / p - 1
     k = 2 * q * 500
-    on_bandwidth = (k * (t["weights_s"] + f.step_overhead_s) + p) / (p - k * t["kv_s"])
-    on_flops = (k * f.step_overhead_s + p) / (p - k * t["compute_s"])
-    assert 0 < q < 1 and p - k * t["kv_s"] > 0 and p - k * t["compute_s"] > 0
+    kv_b, flops_b = t["kv_s"] + f.sequence_overhead_s, t["compute_s"] + f.sequence_overhead_s
+    on_bandwidth = (k * (t["weights_s"] + f.step_overhead_s) + p) / (p - k * kv_b)
+    on_flops = (k * f.step_overhead_s + p) / (p - k * flops_b)
+    assert 0 < q < 1 and p - k * kv_b > 0 and p - k * flops_b > 0
     limit = max(1 + 2 * q, on_bandwidth, on_flops)
     row = _plan(kv)
     assert row["ttft_queue_allowance"] == pytest.approx(q, rel=1e-9)
-    assert row["ttft_concurrency_limit"] == pytest.approx(limit, rel=1e-9) == pytest.approx(79.17, abs=0.01)
+    assert row["ttft_concurrency_limit"] == pytest.approx(limit, rel=1e-9) == pytest.approx(29.91, abs=0.01)
     assert row["ttft_concurrency_reach"] == row["ttft_concurrency_limit"]  # a limit below 1,000,000,000 is the reach
     assert row["tpot_concurrency_limit"] is None  # no tpot target
-    assert row["latency_concurrency_limit"] == math.floor(limit) == 79
-    assert row["users_per_replica"] == 79 and row["users_binding_constraint"] == "latency"
+    assert row["latency_concurrency_limit"] == math.floor(limit) == 29
+    assert row["users_per_replica"] == 29 and row["users_binding_constraint"] == "latency"
     quarters = _quarters(kv)
-    assert [quarters[q]["gpus_needed"] for q in ("2026Q3", "2026Q4")] == [2, 4] == [math.ceil(100 / 79),
-                                                                                   math.ceil(250 / 79)]
+    assert [quarters[q]["gpus_needed"] for q in ("2026Q3", "2026Q4")] == [4, 9] == [math.ceil(100 / 29),
+                                                                                   math.ceil(250 / 29)]
 
 
 def test_a_ttft_target_one_request_misses_serves_no_user(kv, engine):
-    """80 ms to the first token: one request alone waits request_overhead_s and its prefill, 56 ms + 35.4 ms =
-    91.4 ms with today's factors, over the target at every concurrency (q < 0). users_per_replica 0, no replicas,
+    """80 ms to the first token: one request alone waits request_overhead_s and its prefill, 57 ms + 35.0 ms =
+    92.0 ms with today's factors, over the target at every concurrency (q < 0). users_per_replica 0, no replicas,
     and the reason names the ttft target."""
     kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "80")
     t = _chat_terms(engine)
     one_request_ms = 1000 * (t["f"].request_overhead_s + t["prefill_s"])
-    assert one_request_ms == pytest.approx(91.4, abs=0.05) and one_request_ms > 80
+    assert one_request_ms == pytest.approx(92.0, abs=0.05) and one_request_ms > 80
     row = _plan(kv)
     assert row["ttft_ms"] == pytest.approx(one_request_ms, rel=1e-9)  # the plan's figures at one request
     assert row["ttft_concurrency_limit"] == 0 and row["latency_concurrency_limit"] == 0
@@ -305,7 +309,7 @@ def test_plan_list_and_show_print_the_binding_limit_in_every_format(kv):
     import csv
     import io
 
-    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "100")
+    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "95")
     kv("plan", "set", "docs-llama3-8b", "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "100000")
     lines = kv("plan", "list", "--wide").output.splitlines()
     head = lines[0].split()
@@ -331,7 +335,7 @@ def test_plan_list_and_show_print_the_binding_limit_in_every_format(kv):
 
 
 def test_one_plan_is_said_the_same_way_in_the_cli_web_report_and_workbook(kv, tmp_path):
-    """The chat plan with an 80 ms TTFT target (one request needs 91.4 ms, worked above) serves no user. Each
+    """The chat plan with an 80 ms TTFT target (one request needs 92.0 ms, worked above) serves no user. Each
     output reads the same view row and says it in the same words (kvreg.figures.labels): SERVES_NO_USER and the
     view's reason, the binding limit latency, and 'fits in memory' where a table heads the fits column."""
     import re
@@ -389,16 +393,16 @@ def _web(kv, path: str) -> str:
 
 
 def test_the_web_says_which_limit_binds_and_leaves_no_latency_cell_empty(kv):
-    """The chat plan's 100 ms TTFT target binds at 79 users (worked above): its page leads with it, its facts
+    """The chat plan's 95 ms TTFT target binds at 29 users (worked above): its page leads with it, its facts
     read as labels. On the plans table, a plan with a target every concurrency meets (docs, 100 s) has no latency
     limit, "none", and memory binds; a plan without a target reads "none" and "no target", never an empty cell."""
     import re
 
-    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "100")
+    kv("plan", "set", PLAN, "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "95")
     kv("plan", "set", "docs-llama3-8b", "--input-tokens", "1000", "--output-tokens", "500", "--ttft-ms", "100000")
     page = _web(kv, f"/plans/{PLAN}")
     assert re.search(r'<p class="lead" id="users-served">([^<]*)</p>', page).group(1) == (
-        "Latency binds: 79.00 users per replica")  # a real figure: 79.00 on SQLite and PostgreSQL alike
+        "Latency binds: 29.00 users per replica")  # a real figure: 29.00 on SQLite and PostgreSQL alike
     assert '<span title="users_binding_constraint">Binding limit (memory or latency)</span><b>latency</b>' in page
     assert '<span title="fits">Fits in memory</span><b>yes</b>' in page
     assert '<span title="kv_pool_gib_per_gpu">KV pool per GPU (GiB)</span>' in page
@@ -408,7 +412,7 @@ def test_the_web_says_which_limit_binds_and_leaves_no_latency_cell_empty(kv):
             for tr in listing.split("<tbody")[1].split("<tr")[1:]}
     cell = {p: dict(zip(heads, cells)) for p, cells in rows.items()}
     assert [cell[p]["latency limit"] for p in (PLAN, "docs-llama3-8b", "longctx-llama31-70b")] == [
-        "79", "none", "none"]
+        "29", "none", "none"]
     assert [cell[p]["binds"] for p in (PLAN, "docs-llama3-8b", "longctx-llama31-70b")] == [
         "latency", "memory", "no target"]
     assert all(cell[p][h] for p in cell for h in ("memory limit", "latency limit", "binds", "fits in memory"))

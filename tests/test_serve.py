@@ -537,7 +537,7 @@ def test_a_registry_replaced_during_a_write_rolls_the_write_back(tmp_path, monke
 
 def test_plan_pages_show_which_limit_binds(db_url):
     """A plan with a latency target: the plans table and the plan's page add the memory and latency limits and
-    what binds (the chat plan at 15 ms per output token: 63 users a replica, its pool holds 268.85)."""
+    what binds (the chat plan at 15 ms per output token: 35 users a replica, its pool holds 268.85)."""
     kv = Kvreg(db_url)
     kv("plan", "set", "chat-llama3-8b", "--input-tokens", "1000", "--output-tokens", "500", "--tpot-ms", "15")
     s = Server(db_url)
@@ -545,6 +545,6 @@ def test_plan_pages_show_which_limit_binds(db_url):
         for path in ("/plans", "/plans/chat-llama3-8b"):
             html = s.get(path)[2].decode()
             assert "latency limit" in html and "binds" in html and ">latency<" in html, path
-            assert ">268.85<" in html and ">63<" in html, path
+            assert ">268.85<" in html and ">35<" in html, path
     finally:
         s.stop()

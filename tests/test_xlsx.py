@@ -112,7 +112,7 @@ def _insert_test_data(conn) -> None:
     for plan, name, tokens, share in CLASSES:
         conn.execute(text("INSERT INTO workload_class (plan_id, name, avg_tokens, share) VALUES"
                           " ((SELECT id FROM plan WHERE name = :p), :n, :t, :s)"), dict(p=plan, n=name, t=tokens, s=share))
-    # Latency targets: the 8B plan's 12 ms per output token binds (14 users a replica, its pool holds 55.41);
+    # Latency targets: the 8B plan's 12 ms per output token binds (12 users a replica, its pool holds 55.41);
     # the tp8 plan's classes carry lengths, chat a 40 ms target.
     conn.execute(text("UPDATE plan SET input_tokens = 4096, output_tokens = 1024, tpot_target_ms = 12,"
                       " ttft_target_ms = 3000 WHERE name = 'llama8b-h100-128k'"))
@@ -963,17 +963,17 @@ def test_hand_worked_cells(recalculated):
     assert _cell(plans, "llama8b-h100-128k", "kv_bytes_per_sequence_per_gpu").value == sequence == 16 * GIB
     assert _cell(plans, "llama8b-h100-128k", "max_concurrency").value == pytest.approx(pool / sequence)  # 3.46
     # 250 users of 8,192 tokens: the pool holds 55.4 per replica, ceil(250 / 55.4) = 5 GPUs; but its 12 ms TPOT
-    # target (4,096/1,024-token requests) lets a replica run 14 (tests/test_plan_latency.py works the like by
-    # hand): latency binds, ceil(250 / 14) = 18 GPUs at 2.5 USD/h x 730 h.
+    # target (4,096/1,024-token requests) lets a replica run 12 (tests/test_plan_latency.py works the like by
+    # hand): latency binds, ceil(250 / 12) = 21 GPUs at 2.5 USD/h x 730 h.
     assert pool / (per_token * 8192) == pytest.approx(55.4057, rel=1e-5)
     assert _cell(plans, "llama8b-h100-128k", "workload_concurrency").value == pytest.approx(55.4057, rel=1e-5)
-    assert _cell(plans, "llama8b-h100-128k", "latency_concurrency_limit").value == 14
-    assert _cell(plans, "llama8b-h100-128k", "users_per_replica").value == 14
+    assert _cell(plans, "llama8b-h100-128k", "latency_concurrency_limit").value == 12
+    assert _cell(plans, "llama8b-h100-128k", "users_per_replica").value == 12
     assert _cell(plans, "llama8b-h100-128k", "users_binding_constraint").value == "latency"
     rows = [r for r in _data_rows(demand) if demand.cell(r, 1).value == "llama8b-h100-128k"]
     q4 = [r for r in rows if demand.cell(r, 2).value == "2026Q4"][0]
-    assert demand.cell(q4, _col(demand, "gpus_needed")).value == 18 == math.ceil(250 / 14)
-    assert demand.cell(q4, _col(demand, "cost_per_month")).value == 18 * 2.5 * 730 == 32850
+    assert demand.cell(q4, _col(demand, "gpus_needed")).value == 21 == math.ceil(250 / 12)
+    assert demand.cell(q4, _col(demand, "cost_per_month")).value == 21 * 2.5 * 730 == 38325
     # Qwen3-Next's 36 DeltaNet layers x 548,864 state elements x 2 bytes (SPEC errata).
     assert _cell(plans, "qwen-next-h200-tp4", "state_bytes_per_sequence").value == 36 * 548864 * 2 == 39518208
     assert _cell(plans, "llama70b-h100-tp1", "fits").value == 0

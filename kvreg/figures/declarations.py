@@ -1544,14 +1544,14 @@ def _decode_lines() -> list[tuple[Expr, Expr]]:
 def _decode_step(batch: Expr) -> Expr:
     (a1, b1), (a2, b2), (a3, b3) = _decode_lines()
     return (greatest(least(a1 + b1 * batch, a2 + b2 * batch), a3 + b3 * batch)
-            + F("decode_fixed_s") + F("communication_s_per_sequence") * batch)
+            + F("decode_fixed_s") + F("step_s_per_sequence") * batch)
 
 
 def _tpot_limit() -> Expr:
     """Largest concurrency whose tpot (decode step + (C - 1) x prefill_s / output_tokens) meets the target."""
     target = F("workload_tpot_target_ms") / 1000
     rest_a = F("decode_fixed_s") - F("prefill_s") / F("workload_output_tokens")
-    rest_b = F("communication_s_per_sequence") + F("prefill_s") / F("workload_output_tokens")
+    rest_b = F("step_s_per_sequence") + F("prefill_s") / F("workload_output_tokens")
     (a1, b1), (a2, b2), (a3, b3) = [(a + rest_a, b + rest_b) for a, b in _decode_lines()]
     return least(greatest(_within(a1, b1, target), _within(a2, b2, target)), _within(a3, b3, target))
 
@@ -1563,7 +1563,7 @@ def _ttft_limit() -> Expr:
     q = F("ttft_queue_allowance")
     k = 2 * q * F("workload_output_tokens")
     p = F("prefill_s")
-    lines = [(a + F("decode_fixed_s"), b + F("communication_s_per_sequence")) for a, b in _decode_lines()]
+    lines = [(a + F("decode_fixed_s"), b + F("step_s_per_sequence")) for a, b in _decode_lines()]
     # (C - 1) p <= k (a + b C)  <=>  (p - k b) C <= k a + p
     (s1, s2, s3) = [_within(0, p - k * b, k * a + p) for a, b in lines]
     return if_(q < 0, 0, greatest(1 + 2 * q, greatest(least(s1, s2), s3)))
@@ -1600,6 +1600,9 @@ _LATENCY_FIGURES = [
     Figure("expert_bandwidth_efficiency", "fraction", "share of the datasheet memory bandwidth the routed experts'"
            " reads reach: grouped MoE kernels over a few tokens an expert reach less than a dense layer's (EFFICIENCIES)",
            _efficiency("expert_bandwidth")),
+    Figure("sequence_overhead_s", "s", "seconds each running request adds to a decode step beyond its reads,"
+           " FLOPs and all-reduce bytes: the scheduler's and the sampler's work per request (EFFICIENCIES)",
+           _efficiency("sequence_overhead_s")),
     Figure("allreduce_latency_s", "s", "seconds one TP all-reduce costs a decode step beyond its bytes: its launch,"
            " the GPUs' synchronisation and the kernels TP adds around it (EFFICIENCIES)",
            _efficiency("allreduce_latency_s")),
@@ -1656,12 +1659,15 @@ _LATENCY_FIGURES = [
            f" hidden_size x {ACTIVATION_WIRE_BYTES} B x 2 (TP - 1) / TP (a ring all-reduce) / link_bytes_per_s",
            coalesce(F("allreduces_per_step") * I("hidden_size") * ACTIVATION_WIRE_BYTES * 2 * (I("tp") - 1) / I("tp")
                     / F("link_bytes_per_s"), 0)),
+    Figure("step_s_per_sequence", "s", "what each running request adds to a decode step beyond its reads and"
+           " FLOPs: its all-reduce traffic (communication_s_per_sequence) + sequence_overhead_s",
+           F("communication_s_per_sequence") + F("sequence_overhead_s")),
     Figure("decode_fixed_s", "s", "what a decode step costs whatever the batch beyond its reads:"
            " communication_s_per_step + step_overhead_s",
            F("communication_s_per_step") + F("step_overhead_s")),
     Figure("decode_step_s", "s", "one decode step at latency_batch_sequences B: max(min(weights + experts + B x KV,"
            " weights + B x (experts per sequence + KV)), B x compute) + decode_fixed_s + B x"
-           " communication_s_per_sequence", _decode_step(F("latency_batch_sequences"))),
+           " step_s_per_sequence", _decode_step(F("latency_batch_sequences"))),
     # ---- prefill (one prompt, in chunks)
     Figure("prefill_chunk_tokens", "tokens", "prompt tokens one engine step takes: vLLM max_num_batched_tokens,"
            f" SGLang chunked_prefill_size, else {DEFAULT_PREFILL_CHUNK_TOKENS:,}",

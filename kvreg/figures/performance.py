@@ -32,10 +32,16 @@ PCIE_LINK_BYTES_PER_S = 32 * 10**9
 # bytes) is an efficiency factor, `allreduce_latency_s` below. NCCL's small-message latency within one NVLink node
 # is 5-10 us (this, where no run at TP > 1 was fitted), but the TP runs at 8 GPUs show each layer costing far more
 # than its reads and that: the fitted latency, shared by every NVIDIA entry, with the experts' bandwidth share
-# fitted on the same runs (bench/latency_accuracy.py --fit, its second stage).
+# fitted on the same runs (bench/latency_accuracy.py --fit, its second stage). The experts' share comes out at the
+# top of its grid, the datasheet's bandwidth, as the dense layers' 0.96-0.99.
 NCCL_ALLREDUCE_LATENCY_S = 8e-6
-TP8_ALLREDUCE_LATENCY_S = 45.5e-6
-TP8_EXPERT_BANDWIDTH = 0.75
+TP8_ALLREDUCE_LATENCY_S = 43e-6
+TP8_EXPERT_BANDWIDTH = 1.0
+# What each running request adds to an engine step beyond its reads, FLOPs and all-reduce bytes: the scheduler's and
+# the sampler's work per request (its batch entry, its logits, its token sent back), which no run at one request
+# shows. Fitted with the two terms above on every fitted NVIDIA run, at every concurrency and TP
+# (bench/latency_accuracy.py --fit, its second stage), and taken by the MI300X entry too.
+SEQUENCE_OVERHEAD_S = 115e-6
 # All-reduces per transformer layer under TP: after attention's output projection and after the MLP's
 # down projection (Megatron-style TP, as vLLM and SGLang shard Llama-style layers).
 ALLREDUCES_PER_LAYER = 2
@@ -58,7 +64,9 @@ class Efficiency:
     `allreduce_latency_s`: seconds one TP all-reduce costs a decode step beyond its bytes (its launch, the GPUs'
     synchronisation, the kernels TP adds around it), fitted on runs at TP 8; `expert_bandwidth`: share of the
     datasheet bandwidth the routed experts' reads reach (grouped MoE kernels over a few tokens an expert reach less
-    than a dense layer's), fitted on the same runs; `source`: the measurements fitted."""
+    than a dense layer's), fitted on the same runs; `sequence_overhead_s`: seconds each running request adds to a
+    decode step beyond its reads, FLOPs and all-reduce bytes (SEQUENCE_OVERHEAD_S); `source`: the measurements
+    fitted."""
 
     needle: str
     engine: str
@@ -68,6 +76,7 @@ class Efficiency:
     request_overhead_s: float
     allreduce_latency_s: float
     expert_bandwidth: float
+    sequence_overhead_s: float
     source: str
 
 
@@ -78,18 +87,20 @@ class Efficiency:
 _GPUSTACK = "gpustack performance lab, Qwen3-8B on one H100 SXM (docs/performance-lab/qwen3-8b/h100-latency.md)"
 _OCI = "Oracle OCI blog, Llama 3.1 405B FP8 on 8x MI300X, vLLM benchmark_latency batches 1-256"
 _TP8 = ("sgl-cookbook, Qwen3-235B-A22B on 8x B200 and Llama-3.1-70B on 8x A100, SGLang 0.5.6"
-        " (docs/autoregressive/Qwen/Qwen3.md, Llama/Llama3.1.md): the all-reduce latency and the experts' bandwidth")
+        " (docs/autoregressive/Qwen/Qwen3.md, Llama/Llama3.1.md), with the Qwen3-8B H100 runs: the all-reduce latency,"
+        " the experts' bandwidth and what each running request adds to a step")
 EFFICIENCIES = (
-    Efficiency("h100", "vllm", 0.97, 0.5, 0.0024, 0.056, TP8_ALLREDUCE_LATENCY_S, TP8_EXPERT_BANDWIDTH,
-               _GPUSTACK + ", vLLM 0.11.0, concurrency 1 and 8; " + _TP8),
-    Efficiency("h100", "sglang", 0.91, 0.5, 0.0018, 0.018, TP8_ALLREDUCE_LATENCY_S, TP8_EXPERT_BANDWIDTH,
-               _GPUSTACK + ", SGLang 0.5.3, two runs at concurrency 4; " + _TP8),
-    Efficiency("mi300x", "vllm", 0.37, 0.17, 0.0008, 0.03, NCCL_ALLREDUCE_LATENCY_S, 0.37,
+    Efficiency("h100", "vllm", 0.99, 0.5, 0.002, 0.057, TP8_ALLREDUCE_LATENCY_S, TP8_EXPERT_BANDWIDTH,
+               SEQUENCE_OVERHEAD_S, _GPUSTACK + ", vLLM 0.11.0, concurrency 1 and 8; " + _TP8),
+    Efficiency("h100", "sglang", 0.96, 0.5, 0.0016, 0.019, TP8_ALLREDUCE_LATENCY_S, TP8_EXPERT_BANDWIDTH,
+               SEQUENCE_OVERHEAD_S, _GPUSTACK + ", SGLang 0.5.3, two runs at concurrency 4; " + _TP8),
+    Efficiency("mi300x", "vllm", 0.4, 0.29, 0.0018, 0.03, NCCL_ALLREDUCE_LATENCY_S, 0.4, SEQUENCE_OVERHEAD_S,
                _OCI + " (batches 1, 4, 16, 64, 256; request overhead not measured, kept at 0.03; one model at one TP"
                " cannot tell the all-reduce from the step: its latency stays NCCL's, and the experts read at the"
-               " bandwidth's share)"),
-    Efficiency("", "vllm", 0.97, 0.5, 0.0024, 0.056, TP8_ALLREDUCE_LATENCY_S, TP8_EXPERT_BANDWIDTH,
-               "the vLLM H100 runs (no other NVIDIA GPU has fitted runs at TP 1); " + _TP8),
-    Efficiency("", "sglang", 0.91, 0.5, 0.0018, 0.018, TP8_ALLREDUCE_LATENCY_S, TP8_EXPERT_BANDWIDTH,
-               "the SGLang H100 runs; " + _TP8),
+               " bandwidth's share; what each running request adds to a step is the NVIDIA runs' SEQUENCE_OVERHEAD_S,"
+               " fitted without these batches)"),
+    Efficiency("", "vllm", 0.99, 0.5, 0.002, 0.057, TP8_ALLREDUCE_LATENCY_S, TP8_EXPERT_BANDWIDTH,
+               SEQUENCE_OVERHEAD_S, "the vLLM H100 runs (no other NVIDIA GPU has fitted runs at TP 1); " + _TP8),
+    Efficiency("", "sglang", 0.96, 0.5, 0.0016, 0.019, TP8_ALLREDUCE_LATENCY_S, TP8_EXPERT_BANDWIDTH,
+               SEQUENCE_OVERHEAD_S, "the SGLang H100 runs; " + _TP8),
 )

@@ -444,18 +444,16 @@ def _check_workbook(recalculated: Path, written: Path, conn, default_reserve: fl
 
 def _check_cards(vals, forms, problems: list, covered: set) -> int:
     """Each Plan cards value is a reference to one cell of Plan detail or Plans (checked above):
-    it holds that cell's value, and blank stays blank, or reads as its words ("no target")."""
+    it holds that cell's value, and blank stays blank."""
     checked = 0
     for row in forms["Plan cards"].iter_rows():
         for c in row:
             if c.data_type != "f":
                 continue
-            m = re.fullmatch(r"=(?:IF\((.+?)=\"\",\"([^\"]*)\",\1\)|(.+))", c.value)
-            sheet, cell = (m.group(1) or m.group(3)).split("!")
+            m = re.fullmatch(r"=(?:IF\((.+?)=\"\",\"\",\1\)|(.+))", c.value)
+            sheet, cell = (m.group(1) or m.group(2)).split("!")
             source = vals[sheet.strip("'")][cell]
             got, want = vals["Plan cards"][c.coordinate].value, source.value
-            if m.group(2) and want in (None, ""):
-                want = m.group(2)
             if not _same(got, want) and not (got in (None, "") and want in (None, "")):
                 problems.append(f"Plan cards!{c.coordinate} ({c.value}): {got!r}, source {want!r}")
             covered.add(("Plan cards", c.coordinate))
@@ -1176,7 +1174,7 @@ def test_editing_a_ttft_target_recomputes_users_and_gpus(registry, recalculated)
     q4 = [r for r in _data_rows(demand) if demand.cell(r, 1).value == "llama8b-h100-128k"
           and demand.cell(r, 2).value == "2026Q4"][0]
     assert demand.cell(q4, _col(demand, "gpus_needed")).value in (None, "")
-    # the Plan card: its users per replica and binding limit read Plan detail's recalculated cells
+    # the Plan card: its users per replica and binding limit read the recalculated cells of Plan detail and Plans
     cards = vals["Plan cards"]
     (top, col), = [(c.row, c.column) for row in cards.iter_rows() for c in row if c.value == "llama8b-h100-128k"]
     below = {cards.cell(r, col).value: cards.cell(r, col + 1) for r in range(top + 1, top + 40)}

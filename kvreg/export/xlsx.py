@@ -752,7 +752,7 @@ _CARD = ["# Deployment", "model", "gpu", "tp", "pp", "context_tokens", "kv_dtype
          "# Memory per GPU", "memory_gib", "weights_gib_per_gpu", "usable_gib_per_gpu", "kv_pool_gib_per_gpu",
          "kv_bytes_per_token_per_gpu", "kv_gib_per_sequence_per_gpu",
          "# Capacity", "max_concurrency", "workload_concurrency", "fits", "users_per_replica",
-         "users_binding_constraint", "gpus_per_replica", "node_concurrency",
+         "plans:users_binding_constraint", "gpus_per_replica", "node_concurrency",
          "decode_tokens_per_s_per_sequence",
          "# In the Summary's quarter", "plans:users", "plans:gpus_needed", "reason"]
 CARDS_ACROSS = 3
@@ -799,8 +799,6 @@ def _plan_cards_sheet(book: Book, ws, rows: list[dict], plans: Table, overview: 
             g.text(r, col, source.header, label_fmt)
             ref = f"{sheet}!{source.letter}{src_row}"
             formula = f'=IF({ref}="","",{ref})' if source.role == "input" else f"={ref}"
-            if source.name in BLANK_TEXT:
-                formula = _in_words(ref, source.name)
             if source.name == "fits":
                 num = YES_NO
             elif source.is_text:
@@ -808,13 +806,11 @@ def _plan_cards_sheet(book: Book, ws, rows: list[dict], plans: Table, overview: 
             else:
                 num = source.number_format or number_format(source.unit, source.kind, source.name)
             value = source.value(row) if source.value else row.get(source.name)
-            if source.name in BLANK_TEXT:
-                value = _words(value, source.name)
             g.put(r, col + 1, formula, book.fmt(num_format=num, align="right"), result=value)
     last_band = (len(rows) - 1) // CARDS_ACROSS if rows else -1
     fits_offset = 1 + _CARD.index("fits")
     users_offset = 1 + _CARD.index("users_per_replica")
-    served = (users_offset, 1 + _CARD.index("users_binding_constraint"))
+    served = (users_offset, 1 + _CARD.index("plans:users_binding_constraint"))
     no_user = book.fmt(bg_color="#" + NOT_FIT_FILL, font_color="#9C0006")
     for band in range(last_band + 1):
         top = 1 + band * (_CARD_ROWS + 1)

@@ -43,6 +43,8 @@ def test_one_llama_8b_request_on_an_h100_worked_by_hand(engine):
     compute_s = (2 * 8.05e9 + 4 * 32 * 128 * 32 * 1536) / flops
     # TP 1: no all-reduce; the step's overhead, and what its one running request adds to it
     step_s = max(weights_s + kv_s, compute_s) + f.step_overhead_s + 1 * f.sequence_overhead_s
+    assert row["sequence_overhead_s"] == f.sequence_overhead_s == 115e-6  # fitted (bench --fit, its second stage)
+    assert row["step_s_per_sequence"] == pytest.approx(115e-6, rel=1e-12)  # no all-reduce bytes at TP 1
     assert row["decode_step_s"] == pytest.approx(step_s, rel=1e-12)
     assert row["tpot_ms"] == pytest.approx(1000 * step_s, rel=1e-12)  # nobody else's prefill at concurrency 1
     # Prefill: one chunk (1,024 <= 8,192 tokens), its FLOPs (the attention term: each token over the tokens
@@ -93,6 +95,10 @@ def test_a_moe_request_reads_only_the_experts_its_token_activates(engine):
     assert row["decode_experts_s"] == pytest.approx(experts / 8 / expert_bandwidth, rel=1e-12)
     # TP 8: 2 all-reduces in each of 94 layers at the fitted latency, beside the step's own overhead.
     assert row["decode_fixed_s"] == pytest.approx(2 * 94 * f.allreduce_latency_s + f.step_overhead_s, rel=1e-12)
+    # What each request adds: its all-reduce bytes (188 all-reduces x 4,096 x 2 B, a ring's 2 x 7/8 of them, over
+    # NVLink 4's 450 GB/s one way) and its overhead.
+    wire_s = 188 * 4096 * 2 * 2 * 7 / 8 / 450e9
+    assert row["step_s_per_sequence"] == pytest.approx(wire_s + f.sequence_overhead_s, rel=1e-12)
 
 
 def test_seed_001s_70b_table_in_the_methodology_is_kvregs(engine):

@@ -230,13 +230,22 @@ def nodes(e: Expr) -> Iterator[Expr]:
         stack.extend(reversed(tuple(x.children())))
 
 
+# names() by (tree, kinds): a tree never changes once built (frozen, compared by identity), and compiling
+# the views asks for the same figures' names hundreds of thousands of times (12 million nodes walked for
+# one `kvreg db upgrade` before this). The tree is held by its key, so an identity is never reused.
+_NAMES: dict[tuple[Expr, tuple[type, ...]], tuple[str, ...]] = {}
+
+
 def names(e: Expr, kinds: tuple[type, ...] = (Input, Ref)) -> list[str]:
     """The names of the inputs and figures (`kinds`) the tree reads, in first-seen order."""
-    out: list[str] = []
-    for x in nodes(e):
-        if isinstance(x, kinds) and x.name not in out:
-            out.append(x.name)
-    return out
+    found = _NAMES.get((e, kinds))
+    if found is None:
+        out: list[str] = []
+        for x in nodes(e):
+            if isinstance(x, kinds) and x.name not in out:
+                out.append(x.name)
+        found = _NAMES[e, kinds] = tuple(out)
+    return list(found)
 
 
 COMPARISONS = ("<", "<=", ">", ">=", "=", "<>")

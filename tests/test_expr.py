@@ -74,6 +74,10 @@ FLOOR_SQLITE = "(CAST(a AS INTEGER) - (a < CAST(a AS INTEGER)))"
 CEIL_SQLITE = "(CAST(a AS INTEGER) + (a > CAST(a AS INTEGER)))"
 LEAST_SQL = "(CASE WHEN b IS NULL OR a <= b THEN a ELSE b END)"
 GREATEST_SQL = "(CASE WHEN b IS NULL OR a >= b THEN a ELSE b END)"
+# PostgreSQL's LEAST/GREATEST skip NULLs and keep the first of equal values, as the CASE does, naming each
+# operand once (the CASE names `a` twice and `b` twice: nested, the SQL grows threefold a level).
+LEAST_PG = "LEAST(a, b)"
+GREATEST_PG = "GREATEST(a, b)"
 LT_SQL = "(CASE WHEN a < b THEN 1 ELSE 0 END)"
 FMT2_SQLITE = "(CASE WHEN a IS NULL THEN NULL ELSE printf('%.2f', a) END)"
 FMT2_PG = "TRIM(TO_CHAR(CAST(a AS NUMERIC), 'FM999999999999990.00'))"
@@ -114,12 +118,15 @@ CASES = [
     Case("integers stay exact", a * b + 1, {"a": 2**40, "b": 8}, "((a * b) + 1)", "((a * b) + CAST(1 AS BIGINT))",
          "((a * b) + 1)", 2**43 + 1),
     # ---- min / max: NULL is skipped on every target
-    Case("least", least(a, b), {"a": 3, "b": 5}, LEAST_SQL, LEAST_SQL, "MIN(a,b)", 3),
-    Case("least, NULL first", least(a, b), {"a": None, "b": 5}, LEAST_SQL, LEAST_SQL, "MIN(a,b)", 5),
-    Case("least, NULL second", least(a, b), {"a": 3, "b": None}, LEAST_SQL, LEAST_SQL, "MIN(a,b)", 3),
-    Case("least, both NULL", least(a, b), {"a": None, "b": None}, LEAST_SQL, LEAST_SQL, "MIN(a,b)", None),
-    Case("greatest", greatest(a, b), {"a": 1, "b": 0.5}, GREATEST_SQL, GREATEST_SQL, "MAX(a,b)", 1),
-    Case("greatest, NULL second", greatest(a, b), {"a": 1, "b": None}, GREATEST_SQL, GREATEST_SQL, "MAX(a,b)", 1),
+    Case("least", least(a, b), {"a": 3, "b": 5}, LEAST_SQL, LEAST_PG, "MIN(a,b)", 3),
+    Case("least, NULL first", least(a, b), {"a": None, "b": 5}, LEAST_SQL, LEAST_PG, "MIN(a,b)", 5),
+    Case("least, NULL second", least(a, b), {"a": 3, "b": None}, LEAST_SQL, LEAST_PG, "MIN(a,b)", 3),
+    Case("least, both NULL", least(a, b), {"a": None, "b": None}, LEAST_SQL, LEAST_PG, "MIN(a,b)", None),
+    Case("least, a tie", least(a, b), {"a": 2, "b": 2.0}, LEAST_SQL, LEAST_PG, "MIN(a,b)", 2),
+    Case("greatest", greatest(a, b), {"a": 1, "b": 0.5}, GREATEST_SQL, GREATEST_PG, "MAX(a,b)", 1),
+    Case("greatest, NULL second", greatest(a, b), {"a": 1, "b": None}, GREATEST_SQL, GREATEST_PG, "MAX(a,b)", 1),
+    Case("greatest, NULL first", greatest(a, b), {"a": None, "b": 0.5}, GREATEST_SQL, GREATEST_PG, "MAX(a,b)", 0.5),
+    Case("greatest, a tie", greatest(a, b), {"a": 2.0, "b": 2}, GREATEST_SQL, GREATEST_PG, "MAX(a,b)", 2.0),
     # ---- comparisons and logic give 0/1 integers; NULL compares as 0
     Case("less than", a < b, {"a": 1, "b": 2}, LT_SQL, LT_SQL, "IF(a<b,1,0)", 1),
     Case("less than, NULL", a < b, {"a": None, "b": 2}, LT_SQL, LT_SQL, "IF(a<b,1,0)", 0),
@@ -260,6 +267,35 @@ def test_postgresql_values():
             sql = SqlCompiler(inline, inline, dialect="postgresql").compile(case.expr)
             got = conn.execute(f"SELECT {sql}".replace("%", "%%")).fetchone()[0]
             assert _same(float(got) if type(got).__name__ == "Decimal" else got, case.value), (case.id, sql, got)
+
+
+def _pg_text_literal(v) -> str:
+    """_pg_literal, a float read from its text: -0.0 stays negative (a numeric -0.0 is 0), and NaN and the
+    infinities have no numeric literal."""
+    return f"CAST('{v!r}' AS DOUBLE PRECISION)" if isinstance(v, float) else _pg_literal(v)
+
+
+@pytest.mark.skipif(not PG_URL, reason="set KVREG_TEST_PG_URL=postgresql+psycopg://... to run on PostgreSQL")
+def test_least_and_greatest_give_what_the_case_gave_on_postgresql():
+    """The views' min/max on PostgreSQL were the CASE that skips a NULL and keeps `a` on a tie; LEAST and
+    GREATEST replaced it. Both print the same text for every pair: NULLs, ties of integer and double, signed
+    zeros (equal, but printed -0 and 0: the first is kept), NaN (PostgreSQL orders it above every number),
+    infinities and BIGINT's ends."""
+    import psycopg
+
+    values = [None, 0, 2, -3, 2**62, -(2**63), 2.0, 0.0, -0.0, 0.5, float("nan"), float("inf"), float("-inf")]
+    pairs = [(x, y) for x in values for y in values]
+    url = PG_URL.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(url) as conn:
+        for x, y in pairs:
+            lit = {"a": _pg_text_literal(x), "b": _pg_text_literal(y)}
+            names = lit.__getitem__
+            for fn, op in ((least, "<="), (greatest, ">=")):
+                new = SqlCompiler(names, names, dialect="postgresql").compile(fn(a, b))
+                old = f"(CASE WHEN {lit['b']} IS NULL OR {lit['a']} {op} {lit['b']} THEN {lit['a']} ELSE {lit['b']} END)"
+                got, want = conn.execute(f"SELECT CAST({new} AS TEXT), CAST({old} AS TEXT)").fetchone()
+                assert got == want, (x, y, new, got, want)
+    assert len(pairs) == 169
 
 
 # --------------------------------------------------------------------------- the real declarations

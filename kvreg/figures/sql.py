@@ -34,6 +34,10 @@ class Dialect:
     printf: bool  # printf() formats numbers (SQLite); else TO_CHAR (PostgreSQL)
     instr: bool  # instr() finds text (SQLite); else strpos (PostgreSQL)
     native_min_max: bool  # scalar min()/max() of two values that are never NULL (SQLite; see SqlCompiler)
+    # LEAST()/GREATEST() for every min/max (PostgreSQL): they skip NULLs and keep the first of equal values,
+    # as kvreg's min/max do, and name each operand once where the CASE names one three times (nested, the
+    # latency limits' SQL grew to 68 KB for one figure).
+    least_greatest: bool
     sum_widens: bool  # SUM of integers is NUMERIC (PostgreSQL; Decimal in Python): an integer sum is cast back
     # An OFFSET keeps a subquery or CTE its own step: both databases otherwise flatten one read once,
     # pasting its expressions into every reference above it (10x slower to prepare and to run).
@@ -44,9 +48,10 @@ class Dialect:
 
 
 SQLITE = Dialect("sqlite", typed_literals=False, zero_divide_raises=False, cast_rounds=False, printf=True,
-                 instr=True, native_min_max=True, sum_widens=False, fence=" LIMIT -1 OFFSET 0", cte_step="")
+                 instr=True, native_min_max=True, least_greatest=False, sum_widens=False, fence=" LIMIT -1 OFFSET 0",
+                 cte_step="")
 POSTGRESQL = Dialect("postgresql", typed_literals=True, zero_divide_raises=True, cast_rounds=True, printf=False,
-                     instr=False, native_min_max=False, sum_widens=True, fence=" OFFSET 0",
+                     instr=False, native_min_max=False, least_greatest=True, sum_widens=True, fence=" OFFSET 0",
                      cte_step=" MATERIALIZED")
 DIALECTS = {d.name: d for d in (SQLITE, POSTGRESQL)}
 
@@ -71,7 +76,8 @@ class SqlCompiler:
 
     `never_null(e)`: whether SQL can never give NULL for `e` (kvreg.figures.facts.never_null_in_sql);
     where the dialect has `native_min_max`, min/max of two such expressions is the database's own
-    min()/max(). Without it, every min/max is the CASE that skips a NULL.
+    min()/max(). Without it, every min/max is the CASE that skips a NULL, or, where the dialect has
+    `least_greatest`, LEAST()/GREATEST(), which skip NULLs themselves.
 
     The walk's context is whether the node is compiled as a condition (an `if`'s test, the operands
     of and/or/not) rather than as a 0/1 value: a comparison is then `a < b`, isnull `x IS NULL`, and
@@ -182,6 +188,8 @@ class SqlCompiler:
         if cond:
             return self._tested(e)
         a, b = self.compile(e.args[0]), self.compile(e.args[1])
+        if self.d.least_greatest:
+            return f"LEAST({a}, {b})" if op == "<=" else f"GREATEST({a}, {b})"
         if (self.d.native_min_max and self.never_null is not None and self.never_null(e.args[0])
                 and self.never_null(e.args[1])):
             # Of equal values SQLite's min() returns the last and max() the first: both keep `a` on a

@@ -94,6 +94,8 @@ out["plan_form"] = options.declared_fields(options.PLAN_ADD)
 out["plan_set_clears"] = spec_from_options({"draft_tokens": "none"}, partial=True)
 out["plan_error"] = input_error("draft_tokens", "0")
 out["plan_sheet"] = "draft_tokens" in xlsx._SETTINGS
+from kvreg.db.read import PLAN_KEYS
+out["plan_file_keys"] = PLAN_KEYS[-7:]
 
 # kvreg capacity and the what-if page's form: the deployment input is an option of capacity and a form field.
 text = CliRunner().invoke(cli, ["capacity", "--help"], terminal_width=200).output
@@ -208,6 +210,10 @@ def test_a_declared_input_reaches_the_table_validator_cli_and_workbook():
     assert out["plan_set_clears"] == {"draft_tokens": None}
     assert out["plan_error"] == "draft_tokens must be at least 1, not 0"
     assert out["plan_sheet"] is True
+    # A [[plan]] key of `kvreg export` and `kvreg apply`, after the settings declared before it, both inputs (the
+    # deployment's, then the workload's, in declaration order), before notes and the plan's allowances and mix.
+    assert out["plan_file_keys"] == ["weights_measured_bytes", "draft_tokens", "prefix_hit_rate", "notes",
+                                     "allow_gpus", "allow_kv_dtypes", "workload"]
     # The workload input: an option of plan add and plan set (a FLOAT, as a real input is typed) with the declared
     # help, passed on under its column's name.
     assert out["workload_help"] == [

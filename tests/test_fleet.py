@@ -237,6 +237,47 @@ def test_export_apply_cover_plans_demand_and_fleet(kv, tmp_path):
     assert r.exit_code == 1 and "[[demand]] #" in r.output and "users must be at least 0" in r.output
 
 
+def test_a_plans_engine_release_and_measured_memory_go_through_export_and_apply(kv, tmp_path):
+    """A plan's --engine-version, --non-torch-memory and --weights-memory are its own settings (`plan calibrate --log`
+    sets them too): `kvreg export` writes them, and `kvreg apply` of that file, with another field edited, keeps
+    them. Before, export left them out and apply of the edited file set all three back to NULL, and SGLang's
+    memory share with them (it follows the release)."""
+    from conftest import Kvreg
+
+    kv("plan", "add", "sg", "--model", "Llama-3.1-8B", "--gpu", H100, "--rule", "sglang", "--engine-version", "0.5.2",
+       "--gpus-per-node", 8, "--non-torch-memory", "0.5GiB", "--weights-memory", "15GiB")
+    exported = kv("export").stdout
+    block = exported.split('name = "sg"\n')[1].split("\n\n")[0]
+    # 0.5 GiB = 536,870,912 B; 15 GiB = 16,106,127,360 B
+    assert ('rule = "sglang"\nengine_version = "0.5.2"\nnon_torch_bytes = 536870912\n'
+            'weights_measured_bytes = 16106127360\nnotes = ""') in block
+    path = tmp_path / "registry.toml"
+    path.write_text(exported.replace('name = "sg"\n' + block, 'name = "sg"\n' + block.replace("reserve = 0.12", "reserve = 0.15")))
+    assert "    reserve: 0.12 -> 0.15" in kv("apply", path).stdout.splitlines()
+    kept = kv.json("plan", "show", "sg")[0]
+    assert (kept["engine_version"], kept["non_torch_bytes"], kept["weights_measured_bytes"], kept["reserve"]) == \
+        ("0.5.2", 536870912, 16106127360, 0.15)
+    # SGLang v0.4.9-v0.5.2 on an H100 at TP 1 (test_engine_rules): (80 GiB - (9.5 + 1 / 2) GiB) / 80 GiB = 0.875,
+    # as SGLang rounds it: 0.874 (81,559 MiB reported)
+    assert kept["mem_fraction_static_used"] == 0.874
+    other = Kvreg(f"sqlite:///{tmp_path / 'other.db'}")
+    other("apply", path)
+    assert other("export").stdout == kv("export").stdout
+
+
+def test_a_plan_file_has_a_key_for_every_setting_a_plan_stores():
+    """Every deployment and latency-workload input a plan stores is a [[plan]] key (an input declared later
+    becomes one with no edit), but engine_release, derived from engine_version, and concurrency, which a plan
+    does not take."""
+    from kvreg.db.columns import columns_of
+    from kvreg.db.read import PLAN_KEYS
+    from kvreg.figures.inputs import inputs_of
+
+    stored = set(columns_of("plan")) & {*inputs_of("deployment"), *inputs_of("workload")}
+    assert stored - set(PLAN_KEYS) == {"engine_release", "concurrency"}
+    assert len(PLAN_KEYS) == len(set(PLAN_KEYS)) == 34
+
+
 # ---------------------------------------------------------------- solvers take a plan
 
 

@@ -29,7 +29,7 @@ from kvreg.core.errors import KvregError, suggest
 from kvreg.core.units import parse_quarter
 from kvreg.db import fastpath
 from kvreg.db.columns import columns_of
-from kvreg.figures.inputs import KV_GROUPS, WHATIF_COLUMNS, WHATIF_TABLES
+from kvreg.figures.inputs import KV_GROUPS, WHATIF_COLUMNS, WHATIF_TABLES, inputs_of
 from kvreg.figures.quarters import in_force_sql, index_of_quarter, quarter_of_index
 
 # Registry columns in the order the table definitions give them (kvreg.db.columns, which kvreg.db.tables
@@ -271,11 +271,21 @@ def declared_rows(conn) -> dict[str, list[dict]]:
 
 
 # The plans, demand and fleet of a declaration file: each kind's keys in the order the file writes them.
-PLAN_KEYS = ["name", "model", "gpu", "gpus_per_node", "tp", "pp", "dp_attention", "kv_dtype", "weight_dtype",
-             "context_tokens", "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", "rule",
-             "gpu_memory_utilization", "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes",
-             "cuda_graph_bytes", "mem_fraction_static", "max_num_seqs", "sampler", "input_tokens", "output_tokens",
-             "tpot_target_ms", "ttft_target_ms", "notes", "allow_gpus", "allow_kv_dtypes", "workload"]
+# A [[plan]] row of a declaration file (`kvreg export`, `kvreg apply`): the plan's name, its model and GPU by
+# name, and every deployment and latency-workload input a plan stores, in the order export writes them (the
+# order the file format has had; an input declared since comes after these, so it reaches the file with no
+# edit here), then its notes, allowances and workload mix. engine_release is not a key: it is derived from
+# engine_version (kvreg.core.rules), as `plan add` derives it; a plan takes no concurrency.
+_PLAN_FILE_ORDER = ["gpus_per_node", "tp", "pp", "dp_attention", "kv_dtype", "weight_dtype", "context_tokens",
+                    "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", "rule", "gpu_memory_utilization",
+                    "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes", "cuda_graph_bytes",
+                    "mem_fraction_static", "max_num_seqs", "sampler", "input_tokens", "output_tokens",
+                    "tpot_target_ms", "ttft_target_ms"]
+_NOT_PLAN_KEYS = ("engine_release", "concurrency")
+PLAN_KEYS = ["name", "model", "gpu", *_PLAN_FILE_ORDER,
+             *[n for n in (*inputs_of("deployment"), *inputs_of("workload"))
+               if n not in _PLAN_FILE_ORDER and n not in _NOT_PLAN_KEYS],
+             "notes", "allow_gpus", "allow_kv_dtypes", "workload"]
 # A workload class in a declaration file: its tokens and share, then its latency workload (absent: NULL).
 CLASS_KEYS = ["name", "avg_tokens", "share", "input_tokens", "output_tokens", "tpot_target_ms", "ttft_target_ms"]
 DEMAND_KEYS = ["plan", "quarter", "users"]

@@ -4,7 +4,9 @@
 as the built-in catalog writes them (`workload = [{ name = "chat", avg_tokens = 1500, share = 0.8 }]`);
 [[demand]] rows are `plan, quarter, users`; [[fleet]] rows `gpu, quarter, gpus_owned, gpus_reserved,
 reserved_price_per_hour`. Plans match by name, demand by (plan, quarter), fleet by (GPU, quarter).
-What an engine printed (`kvreg plan calibrate`) is not part of the file: it stays with the registry.
+A plan's keys are every setting it stores (kvreg.db.read.PLAN_KEYS), the release and measured memory terms
+`kvreg plan calibrate --log` sets among them; what the engine printed (its measured KV cache and concurrency)
+is not part of the file: it stays with the registry.
 """
 
 from __future__ import annotations

@@ -286,8 +286,11 @@ PLAN_KEYS = ["name", "model", "gpu", *_PLAN_FILE_ORDER,
              *[n for n in (*inputs_of("deployment"), *inputs_of("workload"))
                if n not in _PLAN_FILE_ORDER and n not in _NOT_PLAN_KEYS],
              "notes", "allow_gpus", "allow_kv_dtypes", "workload"]
-# A workload class in a declaration file: its tokens and share, then its latency workload (absent: NULL).
-CLASS_KEYS = ["name", "avg_tokens", "share", "input_tokens", "output_tokens", "tpot_target_ms", "ttft_target_ms"]
+# A workload class in a declaration file: its name, then its columns (kvreg.db.columns: its tokens and share, then
+# its latency workload, absent meaning NULL, and any class input declared since).
+CLASS_KEYS = ["name", *(c for c in columns_of("workload_class") if c not in ("id", "plan_id", "name"))]
+# A class's keys that may be left out, written only where set: all but its name, tokens and share.
+CLASS_OPTIONAL_KEYS = CLASS_KEYS[3:]
 DEMAND_KEYS = ["plan", "quarter", "users"]
 FLEET_KEYS = ["gpu", "quarter", "gpus_owned", "gpus_reserved", "reserved_price_per_hour"]
 

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from kvreg.core.units import format_size
-from kvreg.db.read import COLUMNS, DECLARED_KINDS, SIZE_FIELDS, declared_entries, declared_rows
+from kvreg.db.read import CLASS_OPTIONAL_KEYS, COLUMNS, DECLARED_KINDS, SIZE_FIELDS, declared_entries, declared_rows
 
 _HEADER = (
     "# kvreg registry: dtypes, GPUs, models, plans (with their workload mix), demand and fleet.\n"
@@ -27,8 +27,7 @@ def export_text(conn) -> str:
 
 def _class_latency(c: dict) -> str:
     """A workload class's latency keys that are set, as more keys of its inline table."""
-    return "".join(f", {k} = {toml_value(c[k])}" for k in ("input_tokens", "output_tokens", "tpot_target_ms",
-                                                            "ttft_target_ms") if c.get(k) is not None)
+    return "".join(f", {k} = {toml_value(c[k])}" for k in CLASS_OPTIONAL_KEYS if c.get(k) is not None)
 
 
 def _entry_text(kind: str, row: dict) -> str:

@@ -232,8 +232,11 @@ def nodes(e: Expr) -> Iterator[Expr]:
 
 # names() by (tree, kinds): a tree never changes once built (frozen, compared by identity), and compiling
 # the views asks for the same figures' names hundreds of thousands of times (12 million nodes walked for
-# one `kvreg db upgrade` before this). The tree is held by its key, so an identity is never reused.
+# one `kvreg db upgrade` before this). The tree is held by its key, so an identity is never reused; the
+# declarations' trees and their subtrees are a few tens of thousands, and a process that builds trees of its own
+# (none does today) would empty the memo past _NAMES_KEPT rather than grow it.
 _NAMES: dict[tuple[Expr, tuple[type, ...]], tuple[str, ...]] = {}
+_NAMES_KEPT = 200_000
 
 
 def names(e: Expr, kinds: tuple[type, ...] = (Input, Ref)) -> list[str]:
@@ -244,6 +247,8 @@ def names(e: Expr, kinds: tuple[type, ...] = (Input, Ref)) -> list[str]:
         for x in nodes(e):
             if isinstance(x, kinds) and x.name not in out:
                 out.append(x.name)
+        if len(_NAMES) >= _NAMES_KEPT:
+            _NAMES.clear()
         found = _NAMES[e, kinds] = tuple(out)
     return list(found)
 

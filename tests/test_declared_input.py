@@ -48,7 +48,18 @@ from click.testing import CliRunner
 
 from kvreg.app import options
 from kvreg.app.plans import spec_from_options
-from kvreg.app.registry import input_error, validate_model
+from kvreg.app.registry import check_input, validate_model
+from kvreg.core.errors import KvregError
+
+
+def input_error(field, value):
+    """check_input's one-line error for `value`, or None when it passes."""
+    try:
+        check_input(field, value)
+    except KvregError as exc:
+        return str(exc)
+    return None
+
 from kvreg.cli import cli
 from kvreg.cli.models import model_add
 from kvreg.db.engine import alembic_config, make_engine

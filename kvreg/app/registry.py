@@ -112,15 +112,6 @@ def check_input(field: str, value: Any) -> int | float | None:
     return declared_value(decl, value, field, limit=_limit(field))
 
 
-def input_error(field: str, value: Any) -> str | None:
-    """check_input's one-line error for `value`, or None when it passes."""
-    try:
-        check_input(field, value)
-    except KvregError as exc:
-        return str(exc)
-    return None
-
-
 _INPUT_BY_COLUMN = {i.column: i for i in INPUTS.values() if i.kind != "text" and i.table not in ("mix",)}
 
 

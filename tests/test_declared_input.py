@@ -4,8 +4,8 @@ validator and its one-line errors, the CLI option with its help (model add, gpu 
 capacity), the capacity question and the scenario rows it binds, the web forms (plan and what-if), and the
 workbook's input columns.
 
-Four throwaway inputs, a model's `vision_layers`, a deployment's `draft_tokens`, a GPU's `tdp_watts` and a workload's
-`prefix_hit_rate`, are added to the declarations' source as one would edit the file, and kvreg is imported from it
+Five throwaway inputs, a model's `vision_layers`, a deployment's `draft_tokens`, a GPU's `tdp_watts`, a workload's
+`prefix_hit_rate` and an SGLang engine setting, `chunked_prefill_size`, are added to the declarations' source as one would edit the file, and kvreg is imported from it
 in a fresh interpreter (the tables and options are built once, at import); nothing else is edited. Their migration
 is the one thing missing, and the drift test's comparison says so.
 """
@@ -20,7 +20,7 @@ DECLARE = '''
 import importlib.util, json, pathlib, sys, tempfile
 import kvreg.figures
 
-# kvreg/figures/inputs.py with four more declarations at the end of _INPUTS, loaded as that module.
+# kvreg/figures/inputs.py with five more declarations at the end of _INPUTS, loaded as that module.
 path = pathlib.Path(kvreg.figures.__file__).with_name("inputs.py")
 source = path.read_text()
 assert source.count("\\n]\\nINPUTS = {") == 1
@@ -34,6 +34,8 @@ source = source.replace("\\n]\\nINPUTS = {", """
     InputDecl("prefix_hit_rate", "fraction", "share of a request's prompt tokens the prefix cache holds (NULL: none)",
               "real", nullable=True, minimum=0, at_most=1, table="workload",
               help="Share of the prompt tokens the prefix cache holds, in [0, 1]"),
+    InputDecl("chunked_prefill_size", "tokens", "SGLang --chunked-prefill-size (NULL: the release's default)",
+              nullable=True, positive=True, table="deployment", engine="sglang", help="SGLang: tokens per prefill chunk"),
 ]
 INPUTS = {""")
 module = importlib.util.module_from_spec(importlib.util.spec_from_loader("kvreg.figures.inputs", loader=None))
@@ -117,6 +119,12 @@ question = question_from_options(**options.parse(options.CAPACITY, [("draft-toke
 out["capacity_question"] = [DECLARED == tuple(options.declared_inputs(options.CAPACITY)), DECLARED,
                             question.draft_tokens]
 
+# The engine setting: an option of capacity and of plan add, read by its unit (a token count), a field of the what-if
+# page shown under its rule alone.
+text = CliRunner().invoke(cli, ["capacity", "--help"], terminal_width=200).output
+out["engine_help"] = [" ".join(l.split()) for l in text.splitlines() if "--chunked-prefill-size" in l]
+out["engine_field"] = options.form_field("chunked_prefill_size")
+
 # The GPU input: gpu add and gpu set wear it, gpu set may change it.
 from kvreg.app.registry import GPU_SETTABLE
 for words in (["gpu", "add", "--help"], ["gpu", "set", "--help"]):
@@ -137,7 +145,9 @@ from sqlalchemy import text as sql
 with engine.begin() as conn:
     for table, column, kind in (("model", "vision_layers", "INTEGER"), ("plan", "draft_tokens", "INTEGER"),
                                 ("scenario", "draft_tokens", "INTEGER"), ("gpu", "tdp_watts", "INTEGER"),
-                                ("plan", "prefix_hit_rate", "REAL"), ("scenario", "prefix_hit_rate", "REAL")):
+                                ("plan", "prefix_hit_rate", "REAL"), ("scenario", "prefix_hit_rate", "REAL"),
+                                ("plan", "chunked_prefill_size", "INTEGER"),
+                                ("scenario", "chunked_prefill_size", "INTEGER")):
         conn.execute(sql(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
 done = CliRunner().invoke(cli, ["--db", url, "gpu", "add", "H100-SXM", "--memory", "80GiB"])
 done = CliRunner().invoke(cli, ["--db", url, "gpu", "set", "H100-SXM", "--tdp-watts", "700"])
@@ -175,12 +185,33 @@ bound.clear()
 for value in ("0", "-2"):
     done = CliRunner().invoke(cli, asked + ["--draft-tokens", value])
     out.setdefault("capacity_refused", []).append([done.exit_code, done.stdout, done.stderr, list(bound)])
+# --chunked-prefill-size 8k under SGLang's rule binds 8,000 tokens; under vLLM's, or 0, it is refused in one line.
+bound.clear()
+kvreg.db.read.bound_rows = lambda table, rows: (bound.append((table, [r.get("chunked_prefill_size") for r in rows]))
+                                                or bind(table, rows))
+for extra in (["--rule", "sglang", "--chunked-prefill-size", "8k"], ["--rule", "vllm", "--chunked-prefill-size", "8k"],
+              ["--rule", "sglang", "--chunked-prefill-size", "0"]):
+    done = CliRunner().invoke(cli, asked + extra)
+    out.setdefault("engine_capacity", []).append([done.exit_code, done.stderr, list(bound)])
+    bound.clear()
 kvreg.db.read.bound_rows = bind
+# plan add stores it under SGLang's rule; plan set --rule vllm clears it, as it does every setting the new rule does
+# not read; plan set may not give it under vLLM's.
+def engine_row():
+    with engine.connect() as conn:
+        return list(conn.execute(sql("SELECT rule, chunked_prefill_size FROM plan WHERE name = 'sgl'")).one())
+for words in (added[:4] + ["sgl"] + added[5:] + ["--rule", "sglang", "--chunked-prefill-size", "4K"],
+              ["--db", url, "plan", "set", "sgl", "--rule", "vllm"],
+              ["--db", url, "plan", "set", "sgl", "--chunked-prefill-size", "2k"]):
+    done = CliRunner().invoke(cli, words)
+    out.setdefault("engine_plan", []).append([done.exit_code, done.stderr, engine_row()])
 from starlette.testclient import TestClient
 from kvreg.web.app import create_app
 client = TestClient(create_app(url), base_url="http://127.0.0.1")
 page = client.get("/?draft-tokens=4").text
 out["whatif_field"] = [" ".join(l.split()) for l in page.splitlines() if 'name="draft-tokens"' in l]
+lines = page.splitlines()
+out["engine_row"] = [" ".join(lines[i - 1].split()) for i, l in enumerate(lines) if 'name="chunked-prefill-size"' in l]
 api = client.get("/api/capacity?model=Llama-3.1-8B&draft-tokens=0")
 out["api_refused"] = [api.status_code, api.json()]
 print(json.dumps(out))
@@ -221,9 +252,9 @@ def test_a_declared_input_reaches_the_table_validator_cli_and_workbook():
     assert out["plan_set_clears"] == {"draft_tokens": None}
     assert out["plan_error"] == "draft_tokens must be at least 1, not 0"
     assert out["plan_sheet"] is True
-    # A [[plan]] key of `kvreg export` and `kvreg apply`, after the settings declared before it, both inputs (the
-    # deployment's, then the workload's, in declaration order), before notes and the plan's allowances and mix.
-    assert out["plan_file_keys"] == ["weights_measured_bytes", "draft_tokens", "prefix_hit_rate", "notes",
+    # A [[plan]] key of `kvreg export` and `kvreg apply`, after the settings declared before it, the three inputs (the
+    # deployment's, then the workload's, each in declaration order), before notes and the plan's allowances and mix.
+    assert out["plan_file_keys"] == ["draft_tokens", "chunked_prefill_size", "prefix_hit_rate", "notes",
                                      "allow_gpus", "allow_kv_dtypes", "workload"]
     # The workload input: an option of plan add and plan set (a FLOAT, as a real input is typed) with the declared
     # help, passed on under its column's name.
@@ -245,6 +276,24 @@ def test_a_declared_input_reaches_the_table_validator_cli_and_workbook():
                                        for v in (0, -2)]
     assert out["api_refused"] == [400, {"error": "--draft-tokens must be at least 1, not 0"}]
     assert out["whatif_field"] == ['<input name="draft-tokens" value="4" placeholder="" data-default="" autocomplete="off">']
+    # The engine setting: an option of capacity (text, read by its unit: tokens) with the declared help, and a field of
+    # the what-if page's engine row shown under SGLang's rule alone (name, label, tooltip, rules).
+    assert out["engine_help"] == ["--chunked-prefill-size TEXT SGLang: tokens per prefill chunk."]
+    assert out["engine_field"] == ["chunked-prefill-size", "chunked_prefill_size", "", "sglang"]
+    assert out["engine_row"] == ['<label data-rule="sglang">chunked_prefill_size']
+    # capacity --rule sglang --chunked-prefill-size 8k binds 8,000 tokens (8k = 8 x 1,000) in both scenarios; under
+    # vLLM's rule, and 0 (declared positive), it is refused in one line, nothing bound.
+    assert out["engine_capacity"] == [
+        [0, "", [["scenario", [8000, 8000]]]],
+        [1, "Error: --chunked-prefill-size is a SGLang setting but the rule is vllm: add --rule sglang, or leave "
+            "--chunked-prefill-size out\n", []],
+        [1, "Error: --chunked-prefill-size: token count '0' must be at least 1\n", []]]
+    # plan add --rule sglang --chunked-prefill-size 4K stores 4,096 (4K = 4 x 1,024); plan set --rule vllm clears it;
+    # plan set --chunked-prefill-size under vLLM's rule is refused and writes nothing.
+    assert out["engine_plan"] == [
+        [0, "", ["sglang", 4096]], [0, "", ["vllm", None]],
+        [1, "Error: --chunked-prefill-size is a SGLang setting but the rule is vllm: add --rule sglang, or leave "
+            "--chunked-prefill-size out\n", ["vllm", None]]]
     # The GPU input: an option of gpu add and gpu set, which may change it (GPU_SETTABLE) and stores 700 as given.
     assert out["gpu_help"] == ["--tdp-watts INTEGER Board power in watts (H100 SXM: 700)."] * 2
     assert out["gpu_settable"] is True
@@ -261,6 +310,8 @@ def test_a_declared_input_reaches_the_table_validator_cli_and_workbook():
          [["chat", 1, 0.25, 4]]] for v in ("1.5", "-0.1")]
     # And the one thing a declaration cannot write: the migration. Without it the drift test fails.
     assert sorted(out["drift"]) == [["add_column", "gpu", "tdp_watts"], ["add_column", "model", "vision_layers"],
+                                    ["add_column", "plan", "chunked_prefill_size"],
                                     ["add_column", "plan", "draft_tokens"], ["add_column", "plan", "prefix_hit_rate"],
+                                    ["add_column", "scenario", "chunked_prefill_size"],
                                     ["add_column", "scenario", "draft_tokens"],
                                     ["add_column", "scenario", "prefix_hit_rate"]]

@@ -61,7 +61,7 @@ def test_capacity_and_plan_add_share_the_deployment_options():
 
 def test_a_what_if_field_is_its_inputs_declaration():
     """The what-if page's setting fields take their option, label, tooltip and the rules that read them from the
-    declarations (kvreg.figures.inputs): an engine setting's rules are those kvreg.core.rules.ENGINE_SETTINGS names,
+    declarations (kvreg.figures.inputs): an engine setting's rules follow its declared `engine`,
     under which check_engine_settings takes it ("engine": vLLM or SGLang); each field sets an option of capacity."""
     from kvreg.app.options import CAPACITY, FormField, form_field, option_names
 

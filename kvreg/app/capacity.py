@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import field, make_dataclass, replace
 
+from kvreg.app.engine import ENGINE_FIELDS, check_engine_settings, parse_engine_options
 from kvreg.app.values import declared_value
 from kvreg.core.errors import KvregError, suggest
-from kvreg.core.rules import ENGINE_FIELDS, check_engine_settings, parse_engine_options
 from kvreg.core.units import format_tokens, parse_fraction, parse_size, parse_token_list, parse_tokens
 from kvreg.db.read import runner, whatif
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, KV_GROUPS, MAX_GPUS_PER_NODE, inputs_of

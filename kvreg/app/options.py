@@ -16,7 +16,7 @@ import click
 
 from kvreg.core.errors import KvregError
 from kvreg.core.units import format_tokens
-from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS as _D, INPUTS
+from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS as _D, ENGINE_SETTINGS, INPUTS
 
 # --------------------------------------------------------------------------- the options
 
@@ -127,17 +127,14 @@ def declared_fields(command: click.Command) -> list[tuple[str, str, str]]:
 def engine_options(defaults: bool) -> list:
     """--rule and the engine's own settings (docs/engine-rules.md), for `kvreg capacity` and the plan
     commands, each generated from its input's declaration (flag, help, the engine defaults it names);
-    parse them with kvreg.core.rules.parse_engine_options (text, read with units). Without defaults (plan set)
+    parse them with kvreg.app.engine.parse_engine_options (text, read with units). Without defaults (plan set)
     an option left out keeps the stored value."""
     clears = "" if defaults else "; none clears it"
     return [
         click.option("--rule", default=_D["rule"] if defaults else None, show_default=defaults,
                      help=f"Allocation rule: theoretical (a share of memory held back, --reserve, {_D['reserve']:.0%} by"
                      " default; see docs/methodology.md), vllm or sglang (what the engine allocates)."),
-        *[input_option(name, suffix=clears, type=None, default=None)
-          for name in ("engine_version", "gpu_memory_utilization", "max_num_batched_tokens", "max_concurrent_batches",
-                       "max_num_seqs", "activation_bytes", "cuda_graph_bytes", "non_torch_bytes",
-                       "weights_measured_bytes", "mem_fraction_static", "sampler")],
+        *[input_option(name, suffix=clears, type=None, default=None) for name in ENGINE_SETTINGS],
     ]
 
 

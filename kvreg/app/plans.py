@@ -22,11 +22,11 @@ from kvreg.app.calibrate import (FORMAT_RELEASE, at_limiting_stage, device_gpu, 
                              resolve_model, sglang_in_use, untagged_note)
 from kvreg.app.capacity import (check_dp_attention, check_layout, check_pp_layers, invalid_tp, parse_tp,
                                 positive_ms, positive_whole, valid_tps)
+from kvreg.app.engine import check_engine_settings, parse_engine_options
 from kvreg.app.options import PLAN_LATENCY
 from kvreg.app.registry import check_dtype, check_input, check_int, check_name, check_text, get_gpu, get_model
 from kvreg.core.enginelog import GIB
 from kvreg.core.errors import AlreadyExists, KvregError
-from kvreg.core.rules import ENGINE_SETTINGS, check_engine_settings, parse_engine_options
 from kvreg.core.units import format_tokens, parse_fraction, parse_quarter, parse_size, parse_tokens
 from kvreg.db.read import whatif
 from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
@@ -37,7 +37,7 @@ from kvreg.db.read import (  # noqa: F401  (the read queries live in the db laye
     show_plan,
 )
 from kvreg.db.tables import Demand, Gpu, Model, Plan, WorkloadClass
-from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, MAX_SHARE, inputs_of
+from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, ENGINE_SETTINGS, INPUTS, MAX_SHARE, inputs_of
 
 # A spec names its model and GPU; a row (what the plan table stores) carries their ids. Its settings default to
 # the deployment inputs' declared defaults; the weight dtype to the model's own (None).
@@ -124,7 +124,7 @@ def validate_allowances(conn, spec: dict) -> dict:
     return out
 
 
-# The deployment inputs neither validate_plan nor the engine settings (kvreg.core.rules.ENGINE_SETTINGS) check by hand:
+# The deployment inputs neither validate_plan nor the engine settings (kvreg.app.engine) check by hand:
 # each is read as its generated option gave it (kvreg.app.options.declared_options) and checked as declared
 # (kvreg.app.registry.check_input). None today; an input declared since lands here with no edit.
 _CHECKED_BY_HAND = {"tp", "pp", "dp_attention", "gpus_per_node", "context_tokens", "avg_tokens", "reserve",
@@ -460,8 +460,8 @@ def set_plan(conn, name: str, changes: dict) -> dict:
         if old["weight_dtype"] == get_model(conn, old["model"])["weight_dtype"]:
             changes["weight_dtype"] = None
     if changes.get("rule", old["rule"]) != old["rule"]:
-        for setting, (rule, _flags, _kind) in ENGINE_SETTINGS.items():
-            if rule != changes["rule"] and not (rule == "engine" and changes["rule"] != "theoretical"):
+        for setting, decl in ENGINE_SETTINGS.items():
+            if changes["rule"] not in decl.rules:
                 changes.setdefault(setting, None)
     if changes.get("workload"):  # a mix replaces an average, and an average a mix
         changes.setdefault("avg_tokens", None)

@@ -275,7 +275,7 @@ def declared_rows(conn) -> dict[str, list[dict]]:
 # name, and every deployment and latency-workload input a plan stores, in the order export writes them (the
 # order the file format has had; an input declared since comes after these, so it reaches the file with no
 # edit here), then its notes, allowances and workload mix. engine_release is not a key: it is derived from
-# engine_version (kvreg.core.rules), as `plan add` derives it; a plan takes no concurrency.
+# engine_version (kvreg.app.engine), as `plan add` derives it; a plan takes no concurrency.
 _PLAN_FILE_ORDER = ["gpus_per_node", "tp", "pp", "dp_attention", "kv_dtype", "weight_dtype", "context_tokens",
                     "avg_tokens", "reserve", "kv_cache_memory_bytes", "block_size", "rule", "gpu_memory_utilization",
                     "max_num_batched_tokens", "max_concurrent_batches", "activation_bytes", "cuda_graph_bytes",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvreg.core.rules import ENGINE_RULES, ENGINE_SETTINGS, RULES, SAMPLERS
+from kvreg.core.rules import ENGINE_RULES, RULES, SAMPLERS
 
 from .engine_defaults import (
     GIB,
@@ -66,12 +66,14 @@ class InputDecl:
     PostgreSQL refuses); not in the schema, kvreg.app.registry.check_input enforces it on every path a value
     enters by, as it does the CHECK's bounds.
 
-    What a person sees: `flag`, the CLI option (--name with dashes by default; an engine setting's, its flags in
-    kvreg.core.rules.ENGINE_SETTINGS, which its checks name); `help`, its help (the
-    meaning by default); `label`, its web form field's heading (the name by default); `hint`, the field's tooltip
-    (none by default); `rules`, the allocation rules that read it when not every rule (an engine setting's: the
-    rule ENGINE_SETTINGS names, which kvreg.core.rules.check_engine_settings holds it to), whose form shows its
-    field only under them (kvreg.app.options.form_field)."""
+    What a person sees: `flag`, the CLI option (--name with dashes by default; space-separated aliases after the
+    first, which names it in messages); `help`, its help (the meaning by default); `label`, its web form field's
+    heading (the name by default); `hint`, the field's tooltip (none by default); `rules`, the allocation rules
+    that read it when not every rule, whose form shows its field only under them (kvreg.app.options.form_field).
+
+    `engine`: an engine setting's rule, the one that reads it: vllm, sglang, or engine (either). Its `rules`
+    follow, and kvreg.app.engine.check_engine_settings refuses it under another rule; its option's text reads by
+    its unit (bytes: a size with its unit; tokens: a token count such as 8k; else as typed)."""
 
     name: str
     unit: str
@@ -96,6 +98,7 @@ class InputDecl:
     label: str = ""
     hint: str = ""
     rules: tuple[str, ...] = ()
+    engine: str = ""
 
     def __post_init__(self):
         assert self.table in INPUT_TABLES, (self.name, self.table)
@@ -106,12 +109,10 @@ class InputDecl:
             object.__setattr__(self, "check", self.column)
         if not self.check_tables:
             object.__setattr__(self, "check_tables", INPUT_TABLES[self.table])
-        if self.name in ENGINE_SETTINGS:  # an engine setting's flags and rule are kvreg.core.rules', which checks it
-            assert not self.flag and not self.rules, (self.name, "its flags and rule: kvreg.core.rules.ENGINE_SETTINGS")
-            rule, flags, _kind = ENGINE_SETTINGS[self.name]
-            object.__setattr__(self, "flag", flags)
-            object.__setattr__(self, "rules", ENGINE_RULES if rule == "engine" else (rule,))
-        elif not self.flag:
+        if self.engine:  # an engine setting is read by its rule alone
+            assert self.engine in ("engine", *ENGINE_RULES) and not self.rules, (self.name, self.engine)
+            object.__setattr__(self, "rules", ENGINE_RULES if self.engine == "engine" else (self.engine,))
+        if not self.flag:
             object.__setattr__(self, "flag", "--" + self.name.replace("_", "-"))
         if not self.help:
             object.__setattr__(self, "help", self.meaning)
@@ -435,64 +436,70 @@ _INPUTS = [
     InputDecl("gpu_memory_utilization", "fraction",
               f"vLLM --gpu-memory-utilization (NULL: the release's default, {VLLM_GPU_MEMORY_UTILIZATION} from v0.20,"
               f" {VLLM_GPU_MEMORY_UTILIZATION_BEFORE} before)", "real", nullable=True, positive=True,
-              table="deployment", at_most=1, check="gmu", label="GPU memory utilization",
+              table="deployment", engine="vllm", at_most=1, check="gmu", label="GPU memory utilization",
               help=f"vLLM: share of GPU memory it may use, in (0, 1] (default {VLLM_GPU_MEMORY_UTILIZATION} from v0.20,"
               f" {VLLM_GPU_MEMORY_UTILIZATION_BEFORE} before)"),
     InputDecl("max_num_batched_tokens", "tokens", f"vLLM --max-num-batched-tokens (NULL: {VLLM_MAX_NUM_BATCHED_TOKENS:,},"
               f" {VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS:,} from v0.8 on GPUs under 70 GiB)",
-              nullable=True, positive=True, table="deployment", big=True, check="batched_tokens",
+              nullable=True, positive=True, table="deployment", engine="vllm", big=True, check="batched_tokens",
               label="max num batched tokens",
               help=f"vLLM: tokens per scheduler step (default {VLLM_MAX_NUM_BATCHED_TOKENS};"
               f" {VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS} from v0.8 on GPUs under {VLLM_LARGE_GPU_BYTES // GIB} GiB)"),
     InputDecl("max_concurrent_batches", "batches",
               f"batches vLLM keeps in flight (NULL: {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1, else PP)",
-              nullable=True, positive=True, table="deployment", check="concurrent_batches",
+              nullable=True, positive=True, table="deployment", engine="vllm", check="concurrent_batches",
               label="max concurrent batches",
               help=f"vLLM: batches in flight (default {VLLM_ASYNC_CONCURRENT_BATCHES} at PP 1, else PP)"),
     InputDecl("max_num_seqs", "sequences", "requests the engine runs at once: vLLM --max-num-seqs (per engine),"
               " SGLang --max-running-requests (shared by its DP-attention ranks) (NULL: the engine's default)",
-              nullable=True, positive=True, table="deployment", label="max running requests",
+              nullable=True, positive=True, table="deployment", engine="engine",
+              flag="--max-num-seqs --max-running-requests", label="max running requests",
               hint="vLLM --max-num-seqs, SGLang --max-running-requests",
               help="vLLM --max-num-seqs, SGLang --max-running-requests: the most requests the engine runs at once"
               f" (default: vLLM {VLLM_LARGE_GPU_MAX_NUM_SEQS} from v0.8 on GPUs of {VLLM_LARGE_GPU_BYTES // GIB} GiB or"
               f" more, else {VLLM_SAMPLER_SEQS}; SGLang from its pool and context, {SGLANG_RUNNING_REQUESTS_FLOOR} to"
               f" {SGLANG_RUNNING_REQUESTS_CEILING})"),
     InputDecl("activation_bytes", "bytes", "measured peak activation memory per GPU (vLLM's profile run)",
-              nullable=True, table="deployment", big=True, minimum=0, check="activation", label="activation memory",
+              nullable=True, table="deployment", engine="vllm", flag="--activation-memory", big=True, minimum=0,
+              check="activation", label="activation memory",
               hint="measured, e.g. 1.2GiB",
               help="vLLM: measured peak activation memory per GPU (1.2GiB), instead of kvreg's estimate"),
     InputDecl("cuda_graph_bytes", "bytes", "CUDA graph memory per GPU to take from the KV pool: vLLM takes its profiled graphs"
               " from v0.21, none before (NULL: 0)",
-              nullable=True, table="deployment", big=True, minimum=0, check="cuda_graph", label="CUDA graph memory",
+              nullable=True, table="deployment", engine="vllm", flag="--cuda-graph-memory", big=True, minimum=0,
+              check="cuda_graph", label="CUDA graph memory",
               hint="measured, e.g. 0.5GiB",
               help="vLLM: CUDA graph memory per GPU to take from the KV pool (0.5GiB); releases before v0.21 take none,"
               " from v0.21 vLLM takes what it profiled (its log's 'CUDAGraph memory'), which kvreg does not estimate"
               " (default 0)"),
     InputDecl("mem_fraction_static", "fraction", "SGLang --mem-fraction-static (NULL: derived from the GPU's memory and"
               " TP x PP as SGLang's server does)",
-              "real", nullable=True, positive=True, table="deployment", at_most=1, check="mfs",
+              "real", nullable=True, positive=True, table="deployment", engine="sglang", at_most=1, check="mfs",
               label="mem fraction static",
               help="SGLang: --mem-fraction-static, in (0, 1] (default: from the GPU memory and TP x PP, as SGLang's"
               " server derives it)"),
     InputDecl("engine_version", "name", "the engine release the engine rule follows, as given (NULL: the latest"
-              " kvreg knows)", "text", nullable=True, table="deployment",
+              " kvreg knows)", "text", nullable=True, table="deployment", engine="engine", label="engine version",
+              hint="the release, e.g. 0.10.1",
               help="vLLM/SGLang: the release to follow (0.10.1); its defaults and memory accounting differ by release"
               " (default: the latest kvreg knows)"),
     InputDecl("engine_release", "release",
               "engine_version as a number: major x 1,000,000 + minor x 1,000 + patch (0.10.1 -> 10,001)",
               nullable=True, table="deployment", minimum=0),
     InputDecl("non_torch_bytes", "bytes", "measured non-torch memory per GPU (vLLM's non_torch_memory)", nullable=True,
-              table="deployment", big=True, minimum=0, check="non_torch",
+              table="deployment", engine="engine", flag="--non-torch-memory", big=True, minimum=0, check="non_torch",
+              label="non-torch memory", hint="measured, e.g. 0.2GiB",
               help="vLLM: measured non-torch memory per GPU (0.2GiB), instead of kvreg's estimate; SGLang: memory in"
               " use before the weights load (default 0)"),
     InputDecl("weights_measured_bytes", "bytes", "measured weight memory per GPU (vLLM 'Model loading took',"
-              " SGLang 'mem usage')", nullable=True, table="deployment", big=True, minimum=0, check="weights_measured",
+              " SGLang 'mem usage')", nullable=True, table="deployment", engine="engine", flag="--weights-memory",
+              big=True, minimum=0, check="weights_measured", label="weights memory", hint="measured, e.g. 14.99GiB",
               help="vLLM/SGLang: measured weight memory per GPU (14.99GiB), instead of params x bytes / (TP x PP)"),
     InputDecl("sampler", "name", "vLLM's top-k/top-p sampler backend, which sizes its sampler warm-up: torch (PyTorch's"
               " sort path, from v0.17 vLLM's Triton kernel) or flashinfer (FlashInfer's kernel) (NULL: the release's"
               f" default, flashinfer from v0.{VLLM_FLASHINFER_SAMPLER_FROM // 1000}, torch before, where FlashInfer's"
               " sampler ran only when the flashinfer package was installed)", "text", nullable=True, table="deployment",
-              choices=SAMPLERS,
+              engine="vllm", choices=SAMPLERS, label="sampler", hint="torch or flashinfer",
               help="vLLM: the top-k/top-p sampler backend, torch or flashinfer; its log says which ('Using FlashInfer"
               " for top-p & top-k sampling'); v0.8 to v0.10.1 use FlashInfer's whenever the flashinfer package is"
               f" installed (default: flashinfer from v0.{VLLM_FLASHINFER_SAMPLER_FROM // 1000}, torch before)"),
@@ -533,6 +540,8 @@ _INPUTS = [
     InputDecl("users", "users", "target concurrent users in a quarter", table="demand", big=True, minimum=0),
 ]
 INPUTS = {i.name: i for i in _INPUTS}
+# The engine settings, by name: the inputs a serving engine's rule reads (`engine`), in the order declared.
+ENGINE_SETTINGS = {i.name: i for i in _INPUTS if i.engine}
 # The largest value of each bounded real column, by column name, for the validator
 # (kvreg.app.registry.check_input). A fleet entry's reserved price is not a figure input but enters the
 # procurement rollup's cost as a price per GPU-hour does.

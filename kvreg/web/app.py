@@ -31,7 +31,7 @@ from kvreg.app import options
 from kvreg.core.errors import KvregError, user_error_types
 from kvreg.db.read import snapshot
 from kvreg.export.text import BLANK_TEXT, cell, normalise, render
-from kvreg.figures.inputs import INPUTS
+from kvreg.figures.inputs import ENGINE_SETTINGS, INPUTS
 from kvreg.figures.labels import (FITS_IN_MEMORY, SERVES_NO_USER, capitalized, label,
                                   serves_no_user, users_served)
 
@@ -463,6 +463,7 @@ class App:
             "whatif.html.j2", title="What-if", nav="whatif", models=models, gpus=gpus, kv_dtypes=kv_dtypes,
             weight_dtypes=weight_dtypes, values={k: ",".join(v) for k, v in values.items()}, defaults=defaults,
             chosen_gpus=chosen_gpus, claims=claims, field_of=options.form_field, rules=INPUTS["rule"].choices,
+            engine=[options.form_field(n) for n in ENGINE_SETTINGS],
             declared=[options.form_field(n) for n in options.declared_inputs(options.CAPACITY)],
             **self._answer_context(items),
         )

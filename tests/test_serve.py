@@ -123,6 +123,14 @@ def test_the_what_if_page_answers_without_script(server):
     assert '<input name="context" id="context" value="32K" placeholder="128K"' in html
     assert '<input name="max-num-seqs" value="" placeholder=""' in html
     assert "UNSET" not in html
+    # the settings read under one rule alone: the reserve, then the engine row, every engine setting in declaration
+    # order, each shown under the rules that read it
+    engine = re.findall(r'<label data-rule="([^"]+)">([^\n<]+)\n\s*<input name="([^"]+)"', html)
+    assert [(rule, name) for rule, _label, name in engine] == [("theoretical", "reserve"),
+        ("vllm", "gpu-memory-utilization"), ("vllm", "max-num-batched-tokens"), ("vllm", "max-concurrent-batches"),
+        ("vllm sglang", "max-num-seqs"), ("vllm", "activation-memory"), ("vllm", "cuda-graph-memory"),
+        ("sglang", "mem-fraction-static"), ("vllm sglang", "engine-version"), ("vllm sglang", "non-torch-memory"),
+        ("vllm sglang", "weights-memory"), ("vllm", "sampler")]
     # an engine rule's answer says what caps it: Llama-3.1-8B's 53 GiB pool holds 6,784 64-token requests, vLLM
     # runs 1,024 (tests/test_engine_rules.py test_the_engines_cap_on_running_requests)
     html = server.get("/?model=Llama-3.1-8B&gpu=H100-SXM&gpus-per-node=1&context=64&rule=vllm"

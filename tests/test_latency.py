@@ -178,6 +178,11 @@ def test_capacity_prints_the_latency_columns_only_when_asked(kv):
     (["--input-tokens", "1024", "--output-tokens", "0"], "--output-tokens must be at least 1"),
     (["--input-tokens", "1024", "--output-tokens", "64", "--tpot-ms", "-5"], "--tpot-ms must be more than 0"),
     (["--input-tokens", "x", "--output-tokens", "64"], "--input-tokens 'x' is not understood"),
+    # a request longer than a context asked about: 8k + 1k = 8,000 + 1,000 = 9,000 tokens > 8K = 8,192; the words
+    # and the check are a plan's too (kvreg.app.capacity.check_request_fits)
+    (["--input-tokens", "8k", "--output-tokens", "1k", "--context", "32K,8K"],
+     "Error: the requests hold 8,000 + 1,000 tokens, longer than the context (8,192 tokens, --context): raise "
+     "--context or shorten them"),
 ])
 def test_bad_latency_options_are_one_line(kv, args, message):
     result = kv("capacity", "--model", "Llama-3.1-8B", *args, ok=False)

@@ -163,23 +163,43 @@ def positive_ms(value, option: str) -> float | None:
     return number
 
 
+# The latency workload's options, by input: their flags as messages name them.
+_LATENCY_FLAG = {n: INPUTS[n].flag.split()[0]
+                 for n in ("input_tokens", "output_tokens", "concurrency", "tpot_target_ms", "ttft_target_ms")}
+
+
 def latency_from_options(input_tokens=None, output_tokens=None, concurrency=None, tpot_ms=None,
                          ttft_ms=None) -> dict:
     """The workload fields of a Question from the latency options as typed: request lengths go together, and a
-    concurrency or a target needs them."""
-    out = dict(input_tokens=positive_whole(input_tokens, "--input-tokens"),
-               output_tokens=positive_whole(output_tokens, "--output-tokens"),
-               concurrency=positive_whole(concurrency, "--concurrency"),
-               tpot_target_ms=positive_ms(tpot_ms, "--tpot-ms"), ttft_target_ms=positive_ms(ttft_ms, "--ttft-ms"))
-    lengths = (out["input_tokens"], out["output_tokens"])
-    if (lengths[0] is None) != (lengths[1] is None):
-        raise KvregError("--input-tokens and --output-tokens go together: give both (1024 and 1024, say)")
-    if lengths[0] is None:
-        given = [o for o, k in (("--concurrency", "concurrency"), ("--tpot-ms", "tpot_target_ms"),
-                                ("--ttft-ms", "ttft_target_ms")) if out[k] is not None]
-        if given:
-            raise KvregError(f"{given[0]} needs the requests' lengths: add --input-tokens and --output-tokens")
+    concurrency or a target needs them (check_request_lengths)."""
+    f = _LATENCY_FLAG
+    out = dict(input_tokens=positive_whole(input_tokens, f["input_tokens"]),
+               output_tokens=positive_whole(output_tokens, f["output_tokens"]),
+               concurrency=positive_whole(concurrency, f["concurrency"]),
+               tpot_target_ms=positive_ms(tpot_ms, f["tpot_target_ms"]),
+               ttft_target_ms=positive_ms(ttft_ms, f["ttft_target_ms"]))
+    check_request_lengths(out["input_tokens"], out["output_tokens"],
+                          needing=[f[k] for k in ("concurrency", "tpot_target_ms", "ttft_target_ms") if out[k] is not None])
     return out
+
+
+def check_request_lengths(input_tokens, output_tokens, *, needing=(), clears: bool = False) -> None:
+    """The latency workload's joint checks, for a capacity question and a plan alike (kvreg.app.plans.validate_latency):
+    a request's prompt and output lengths go together, and whatever reads them (`needing`: the options given, or the
+    plan's targets, in words) has them. `clears`: the command may clear both (plan set)."""
+    f = _LATENCY_FLAG
+    if (input_tokens is None) != (output_tokens is None):
+        raise KvregError(f"{f['input_tokens']} and {f['output_tokens']} go together: give both (1024 and 1024, say)"
+                         + (", or none to clear both" if clears else ""))
+    if input_tokens is None and needing:
+        raise KvregError(f"{needing[0]} needs the requests' lengths: add {f['input_tokens']} and {f['output_tokens']}")
+
+
+def check_request_fits(who: str, input_tokens: int, output_tokens: int, context: int) -> None:
+    """A request (`who`'s: "the requests", "the plan's requests", ...) holds its prompt and output in the context."""
+    if input_tokens + output_tokens > context:
+        raise KvregError(f"{who} hold {input_tokens:,} + {output_tokens:,} tokens, longer than the context "
+                         f"({context:,} tokens, --context): raise --context or shorten them")
 
 
 def _split(values) -> list[str]:
@@ -333,6 +353,9 @@ def _check_question(db, q: Question) -> tuple[list[dict], list[dict], list[int],
     tps = check_layout("auto" if q.tp == "auto" else int(q.tp), q.pp, q.dp_attention, q.gpus_per_node)
     for m in models:
         check_pp_layers(q.pp, m["name"], m["layers"])
+    if q.input_tokens is not None and q.output_tokens is not None:
+        for context in q.contexts:
+            check_request_fits("the requests", q.input_tokens, q.output_tokens, context)
     settings = {n: getattr(q, n) for n in SETTINGS}
     settings.update(check_engine_settings({f: getattr(q, f) for f in ENGINE_FIELDS}, q.block_size, q.dp_attention))
     for n in DECLARED:

@@ -225,7 +225,7 @@ def latency_options():
     from its input's declaration (flag; help, but where the question words what it adds to its answer)."""
     opts = [
         input_option("input_tokens", type=None, help="Prompt tokens of a request (1024, 8k): adds tpot_ms, ttft_ms and"
-                     " tokens/s per GPU; the context defaults to input + output tokens"),
+                     " tokens/s per GPU; the context defaults to input + output tokens, and must hold them"),
         input_option("output_tokens", type=None, help="Tokens a request generates; goes with --input-tokens"),
         input_option("concurrency", type=None),
         input_option("tpot_target_ms", type=None, help="Target time per output token in ms: adds"

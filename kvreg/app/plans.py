@@ -20,8 +20,8 @@ from sqlalchemy.exc import IntegrityError
 
 from kvreg.app.calibrate import (FORMAT_RELEASE, at_limiting_stage, device_gpu, logged_release, measured_terms,
                              resolve_model, sglang_in_use, untagged_note)
-from kvreg.app.capacity import (check_dp_attention, check_layout, check_pp_layers, invalid_tp, parse_tp,
-                                positive_ms, positive_whole, valid_tps)
+from kvreg.app.capacity import (check_dp_attention, check_layout, check_pp_layers, check_request_fits,
+                                check_request_lengths, invalid_tp, parse_tp, positive_ms, positive_whole, valid_tps)
 from kvreg.app.engine import check_engine_settings, parse_engine_options
 from kvreg.app.options import PLAN_LATENCY
 from kvreg.app.registry import check_dtype, check_input, check_int, check_name, check_text, get_gpu, get_model
@@ -199,9 +199,7 @@ def validate_latency(row: dict, classes: list[dict]) -> None:
     """A plan's latency workload as a whole: request lengths go together and fit the context, a target needs
     lengths (the plan's or its classes'), and the classes give lengths all or none, not beside the plan's."""
     lengths = (row.get("input_tokens"), row.get("output_tokens"))
-    if (lengths[0] is None) != (lengths[1] is None):
-        raise KvregError("--input-tokens and --output-tokens go together: give both (1024 and 1024, say), or none "
-                         "to clear both")
+    check_request_lengths(*lengths, clears=True)
     with_lengths = [c for c in classes if c.get("input_tokens") is not None]
     if with_lengths and len(with_lengths) != len(classes):
         raise KvregError(f"workload class {with_lengths[0]['name']!r} gives request lengths and "
@@ -213,14 +211,12 @@ def validate_latency(row: dict, classes: list[dict]) -> None:
     for name, (i, o) in [("the plan", lengths)] + [(f"workload class {c['name']!r}", (c.get("input_tokens"),
                                                                                     c.get("output_tokens")))
                                                   for c in with_lengths]:
-        if i is not None and i + o > row["context_tokens"]:
-            raise KvregError(f"{name}'s requests hold {i:,} + {o:,} tokens, longer than the context "
-                             f"({row['context_tokens']:,} tokens, --context): raise --context or shorten them")
+        if i is not None:
+            check_request_fits(f"{name}'s requests", i, o, row["context_tokens"])
     targets = [row.get("tpot_target_ms"), row.get("ttft_target_ms")]
     targets += [c.get(k) for c in classes for k in ("tpot_target_ms", "ttft_target_ms")]
-    if any(t is not None for t in targets) and lengths[0] is None and not with_lengths:
-        raise KvregError("a latency target (--tpot-ms, --ttft-ms) needs the requests' lengths: add --input-tokens "
-                         "and --output-tokens")
+    if not with_lengths and any(t is not None for t in targets):
+        check_request_lengths(*lengths, needing=["a latency target (--tpot-ms, --ttft-ms)"])
 
 
 def _is_none(value: str) -> bool:

@@ -401,3 +401,47 @@ def test_a_negative_target_in_the_workbook_is_refused_naming_its_cell(kv, state,
     assert result.exit_code != 0
     assert "Plan detail!" in result.output and "--tpot-ms must be more than 0" in result.output
     assert state() == before
+
+
+def test_what_gpu_set_may_change_comes_back_from_the_gpus_sheet(kv, engine, book, tmp_path):
+    """The GPUs sheet's inputs that `kvreg gpu set` may change (GPU_SETTABLE) are read back too: finance's lead time (0
+    quarters by default) and a derated dense BF16 FLOP/s for the H100 (989.4 TFLOPS in the catalog, NVIDIA's
+    whitepaper) reach its row, beside the memory _edit types (94 GiB)."""
+    cells = {("GPUs", ("H100-SXM",), "lead_time_quarters"): 3,
+             ("GPUs", ("H100-SXM",), "flops_bf16_per_s"): 800e12}
+    _edit(book, tmp_path / "edited.xlsx", typed_over=False, cells=cells)
+    out = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4").stdout.splitlines()
+    assert [line for line in out if "gpu H100-SXM" in line] == [
+        "~ gpu H100-SXM memory_gib: 80 -> 94", "~ gpu H100-SXM lead_time_quarters: 0 -> 3",
+        "~ gpu H100-SXM flops_bf16_per_s: 989400000000000 -> 800000000000000"], out
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT lead_time_quarters, flops_bf16_per_s, memory_bytes FROM gpu"
+                                 " WHERE name = 'H100-SXM'")).one() == (3, 800e12, 94 * GIB)
+
+
+def test_an_input_apply_does_not_read_back_is_named_not_applied(kv, engine, book, tmp_path):
+    """Finance tries TP 2 for the chat plan and retypes the H200's notes: Plan detail and GPUs show those inputs, and
+    the workbook recomputes with them, but `kvreg apply` reads neither back (a layout is kvreg plan set's, a note kvreg
+    gpu add's). Each is named with its cell, as written and as typed (long text cut to 40 characters), and not
+    applied; the other edits are."""
+    from openpyxl import load_workbook
+    from openpyxl.utils import get_column_letter
+
+    wb = load_workbook(book)
+    p, g = wb["Plan detail"], wb["GPUs"]
+    tp = f"{get_column_letter(_col(p, 'tp'))}{_row(p, 'chat-llama3-8b')}"
+    notes = f"{get_column_letter(_col(g, 'notes'))}{_row(g, 'H200')}"
+    written = g[notes].value
+    assert written.startswith("H200 SXM 141GB HBM3e.") and len(written) > 40  # the catalog's note
+    cells = {("Plan detail", ("chat-llama3-8b",), "tp"): 2, ("GPUs", ("H200",), "notes"): "ask the vendor"}
+    _edit(book, tmp_path / "edited.xlsx", typed_over=False, cells=cells)
+    out = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4").stdout.splitlines()
+    assert [line for line in out if line.startswith("! ")] == [
+        f"! Plan detail!{tp} (tp: 1 -> 2): not applied (`kvreg apply` does not read this input back; change it with"
+        " kvreg itself)",
+        f"! GPUs!{notes} (notes: {written[:37]}... -> ask the vendor): not applied (`kvreg apply` does not read this"
+        " input back; change it with kvreg itself)"], out
+    assert out[-1] == "applied 6 change(s) in one transaction"  # _edit's six, as without them
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT tp FROM plan WHERE name = 'chat-llama3-8b'")).scalar() == 1
+        assert conn.execute(text("SELECT notes FROM gpu WHERE name = 'H200'")).scalar() == written

@@ -2,7 +2,7 @@
 importer's key: the declaration alone reaches the table (column and CHECK), the read path's columns, the
 validator and its one-line errors, the CLI option with its help (model add, gpu add/set, plan add/set,
 capacity), the capacity question and the scenario rows it binds, the web forms (plan and what-if), and the
-workbook's input columns.
+workbook's input columns, which `kvreg apply` reads back.
 
 Five throwaway inputs, a model's `vision_layers`, a deployment's `draft_tokens`, a GPU's `tdp_watts`, a workload's
 `prefix_hit_rate` and an SGLang engine setting, `chunked_prefill_size`, are added to the declarations' source as one would edit the file, and kvreg is imported from it
@@ -167,6 +167,29 @@ done = CliRunner().invoke(cli, ["--db", url, "plan", "set", "chat", "--tp", "1",
 out["workload_set"] = [done.exit_code, plan_rows()]
 done = CliRunner().invoke(cli, ["--db", url, "plan", "set", "chat", "--prefix-hit-rate", "0.25"])
 out["workload_set"] += [done.exit_code, plan_rows()]
+# The workbook: Plan detail's prefix_hit_rate and the GPUs sheet's tdp_watts are input columns `kvreg apply` reads
+# back; finance's 0.75 and 1000 are written.
+from openpyxl import load_workbook
+folder = tempfile.mkdtemp()
+done = CliRunner().invoke(cli, ["--db", url, "report", "--format", "xlsx", "--out", folder, "--quarter", "2026Q4"])
+book = pathlib.Path(folder, "2026-Q4", "capacity.xlsx")
+wb = load_workbook(book)
+ws = wb["Plan detail"]
+column = next(c.column for c in ws[2] if c.value == "prefix_hit_rate")
+row = next(r for r in range(3, ws.max_row + 1) if ws.cell(r, 1).value == "chat")
+out["workbook_cell"] = [done.exit_code, ws.cell(row, column).value]
+ws.cell(row, column).value = 0.75
+ws = wb["GPUs"]
+column = next(c.column for c in ws[2] if c.value == "tdp_watts")
+row = next(r for r in range(3, ws.max_row + 1) if ws.cell(r, 1).value == "H100-SXM")
+out["workbook_cell"].append(ws.cell(row, column).value)
+ws.cell(row, column).value = 1000
+wb.save(book)
+done = CliRunner().invoke(cli, ["--db", url, "apply", str(book), "--quarter", "2026Q4"])
+with engine.connect() as conn:
+    tdp = conn.execute(sql("SELECT tdp_watts FROM gpu WHERE name = 'H100-SXM'")).scalar()
+out["workbook_apply"] = [done.exit_code, done.stdout.splitlines(), plan_rows(), tdp]
+done = CliRunner().invoke(cli, ["--db", url, "plan", "set", "chat", "--prefix-hit-rate", "0.25"])
 for words in (added[:4] + ["other"] + added[5:] + ["--prefix-hit-rate", "1.5"],
               ["--db", url, "plan", "set", "chat", "--prefix-hit-rate", "-0.1"]):
     done = CliRunner().invoke(cli, words)
@@ -303,6 +326,12 @@ def test_a_declared_input_reaches_the_table_validator_cli_and_workbook():
     # draft_tokens); plan set --tp 1 --notes kept leaves 0.5 as stored, plan set --prefix-hit-rate 0.25 changes it.
     assert out["workload_add"] == [0, "", [["chat", 1, 0.5, 4]]]
     assert out["workload_set"] == [0, [["chat", 1, 0.5, 4]], 0, [["chat", 1, 0.25, 4]]]
+    # The workbook's Plan detail shows the workload input (0.25 as stored) and its GPUs sheet the GPU input (700), and
+    # `kvreg apply` reads finance's 0.75 and 1000 back into the plan and the GPU.
+    assert out["workbook_cell"] == [0, 0.25, 700]
+    assert out["workbook_apply"] == [0, ["~ plan chat prefix_hit_rate: 0.25 -> 0.75",
+                                         "~ gpu H100-SXM tdp_watts: 700 -> 1000",
+                                         "applied 2 change(s) in one transaction"], [["chat", 1, 0.75, 4]], 1000]
     # at_most 1, minimum 0: plan add other --prefix-hit-rate 1.5 and plan set chat --prefix-hit-rate -0.1 are refused
     # in one line naming the input, exit 1, nothing printed, and nothing written (no plan other; chat's 0.25 kept).
     assert out["workload_refused"] == [

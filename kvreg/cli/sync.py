@@ -35,9 +35,11 @@ def apply_cmd(ctx, file, dry_run, prune, quarter, take):
     billions. Everything is written in one transaction: a bad row names itself and nothing is written.
 
     Workbook (the capacity.xlsx `kvreg report --format xlsx` wrote): users per plan and quarter
-    (Demand; a new quarter's row is added), plan reserves (Plan detail), workload shares and tokens
-    (Workload), GPU prices, memory (GiB) and bandwidth (GB/s) (GPUs), fleet counts and reserved
-    prices (Fleet; a new quarter's row is added). Only the cells changed since the workbook was
+    (Demand; a new quarter's row is added), plan reserves, request lengths and latency targets (Plan
+    detail), workload shares, tokens, lengths and targets (Workload), GPU prices, memory (GiB),
+    bandwidth (GB/s) and whatever else `kvreg gpu set` may change (GPUs), fleet counts and reserved
+    prices (Fleet; a new quarter's row is added).
+    Only the cells changed since the workbook was
     written are applied: a value changed since in the registry stays. A cell changed in both is a
     conflict (listed with x): nothing is written until --take picks a side. Formulas are never read;
     a formula typed over with a number is reported and not applied. A row typed in without the

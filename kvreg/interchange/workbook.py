@@ -29,8 +29,8 @@ from typing import Any, Callable
 from sqlalchemy import text
 
 from kvreg.app.fleet import set_fleet
-from kvreg.app.plans import LATENCY_FIELDS, get_workload, set_demand, set_plan
-from kvreg.app.registry import add_gpu
+from kvreg.app.plans import LATENCY_FIELDS, PLAN_WORKLOAD, get_workload, set_demand, set_plan
+from kvreg.app.registry import GPU_SETTABLE, add_gpu
 from kvreg.catalog.load import ensure_registry_id
 from kvreg.core.errors import KvregError, UserError
 from kvreg.core.limits import check_workbook, show_path
@@ -97,6 +97,7 @@ class Result:
     conflicts: list[Conflict] = field(default_factory=list)
     kept: list[Change] = field(default_factory=list)  # conflicts settled for the registry (take="registry")
     overwritten: list[str] = field(default_factory=list)  # formula cells holding typed values
+    unread: list[str] = field(default_factory=list)  # changed input cells apply does not read back
     take: str | None = None
     applied: bool = False
 
@@ -111,6 +112,8 @@ class Result:
         out += [c.line() for c in self.conflicts if self.unresolved]
         out += [f"! {w}: a formula was replaced by a typed value; not applied (figures are computed)"
                 for w in self.overwritten]
+        out += [f"! {w}: not applied (`kvreg apply` does not read this input back; change it with kvreg itself)"
+                for w in self.unread]
         if self.unresolved:
             out.append(f"{len(self.conflicts)} conflict(s): changed in the workbook and in the registry since it was "
                        "written; nothing written: pick a side with --take workbook or --take registry")
@@ -131,6 +134,12 @@ def _show(v: Any) -> str:
     return str(v)
 
 
+def _brief(v: Any) -> str:
+    """A cell as a line shows it: text over 40 characters cut to its first 37 and '...'."""
+    shown = _show(v)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
 def _same(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
@@ -147,7 +156,8 @@ def _write_demand(conn, key: dict, values: dict) -> None:
 
 
 def _write_plan(conn, key: dict, values: dict) -> None:
-    """A plan's reserve and latency workload (request lengths, targets) as Plan detail gives them."""
+    """A plan's reserve and workload inputs (request lengths, targets, any workload input declared since) as Plan
+    detail gives them."""
     set_plan(conn, key["plan"], values)
 
 
@@ -193,15 +203,19 @@ EDITABLE = [
     Editable("Demand", "plan", "demand",
              {"plan": "(SELECT name FROM plan WHERE plan.id = demand.plan_id)", "quarter": "quarter"},
              {"users": "users"}, _write_demand, adds=True, quarter_keys=("quarter",)),
+    # A plan's reserve and its workload inputs (PLAN_WORKLOAD: request lengths, targets, any declared since).
     Editable("Plan detail", "plan", "plan", {"plan": "name"},
-             {"reserve": "reserve", **{f: f for f in LATENCY_FIELDS}}, _write_plan),
+             {"reserve": "reserve", **{f: f for f in PLAN_WORKLOAD}}, _write_plan),
     Editable("Workload", "class", "workload_class",
              {"plan": "(SELECT name FROM plan WHERE plan.id = workload_class.plan_id)", "workload_class": "name"},
              {"share": "share", "class_tokens": "avg_tokens", **{f"class_{f}": f for f in LATENCY_FIELDS}},
              _write_classes),
+    # A GPU's prices and its memory and bandwidth (typed in GiB and GB/s), then whatever else `kvreg gpu set` may
+    # change (GPU_SETTABLE: lead time, GPUs per node, dense FLOP/s, any GPU input declared since).
     Editable("GPUs", "gpu", "gpu", {"gpu": "name"},
              {"price_per_hour": "price_per_hour", "unit_price": "unit_price",
-              "memory_gib_input": "memory_bytes", "memory_bandwidth_gb_per_s_input": "memory_bandwidth_bytes_per_s"},
+              "memory_gib_input": "memory_bytes", "memory_bandwidth_gb_per_s_input": "memory_bandwidth_bytes_per_s",
+              **{n: n for n in GPU_SETTABLE if n not in ("price_per_hour", "unit_price")}},
              _write_gpu,
              convert={"memory_gib_input": CONVERTED["memory_bytes"].to_registry,
                       "memory_bandwidth_gb_per_s_input": CONVERTED["memory_bandwidth_bytes_per_s"].to_registry}),
@@ -236,6 +250,7 @@ class Book:
     rows: dict[str, list[Row]]  # sheet -> rows with a full key
     state: dict[str, dict[tuple, dict]]  # sheet -> key -> {workbook column: value (registry unit)}
     overwritten: list[str]
+    unread: list[str] = field(default_factory=list)  # "Plan detail!F5 (tp: 1 -> 2)": changed, not read back
 
 
 def _letter(i: int) -> str:
@@ -301,6 +316,28 @@ def _overwritten(sheet: str, names: dict[int, str], data: list) -> list[str]:
             v = row[i] if i < len(row) else None
             if v is not None and not _is_formula(v):
                 out.append(f"{sheet}!{_letter(i)}{r} ({names.get(i, '?')} = {_show(v)})")
+    return out
+
+
+def _unread(ed: Editable, names: dict[int, str], data: list, inputs: list[str], recorded: list[dict],
+            rows: list[Row]) -> list[str]:
+    """The input cells of a row the workbook recorded that finance changed but `ed` does not read back (a plan's
+    TP, a GPU's notes): named, so that a change made for a what-if in the workbook is not taken for applied."""
+    index = {n: i for i, n in reversed(list(names.items()))}
+    unread = [n for n in inputs if n in index and n not in ed.keys and n not in ed.columns]
+    was = {tuple(str(r.get(k)) for k in ed.keys): r for r in recorded}
+    cells = dict(data)
+    out = []
+    for row in rows:
+        base, cell = was.get(row.key), cells.get(row.number, ())
+        if base is None:
+            continue
+        for name in unread:
+            i = index[name]
+            now = cell[i] if i < len(cell) else None
+            now = None if now is None or (isinstance(now, str) and not now.strip()) else now
+            if not _same(now, base.get(name)):
+                out.append(f"{ed.sheet}!{_letter(i)}{row.number} ({name}: {_brief(base.get(name))} -> {_brief(now)})")
     return out
 
 
@@ -393,6 +430,8 @@ def read_workbook(path: str | Path) -> Book:
             book.overwritten += _overwritten(ed.sheet, names, data)
             book.state[ed.sheet] = _sheet_state(ed, state_rows.get(ed.sheet, []))
             book.rows[ed.sheet] = _sheet_rows(ed, names, data, inputs.get(ed.sheet, []), book.state[ed.sheet])
+            book.unread += _unread(ed, names, data, inputs.get(ed.sheet, []), state_rows.get(ed.sheet, []),
+                                   book.rows[ed.sheet])
         for sheet in wb.sheetnames:
             if sheet not in {ed.sheet for ed in EDITABLE} and sheet not in _SKIPPED:
                 names, data = _rows(wb[sheet])
@@ -468,7 +507,7 @@ def compare(conn, book: Book, take: str | None = None) -> Result:
     to write, and conflicts (changed on both sides); `take` settles the conflicts."""
     if take is not None and take not in TAKES:
         raise KvregError(f"--take {take!r}: take workbook or registry")
-    result = Result(book.quarter, overwritten=list(book.overwritten), take=take)
+    result = Result(book.quarter, overwritten=list(book.overwritten), unread=list(book.unread), take=take)
     for ed in EDITABLE:
         current = _registry_rows(conn, ed)
         state = book.state[ed.sheet]

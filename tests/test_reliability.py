@@ -127,7 +127,9 @@ def kvreg_command() -> list[str]:
     return [sys.executable, "-c", "from kvreg.cli import main; main()"]
 
 
-WRITES = 200
+# 100 a process: each writer's transactions (a new connection for each model) last seconds, far longer than the
+# moment the three processes start together, so they interleave throughout.
+WRITES = 100
 # One writer: WRITES models, then a plan on each, every one its own transaction (as WRITES
 # separate `kvreg model add` and `kvreg plan add` calls would be), started on a signal so the
 # writers of a test collide. Models take a new connection per transaction, as separate commands
@@ -172,8 +174,8 @@ def _names(url: str, table: str) -> list[str]:
 
 
 def test_two_writers_at_once_lose_and_duplicate_nothing(empty_db_url, tmp_path):
-    """Two processes each add 200 models and 200 plans, one transaction each, to the same registry
-    at the same moment, while `kvreg apply` adds 200 more models in one transaction. The registry
+    """Two processes each add 100 models and 100 plans, one transaction each, to the same registry
+    at the same moment, while `kvreg apply` adds 100 more models in one transaction. The registry
     starts empty, so the first opens also race to create, migrate and seed it. Every row arrives
     exactly once and no process prints anything on stderr but, at most once, that it is waiting:
     SQLite writers wait on the busy timeout (BEGIN IMMEDIATE), PostgreSQL's first opens take
@@ -212,8 +214,8 @@ def test_two_writers_at_once_lose_and_duplicate_nothing(empty_db_url, tmp_path):
     assert {f"{p}-model-{i}" for p in "abc" for i in range(WRITES)} <= set(models)  # 0 lost
     assert {f"{p}-plan-{i}" for p in "ab" for i in range(WRITES)} <= set(plans)
     assert max(models.values()) == 1 and max(plans.values()) == 1  # 0 duplicated
-    assert sum(models.values()) == len(catalog["models"]) + 3 * WRITES  # and nothing else: 24 + 600
-    assert sum(plans.values()) == len(catalog["plans"]) + 2 * WRITES  # 5 + 400
+    assert sum(models.values()) == len(catalog["models"]) + 3 * WRITES  # and nothing else: 24 + 3 x 100
+    assert sum(plans.values()) == len(catalog["plans"]) + 2 * WRITES  # 6 + 2 x 100
 
 
 # =========================================================================== kill -9: report

@@ -399,7 +399,7 @@ def test_a_negative_target_in_the_workbook_is_refused_naming_its_cell(kv, state,
     before = state()
     result = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4", ok=False)
     assert result.exit_code != 0
-    assert "Plan detail!" in result.output and "--tpot-ms must be more than 0" in result.output
+    assert "Plan detail!" in result.output and "--tpot-ms must be a finite number of more than 0 and at most 1,000,000,000, not -1" in result.output
     assert state() == before
 
 

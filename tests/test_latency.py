@@ -175,9 +175,9 @@ def test_capacity_prints_the_latency_columns_only_when_asked(kv):
 @pytest.mark.parametrize("args, message", [
     (["--concurrency", "32"], "--concurrency needs the requests' lengths: add --input-tokens and --output-tokens"),
     (["--input-tokens", "1024"], "--input-tokens and --output-tokens go together"),
-    (["--input-tokens", "1024", "--output-tokens", "0"], "--output-tokens must be at least 1"),
-    (["--input-tokens", "1024", "--output-tokens", "64", "--tpot-ms", "-5"], "--tpot-ms must be more than 0"),
-    (["--input-tokens", "x", "--output-tokens", "64"], "--input-tokens 'x' is not understood"),
+    (["--input-tokens", "1024", "--output-tokens", "0"], "Error: --output-tokens: token count '0' must be at least 1"),
+    (["--input-tokens", "1024", "--output-tokens", "64", "--tpot-ms", "-5"], "Error: --tpot-ms must be a finite number of more than 0 and at most 1,000,000,000, not '-5'"),
+    (["--input-tokens", "x", "--output-tokens", "64"], "Error: --input-tokens: token count 'x' is not understood: use a whole number or a suffix k/m"),
     # a request longer than a context asked about: 8k + 1k = 8,000 + 1,000 = 9,000 tokens > 8K = 8,192; the words
     # and the check are a plan's too (kvreg.app.capacity.check_request_fits)
     (["--input-tokens", "8k", "--output-tokens", "1k", "--context", "32K,8K"],

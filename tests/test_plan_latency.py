@@ -116,12 +116,12 @@ def test_a_plan_without_targets_is_unchanged(kv):
 
 
 @pytest.mark.parametrize("args, message", [
-    (("--tpot-ms", "-1"), "--tpot-ms must be more than 0"),
-    (("--ttft-ms", "soon"), "--ttft-ms 'soon' is not understood"),
+    (("--tpot-ms", "-1"), "--tpot-ms must be a finite number of more than 0 and at most 1,000,000,000, not '-1'"),
+    (("--ttft-ms", "soon"), "--ttft-ms must be a number, not 'soon'"),
     (("--tpot-ms", "50"), "needs the requests' lengths"),
     (("--input-tokens", "1000"), "--input-tokens and --output-tokens go together"),
     (("--input-tokens", "8000", "--output-tokens", "1000"), "longer than the context (8,192 tokens"),
-    (("--input-tokens", "0", "--output-tokens", "10"), "--input-tokens must be at least 1"),
+    (("--input-tokens", "0", "--output-tokens", "10"), "--input-tokens: token count '0' must be at least 1"),
 ])
 def test_bad_latency_options_are_refused_and_nothing_is_written(kv, state, args, message):
     kv("plan", "list")  # the registry exists before the command that must not write
@@ -166,7 +166,7 @@ def test_classes_carry_lengths_and_targets(kv):
 
 @pytest.mark.parametrize("workload, message", [
     ("chat=1500:0.8:1000/500,documents=13000:0.2", "gives request lengths and 'documents' does not"),
-    ("chat=1500:0.8:1000/500:-5/-,documents=13000:0.2:12000/1000", "must be more than 0"),
+    ("chat=1500:0.8:1000/500:-5/-,documents=13000:0.2:12000/1000", "workload class 'chat': --tpot-ms must be a finite number of more than 0 and at most 1,000,000,000, not '-5'"),
     ("chat=1500:0.8:1000", "write two values with a slash"),
     ("chat=1500:0.8:-:50/-,documents=13000:0.2", "needs the requests' lengths"),
 ])

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import field, make_dataclass, replace
 
 from kvreg.app.engine import ENGINE_FIELDS, check_engine_settings, parse_engine_options
-from kvreg.app.values import declared_value
+from kvreg.app.values import declared_value, option_value
 from kvreg.core.errors import KvregError, suggest
 from kvreg.core.units import format_tokens, parse_fraction, parse_size, parse_token_list, parse_tokens
 from kvreg.db.read import runner, whatif
@@ -135,34 +135,6 @@ def question_columns(q: Question, table: bool = False) -> list[str]:
                    slo=q.tpot_target_ms is not None or q.ttft_target_ms is not None)
 
 
-def positive_whole(value, option: str) -> int | None:
-    """A whole number of at least 1 as typed (tokens may be written 8k), or None; else a one-line error naming `option`."""
-    if value is None:
-        return None
-    try:
-        text = str(value).strip()
-        number = int(text) if text.lstrip("-").isdigit() or not option.endswith("tokens") else parse_tokens(text)
-    except (KvregError, ValueError):
-        raise KvregError(f"{option} {value!r} is not understood: give a whole number (1024, or 8k for tokens)") from None
-    if number < 1:
-        raise KvregError(f"{option} must be at least 1")
-    return number
-
-
-def positive_ms(value, option: str) -> float | None:
-    """Milliseconds above 0 (and at most the targets' maximum) as typed, or None; else a one-line error."""
-    if value is None:
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        raise KvregError(f"{option} {value!r} is not understood: give milliseconds, such as 50") from None
-    most = INPUTS["tpot_target_ms"].maximum
-    if not 0 < number <= most:
-        raise KvregError(f"{option} must be more than 0 and at most {most:g} milliseconds")
-    return number
-
-
 # The latency workload's options, by input: their flags as messages name them.
 _LATENCY_FLAG = {n: INPUTS[n].flag.split()[0]
                  for n in ("input_tokens", "output_tokens", "concurrency", "tpot_target_ms", "ttft_target_ms")}
@@ -173,11 +145,9 @@ def latency_from_options(input_tokens=None, output_tokens=None, concurrency=None
     """The workload fields of a Question from the latency options as typed: request lengths go together, and a
     concurrency or a target needs them (check_request_lengths)."""
     f = _LATENCY_FLAG
-    out = dict(input_tokens=positive_whole(input_tokens, f["input_tokens"]),
-               output_tokens=positive_whole(output_tokens, f["output_tokens"]),
-               concurrency=positive_whole(concurrency, f["concurrency"]),
-               tpot_target_ms=positive_ms(tpot_ms, f["tpot_target_ms"]),
-               ttft_target_ms=positive_ms(ttft_ms, f["ttft_target_ms"]))
+    typed = dict(input_tokens=input_tokens, output_tokens=output_tokens, concurrency=concurrency,
+                 tpot_target_ms=tpot_ms, ttft_target_ms=ttft_ms)
+    out = {n: option_value(INPUTS[n], v, f[n]) for n, v in typed.items()}
     check_request_lengths(out["input_tokens"], out["output_tokens"],
                           needing=[f[k] for k in ("concurrency", "tpot_target_ms", "ttft_target_ms") if out[k] is not None])
     return out

@@ -9,10 +9,9 @@ Standard library only: `kvreg capacity` checks its engine options here on its fa
 
 from __future__ import annotations
 
-from kvreg.app.values import declared_value
+from kvreg.app.values import declared_value, read_option
 from kvreg.core.errors import KvregError
 from kvreg.core.rules import check_rule, check_sampler, release_number
-from kvreg.core.units import UnitError, parse_size, parse_tokens
 from kvreg.figures.inputs import ENGINE_SETTINGS
 
 # engine_release is derived from engine_version (release_number) and stored beside it: the figures
@@ -78,30 +77,10 @@ def parse_engine_options(opts: dict) -> dict:
             continue
         flag = "--" + option.replace("_", "-")
         text = str(value).strip()
-        unit = ENGINE_SETTINGS[setting].unit if setting in ENGINE_SETTINGS else ""
         if option != "rule" and text.lower() == "none":
             out[setting] = None
-        elif unit == "bytes":
-            out[setting] = _size(text, flag)
-        elif unit == "tokens":
-            try:
-                out[setting] = parse_tokens(text)
-            except UnitError as exc:
-                raise KvregError(f"{flag}: {exc}") from None
+        elif setting in ("rule", *_TEXT):
+            out[setting] = text
         else:
-            out[setting] = text if setting in ("rule", *_TEXT) else value
+            out[setting] = read_option(ENGINE_SETTINGS[setting], text, flag)
     return out
-
-
-def _size(text: str, flag: str) -> int:
-    if text.startswith("-"):
-        raise KvregError(f"{flag} {text!r} is negative: give a size such as 2GiB (or 0)")
-    try:
-        if float(text) == 0:
-            return 0
-    except ValueError:
-        pass
-    try:
-        return parse_size(text)
-    except UnitError as exc:
-        raise KvregError(f"{flag}: {exc}") from None

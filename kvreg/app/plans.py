@@ -21,10 +21,11 @@ from sqlalchemy.exc import IntegrityError
 from kvreg.app.calibrate import (FORMAT_RELEASE, at_limiting_stage, device_gpu, logged_release, measured_terms,
                              resolve_model, sglang_in_use, untagged_note)
 from kvreg.app.capacity import (check_dp_attention, check_layout, check_pp_layers, check_request_fits,
-                                check_request_lengths, invalid_tp, parse_tp, positive_ms, positive_whole, valid_tps)
+                                check_request_lengths, invalid_tp, parse_tp, valid_tps)
 from kvreg.app.engine import check_engine_settings, parse_engine_options
 from kvreg.app.options import PLAN_LATENCY
 from kvreg.app.registry import check_dtype, check_input, check_int, check_name, check_text, get_gpu, get_model
+from kvreg.app.values import option_value
 from kvreg.core.enginelog import GIB
 from kvreg.core.errors import AlreadyExists, KvregError
 from kvreg.core.units import format_tokens, parse_fraction, parse_quarter, parse_size, parse_tokens
@@ -174,25 +175,18 @@ def _latency_options(opts: dict) -> dict:
     """--input-tokens, --output-tokens, --tpot-ms, --ttft-ms as given (none clears one), checked one by one;
     validate_latency checks them together once merged with the stored plan."""
     out = {}
-    for field, (option, check) in _LATENCY_OPTIONS.items():
-        value = opts.get(option[2:].replace("-", "_"))  # the command's parameter, named by its option
+    for field in LATENCY_FIELDS:
+        flag = INPUTS[field].flag
+        value = opts.get(flag[2:].replace("-", "_"))  # the command's parameter, named by its option
         if value is not None:
-            out[field] = None if _is_none(str(value)) else check(value, option)
+            out[field] = None if _is_none(str(value)) else option_value(INPUTS[field], value, flag)
     return out
-
-
-# Each latency field's option (its declared flag) and its check: a whole number of tokens, or a time in ms.
-_LATENCY_OPTIONS = {f: (INPUTS[f].flag, positive_whole if INPUTS[f].kind == "int" else positive_ms)
-                    for f in LATENCY_FIELDS}
 
 
 def _checked_latency(values: dict, prefix: str = "") -> dict:
-    """The latency fields of a plan or a class (None: not given), each checked (a workbook gives them typed)."""
-    out = {}
-    for field, (option, check) in _LATENCY_OPTIONS.items():
-        value = values.get(field)
-        out[field] = None if value is None else check(value, prefix + option)
-    return out
+    """The latency fields of a plan or a class (None: not given), each read by its unit and checked as declared
+    (kvreg.app.values.option_value), named by its declared flag (a workbook gives them typed)."""
+    return {f: option_value(INPUTS[f], values.get(f), prefix + INPUTS[f].flag) for f in LATENCY_FIELDS}
 
 
 def validate_latency(row: dict, classes: list[dict]) -> None:

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from kvreg.core.errors import KvregError
+from kvreg.core.units import UnitError, parse_size, parse_tokens
 from kvreg.figures.inputs import MAXIMUMS, InputDecl
 
 INT_LIMIT = 2**62
@@ -128,3 +129,31 @@ def column_limit(decl: InputDecl) -> int:
 def _numeric(*bounds) -> int | float | None:
     """The first bound that is a number (a CHECK's at_most may name another column instead)."""
     return next((b for b in bounds if isinstance(b, (int, float)) and not isinstance(b, bool)), None)
+
+
+def read_option(decl: InputDecl, value: Any, flag: str) -> Any:
+    """An option's text read by its input's declared unit: bytes, a size with its unit (2GiB, 1.5e9B; 0 needs
+    none); tokens, a token count (1024, 8k = 8,000, 8K = 8,192); any other, as given, for declared_value to check.
+    A value that is not text (a file's number) is returned as it is; so is None."""
+    if not isinstance(value, str) or decl.unit not in ("bytes", "tokens"):
+        return value
+    text = value.strip()
+    if decl.unit == "bytes":
+        if text.startswith("-"):
+            raise KvregError(f"{flag} {text!r} is negative: give a size such as 2GiB (or 0)")
+        try:
+            if float(text) == 0:
+                return 0
+        except ValueError:
+            pass
+    try:
+        return parse_size(text) if decl.unit == "bytes" else parse_tokens(text)
+    except UnitError as exc:
+        raise KvregError(f"{flag}: {exc}") from None
+
+
+def option_value(decl: InputDecl, value: Any, flag: str) -> int | float | None:
+    """An option as typed, read by its declared unit (read_option) and checked as declared (declared_value), its
+    one-line error naming `flag`."""
+    return declared_value(decl, read_option(decl, value, flag), flag)
+

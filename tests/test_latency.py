@@ -205,8 +205,10 @@ def test_every_vendored_run_names_its_source_and_a_role():
     # Llama 3.1 405B FP8 files (7 latency + 10 throughput on 8 H100s, 19 throughput on 8 MI300X) and the SGLang
     # cookbook's pages (9 Qwen3-235B, 9 DeepSeek-R1, 6 Llama-3.1-70B, 9 DeepSeek-V3.1, 2 gpt-oss-120b, 2 Qwen3-Next):
     # 51 + 36 + 37 = 124; then the gpustack performance lab's pages @47277d7 (7 Qwen3-235B on 8 H100s, 11 on 8 A100s,
-    # 12 DeepSeek-R1 on 8 H200s, 7 gpt-oss-120b on one A100): 124 + 37 = 161
-    assert len(runs) == 161
+    # 12 DeepSeek-R1 on 8 H200s, 7 gpt-oss-120b on one A100): 124 + 37 = 161; then, held out, gpustack's glm-4.x pages
+    # @47277d7 (13 GLM-4.6 on 8 H200s, 1 on 8 H100s, 1 on 8 A100s) and its LMCache reference page's 3 Qwen3-8B runs
+    # without LMCache on one RTX 4090: 161 + 15 + 3 = 179
+    assert len(runs) == 179
     assert {r["role"] for r in runs} == {"fit", "holdout"}
     assert all(r["source"] and r["protocol"] in ("closed_loop", "offline_batch", "burst") for r in runs)
     assert json.dumps(runs)  # plain data only
@@ -222,7 +224,9 @@ def test_a_burst_keeps_no_ttft_and_its_means_are_the_totals_over_the_requests():
 
     runs = tomllib.loads((ROOT / "tests" / "data" / "latency" / "measurements.toml").read_text())["run"]
     bursts = [r for r in runs if r["protocol"] == "burst"]
-    assert len(bursts) == 5 + 35  # dstack's MI300X sweep, and the gpustack pages' runs but their two closed loops
+    # dstack's MI300X sweep, the gpustack pages' runs but their three closed loops (37 - 2 = 35; glm-4.x 15 - 1 = 14)
+    # and the LMCache page's 3
+    assert len(bursts) == 5 + 35 + 14 + 3
     assert not any("ttft_ms" in r for r in bursts)
     for r in bursts:
         m = re.search(r"(\d+) requests at once \((\d+) input and (\d+) generated tokens\)", r["source"])

@@ -130,6 +130,33 @@ KNOWN_MISSES = {
         " each prompt its own prefill pass (40 ms at TP 8) and a decode step of 256 sequences waits for the 64 prompts"
         " arriving in it one after another, where vLLM packs 16 of them into one 2,048-token step (the same on 8"
         " H100s: 7.1 s against 213 ms)."),
+    "gpustack docs/performance-lab/glm-4.x/h200.md": (
+        "GLM-4.6 (GLM-4.5's architecture: 92 layers, 160 routed experts) on 8 H200s, vLLM 0.11.0 and SGLang 0.5.3:"
+        " SGLang's ShareGPT bursts are within 10% a token and 8% in output throughput at TP 8 (BF16 and FP8), but"
+        " vLLM's closed loop of 4 requests takes 18.1 ms a token where kvreg gives 14.5 (-20%; TTFT +25%, output"
+        " throughput +27%), as DeepSeek-R1's MoE under vLLM 0.11.0 on the same GPUs (deepseek-r1/h200.md), and vLLM's"
+        " ShareGPT burst 198 ms against kvreg's 304. The random bursts are bound by their prefills: kvreg's output"
+        " throughput is 22-52% over the measured from 2,000- to 32,000-token prompts under both engines, and at"
+        " 128-token prompts with 4 output tokens its time per token is 21x (vLLM) and 9x (SGLang) the measured, the"
+        " pattern recorded for qwen3-235b-a22b/a100.md: a burst is not the closed loop kvreg's figures describe."),
+    "gpustack docs/performance-lab/glm-4.x/h100.md": (
+        "GLM-4.6-FP8 on 8 H100s, SGLang 0.5.3, a burst of 1,000 ShareGPT prompts: 684 ms a token and 1,831 output"
+        " tokens/s where kvreg gives 271 ms and 3,699, while the same engine and checkpoint on 8 H200s"
+        " (glm-4.x/h200.md) is within 10%. The H100s hold 44 GB of the checkpoint's weights each, leaving a KV pool a"
+        " third of the H200s'; how SGLang schedules a burst that overflows it (retracting running requests) is not in"
+        " kvreg's closed loop. One run: the cause is not established."),
+    "gpustack docs/performance-lab/glm-4.x/a100.md": (
+        "GLM-4.6-FP8 on 8 A100 80GB, vLLM 0.11.0, a burst of 1,000 ShareGPT prompts: 154 ms a token where kvreg gives"
+        " 109 and 1,345 output tokens/s against 2,344 (+74%). The A100 has no FP8 arithmetic: vLLM runs the FP8"
+        " checkpoint as weight-only (Marlin), dequantizing in every matrix multiplication, as on"
+        " qwen3-235b-a22b/a100.md (+75-78% at FP8); kvreg has no factor of the A100's own."),
+    "evaluating-lmcache-prefill-acceleration-in-vllm.md": (
+        "Qwen3-8B BF16 on one RTX 4090 (24 GB), vLLM 0.10.1, bursts of 100 random prompts of 1,024, 8,192 and 20,480"
+        " tokens with 128 output tokens: the time per token is +67%, +19% and -32% of the measured and the output"
+        " throughput 34-49% under. 16.4 GB of weights leave the 4090 about 4 GB of KV cache, so a burst of 100 such"
+        " prompts runs a few at a time (one at a time at 20,480 tokens), each waiting through the others' prefills:"
+        " not the closed loop of 100 kvreg's figures describe. The RTX 4090 has no fitted factors (vLLM's fallback"
+        " comes from H100 runs), and the page prints no token totals (the 8K and 20K lengths are inferred)."),
 }
 # The TTFT targets the crossing check asks kvreg for (with each sweep's measured TTFT at its middle step).
 CROSSING_TARGETS_MS = (500.0, 2000.0)
@@ -574,13 +601,17 @@ def table(rows: list[dict], crossed: list[dict], runs: list[dict]) -> str:
                      f" {100 * statistics.fmean(abs(r['error']) for r in scored):.1f}% | {'yes' if med <= target else 'no'} |")
     held = [r for r in rows if r["role"] == "holdout"]
     lines += ["", "Every held-out row, the recorded misses included (what kvreg gives on the public runs it was not"
-              " fitted on):", "", "| metric | held-out runs | median abs error | mean abs error | share within 25% |",
-              "|---|---:|---:|---:|---:|"]
+              " fitted on; time to first token at every step, saturated or not), against the same targets:", "",
+              "| metric | held-out runs | median abs error | mean abs error | share within 25% | target met |",
+              "|---|---:|---:|---:|---:|---|"]
     for metric in METRICS:
         mine = [abs(r["error"]) for r in held if r["metric"] == metric]
         if mine:
-            lines.append(f"| {metric} | {len(mine)} | {100 * statistics.median(mine):.1f}% |"
-                         f" {100 * statistics.fmean(mine):.1f}% | {sum(e <= 0.25 for e in mine) / len(mine):.0%} |")
+            med = statistics.median(mine)
+            met = ("-" if metric not in TARGETS else
+                   f"{'yes' if med <= TARGETS[metric] else 'no'} ({100 * TARGETS[metric]:.0f}%)")
+            lines.append(f"| {metric} | {len(mine)} | {100 * med:.1f}% |"
+                         f" {100 * statistics.fmean(mine):.1f}% | {sum(e <= 0.25 for e in mine) / len(mine):.0%} | {met} |")
     lines += ["", "## Recorded misses", "",
               "Held-out sources that miss the targets for a cause kvreg does not model (bench/latency_accuracy.py",
               "KNOWN_MISSES); their rows are left out of the targets above and shown here.", "",

@@ -157,6 +157,11 @@ def test_workbook_from_another_registry_or_quarter_is_refused(kv, state, book, t
     ({("Plan detail", ("docs-llama3-8b",), "reserve"): 1.5}, "reserve 1.5 must be at least 0 and below 1"),
     ({("Workload", ("mixed-llama3-8b", "chat"), "share"): 0}, "must be a number above 0"),
     ({("GPUs", ("H200",), "price_per_hour"): -1}, "must be a finite number of at least 0"),
+    # blanks where the registry's column takes no NULL: the writer would keep the old value (a GPU's lead time) or
+    # reset it to the default (a plan's reserve) while the diff said "-> (blank)"
+    ({("GPUs", ("H200",), "lead_time_quarters"): None}, "(lead_time_quarters) is blank, and lead_time_quarters cannot"
+                                                        " be: type a value"),
+    ({("Plan detail", ("docs-llama3-8b",), "reserve"): None}, "(reserve) is blank, and reserve cannot be: type a value"),
 ])
 def test_a_bad_cell_names_itself_and_nothing_is_written(unwritten_book, tmp_path, cells, message):
     kv, book = unwritten_book
@@ -433,7 +438,10 @@ def test_an_input_apply_does_not_read_back_is_named_not_applied(kv, engine, book
     notes = f"{get_column_letter(_col(g, 'notes'))}{_row(g, 'H200')}"
     written = g[notes].value
     assert written.startswith("H200 SXM 141GB HBM3e.") and len(written) > 40  # the catalog's note
-    cells = {("Plan detail", ("chat-llama3-8b",), "tp"): 2, ("GPUs", ("H200",), "notes"): "ask the vendor"}
+    # and retypes the docs plan's TP as the text '1 ' and the H100's vendor with a trailing space: the same values, no
+    # notice
+    cells = {("Plan detail", ("chat-llama3-8b",), "tp"): 2, ("GPUs", ("H200",), "notes"): "ask the vendor",
+             ("Plan detail", ("docs-llama3-8b",), "tp"): "1 ", ("GPUs", ("H100-SXM",), "vendor"): "NVIDIA "}
     _edit(book, tmp_path / "edited.xlsx", typed_over=False, cells=cells)
     out = kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4").stdout.splitlines()
     assert [line for line in out if line.startswith("! ")] == [

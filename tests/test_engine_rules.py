@@ -603,8 +603,12 @@ def test_theoretical_is_the_default_and_unchanged(cap):
     (("--rule", "vllm", "--max-num-batched-tokens", "0"), "--max-num-batched-tokens"),
     (("--rule", "vllm", "--sampler", "cuda"), "--sampler 'cuda' is not a vLLM sampler backend: use torch or flashinfer"),
     (("--rule", "sglang", "--sampler", "flashinfer"), "add --rule vllm"),
+    # its declared maximum, 2**31 - 1: past it the engine rules' products overflow PostgreSQL's BIGINT
+    (("--rule", "vllm", "--max-num-batched-tokens", "100000000000"),
+     "--max-num-batched-tokens 100,000,000,000 is too large: at most 2,147,483,647"),
 ], ids=["rule", "gmu-zero", "gmu-above-one", "negative-activation", "bad-size", "knob-without-rule",
-        "other-engines-knob", "vllm-block-zero", "zero-batched-tokens", "unknown-sampler", "sampler-without-vllm"])
+        "other-engines-knob", "vllm-block-zero", "zero-batched-tokens", "unknown-sampler", "sampler-without-vllm",
+        "batched-tokens-past-int32"])
 def test_bad_engine_settings_are_one_line_and_write_nothing(kv, state, args, words):
     kv("init")
     line = fails(kv, state, "capacity", "--model", "Llama-3.1-8B", *args)

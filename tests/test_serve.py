@@ -139,6 +139,21 @@ def test_the_what_if_page_answers_without_script(server):
     assert '<dd data-figure="max_running_requests" data-value="1024">1,024 <small>requests</small></dd>' in html
 
 
+def test_the_chart_with_request_lengths_starts_at_the_first_context_that_holds_them(server):
+    """8k + 1k = 8,000 + 1,000 = 9,000 tokens a request: the chart's question asks no context shorter than that
+    (2K, 4K and 8K would be refused as too short for the requests), but 9,000 itself and 16K up to the model's
+    131,072-token claim; its API call answers, as the CLI would."""
+    from html import unescape
+    from urllib.parse import parse_qsl
+
+    html = server.get("/?model=Llama-3.1-8B&gpu=H100-SXM&input-tokens=8k&output-tokens=1k")[2].decode()
+    sweep = unescape(re.search(r'data-sweep="(/api/capacity\?[^"]+)"', html).group(1))
+    assert dict(parse_qsl(sweep.split("?", 1)[1]))["context"] == "9000,16384,32768,65536,131072"
+    status, _, body = server.get(sweep)
+    assert status == 200, body
+    assert [r["context_tokens"] for r in json.loads(body)] == [9000, 16384, 32768, 65536, 131072]
+
+
 def test_report_and_workbook_download(server):
     status, headers, body = server.get("/report/2026Q4/capacity.md")
     assert status == 200 and body.startswith(b"# ") and b"2026Q4" in body[:400]

@@ -103,15 +103,16 @@ def declared_value(decl: InputDecl, value: Any, field: str, *, limit: int | None
     """`value` checked as the input `decl` is declared (kvreg.figures.inputs.InputDecl), the same
     declaration that generates its column and CHECK: a real input (kind "real", or a bounded column of
     MAXIMUMS) goes through check_real, any other through whole_number with the column's limit (`limit`;
-    default column_limit), from its least value (1 where it is positive, its minimum, else 0); then the
-    CHECK's numeric upper bound and its choices. None passes for a nullable input. `field` names it in the
+    default column_limit) or its declared `maximum` when lower, from its least value (1 where it is positive,
+    its minimum, else 0); then the CHECK's numeric upper bound and its choices. None passes for a nullable input. `field` names it in the
     one-line error: the column (kvreg.app.registry.check_input) or the option (`kvreg capacity`)."""
-    if decl.kind == "real" or decl.column in MAXIMUMS:
+    if decl.kind == "real" or (decl.kind != "int" and decl.column in MAXIMUMS):
         number = check_real(value, field, positive=decl.positive, allow_none=decl.nullable,
                             maximum=_numeric(decl.at_most, decl.maximum, MAXIMUMS.get(decl.column)), below=decl.below)
-    else:
+    else:  # a whole number up to its column's limit, or its declared maximum below that
+        most = column_limit(decl) if limit is None else limit
         number = whole_number(value, field, minimum=decl.lowest or 0, allow_none=decl.nullable,
-                              limit=column_limit(decl) if limit is None else limit)
+                              limit=most if decl.maximum is None else min(most, int(decl.maximum)))
         most = _numeric(decl.at_most)
         if number is not None and most is not None and number > most:
             raise KvregError(f"{field} must be at most {most:,}, not {number:,}")

@@ -61,9 +61,9 @@ class InputDecl:
     number; `choices`, one of these values. The CHECK is named ck_<table>_<check> (`check`: the column's
     name by default; None when a rule of the table over several columns keeps the bounds instead, as
     ck_model_heads keeps attention_heads > 0 AND kv_heads > 0), on the tables `check_tables` (default: all
-    the input's tables). `maximum`: the largest value a real input may take, so that no figure built on
-    it overflows to infinity (a price of 1e308 times 730 hours is inf, which JSON cannot hold and
-    PostgreSQL refuses); not in the schema, kvreg.app.registry.check_input enforces it on every path a value
+    the input's tables). `maximum`: the largest value the input may take, so that no figure built on
+    it overflows (a price of 1e308 times 730 hours is inf, which JSON cannot hold and PostgreSQL refuses; a
+    token budget past 2**31 - 1 overflows PostgreSQL's BIGINT in the engine rules' products); not in the schema, kvreg.app.registry.check_input enforces it on every path a value
     enters by, as it does the CHECK's bounds.
 
     What a person sees: `flag`, the CLI option (--name with dashes by default; space-separated aliases after the
@@ -442,6 +442,7 @@ _INPUTS = [
     InputDecl("max_num_batched_tokens", "tokens", f"vLLM --max-num-batched-tokens (NULL: {VLLM_MAX_NUM_BATCHED_TOKENS:,},"
               f" {VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS:,} from v0.8 on GPUs under 70 GiB)",
               nullable=True, positive=True, table="deployment", engine="vllm", big=True, check="batched_tokens",
+              maximum=2**31 - 1,
               label="max num batched tokens",
               help=f"vLLM: tokens per scheduler step (default {VLLM_MAX_NUM_BATCHED_TOKENS};"
               f" {VLLM_SMALL_GPU_MAX_NUM_BATCHED_TOKENS} from v0.8 on GPUs under {VLLM_LARGE_GPU_BYTES // GIB} GiB)"),

@@ -36,6 +36,7 @@ from kvreg.core.errors import KvregError, UserError
 from kvreg.core.limits import check_workbook, show_path
 from kvreg.core.units import UnitError, current_quarter, parse_quarter
 from kvreg.db.read import get_gpu, get_plan
+from kvreg.db.tables import SQLModel
 from kvreg.export.xlsx import CONVERTED, PROP_FORMAT, PROP_QUARTER, PROP_REGISTRY, STATE_SHEET, WORKBOOK_FORMAT
 
 NAMES_ROW = 2
@@ -335,10 +336,23 @@ def _unread(ed: Editable, names: dict[int, str], data: list, inputs: list[str], 
         for name in unread:
             i = index[name]
             now = cell[i] if i < len(cell) else None
-            now = None if now is None or (isinstance(now, str) and not now.strip()) else now
-            if not _same(now, base.get(name)):
+            if not _same(_comparable(now), _comparable(base.get(name))):
                 out.append(f"{ed.sheet}!{_letter(i)}{row.number} ({name}: {_brief(base.get(name))} -> {_brief(now)})")
     return out
+
+
+def _comparable(v: Any) -> Any:
+    """A cell as _unread compares it: blank as None, text stripped, a number typed as text ('1', '8.6') as the
+    number, so retyping a value the same way is no change."""
+    if isinstance(v, str):
+        v = v.strip()
+        if not v:
+            return None
+        try:
+            return float(v)
+        except ValueError:
+            return v
+    return v
 
 
 def _number(raw: Any, where: str, *, blank_is_zero: bool = False):
@@ -382,6 +396,9 @@ def _value(ed: Editable, column: str, raw: Any, where: str):
     if _is_formula(raw):
         raise KvregError(f"{where} holds a formula ({raw[:40]}): type a value in an input cell")
     value = _number(raw, where, blank_is_zero=column in ed.blank_is_zero)
+    if value is None and not SQLModel.metadata.tables[ed.table].c[ed.columns[column]].nullable:
+        # the registry's column takes no NULL: a blank would be dropped by its writer, or reset to a default
+        raise KvregError(f"{where} is blank, and {ed.columns[column]} cannot be: type a value")
     if column in ed.convert and value is not None:
         converted = ed.convert[column](value)
         if not math.isfinite(converted):

@@ -170,6 +170,18 @@ def _fmt(value, key: str = "") -> str:
     return cell(normalise([{key: value}])[0][key], key)
 
 
+def _request_tokens(pairs: list) -> int:
+    """A what-if's request length, --input-tokens + --output-tokens as typed (8k), or 0 when either is missing or
+    not understood (the answer says why)."""
+    from kvreg.core.units import parse_tokens
+
+    given = dict(pairs)
+    try:
+        return parse_tokens(given["input-tokens"]) + parse_tokens(given["output-tokens"])
+    except (KeyError, *user_error_types()):
+        return 0
+
+
 class MissingColumn(RuntimeError):
     """A page asked for a column its rows do not have (a view or library function renamed it): a server
     error the tests see, never a silently empty column."""
@@ -416,7 +428,10 @@ class App:
         while n < top:
             contexts.append(n)
             n *= 2
-        contexts = sorted(set(contexts) | {claim, top})
+        # With request lengths, from the first context that holds a request (input + output tokens): a shorter
+        # one is refused (kvreg.app.capacity.check_request_fits).
+        request = _request_tokens(pairs)
+        contexts = sorted({c for c in {*contexts, claim, top} if c >= request} | ({request} if request else set()))
         return options.query(pairs, context=",".join(str(c) for c in contexts))
 
     def _answer_context(self, items) -> dict:

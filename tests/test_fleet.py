@@ -352,6 +352,23 @@ def test_fleet_migration_with_data_up_and_down(empty_db_url):
 # ---------------------------------------------------------------- one declaration, two targets
 
 
+def test_a_gpu_type_without_an_hourly_price_costs_an_unknown_amount_not_0(kv):
+    """The M3 Ultra has a unit price in the catalog but no price per hour: a plan on it costs a blank per month
+    (plan show), and so does its GPU type in the procurement rollup, which the report's Total then names as left
+    out, where the rollup used to add up blanks to 0.00."""
+    from kvreg.report.gather import procurement_total
+
+    kv("plan", "add", "mac", "--model", "Qwen2.5-7B", "--gpu", "M3-Ultra", "--gpus-per-node", "1", "--context", "32K",
+       "--avg-tokens", "4000")
+    kv("demand", "set", "mac", "2026Q4", 300)
+    assert kv.json("plan", "show", "mac")[0]["cost_per_month"] is None
+    rows = {r["gpu"]: r for r in kv.json("plan", "rollup", "--quarter", "2026Q4")["schedule"]}
+    assert rows["M3-Ultra"]["gpus_needed"] > 0 and rows["M3-Ultra"]["cost_per_month"] is None
+    assert rows["H100-SXM"]["cost_per_month"] == pytest.approx(rows["H100-SXM"]["gpus_needed"] * 2.5 * 730)
+    total = procurement_total(list(rows.values()))
+    assert total["unknown"]["cost_per_month"] == ["M3-Ultra"]
+
+
 def test_an_aggregate_compiles_to_sql_and_to_excel_from_one_declaration():
     """Table-driven: each aggregate's SQL (in the procurement view) and its Excel formula (the
     workbook's Summary) come from the same declaration; the LibreOffice test in test_xlsx.py checks
@@ -371,6 +388,9 @@ def test_an_aggregate_compiles_to_sql_and_to_excel_from_one_declaration():
         "=SUMPRODUCT(MAX(((LEFT(A20:A23,4)*4+RIGHT(A20:A23,1)-1)<$B$3)*B20:B23))")
     # A GPU without a unit_price: blank, as NULL in SQL (never 0).
     assert excel("capex_to_buy") == '=IF(UNIT_PRICE6="","",(GPUS_TO_BUY6 * UNIT_PRICE6))'
+    # A GPU without a price_per_hour: its rental cost is blank too, not a SUMIFS of blank cells (0).
+    assert excel("cost_per_month") == ('=IF(PRICE_PER_HOUR6="","",SUMIFS(D!cost_per_month,D!gpu,"="&A6,'
+                                       'D!in_force,1))')
     # A plan serves no user when it does not fit, or when no replica meets its latency target with one request.
     assert excel("plans_not_fitting") == '=COUNTIFS(D!gpu,"="&A6,D!in_force,1,D!users,">0",D!users_per_replica,0)'
     assert excel("previous_quarter_gpus_needed") == (

@@ -109,7 +109,8 @@ def aggregate_sql(axis_sql: str, dialect: str = "sqlite", *, only_active: bool =
             f" AND ({alias}.until_index IS NULL OR {alias}.until_index > {previous_index_sql('ax.quarter_index')})"
             f" GROUP BY {alias}.gpu, ax.quarter_index)"
         )
-        parts += [f"COALESCE(s_{over}.{a.name}, 0) AS {a.name}" for a in sums]
+        parts += [(f"CASE WHEN g.{a.unknown_without} IS NULL THEN NULL ELSE COALESCE(s_{over}.{a.name}, 0) END"
+                   if a.unknown_without else f"COALESCE(s_{over}.{a.name}, 0)") + f" AS {a.name}" for a in sums]
     gpu_cols = ", ".join(f"g.{c} AS {c}" for c in AGGREGATE_GPU_INPUTS)
     ctes.append(
         f"layer0 {as_} (SELECT gq.gpu AS gpu, ax.quarter AS quarter, ax.quarter_index AS quarter_index,"
@@ -223,6 +224,8 @@ def aggregate_excel(name: str, *, demand: Callable[[str], str], fleet: Callable[
         crit.append(f"{rng(col)},{value}" if op == "=" else f'{rng(col)},"{op}{value}"')
     if a.of is None:
         return f"=COUNTIFS({','.join(crit)})"
+    if a.unknown_without:  # blank as the SQL's NULL when the GPU type leaves the input blank
+        return f'=IF({cell_of(a.unknown_without)}="","",SUMIFS({rng(a.of)},{",".join(crit)}))'
     return f"=SUMIFS({rng(a.of)},{','.join(crit)})"
 
 

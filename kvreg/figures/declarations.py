@@ -1787,6 +1787,10 @@ class Aggregate:
     one (`quarter="previous"`: before this one; 0 in the horizon's first quarter), per GPU type: GPUs
     bought stay bought. SQL: a MAX window over the horizon's rows; Excel: the largest of a per-quarter
     block of the same aggregate.
+
+    `unknown_without`: a GPU input the summed figure is a multiple of (price_per_hour for a cost): when the GPU
+    type leaves it blank the sum is blank (unknown), as capex_to_buy is without a unit_price, never a sum of 0
+    over figures that are each blank.
     """
 
     name: str
@@ -1799,6 +1803,7 @@ class Aggregate:
     quarter: str = "this"  # "this" | "previous"
     expr: Expr | None = None  # Ref(name): another aggregate; Input(name): a GPU input
     running: str = ""  # "max": the running largest of the aggregate `of` over the horizon
+    unknown_without: str = ""  # a GPU input whose blank makes the sum blank (a cost without a price)
 
 
 _LIVE = (("users", ">", 0),)  # a plan whose demand is 0 has ended: it is not counted
@@ -1815,8 +1820,9 @@ _AGGREGATES = [
     Aggregate("gpus_needed", "GPUs", "GPUs the plans need (their replicas x TP x PP)", over="demand",
               of="gpus_needed"),
     Aggregate("nodes_needed", "nodes", "nodes to house the plans' replicas", over="demand", of="nodes_needed"),
-    Aggregate("cost_per_month", "USD", "rental cost per month of the GPUs in use: gpus_needed x price_per_hour x 730",
-              "real", over="demand", of="cost_per_month"),
+    Aggregate("cost_per_month", "USD", "rental cost per month of the GPUs in use: gpus_needed x price_per_hour x 730"
+              " (blank when the GPU type has no price_per_hour)", "real", over="demand", of="cost_per_month",
+              unknown_without="price_per_hour"),
     Aggregate("gpus_owned", "GPUs", "GPUs owned (the fleet entry in force)", over="fleet", of="gpus_owned"),
     Aggregate("gpus_reserved", "GPUs", "committed or reserved cloud GPUs (the fleet entry in force)", over="fleet",
               of="gpus_reserved"),

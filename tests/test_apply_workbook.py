@@ -453,3 +453,22 @@ def test_an_input_apply_does_not_read_back_is_named_not_applied(kv, engine, book
     with engine.connect() as conn:
         assert conn.execute(text("SELECT tp FROM plan WHERE name = 'chat-llama3-8b'")).scalar() == 1
         assert conn.execute(text("SELECT notes FROM gpu WHERE name = 'H200'")).scalar() == written
+
+
+def test_a_name_beginning_with_an_equals_sign_is_text_not_a_typed_over_formula(kv, tmp_path):
+    """kvreg stores a plan named =SUM(1,2) as text in the workbook (never a formula): apply tells a formula by the
+    cell's type, not by a leading '=', so the unedited workbook has nothing to apply and names no cell, and an edit
+    of that plan's users comes back."""
+    from openpyxl import load_workbook
+
+    kv("plan", "add", "=SUM(1,2)", "--model", "Llama-3-8B", "--gpu", "L40S", "--context", "8K", "--avg-tokens", "2000")
+    kv("demand", "set", "=SUM(1,2)", "2026Q4", 10)
+    book = _workbook(kv, tmp_path)
+    assert kv("apply", book, "--quarter", "2026Q4", "--dry-run").stdout.splitlines() == [
+        "nothing to apply: every input is as written or as the registry holds it"]
+    wb = load_workbook(book)
+    d = wb["Demand"]
+    d.cell(_row(d, "=SUM(1,2)", "2026Q4"), _col(d, "users")).value = 12
+    wb.save(tmp_path / "edited.xlsx")
+    assert kv("apply", tmp_path / "edited.xlsx", "--quarter", "2026Q4").stdout.splitlines() == [
+        "~ plan =SUM(1,2) 2026Q4 users: 10 -> 12", "applied 1 change(s) in one transaction"]

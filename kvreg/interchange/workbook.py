@@ -296,16 +296,22 @@ def _rows(ws):
     ws.reset_dimensions()  # the declared dimension is not trusted (A1:XFD1048576): read the cells there are
     names: dict[int, str] = {}
     data = []
-    for r, row in enumerate(ws.iter_rows(values_only=True), start=1):
+    for r, cells in enumerate(ws.iter_rows(), start=1):
+        # a formula by the cell's type, not its text: a name kvreg stored as text may begin with "=" (=SUM(1,2))
+        row = tuple(Formula(c.value) if c.data_type == "f" else c.value for c in cells)
         if r == NAMES_ROW:
-            names = {i: v for i, v in enumerate(row) if isinstance(v, str)}
+            names = {i: v for i, v in enumerate(row) if isinstance(v, str) and not isinstance(v, Formula)}
         elif r >= FIRST_ROW and any(v is not None for v in row):
             data.append((r, row))
     return names, data
 
 
+class Formula(str):
+    """A cell's formula text (=SUMIFS(...)), apart from text that merely begins with '='."""
+
+
 def _is_formula(v: Any) -> bool:
-    return isinstance(v, str) and v.startswith("=")
+    return isinstance(v, Formula)
 
 
 def _overwritten(sheet: str, names: dict[int, str], data: list) -> list[str]:

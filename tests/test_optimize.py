@@ -110,6 +110,23 @@ def test_a_budget_buys_ahead_and_then_cannot_serve(kv):
         "times and the budget (raise --budget, allow other GPUs, or start the horizon later)")
 
 
+def test_the_plan_that_cannot_be_served_is_the_one_named(kv):
+    """Two plans on L4s (lead time 0) and one on H200s, whose purchases take 2 quarters, all with demand in the
+    horizon's first quarter: only the H200 plan cannot be served, so only it is named (the message used to name the
+    first plans whose demand grew, here the L4 ones). Removing its demand makes the program feasible."""
+    _only(kv)
+    for name, gpu in (("l4-a", "L4"), ("l4-b", "L4"), ("h2", H200)):
+        kv("plan", "add", name, "--model", "Llama-3.1-8B", "--gpu", gpu, "--gpus-per-node", "1", "--context", "8K")
+        kv("demand", "set", name, "2026Q4", 20)
+    kv("gpu", "set", H200, "--lead-time", 2)
+    bad = kv("plan", "optimize", "--from", "2026Q4", "--quarters", 1, ok=False)
+    assert bad.output.strip() == (
+        "Error: plan h2 cannot be served in 2026Q4: no purchase lands by then within the lead times (raise --budget,"
+        " allow other GPUs, or start the horizon later)")
+    kv("demand", "remove", "h2", "2026Q4")
+    assert kv.json("plan", "optimize", "--from", "2026Q4", "--quarters", 1)["status"] == "optimal"
+
+
 def test_a_lead_time_moves_the_purchase_to_another_gpu(kv):
     """H200 with a lead time of 1 quarter cannot land GPUs in the horizon's first quarter (2026Q3).
     Allowed H100s (lead time 0) serve 2026Q3; from 2026Q4 the cheaper setting may use H200 again,

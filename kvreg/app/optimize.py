@@ -30,6 +30,7 @@ purchases they need (within the same lead times and budget).
 
 from __future__ import annotations
 
+import copy
 import math
 
 from kvreg.app.capacity import valid_tps
@@ -318,16 +319,25 @@ class Program:
                 "x": [round(v) for v in res.x[:nx]], "k": [round(v) for v in res.x[nx:]]}
 
     def why_infeasible(self, time_limit: float) -> str:
-        """One line naming the first quarter the demand cannot be served in and the plans growing then."""
+        """One line naming the first quarter the demand cannot be served in and the plans that cannot be served
+        then even alone (the program with every other plan's GPUs needed set to 0); when each can be alone, the
+        plans in force together."""
         for last in range(1, len(self.axis) + 1):
             if self.solve(time_limit, last=last)["status"] == "infeasible":
                 q = self.axis[last - 1]
-                grew = [p for p, u in self.users.items() if u[last - 1] > (u[last - 2] if last > 1 else 0)]
-                plans = ", ".join(grew[:3]) or "the plans in force"
-                return (f"plan {plans} cannot be served in {q}: no purchase lands by then within the lead times"
+                alone = [p for p in self.cands if self._alone(p).solve(time_limit, last=last)["status"] == "infeasible"]
+                plans = (f"plan {', '.join(alone[:3])}{' and others' if len(alone) > 3 else ''} cannot be served"
+                         if alone else "the plans in force cannot be served together")
+                return (f"{plans} in {q}: no purchase lands by then within the lead times"
                         f"{' and the budget' if self.budget is not None else ''} (raise --budget, allow other GPUs, "
                         "or start the horizon later)")
         return "the demand cannot be served within the lead times and the budget"
+
+    def _alone(self, plan: str) -> "Program":
+        """This program with every plan but `plan` needing no GPUs: whether `plan` can be served by itself."""
+        alone = copy.copy(self)
+        alone.need = {k: (v if k[0] == plan else [0] * len(v)) for k, v in self.need.items()}
+        return alone
 
     def answer(self, best: dict) -> dict:
         chosen = {}

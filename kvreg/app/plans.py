@@ -865,7 +865,8 @@ def solve_reserve(conn, plan: str, quarter: str | None = None) -> list[dict]:
 SOLVE_COLUMNS = [
     "model", "gpu", "tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype", "weight_dtype", "users", "gpus",
     "context_tokens", "context", "avg_tokens", "workload_tokens", "reserve", "kv_cache_memory_bytes", "block_size",
-    "fits", "reason", "max_concurrency", "workload_concurrency", "replicas_needed", "gpus_needed", "nodes_needed",
+    "fits", "reason", "max_concurrency", "workload_concurrency", "users_per_replica", "users_binding_constraint",
+    "replicas_needed", "gpus_needed", "nodes_needed",
     "capacity_users", "headroom_users", "kv_pool_gib_per_gpu", "context_within_claim",
     "cost_per_month", "capex", "limited_by",
 ]

@@ -54,8 +54,9 @@ ROLLUP_COLUMNS = ["gpu", "quarter", "gpus_to_buy", "capex_to_buy", "order_by", "
 SOLVE_TABLE = {
     "context": ["model", "gpu", "tp", "users", "gpus", "context_tokens", "max_concurrency",
                 "workload_concurrency", "replicas_needed", "gpus_needed", "context_within_claim", "limited_by"],
-    "gpus": ["model", "gpu", "tp", "users", "context_tokens", "workload_concurrency", "replicas_needed", "gpus_needed",
-             "nodes_needed", "headroom_users", "cost_per_month", "capex"],
+    "gpus": ["model", "gpu", "tp", "users", "context_tokens", "workload_concurrency", "users_per_replica",
+             "users_binding_constraint", "replicas_needed", "gpus_needed", "nodes_needed", "headroom_users",
+             "cost_per_month", "capex"],
 }
 
 
@@ -563,7 +564,9 @@ def solve_reserve_cmd(ctx, plan, plan_name, quarter, fmt):
 
 def _emit_solution(row: dict, fmt: str, kind: str) -> None:
     if fmt == "table":
-        keys = [k for k in SOLVE_TABLE[kind] if k in row]
+        # the users a replica serves and what binds them only where a latency target can bind (as plan show)
+        keys = [k for k in SOLVE_TABLE[kind] if k in row
+                and (row.get("users_binding_constraint") or k not in ("users_per_replica", "users_binding_constraint"))]
         if row.get("workload_concurrency") == row.get("max_concurrency") and "max_concurrency" in keys:
             keys.remove("workload_concurrency")  # no average or mix: the same figure, printed once
         emit_record({k: row[k] for k in keys}, fmt)
@@ -613,7 +616,9 @@ def demand_list(ctx, plan, quarter, fmt):
     from kvreg.db.read import list_demand
 
     rows = read(ctx, lambda conn: list_demand(conn, plan, quarter))
-    emit(rows, fmt, QUARTER_TABLE_COLUMNS if fmt == "table" else None, keys=QUARTER_KEYS)
+    # as plan show's quarters: with a latency target, the users a replica serves and what binds them
+    emit(rows, fmt, _with_latency(QUARTER_TABLE_COLUMNS, rows, ["users_per_replica", "users_binding_constraint"])
+         if fmt == "table" else None, keys=QUARTER_KEYS)
 
 
 @demand_group.command("remove")

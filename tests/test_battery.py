@@ -108,6 +108,13 @@ FILES = {
     "demand-arabic-indic.csv": "plan,quarter,users\nchat-llama3-8b,2027Q1,\u0661\u0660\u0660\n",
     "demand-long-field.csv": "plan,quarter,users\nchat-llama3-8b,2027Q1,\"" + "1" * 200_000 + "\"\n",
     "fleet-price-1e308.csv": "gpu,quarter,gpus_owned,gpus_reserved,reserved_price_per_hour\nH100-SXM,2026Q4,1,1,1e308\n",
+    # numbers no engine or config prints: a 5,000-digit int (Python refuses to convert past 4,300), a 400-digit one
+    "huge-int.json": '{"num_hidden_layers": ' + "9" * 5000 + "}",
+    "huge-int.toml": "[[model]]\nname = \"x\"\nlayers = " + "9" * 5000 + "\n",
+    "huge-number.log": "INFO 11-28 15:28:09 [kv_cache_utils.py:1229] GPU KV cache size: " + "9" * 400 + " tokens\n",
+    # a release written as a TOML number: 0.10 would be read as 0.1, another release
+    "engine-version-number.toml": ('[[plan]]\nname = "ev"\nmodel = "Llama-3.1-8B"\ngpu = "H100-SXM"\nrule = "vllm"\n'
+                                   "engine_version = 0.10\n"),
 }
 BIG_JSON_BYTES = 50 * 2**20
 
@@ -590,6 +597,30 @@ CASES = [
          match=r"--compare 2026Q3: .*nested more than 32 levels deep", id="report-previous-deep"),
     case("report", "--quarter", "2026Q4", "--out", "{in}", "--compare", "2026Q2",
          match=r"--compare 2026Q2: there is no report", id="report-compare-missing"),
+    # found by a hostile-input review (stop 53): each was a traceback, a silent wrong value or a destroyed file
+    case("export", "--out", "{in}/fifo.toml", match=r"fifo\.toml is not a regular file \(a device, pipe, socket or"
+         r" folder\): give a file name", id="export-out-fifo"),
+    case("demand", "export", "-o", "/nonexistent-folder/x.csv",
+         match=r"^Error: cannot write /nonexistent-folder/x\.csv: No such file or directory$", id="demand-export-nowhere"),
+    case("calibrate", "--log", "{in}/huge-number.log", "--gpu", "H200",
+         match=r"the log's line .* holds a number too large to be an engine's", id="calibrate-log-400-digits"),
+    case("model", "import", "{in}/huge-int.json",
+         match=r"huge-int\.json: holds a number too long to be a model's", id="import-5000-digit-int"),
+    case("apply", "{in}/huge-int.toml", match=r"huge-int\.toml: holds a number thousands of digits long",
+         id="apply-toml-5000-digit-int"),
+    case("apply", "{in}/engine-version-number.toml",
+         match=r"--engine-version 0\.1 is a number: write the release as text", id="apply-engine-version-number"),
+    case("plan", "rollup", "--from", "9999Q4", match=r"quarter '9999Q4' has an implausible year 9999",
+         id="rollup-from-9999Q4"),
+    case("plan", "optimize", "--time-limit", "0", match=r"'--time-limit': 0\.0 is not in the range 0<x<=86400",
+         id="optimize-time-limit-0"),
+    case("plan", "optimize", "--time-limit", "nan", match=r"'--time-limit': nan is not a number of seconds",
+         id="optimize-time-limit-nan"),
+    case("plan", "calibrate", "chat-llama3-8b", "--max-concurrency", "2000000000x",
+         match=r"measured_max_concurrency must be a finite number of at least 0 and at most 1,000,000,000",
+         id="calibrate-concurrency-past-its-maximum"),
+    case("gpu", "set", "H200", "--lead-time", "41", match=r"lead_time_quarters 41 is too large: at most 40",
+         id="gpu-lead-time-past-40"),
 ]
 
 

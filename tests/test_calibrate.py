@@ -410,3 +410,20 @@ def test_a_log_naming_neither_model_nor_gpu_asks_for_both_in_one_line(kv):
     assert r.stderr.strip().splitlines()[-1] == (
         "Error: the log does not name its model: give --model NAME (a registry model, see kvreg model list); the log "
         "does not show the GPU's memory (total_gpu_memory): give --gpu NAME (kvreg gpu list)")
+
+
+def test_a_log_line_out_of_its_bounds_is_refused_and_nothing_is_written(kv, state, tmp_path):
+    """The faradawn H200 log with its "GPU KV cache size: 868,080 tokens" edited to -868,080: plan calibrate checks
+    the logged figures as declared (measured_kv_cache_tokens at least 0), in one line naming the log, and writes
+    nothing, where the registry's CHECK used to end the command in a traceback."""
+    text = (LOGS / "vllm-faradawn-llama3-8b-h200-v0112.log").read_text()
+    assert "GPU KV cache size: 868,080 tokens" in text
+    bad = tmp_path / "negative.log"
+    bad.write_text(text.replace("GPU KV cache size: 868,080 tokens", "GPU KV cache size: -868,080 tokens"))
+    kv("plan", "add", "cal", "--model", "Llama-3-8B", "--gpu", "H200", "--gpus-per-node", "1", "--rule", "vllm",
+       "--context", "1K")
+    before = state()
+    r = kv("plan", "calibrate", "cal", "--log", bad, ok=False)
+    assert r.exit_code == 1 and r.stderr.startswith("Error: negative.log sha256:")
+    assert r.stderr.rstrip().endswith("the log's measured_kv_cache_tokens must be at least 0, not -868080")
+    assert len(r.stderr.strip().splitlines()) == 1 and state() == before

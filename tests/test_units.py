@@ -166,7 +166,7 @@ def test_format_tokens(tokens, text):
     ("2026q4", "2026Q4"),
     (" 2026 - q 1 ", "2026Q1"),
     ("1970Q1", "1970Q1"),  # the earliest year accepted
-    ("9999Q4", "9999Q4"),  # the latest
+    ("2999Q4", "2999Q4"),  # the latest: a 40-quarter horizon from it keeps four-digit years
 ])
 def test_parse_quarter(typed, quarter):
     assert parse_quarter(typed) == quarter
@@ -179,6 +179,7 @@ def test_parse_quarter(typed, quarter):
     ("Q4 2026", "quarter 'Q4 2026' is not understood: write it as YEARQn, for example 2026Q4"),
     ("26Q4", "quarter '26Q4' is not understood: write it as YEARQn, for example 2026Q4"),
     ("1969Q4", "quarter '1969Q4' has an implausible year 1969"),
+    ("9999Q4", "quarter '9999Q4' has an implausible year 9999"),  # its horizon ran into 10000Q1
 ])
 def test_parse_quarter_refuses(typed, message):
     with pytest.raises(UnitError, match=_exactly(message)):
@@ -255,3 +256,27 @@ def test_parse_flops(typed, flops):
 def test_parse_flops_refuses(typed, message):
     with pytest.raises(UnitError, match=_exactly(message)):
         parse_flops(typed)
+
+
+@pytest.mark.parametrize("typed", ["0", "0GiB", "0.0 GB", "+0B", ".0 MiB"])
+def test_a_zero_size_reads_with_or_without_its_unit(typed):
+    """--activation-memory 0GiB is 0 bytes, as 0 is (parse_size refuses a zero size, which every other size option
+    means as a mistake: a 0 GiB GPU)."""
+    from kvreg.app.values import read_option
+    from kvreg.figures.inputs import INPUTS
+
+    assert read_option(INPUTS["activation_bytes"], typed, "--activation-memory") == 0
+
+
+@pytest.mark.parametrize("typed, message", [
+    ("0xyz", "--activation-memory: size '0xyz' has an unknown unit 'xyz'"),
+    ("GiB", "--activation-memory: size 'GiB' is not understood"),
+    ("-0GiB", "--activation-memory '-0GiB' is negative: give a size such as 2GiB (or 0)"),
+])
+def test_a_size_option_that_is_not_a_size_is_refused(typed, message):
+    from kvreg.app.values import read_option
+    from kvreg.core.errors import KvregError
+    from kvreg.figures.inputs import INPUTS
+
+    with pytest.raises(KvregError, match=re.escape(message)):
+        read_option(INPUTS["activation_bytes"], typed, "--activation-memory")

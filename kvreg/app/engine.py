@@ -55,7 +55,10 @@ def _version(value) -> tuple[str | None, int | None]:
     """--engine-version as stored (text) and its release number (None, None: not given)."""
     if value is None:
         return None, None
-    text = str(value).strip()
+    if not isinstance(value, str):  # a file's number: 0.10 would be read as 0.1, another release
+        raise KvregError(f"--engine-version {value!r} is a number: write the release as text, \"0.10.1\", so that"
+                         " its digits are kept")
+    text = value.strip()
     if not text or len(text) > 64 or any(ord(c) < 32 for c in text):
         raise KvregError(f"--engine-version {value!r} is not a version: give the engine's release, such as 0.10.1")
     return text, release_number(text)

@@ -502,7 +502,7 @@ def calibrate_plan(conn, name: str, *, kv_cache_tokens=None, max_concurrency=Non
         elif field == "measured_kv_cache_tokens":
             values[field] = check_int(_number_text(value), "--kv-cache-tokens", minimum=0)
         elif field == "measured_max_concurrency":
-            values[field] = _concurrency(value)
+            values[field] = check_input(field, _concurrency(value))  # its declared bounds (at most 1e9)
         else:
             values[field] = check_name(str(value).strip(), "engine version")
     conn.execute(update(Plan).where(Plan.id == plan["id"]).values(**values))
@@ -585,6 +585,12 @@ def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, li
     if line.get("measured_kv_cache_bytes") is not None and line["measured_kv_cache_bytes"] < 0:
         line["measured_kv_cache_bytes"] = None
         notes.append("the log's KV cache memory is negative (the model did not fit): not recorded")
+    for field in ("measured_kv_cache_tokens", "measured_kv_cache_bytes", "measured_max_concurrency"):
+        if line.get(field) is not None:  # as declared (a hand-edited log may print -868,080 tokens or 1e29)
+            try:
+                line[field] = check_input(field, line[field])
+            except KvregError as exc:
+                raise KvregError(f"{source}: the log's {exc}") from None
     conn.execute(update(Plan).where(Plan.name == name).values(**line))
     return plan_capacity(conn, name), notes
 

@@ -18,6 +18,7 @@ from kvreg.figures.inputs import MAXIMUMS, InputDecl
 
 INT_LIMIT = 2**62
 _ASCII_INT = re.compile(r"-?[0-9]+")
+_ZERO_SIZE = re.compile(r"\+?(?:0+(?:\.0*)?|\.0+)\s*([A-Za-z]*)")
 # PostgreSQL's INTEGER stops at 2**31 - 1 where SQLite would store more: values for INTEGER
 # columns stop there on both engines, so both refuse them alike, in words.
 INT32_MAX = 2**31 - 1
@@ -142,15 +143,21 @@ def read_option(decl: InputDecl, value: Any, flag: str) -> Any:
     if decl.unit == "bytes":
         if text.startswith("-"):
             raise KvregError(f"{flag} {text!r} is negative: give a size such as 2GiB (or 0)")
-        try:
-            if float(text) == 0:
-                return 0
-        except ValueError:
-            pass
+        zero = _ZERO_SIZE.fullmatch(text)
+        if zero and (not zero.group(1) or _is_size_unit(zero.group(1))):  # 0, 0GiB, 0.0 GB: none of any unit
+            return 0
     try:
         return parse_size(text) if decl.unit == "bytes" else parse_tokens(text)
     except UnitError as exc:
         raise KvregError(f"{flag}: {exc}") from None
+
+
+def _is_size_unit(unit: str) -> bool:
+    try:
+        parse_size("1" + unit)
+    except UnitError:
+        return False
+    return True
 
 
 def option_value(decl: InputDecl, value: Any, flag: str) -> int | float | None:

@@ -118,7 +118,12 @@ def export_command(group: click.Group, kind: str):
         with open_db(ctx).connect() as conn:
             data = getattr(bulk, f"export_{kind}")(conn)
         if path:
-            Path(path).write_text(data, encoding="utf-8")
+            try:
+                Path(path).write_text(data, encoding="utf-8")
+            except OSError as exc:  # no such folder, a full disk, no permission: one line, as every error
+                from kvreg.core.errors import KvregError
+
+                raise KvregError(f"cannot write {path}: {exc.strerror or exc}") from None
             click.echo(f"wrote {len(data.splitlines()) - 1} rows to {path}")
         else:
             click.echo(data, nl=False)

@@ -368,6 +368,10 @@ def plan_rollup(ctx, quarter, start, quarters, whole_nodes, fmt):
          ["gpu", "gpus_to_buy", "capex_to_buy", "first_order_by", "orders_late"])
 
 
+def _bad_time_limit():
+    raise click.BadParameter("nan is not a number of seconds: give one above 0, such as 60", param_hint="'--time-limit'")
+
+
 @plan_group.command("optimize")
 @click.option("--from", "start", help="First quarter of the horizon (2026Q4); default: the current quarter.")
 @click.option("--quarters", help="Quarters in the horizon (default 4, or on to the last entry).")
@@ -379,7 +383,9 @@ def plan_rollup(ctx, quarter, start, quarters, whole_nodes, fmt):
 @click.option("--budget", type=float, help="At most this much capex (USD) landing in any one quarter.")
 @click.option("--residual", type=float, default=0.0, show_default=True,
               help="Share of the capex recovered at the horizon's end (resale), taken off the purchases' cost.")
-@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds the solver may take.")
+@click.option("--time-limit", type=click.FloatRange(min=0, min_open=True, max=86400), default=60.0, show_default=True,
+              callback=lambda _ctx, _param, v: v if v == v else _bad_time_limit(),  # NaN passes FloatRange's test
+              help="Seconds the solver may take (above 0, at most a day).")
 @click.option("--apply", "apply_", is_flag=True, help="Write the chosen settings to the plans (one transaction). "
                                                       "Default: a dry run.")
 @format_option()

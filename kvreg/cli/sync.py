@@ -110,6 +110,7 @@ def _write_atomically(path: str, text: str) -> None:
     creating a file), and a symlink is written through: the file it points to is replaced and
     the link stays."""
     import os
+    import stat
     import tempfile
 
     from kvreg.core.errors import KvregError
@@ -118,8 +119,17 @@ def _write_atomically(path: str, text: str) -> None:
     real = os.path.realpath(path)
     folder = os.path.dirname(real)
     try:
-        mode = os.stat(real).st_mode & 0o7777
-    except OSError:
+        st = os.stat(real)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise KvregError(f"cannot write {show_path(path)}: {exc.strerror or exc}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):  # a device or pipe would be replaced by a file (/dev/null)
+        raise KvregError(f"{show_path(path)} is not a regular file (a device, pipe, socket or folder): give a file"
+                         " name, or leave out --out to print to standard output")
+    if st is not None:
+        mode = st.st_mode & 0o7777
+    else:
         mask = os.umask(0)
         os.umask(mask)
         mode = 0o666 & ~mask

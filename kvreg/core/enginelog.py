@@ -384,7 +384,12 @@ def _parse_one(text: str) -> EngineLog:
             m = pattern.search(line)
             if not m or not any(g is not None for g in m.groups()):
                 continue
-            value = conv(*[g for g in m.groups() if g is not None])
+            try:
+                value = conv(*[g for g in m.groups() if g is not None])
+            except (OverflowError, ValueError):  # 400 digits: no engine prints that
+                shown = line.strip() if len(line.strip()) <= 80 else line.strip()[:77] + "..."
+                raise KvregError(f"the log's line {shown!r} holds a number too large to be an engine's: give the "
+                                 "log as the engine printed it") from None
             if repeat:  # another worker's line: keep the smaller
                 if _smaller(value, found[name]):
                     found[name] = value

@@ -117,6 +117,10 @@ def parse_toml(text: str, where: str, what: str = "kvreg declaration file") -> d
         data = tomllib.loads(text)
     except RecursionError:
         raise _too_deep(where, what) from None
+    except tomllib.TOMLDecodeError:
+        raise
+    except ValueError:  # an integer of more than 4,300 digits, which Python will not convert
+        raise InputError(f"{where}: holds a number thousands of digits long, not a {what}") from None
     if depth(data) > MAX_DEPTH:
         raise _too_deep(where, what)
     return data

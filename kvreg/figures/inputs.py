@@ -363,7 +363,7 @@ _INPUTS = [
     InputDecl("unit_price", "USD", "price to buy one GPU", "real", nullable=True, table="gpu", maximum=MAX_UNIT_PRICE, minimum=0,
               help="USD to buy one GPU (for capex)"),
     InputDecl("lead_time_quarters", "quarters", "quarters from placing an order for this GPU type to the GPUs"
-              " serving", table="gpu", minimum=0, default=0, server_default=True, check="lead_time",
+              " serving", table="gpu", minimum=0, default=0, server_default=True, check="lead_time", maximum=40,
               flag="--lead-time", help="Quarters from placing an order to the GPUs serving (plan rollup's order_by)"),
     InputDecl("node_gpus", "GPUs", "GPUs in one node of this type as it is bought (purchases by whole nodes)",
               positive=True, table="gpu", default=8, server_default=True,

@@ -64,6 +64,9 @@ def parse_json_object(raw: bytes, source: str, limit: int = MAX_CONFIG_BYTES) ->
         raise ConfigError(
             f"{source}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); pass the model's config.json"
         ) from None
+    except ValueError:  # an integer of more than 4,300 digits, which Python will not convert
+        raise ConfigError(f"{source}: holds a number too long to be a model's (thousands of digits); pass the model's"
+                          " config.json") from None
     if not isinstance(config, dict):
         raise ConfigError(
             f"{source}: JSON is a {json_type(config)}, not an object; a config.json is one JSON object {{...}}"

@@ -216,8 +216,8 @@ def _with_modelopt_quantization(config: dict, folder: pathlib.Path) -> tuple[dic
         return config, None
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{file}: not readable JSON ({exc}); fix or remove it") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: bad JSON, or a 4,300-digit number
+        raise ConfigError(f"{file}: not readable JSON ({' '.join(str(exc).split())}); fix or remove it") from None
     quant = data.get("quantization") if isinstance(data, dict) else None
     if not isinstance(quant, dict):
         raise ConfigError(f"{file}: has no \"quantization\" object; fix or remove it")

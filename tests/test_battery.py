@@ -621,6 +621,11 @@ CASES = [
          id="calibrate-concurrency-past-its-maximum"),
     case("gpu", "set", "H200", "--lead-time", "41", match=r"lead_time_quarters 41 is too large: at most 40",
          id="gpu-lead-time-past-40"),
+    case("--db", "sqlite:///{in}/base.json", "model", "list",
+         match=r"base\.json cannot be opened: file is not a database \(not an SQLite database, or a damaged one\)",
+         id="db-not-a-database"),
+    case("--db", "sqlite:///{in}/base.json", "init", match=r"base\.json cannot be opened: file is not a database",
+         id="db-init-not-a-database"),
 ]
 
 

@@ -282,6 +282,9 @@ def _sqlite_transactions(engine: Engine, url: str) -> None:
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
                     raise
+            except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
+                raise RegistryError(f"registry {mask_url(url)} cannot be opened: {exc} (not an SQLite database, or a"
+                                    " damaged one): give a kvreg registry, or a new file name for one") from None
             if url not in _SAID_WAITING:  # once per registry and process, not per transaction
 
                 _SAID_WAITING.add(url)

@@ -1190,3 +1190,26 @@ def test_editing_a_ttft_target_recomputes_users_and_gpus(registry, recalculated)
                                 " WHERE plan = 'llama8b-h100-128k'")).one()
         conn.rollback()
     assert (row[0], row[1]) == (0, "latency")
+
+
+def test_a_plan_card_under_an_engine_rule_shows_what_the_engine_allocates(kv, tmp_path):
+    """Under vLLM's rule the reserve is not used: the plan's card shows the GPU memory utilization vLLM takes (0.92,
+    v0.20's default) and the memory it allocates (Allocatable per GPU, Plan detail's allocatable_gib_per_gpu) in the
+    rows where a theoretical plan's card shows its reserve and usable memory, as the report's plan section does."""
+    from conftest import report_workbook
+    from openpyxl import load_workbook
+
+    kv("plan", "add", "v", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--rule", "vllm", "--gpus-per-node", "1")
+    wb = load_workbook(report_workbook(kv, tmp_path), data_only=True)
+    cards = wb["Plan cards"]
+    rows = [[c.value for c in r] for r in cards.iter_rows()]
+    top = next(i for i, r in enumerate(rows) if "v" in r)
+    col = rows[top].index("v")
+    card = {r[col]: r[col + 1] for r in rows[top + 1:top + 20] if r[col]}
+    [plan] = [p for p in kv.json("plan", "list") if p["plan"] == "v"]
+    assert card["GPU memory utilization used (share)"] == 0.92 and "Reserve (share of GPU memory)" not in card
+    assert card["Allocatable per GPU (GiB)"] == pytest.approx(plan["allocatable_gib_per_gpu"], rel=1e-12)
+    assert "Usable per GPU (GiB)" not in card
+    top = next(i for i, r in enumerate(rows) if "chat-llama3-8b" in r)  # a theoretical plan keeps them
+    chat = rows[top].index("chat-llama3-8b")
+    assert {r[chat] for r in rows[top + 1:top + 20]} >= {"Reserve (share of GPU memory)", "Usable per GPU (GiB)"}

@@ -755,6 +755,10 @@ _CARD = ["# Deployment", "model", "gpu", "tp", "pp", "context_tokens", "kv_dtype
          "plans:users_binding_constraint", "gpus_per_replica", "node_concurrency",
          "decode_tokens_per_s_per_sequence",
          "# In the Summary's quarter", "plans:users", "plans:gpus_needed", "reason"]
+# Under an engine rule the reserve is not used: its card shows the share of memory the engine takes and the memory
+# it allocates instead, in the same rows (the report's plan section says the same).
+_CARD_UNDER = {"vllm": {"reserve": "gpu_memory_utilization_used", "usable_gib_per_gpu": "allocatable_gib_per_gpu"},
+               "sglang": {"reserve": "mem_fraction_static_used", "usable_gib_per_gpu": "allocatable_gib_per_gpu"}}
 CARDS_ACROSS = 3
 _CARD_WIDTHS = (30, 17, 3)  # label, value, gap
 _CARD_ROWS = 1 + len(_CARD)  # the plan's name, then the rows above
@@ -783,8 +787,10 @@ def _plan_cards_sheet(book: Book, ws, rows: list[dict], plans: Table, overview: 
         if across == 0 and band:
             breaks.append(top - 1)
         g.put(top, col, f"='Plan detail'!{plans.letter('plan')}{src_row}", title, result=row["plan"])
+        swap = _CARD_UNDER.get(row.get("rule"), {})
         for i, name in enumerate(_CARD, start=1):
             r = top + i
+            name = swap.get(name, name) if swap.get(name) in by_name else name
             if name.startswith("# "):
                 g.put(r, col, name[2:], section)
                 g.put(r, col + 1, None, section)

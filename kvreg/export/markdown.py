@@ -118,6 +118,8 @@ def header(name: str) -> str:
             return "Previous report: " + _lower_first(header(name.removeprefix("previous_")))
         if name.endswith("_change"):
             return "Change in " + _lower_first(header(name.removesuffix("_change")))
+    if _unit(name)[0] == "bytes/s":  # its cells read in TB/s (display), and so does its header
+        return label(name).replace("(bytes per second)", "(TB/s)")
     return label(name)
 
 

@@ -626,6 +626,11 @@ CASES = [
          id="db-not-a-database"),
     case("--db", "sqlite:///{in}/base.json", "init", match=r"base\.json cannot be opened: file is not a database",
          id="db-init-not-a-database"),
+    # a name the CSV and TOML readers would strip, so that its exported demand or fleet would not import again
+    case("plan", "add", " lead", *PLAN, match=r"plan name ' lead' begins or ends with a space: give it as 'lead'",
+         id="plan-name-leading-space"),
+    case("gpu", "add", "SPACEGPU ", "--memory", "80GiB",
+         match=r"gpu name 'SPACEGPU ' begins or ends with a space: give it as 'SPACEGPU'", id="gpu-name-trailing-space"),
 ]
 
 

@@ -31,6 +31,8 @@ _FIELD_LIMITS = {"gpus_per_node": MAX_GPUS_PER_NODE}
 def check_name(name: Any, what: str) -> str:
     if not isinstance(name, str) or not name.strip():
         raise KvregError(f"{what} name must not be empty")
+    if name != name.strip():  # CSV and TOML readers strip a field: such a name would not come back
+        raise KvregError(f"{what} name {name!r} begins or ends with a space: give it as {name.strip()!r}")
     if len(name) > MAX_NAME:
         raise KvregError(f"{what} name is {len(name):,} characters long: at most {MAX_NAME} are allowed")
     if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):

@@ -1168,3 +1168,17 @@ def test_vllm_from_v07_counts_little_non_torch_memory_on_one_gpu(kv):
     assert by_release == {"0.6.4": round(0.25 * GiB), "0.6.5": round(1.79 * GiB), "0.7.0": round(0.11 * GiB),
                           "0.10.1": round(0.11 * GiB), "0.11.0": round(0.13 * GiB)}
     assert round(0.11 * GiB) == 118_111_601
+
+
+def test_the_reason_a_sequence_does_not_fit_counts_what_the_engine_counts(cap):
+    """gpt-oss-120b at 128K on one H100 under vLLM: its pool is 8,475 blocks and a 131,072-token request takes
+    9,225 (sliding and full layers' blocks), so it holds 8,475 / 9,225 = 0.92 of one. The reason names what vLLM
+    needs, 9,225 blocks of the pool's block size (pool / 8,475) = 5.07 GiB, not the 4.50 GiB of the request's bytes
+    before vLLM's block rounding, which the pool's 4.66 GiB would seem to hold."""
+    r = cap("--model", "gpt-oss-120b", "--gpu", "H100-SXM", "--rule", "vllm", "--tp", "1", "--gpus-per-node", "1",
+            "--context", "128K")
+    assert (r["num_blocks"], r["blocks_per_request"]) == (8475, 9225)
+    assert r["sequences_per_rank"] == pytest.approx(8475 / 9225)
+    needs = 9225 * (r["kv_pool_gib_per_gpu"] / 8475)  # 5.07 GiB
+    assert f"{needs:.2f}" == "5.07" and f"{r['kv_gib_per_sequence_per_gpu']:.2f}" == "4.50"
+    assert r["reason"] == "one 131,072-token sequence needs 5.07 GiB per GPU but the KV pool holds 4.66 GiB"

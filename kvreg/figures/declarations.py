@@ -324,9 +324,13 @@ _WHY_NOT = (
                         ),
                         if_(
                             F("whole_sequences") < 1,
+                            # what the rule sizes a sequence by: the pool over the sequences it holds (vLLM's whole
+                            # blocks, SGLang's cells; the theoretical rule's bytes per sequence)
                             concat("one ", grouped(I("context_tokens")), "-token sequence needs ",
-                                   fmt(F("kv_gib_per_sequence_per_gpu"), 2), " GiB per GPU but the KV pool holds ",
-                                   fmt(F("kv_pool_gib_per_gpu"), 2), " GiB"),
+                                   fmt(if_(F("sequences_per_rank") > 0,
+                                           F("kv_pool_gib_per_gpu") / F("sequences_per_rank"),
+                                           F("kv_gib_per_sequence_per_gpu")), 2),
+                                   " GiB per GPU but the KV pool holds ", fmt(F("kv_pool_gib_per_gpu"), 2), " GiB"),
                             "",
                         ),
                     ),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from kvreg.core.errors import UserError
 
@@ -224,3 +224,15 @@ def parse_fraction(text: str | float, what: str = "reserve") -> float:
     if not math.isfinite(value) or not 0 <= value < 1:
         raise UnitError(f"{what} {text!r} must be at least 0 and below 1 (for example 0.12)")
     return value
+
+
+def fixed(x, decimals: int, *, grouped: bool = False) -> str:
+    """`x` with `decimals` decimals, halves rounded away from zero on the shortest decimal form of x:
+    what SQLite's printf, PostgreSQL's TO_CHAR and Excel's FIXED print (2.675 -> 2.68, 0.25 -> 0.3),
+    where Python's own format rounds the exact binary value (2.675 -> 2.67, 0.25 -> 0.2). `grouped`: with
+    thousands separators (1,234.57), as the CLI's tables and the report print a number; the same rounding, so
+    a table's cell and a sentence's figure agree (0.125 -> 0.13 in both)."""
+    if not math.isfinite(x):  # nan, inf: as Python prints them (no figure gives one; a guard for the printer)
+        return f"{x:,.{int(decimals)}f}" if grouped else f"{x:.{int(decimals)}f}"
+    q = Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-int(decimals)), rounding=ROUND_HALF_UP)
+    return f"{q:,f}" if grouped else f"{q:f}"

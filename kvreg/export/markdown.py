@@ -17,7 +17,7 @@ from pathlib import Path
 import jinja2
 
 import kvreg
-from kvreg.core.units import format_tokens
+from kvreg.core.units import fixed, format_tokens
 from kvreg.figures.declarations import AGGREGATES, FIGURES, INPUTS
 from kvreg.figures.labels import LABELS, SERVES_NO_USER, label, serves_no_user
 from kvreg.figures.python import with_gpu_figures
@@ -92,17 +92,17 @@ def display(value: object, name: str = "") -> Md:
     if unit == "flag":
         return Md("yes" if value else "no")
     if unit == "fraction":
-        return Md(f"{value * 100:.1f}%")
+        return Md(f"{fixed(value * 100, 1)}%")
     if unit in ("GiB", "GB", "USD", "USD/h"):
-        return Md(f"{value:,.2f}")
+        return Md(fixed(value, 2, grouped=True))
     if unit == "bytes/s":
-        return Md(f"{value / 1e12:,.2f} TB/s")
+        return Md(f"{fixed(value / 1e12, 2, grouped=True)} TB/s")
     if unit == "tokens" and float(value).is_integer():
         return Md(_int(value))  # a number (131,072), never a label (128K), so a column reads as one kind
     if kind == "int" or (isinstance(value, int) and not kind) or unit in ("bytes", "params", "layers", "heads"):
         if float(value).is_integer():
             return Md(_int(value))
-    return Md(f"{value:,.2f}")
+    return Md(fixed(value, 2, grouped=True))
 
 
 def cells(values: list) -> Md:

@@ -10,6 +10,8 @@ import io
 import json
 import math
 
+from kvreg.core.units import fixed
+
 FORMATS = ("table", "json", "csv")
 
 
@@ -55,17 +57,22 @@ def cell(v, key: str = "") -> str:
     if v is None:
         return BLANK_TEXT.get(key, "")
     if isinstance(v, (int, float)) and not isinstance(v, bool) and _is_money(key):
-        return f"{v:,.2f}"  # USD: always cents
+        return _two(v)  # USD: always cents
     if isinstance(v, float):
         if key.endswith("_gib") or "_gib_" in key or key.endswith("_gb"):
-            return f"{v:,.2f}"
+            return _two(v)
         if v.is_integer() and abs(v) >= 1000:
             return f"{int(v):,}"
-        return f"{v:,.2f}" if abs(v) >= 1 else f"{v:.3g}"
+        return _two(v) if abs(v) >= 1 else f"{v:.3g}"
     if isinstance(v, int) and not isinstance(v, bool):
         # grouped (8,192 beside 32,768), except identifiers
         return str(v) if key == "id" or key.endswith("_id") else f"{v:,}"
     return " ".join(str(v).split())
+
+
+def _two(v) -> str:
+    """Two decimals, grouped, halves away from zero as the figures' own sentences round them (fixed)."""
+    return fixed(v, 2, grouped=True)
 
 
 # Columns that say which row a line is: a table too wide for the terminal shows these first.

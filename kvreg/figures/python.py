@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from decimal import ROUND_HALF_UP, Decimal
 from typing import Callable
+
+from kvreg.core.units import fixed
 
 from .declarations import FIGURES, inputs_of
 from .expr import Expr, Input, Ref, names, walk
@@ -115,11 +116,9 @@ class PythonEvaluator:
 
 
 def _fixed(x, decimals: int) -> str:
-    """`x` with `decimals` decimals, halves rounded away from zero on the shortest decimal form of x:
-    what SQLite's printf, PostgreSQL's TO_CHAR and Excel's FIXED print (2.675 -> 2.68, 0.25 -> 0.3),
-    where Python's own format rounds the exact binary value (2.675 -> 2.67, 0.25 -> 0.2)."""
-    q = Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-int(decimals)), rounding=ROUND_HALF_UP)
-    return f"{q:f}"
+    """fmt's text: kvreg.core.units.fixed (halves away from zero on the shortest decimal form)."""
+    return fixed(x, decimals)
+
 
 
 def _remainder(a, b):

@@ -260,6 +260,8 @@ CASES = [
          match=r"family contains a NUL character \(\\x00\)", id="add-nul-family"),
     # ---------------------------------------------------------------- model import (issue 2, 6)
     case("model", "import", "{in}/not-json.json", match=r"not-json\.json: not valid JSON", id="import-not-json"),
+    case("model", "import", "{in}/not-json.json", "--name", "", match=r"--name is empty: give the model's name",
+         id="import-empty-name"),
     case("model", "import", "{in}/no-layers.json", match=r"no-layers\.json: no layer count", id="import-no-layers"),
     case("model", "import", "{in}/no-heads.json",
          match=r"no-heads\.json: no attention head count", id="import-no-heads"),
@@ -493,6 +495,13 @@ CASES = [
          match=r"--activation-memory: size '1.2' has no unit", id="capacity-activation-without-unit"),
     case("plan", "add", "p", *PLAN, "--avg-tokens", "-5",
          match=r"token count '-5' is not understood", id="plan-avg-negative"),
+    # a running request holds at least its prompt: 500 < 1,000; its mean over its life is 1,000 + 500 / 2 = 1,250
+    case("plan", "add", "p", *PLAN, "--avg-tokens", "500", "--input-tokens", "1000", "--output-tokens", "500",
+         match=r"the plan's requests hold 500 tokens on average but their prompts are 1,000: .* give at least 1,000 "
+               r"\(its mean over a request's life is 1,250", id="plan-avg-below-prompt"),
+    case("plan", "add", "p", *PLAN, "--workload", "a=500:1:1000/500",
+         match=r"workload class 'a''s requests hold 500 tokens on average but their prompts are 1,000",
+         id="plan-class-below-prompt"),
     case("plan", "add", "p", *PLAN, "--block-size", "-16",
          match=r"block_size must be at least 0", id="plan-block-negative"),
     case("plan", "add", "p", *PLAN, "--kv-dtype", "fp7", match=r"unknown KV dtype 'fp7'", id="plan-unknown-kv-dtype"),
@@ -510,6 +519,8 @@ CASES = [
     case("plan", "set", "chat-llama3-8b", "--rename", LONG,
          match=r"plan name is 10,000 characters", id="plan-set-rename-long"),
     case("plan", "set", "chat-llama3-8b", "--rename", "a\x00", match=r"control characters", id="plan-set-rename-nul"),
+    case("plan", "set", "chat-llama3-8b", "--rename", "", match=r"plan name must not be empty",
+         id="plan-set-rename-empty"),
     case("plan", "set", "chat-llama3-8b", "--reserve", "inf",
          match=r"reserve 'inf' must be at least 0", id="plan-set-reserve-inf"),
     case("plan", "show", "nope", match=r"unknown plan 'nope'", id="plan-show-unknown"),
@@ -538,6 +549,9 @@ CASES = [
          match=r"users must be a whole number, not 'nan'", id="demand-nan-users"),
     case("demand", "set", "chat-llama3-8b", "2026Q4", str(2**63),
          match=r"users .* too large", id="demand-2**63-users"),
+    # a trillion is the declared maximum: at 10^18 the optimizer (HiGHS, in doubles) called the quarter infeasible
+    case("demand", "set", "chat-llama3-8b", "2026Q4", str(10**18),
+         match=r"users \(19 digits\) is too large: at most 1,000,000,000,000$", id="demand-10**18-users"),
     case("demand", "set", "nope", "2026Q4", "10", match=r"unknown plan 'nope'", id="demand-unknown-plan"),
     case("demand", "remove", "chat-llama3-8b", "1999Q1", match=r"has no demand in 1999Q1", id="demand-remove-absent"),
     case("demand", "list", "--quarter", "2026Q0", match=r"quarter '2026Q0'", id="demand-list-2026Q0"),

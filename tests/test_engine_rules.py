@@ -606,9 +606,19 @@ def test_theoretical_is_the_default_and_unchanged(cap):
     # its declared maximum, 2**31 - 1: past it the engine rules' products overflow PostgreSQL's BIGINT
     (("--rule", "vllm", "--max-num-batched-tokens", "100000000000"),
      "--max-num-batched-tokens 100,000,000,000 is too large: at most 2,147,483,647"),
+    # the reserve is the theoretical rule's: under an engine's rule it would change nothing, in silence
+    (("--rule", "vllm", "--reserve", "0.3"),
+     "--reserve is the theoretical rule's share held back, and the rule is vllm: its pool follows "
+     "--gpu-memory-utilization"),
+    (("--rule", "sglang", "--reserve", "0.3"), "the rule is sglang: its pool follows --mem-fraction-static"),
+    (("--reserve", "0.3", "--kv-cache-memory", "40GiB"), "give --reserve or --kv-cache-memory, not both"),
+    # a release of the other engine would pick that engine's release rules under this one's
+    (("--rule", "sglang", "--engine-version", "vllm 0.11.0"),
+     "--engine-version 'vllm 0.11.0' names vLLM but the rule is sglang: give SGLang's release, or --rule vllm"),
 ], ids=["rule", "gmu-zero", "gmu-above-one", "negative-activation", "bad-size", "knob-without-rule",
         "other-engines-knob", "vllm-block-zero", "zero-batched-tokens", "unknown-sampler", "sampler-without-vllm",
-        "batched-tokens-past-int32"])
+        "batched-tokens-past-int32", "reserve-under-vllm", "reserve-under-sglang", "reserve-and-pool",
+        "other-engines-release"])
 def test_bad_engine_settings_are_one_line_and_write_nothing(kv, state, args, words):
     kv("init")
     line = fails(kv, state, "capacity", "--model", "Llama-3.1-8B", *args)
@@ -616,6 +626,18 @@ def test_bad_engine_settings_are_one_line_and_write_nothing(kv, state, args, wor
     line = fails(kv, state, "plan", "add", "p", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", *args)
     assert words in line
     assert kv.json("plan", "list") and "p" not in {r["plan"] for r in kv.json("plan", "list")}
+
+
+def test_a_plan_under_an_engine_rule_refuses_a_reserve_and_takes_its_engines_release(kv, state):
+    kv("init")
+    kv("plan", "add", "p", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--rule", "vllm")
+    assert "the rule is vllm: its pool follows --gpu-memory-utilization" in fails(kv, state, "plan", "set", "p",
+                                                                                 "--reserve", "0.3")
+    assert "names SGLang but the rule is vllm" in fails(kv, state, "plan", "set", "p", "--engine-version",
+                                                        "SGLang v0.5.3")
+    kv("plan", "set", "p", "--engine-version", "vLLM v0.11.0")  # its own engine's name, in any case, is fine
+    kv("plan", "set", "p", "--rule", "theoretical", "--reserve", "0.3")  # back to the reserve: it applies again
+    assert plan_row(kv, "p")["reserve"] == 0.3
 
 
 # --------------------------------------------------------------------------- plans and calibration

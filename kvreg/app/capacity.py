@@ -190,9 +190,23 @@ def parse_tp(tp: str | int) -> int | str:
     return value
 
 
+def check_reserve_rule(reserve, rule, kv_cache_memory=None) -> None:
+    """--reserve given where it changes nothing is an error: an engine's rule sizes its pool by the engine's own
+    settings, and --kv-cache-memory sets the pool directly."""
+    if reserve is None:
+        return
+    if kv_cache_memory is not None:
+        raise KvregError("give --reserve or --kv-cache-memory, not both: --kv-cache-memory sets the KV pool directly")
+    rule = str(rule or "theoretical").strip().lower()
+    if rule in ("vllm", "sglang"):
+        share = "--gpu-memory-utilization" if rule == "vllm" else "--mem-fraction-static"
+        raise KvregError(f"--reserve is the theoretical rule's share held back, and the rule is {rule}: its pool "
+                         f"follows {share} and the memory the engine measures; leave --reserve out")
+
+
 def question_from_options(*, models=(), gpus=(), context=format_tokens(_D["context_tokens"]),
                           kv_dtype=INPUTS["kv_dtype"].default, weight_dtype="native", tp=str(_D["tp"]), pp=_D["pp"],
-                          dp_attention=_D["dp_attention"], gpus_per_node=_D["gpus_per_node"], reserve=str(_D["reserve"]),
+                          dp_attention=_D["dp_attention"], gpus_per_node=_D["gpus_per_node"], reserve=None,
                           kv_cache_memory=None, block_size=_D["block_size"], input_tokens=None, output_tokens=None,
                           concurrency=None, tpot_ms=None, ttft_ms=None, **engine) -> Question:
     """A Question from `kvreg capacity`'s options as given (text, as typed): the command and the web
@@ -201,6 +215,7 @@ def question_from_options(*, models=(), gpus=(), context=format_tokens(_D["conte
     it); input_tokens ... ttft_ms: the latency options (latency_from_options). context None: the requests'
     input + output tokens when given, else the declared default."""
     declared = {n: engine.pop(INPUTS[n].column) for n in DECLARED if engine.get(INPUTS[n].column) is not None}
+    check_reserve_rule(reserve, engine.get("rule"), kv_cache_memory)
     workload = latency_from_options(input_tokens, output_tokens, concurrency, tpot_ms, ttft_ms)
     if context is None:
         context = (str(workload["input_tokens"] + workload["output_tokens"]) if workload["input_tokens"]
@@ -208,7 +223,8 @@ def question_from_options(*, models=(), gpus=(), context=format_tokens(_D["conte
     return Question(
         models=_split(models), gpus=_split(gpus) or ["H100-SXM"], contexts=parse_token_list(context),
         kv_dtypes=_split((kv_dtype,)), weight_dtype=None if weight_dtype == "native" else weight_dtype, tp=parse_tp(tp),
-        pp=pp, dp_attention=dp_attention, gpus_per_node=gpus_per_node, reserve=parse_fraction(reserve),
+        pp=pp, dp_attention=dp_attention, gpus_per_node=gpus_per_node,
+        reserve=parse_fraction(str(_D["reserve"]) if reserve is None else reserve),
         kv_cache_memory_bytes=parse_size(kv_cache_memory) if kv_cache_memory else None, block_size=block_size,
         **workload, **parse_engine_options(engine), **declared,
     )

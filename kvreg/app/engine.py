@@ -36,6 +36,10 @@ def check_engine_settings(settings: dict, block_size: int | None = None, dp_atte
         out[name] = value if name in _TEXT else declared_value(decl, value, engine_flag(name))
     out["engine_version"], out["engine_release"] = _version(out["engine_version"])
     out["sampler"] = check_sampler(out["sampler"])
+    named = [e for e in _ENGINE if e in (out["engine_version"] or "").lower()]
+    if named and out["rule"] in _ENGINE and named != [out["rule"]]:  # 'sglang 0.5.3' under vLLM's rule
+        raise KvregError(f"--engine-version {out['engine_version']!r} names {' and '.join(_ENGINE[e] for e in named)}"
+                         f" but the rule is {out['rule']}: give {_ENGINE[out['rule']]}'s release, or --rule {named[0]}")
     for name, decl in ENGINE_SETTINGS.items():
         flag = engine_flag(name)
         if out[name] is not None and out["rule"] not in decl.rules:

@@ -156,8 +156,8 @@ def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True
         gpu = click.option("--gpu", "gpus", multiple=True, help="GPU name; repeat or comma-separate. Default: H100-SXM.")
         context_help = "Context tokens, comma-separated; 128K = 131,072, 128k = 128,000, 1m = 1,000,000."
         kv_dtype_help = "KV cache dtypes, comma-separated: bf16,fp8."
-        reserve = click.option("--reserve", default=str(_D["reserve"]), show_default=True,
-                               help="Share of GPU memory held back, in [0, 1).")
+        reserve = click.option("--reserve", help=f"Share of GPU memory held back, in [0, 1), under the theoretical"
+                               f" rule (default {_D['reserve']}); an engine's rule sizes its pool by its own settings.")
         kv_cache_memory_help = "KV pool per GPU given directly (53GB, 40GiB); overrides --reserve."
     else:
         model = click.option("--model", help="Model name (see `kvreg model list`).")

@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from kvreg.app.calibrate import (FORMAT_RELEASE, at_limiting_stage, device_gpu, logged_release, measured_terms,
                              resolve_model, sglang_in_use, untagged_note)
 from kvreg.app.capacity import (check_dp_attention, check_layout, check_pp_layers, check_request_fits,
-                                check_request_lengths, invalid_tp, parse_tp, valid_tps)
+                                check_request_lengths, check_reserve_rule, invalid_tp, parse_tp, valid_tps)
 from kvreg.app.engine import check_engine_settings, parse_engine_options
 from kvreg.app.options import PLAN_LATENCY
 from kvreg.app.registry import check_dtype, check_input, check_int, check_name, check_text, get_gpu, get_model
@@ -136,8 +136,7 @@ DECLARED_SETTINGS = tuple(n for n in inputs_of("deployment") if n not in _CHECKE
 def spec_from_options(opts: dict, *, partial: bool) -> dict:
     """A plan spec from the deployment options as given (`kvreg plan add/set/solve`, the web page's
     plan form): text as typed, keyed like the command's parameters; with `partial`, only those given."""
-    if opts.get("reserve") is not None and opts.get("kv_cache_memory") is not None:
-        raise KvregError("give --reserve or --kv-cache-memory, not both: --kv-cache-memory sets the KV pool directly")
+    check_reserve_rule(opts.get("reserve"), opts.get("rule"), opts.get("kv_cache_memory"))
     spec: dict = {}
     for key in ("model", "gpu", "gpus_per_node", "pp", "dp_attention", "kv_dtype", "block_size", "notes"):
         if opts.get(key) is not None:
@@ -202,11 +201,15 @@ def validate_latency(row: dict, classes: list[dict]) -> None:
     if with_lengths and lengths[0] is not None:
         raise KvregError("give --input-tokens/--output-tokens or the classes' lengths (--workload CLASS=TOKENS:SHARE"
                          ":IN/OUT), not both: a mix's request is its classes' weighted mean")
-    for name, (i, o) in [("the plan", lengths)] + [(f"workload class {c['name']!r}", (c.get("input_tokens"),
-                                                                                    c.get("output_tokens")))
-                                                  for c in with_lengths]:
+    for name, (i, o), held in [("the plan", lengths, row.get("avg_tokens"))] + [
+            (f"workload class {c['name']!r}", (c.get("input_tokens"), c.get("output_tokens")), c.get("avg_tokens"))
+            for c in with_lengths]:
         if i is not None:
             check_request_fits(f"{name}'s requests", i, o, row["context_tokens"])
+        if i is not None and held is not None and held < i:  # a running request holds at least its prompt
+            raise KvregError(f"{name}'s requests hold {held:,} tokens on average but their prompts are {i:,}: a request"
+                             f" holds its prompt and then its output, so give at least {i:,} (its mean over a request's"
+                             f" life is {i + o / 2:,.0f}: prompt + half the output)")
     targets = [row.get("tpot_target_ms"), row.get("ttft_target_ms")]
     targets += [c.get(k) for c in classes for k in ("tpot_target_ms", "ttft_target_ms")]
     if not with_lengths and any(t is not None for t in targets):
@@ -445,7 +448,8 @@ def set_plan(conn, name: str, changes: dict) -> dict:
         conn.execute(update(Plan).where(Plan.id == get_plan(conn, name)["id"]).values(**allowances))
         return plan_capacity(conn, name)
     old = plan_spec(conn, name)
-    new_name = changes.pop("rename", None) or name
+    new_name = changes.pop("rename", None)
+    new_name = name if new_name is None else check_name(new_name, "plan")  # --rename "" is refused, not ignored
     if "model" in changes and "weight_dtype" not in changes:
         if old["weight_dtype"] == get_model(conn, old["model"])["weight_dtype"]:
             changes["weight_dtype"] = None
@@ -457,6 +461,8 @@ def set_plan(conn, name: str, changes: dict) -> dict:
         changes.setdefault("avg_tokens", None)
     elif changes.get("avg_tokens") is not None:
         changes.setdefault("workload", [])
+    if "reserve" in changes:
+        check_reserve_rule(changes["reserve"], changes.get("rule", old["rule"]))
     spec = {**old, **changes, "name": new_name}
     # --tp auto sizes for the plan's peak demand (1 user without demand), as `plan solve gpus` would
     peak = conn.execute(select(func.max(Demand.users)).where(Demand.plan_id == get_plan(conn, name)["id"])).scalar()
@@ -631,7 +637,7 @@ def set_demand(conn, plan: str, quarter: str, users) -> dict:
     and whether a row was added (rather than changed)."""
     plan_id = get_plan(conn, plan)["id"]
     quarter = parse_quarter(quarter)
-    users = check_int(users, "users", minimum=0)
+    users = check_input("users", users)
     existing = conn.execute(
         select(Demand.id).where(Demand.plan_id == plan_id, Demand.quarter == quarter)
     ).scalar()

@@ -118,10 +118,13 @@ _INPUT_BY_COLUMN = {i.column: i for i in INPUTS.values() if i.kind != "text" and
 
 
 def _limit(field: str) -> int:
-    """The largest whole number `field` may be: a sane bound, else what its column holds on every engine."""
+    """The largest whole number `field` may be: a sane bound, else what its column holds on every engine, or its
+    input's declared maximum when lower."""
     if field in _FIELD_LIMITS:
         return _FIELD_LIMITS[field]
-    return _column_limits().get(field, INT_LIMIT - 1)
+    most = _column_limits().get(field, INT_LIMIT - 1)
+    decl = _INPUT_BY_COLUMN.get(field)
+    return most if decl is None or decl.maximum is None else min(most, int(decl.maximum))
 
 
 @functools.cache

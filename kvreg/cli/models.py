@@ -150,6 +150,8 @@ def model_import(ctx, paths, name, params_b, replace, accept_unknown, fmt):
     from kvreg.interchange.hf.read import MAX_CONFIG_BYTES
     from kvreg.interchange.hf.row import import_path, import_text
 
+    if name is not None and not name.strip():
+        raise KvregError("--name is empty: give the model's name, or leave --name out to name it after the file")
     if name and len(paths) > 1:
         raise KvregError("--name works with one path only")
     rows, warnings, exact = [], [], []

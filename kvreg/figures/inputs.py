@@ -538,7 +538,10 @@ _INPUTS = [
               "real", nullable=True, positive=True, table="workload", maximum=1e9, flag="--ttft-ms",
               help="Target time to first token in ms (as --tpot-ms)"),
     # demand
-    InputDecl("users", "users", "target concurrent users in a quarter", table="demand", big=True, minimum=0),
+    # At most a trillion, 125 times the world's population: past about 10^17 the fleet optimizer's integer program
+    # (HiGHS, in doubles) can no longer tell a count from its neighbour and finds a feasible quarter infeasible.
+    InputDecl("users", "users", "target concurrent users in a quarter", table="demand", big=True, minimum=0,
+              maximum=10**12),
 ]
 INPUTS = {i.name: i for i in _INPUTS}
 # The engine settings, by name: the inputs a serving engine's rule reads (`engine`), in the order declared.

@@ -9,8 +9,9 @@ model family and concurrency, fitted and held-out apart) in docs/latency-accurac
 held-out rows (KNOWN_MISSES: sources recorded as missing them, with the cause), the error over every held-out
 row, for every measured sweep with a time to first token at several concurrencies kvreg's
 max_concurrency_within_slo for a TTFT target against the measured step where the TTFT passes it (met within one
-step), and what the two terms fitted at TP 8 (the all-reduce latency, the experts' bandwidth) do to each held-out
-source at TP > 1 on an NVIDIA GPU.
+step), what the two terms fitted at TP 8 (the all-reduce latency, the experts' bandwidth) do to each held-out
+source at TP > 1 on an NVIDIA GPU, and what the eager prefill's all-reduce cost does to each held-out SGLang source
+at TP > 1.
 
 --fit fits the factors on the "fit" rows and prints them (they are copied into EFFICIENCIES by hand, with
 their source): coordinate descent on the mean squared log error, the declared figures evaluated in Python
@@ -19,7 +20,9 @@ expression trees the views compile), in two stages. First, on the fitted runs at
 per GPU family and engine with measurements, and one per engine over all its rows (the fallback for GPUs without
 their own). Then, those in place, on the fitted NVIDIA runs at TP > 1: the all-reduce latency and the experts'
 bandwidth every NVIDIA entry shares (a grid over both, on the time per output token, output throughput and
-request latency: no TTFT, which the request overhead carries).
+request latency: no TTFT, which the request overhead carries). Before that, on the fitted SGLang runs at TP > 1
+and one request: what one all-reduce costs a prompt's pass run without CUDA graphs (a grid, on the time to first
+token alone).
 
     python bench/latency_accuracy.py            # print the table
     python bench/latency_accuracy.py --write    # refresh docs/latency-accuracy.md
@@ -83,27 +86,35 @@ KNOWN_MISSES = {
     "sgl-cookbook docs/autoregressive/DeepSeek/DeepSeek-R1.md": (
         "DeepSeek-R1-0528 FP8 on 8 B200s, SGLang 0.5.6.post1 (TP 8, no DP attention): the time per output token is"
         " within 18% of the measured at 1 to 100 requests alike (16-18% under at most of them: 9.2 ms at one request"
-        " against 7.6 ms), median 17.2% against the 10% target; TTFT 126-913 ms against 38-67 ms (a request overhead fitted on one H100's 19 ms"
-        " does not carry this deployment's)."),
+        " against 7.6 ms), median 17.2% against the 10% target. The time to first token at one request is 126-166 ms where"
+        " kvreg gives 78-106 with its prompt's eager all-reduces (38-66 without them): 370 us an all-reduce, fitted on"
+        " Qwen3-235B's and Llama-3.1-70B's passes, is short of what this model's 61 layers of MLA and FP8-block MoE"
+        " launch; at 16 to 100 requests 176-914 ms against 78-107, where a new prompt waits far longer than the"
+        " fraction of one prefill kvreg queues it behind."),
     "sgl-cookbook docs/autoregressive/DeepSeek/DeepSeek-V3_1.md": (
         "DeepSeek-V3.1-Terminus FP8 on 8 MI300X, SGLang 0.5.7 (TP 8): 24-25 ms a token at one request where kvreg"
         " gives 7.9 ms: no SGLang factor exists for ROCm (the fallback is NVIDIA's), and the first scenario's TTFT"
-        " (558 ms at one request, 157 ms for the same prompts in the next) holds a warm-up."),
+        " (558 ms at one request, 157 ms for the same prompts in the next) holds a warm-up; the next's 157 ms is 45%"
+        " over kvreg's 86 (its eager all-reduces included)."),
     "sgl-cookbook docs/autoregressive/OpenAI/GPT-OSS.md": (
         "gpt-oss-120b MXFP4 on 8 B200s, SGLang 0.5.6: 2.31 ms a token at one request, where kvreg gives 4.85 ms, 72"
         " all-reduces at the fitted 43 us alone taking 3.1 ms: this release's gpt-oss path on Blackwell (fused"
         " all-reduce and norm kernels) costs a layer 64 us in all, where Qwen3-235B's and DeepSeek-R1's cost 107 and"
         " 150 us on the same GPUs; and 14.3 ms at 100 ShareGPT requests against 20.2 ms. The fixed cost of TP follows the"
-        " model's kernel path, which no factor of a GPU family and engine carries."),
+        " model's kernel path, which no factor of a GPU family and engine carries: the same at the first token, 33.7 ms"
+        " at one request where kvreg gives 48.4 (72 eager all-reduces at the 370 us fitted on Qwen3-235B's and"
+        " Llama-3.1-70B's passes), and 102.9 ms at 100 requests against 48.9."),
     "sgl-cookbook docs/autoregressive/Qwen/Qwen3-Next.md": (
         "Qwen3-Next-80B-A3B BF16 on 8 B200s, SGLang 0.5.6: within 4% at one request (6.19 ms against 5.94) but 50.9 ms"
         " at 100 ShareGPT requests against 22.8 ms: the gated-DeltaNet (linear attention) and 512-expert MoE kernels of"
-        " that release at a large batch cost far more than their reads and FLOPs."),
+        " that release at a large batch cost far more than their reads and FLOPs. The time to first token is 128 and"
+        " 162 ms at 1 and 100 requests against 59 and 60, its prompt's 96 eager all-reduces (31 ms) included: that"
+        " release's prefill of these layers costs 69 ms more than kvreg's at one request."),
     "gpustack docs/performance-lab/deepseek-r1/h200.md": (
         "DeepSeek-R1-0528 FP8 on 8 H200s, vLLM 0.11.0 and SGLang 0.5.3: 19.4 ms a token at 4 ShareGPT requests under"
         " vLLM where kvreg gives 10.7 ms (2.0 ms of step overhead, 122 all-reduces at 43 us = 5.2 ms, 0.46 ms for the"
         " four requests, 2.6 ms of reads), TTFT 123 against 84 ms, 197 output tokens/s against 364; the bursts of 1,000"
-        " ShareGPT prompts give 2,621 (vLLM) and 3,172 (SGLang) tokens/s where kvreg gives 3,564 and 3,594, SGLang's"
+        " ShareGPT prompts give 2,621 (vLLM) and 3,172 (SGLang) tokens/s where kvreg gives 3,564 and 3,591, SGLang's"
         " tokens taking 420 ms against 279. The same model on 8 B200s under SGLang 0.5.6 (DeepSeek-R1.md) is within"
         " 18% at one to 100 requests: these releases' MLA and FP8-block MoE kernels on Hopper cost more than their reads and the fitted"
         " terms, as on the dstack H200 runs (vLLM 0.7.4: 25.7 ms). With DP attention kvreg holds every prompt at once"
@@ -141,7 +152,7 @@ KNOWN_MISSES = {
         " pattern recorded for qwen3-235b-a22b/a100.md: a burst is not the closed loop kvreg's figures describe."),
     "gpustack docs/performance-lab/glm-4.x/h100.md": (
         "GLM-4.6-FP8 on 8 H100s, SGLang 0.5.3, a burst of 1,000 ShareGPT prompts: 684 ms a token and 1,831 output"
-        " tokens/s where kvreg gives 271 ms and 3,699, while the same engine and checkpoint on 8 H200s"
+        " tokens/s where kvreg gives 271 ms and 3,695, while the same engine and checkpoint on 8 H200s"
         " (glm-4.x/h200.md) is within 10%. The H100s hold 44 GB of the checkpoint's weights each, leaving a KV pool a"
         " third of the H200s'; how SGLang schedules a burst that overflows it (retracting running requests) is not in"
         " kvreg's closed loop. One run: the cause is not established."),
@@ -175,7 +186,7 @@ FIT_FIELDS = ("bandwidth", "compute", "step_overhead_s", "request_overhead_s")
 FIT_FIGURES = {"bandwidth": "bandwidth_efficiency", "compute": "compute_efficiency",
                "step_overhead_s": "step_overhead_s", "request_overhead_s": "request_overhead_s",
                "allreduce_latency_s": "allreduce_latency_s", "expert_bandwidth": "expert_bandwidth_efficiency",
-               "sequence_overhead_s": "sequence_overhead_s"}
+               "sequence_overhead_s": "sequence_overhead_s", "eager_allreduce_latency_s": "eager_allreduce_latency_s"}
 # The metrics the terms every NVIDIA entry shares (fit_shared: the all-reduce latency, the experts' bandwidth and
 # what each running request adds to a step) are fitted on.
 SHARED_FIT_METRICS = ("tpot_ms", "output_tokens_per_s", "request_latency_s")
@@ -187,6 +198,7 @@ GRIDS = {
     "allreduce_latency_s": [round(8e-6 + 2.5e-6 * i, 7) for i in range(45)],
     "expert_bandwidth": [round(0.3 + 0.01 * i, 2) for i in range(71)],
     "sequence_overhead_s": [round(5e-6 * i, 7) for i in range(41)],
+    "eager_allreduce_latency_s": [round(10e-6 * i, 7) for i in range(101)],
 }
 FAMILIES = ("b200", "h200", "h100", "a100", "mi300x")
 # The engine's fallback (GPUs without their own factors, all of them NVIDIA's but the M3 Ultra's) is fitted on
@@ -427,6 +439,23 @@ def fit(pairs: list[tuple[dict, dict]]) -> tuple[dict, float]:
     return factors, best
 
 
+def eager_runs(runs: list[dict]) -> list[dict]:
+    """The runs the eager all-reduce's cost is fitted on: the fitted SGLang runs at TP > 1 on NVIDIA GPUs with a time
+    to first token at one request (no prompt queued ahead: the request overhead, the prompt's FLOPs and its pass's
+    fixed cost alone)."""
+    return [r for r in runs if r["role"] == "fit" and r["engine"] == "sglang" and nvidia_at_tp(r)
+            and r["concurrency"] == 1 and "ttft_ms" in r]
+
+
+def fit_eager(pairs: list[tuple[dict, dict]]) -> tuple[float, float]:
+    """What one all-reduce costs a forward pass run without CUDA graphs (EAGER_ALLREDUCE_LATENCY_S), the other factors
+    as declared: the grid point with the least mean squared log error of the time to first token."""
+    scores = [(loss(pairs, {"eager_allreduce_latency_s": v}, ("ttft_ms",)), v)
+              for v in GRIDS["eager_allreduce_latency_s"]]
+    best, value = min(scores)
+    return value, best
+
+
 def nvidia_at_tp(run: dict) -> bool:
     """A run the TP terms are fitted on (when marked fit) and tested on: TP > 1 on an NVIDIA GPU."""
     return run["tp"] > 1 and family(run["gpu"]) not in NOT_IN_FALLBACK
@@ -448,9 +477,13 @@ def run_fit(runs: list[dict]) -> None:
               f"# {len(members)} runs, rms log error {rms:.3f}")
     from kvreg.figures.performance import SEQUENCE_OVERHEAD_S, TP8_ALLREDUCE_LATENCY_S, TP8_EXPERT_BANDWIDTH
 
+    eager = eager_runs(runs)
+    eager_s, score = fit_eager(list(zip(eager, input_rows(eager))))
+    print(f"EAGER_ALLREDUCE_LATENCY_S = {eager_s}  # {len(eager)} fitted SGLang runs at TP > 1 and one request,"
+          f" rms log error of TTFT {math.sqrt(score):.3f}")
     every = [r for r in runs if r["role"] == "fit" and family(r["gpu"]) not in NOT_IN_FALLBACK]
     start = {"allreduce_latency_s": TP8_ALLREDUCE_LATENCY_S, "expert_bandwidth": TP8_EXPERT_BANDWIDTH,
-             "sequence_overhead_s": SEQUENCE_OVERHEAD_S}
+             "sequence_overhead_s": SEQUENCE_OVERHEAD_S, "eager_allreduce_latency_s": eager_s}
     factors, score = fit_shared(list(zip(every, input_rows(every))), start)
     print("every NVIDIA entry: " + ", ".join(f"{k} {factors[k]}" for k in SHARED_FIELDS)
           + f"  # {len(every)} fitted NVIDIA runs, rms log error {math.sqrt(score):.3f}")
@@ -476,6 +509,28 @@ def tp_terms_effect(runs: list[dict]) -> list[dict]:
                     (abs(now[figure] * factor / run[key] - 1), abs(tp1[figure] * factor / run[key] - 1)))
     return [{"document": d, "metric": m, "runs": len(v), "now": statistics.median(a for a, _ in v),
              "tp1": statistics.median(b for _, b in v)} for (d, m), v in sorted(groups.items())]
+
+
+def eager_term_effect(runs: list[dict]) -> list[dict]:
+    """For every held-out SGLang source at TP > 1 (its prompts' passes run eager, prefill_eager), by metric and at one
+    request apart: the median absolute error kvreg gives and the one it gives without the eager all-reduce's cost
+    (EAGER_ALLREDUCE_LATENCY_S at the decode step's allreduce_latency_s: prefill_eager_s 0)."""
+    held = [r for r in runs if r["role"] == "holdout" and r["engine"] == "sglang" and r["tp"] > 1]
+    groups: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+    names = [m[0] for m in METRICS.values()]
+    for run, source in zip(held, input_rows(held)):
+        now = evaluate(source, {}, names + ["allreduce_latency_s", "prefill_eager"])
+        if not now["prefill_eager"]:
+            continue
+        without = evaluate(source, {"eager_allreduce_latency_s": now["allreduce_latency_s"]}, names)
+        for key, (figure, scale, _label) in METRICS.items():
+            if key in run and key != "tpot_ms":  # prefill_eager_s is in no decode step
+                factor = run["tp"] if scale == "tp" else scale
+                for band in ("all", "1") if run["concurrency"] == 1 else ("all",):
+                    groups.setdefault((document(run), key, band), []).append(
+                        (abs(now[figure] * factor / run[key] - 1), abs(without[figure] * factor / run[key] - 1)))
+    return [{"document": d, "metric": m, "concurrency": c, "runs": len(v), "now": statistics.median(a for a, _ in v),
+             "without": statistics.median(b for _, b in v)} for (d, m, c), v in sorted(groups.items())]
 
 
 # --------------------------------------------------------------------------- the table
@@ -655,6 +710,24 @@ def table(rows: list[dict], crossed: list[dict], runs: list[dict]) -> str:
               "| source | metric | runs | kvreg | TP-1 terms |", "|---|---|---:|---:|---:|"]
     lines += [f"| {t['document']} | {t['metric']} | {t['runs']} | {100 * t['now']:.1f}% | {100 * t['tp1']:.1f}% |"
               for t in effect]
+    from kvreg.figures.performance import EAGER_ALLREDUCE_LATENCY_S
+
+    eager = eager_term_effect(runs)
+    lines += ["", "## A prompt's pass without CUDA graphs", "",
+              "SGLang before v0.5.10 runs a prompt's forward pass eager (ForwardMode.is_cuda_graph() never holds",
+              "EXTEND): every kernel is launched from each TP rank's process, and each all-reduce waits for the",
+              f"slowest rank's launches. kvreg charges a request's time to first token {EAGER_ALLREDUCE_LATENCY_S * 1e6:g}"
+              " us an all-reduce for",
+              "its prompt's passes (EAGER_ALLREDUCE_LATENCY_S, prefill_eager_s), fitted on the time to first token of the",
+              "fitted SGLang runs at TP 8 and one request (the cookbook's Qwen3-235B on 8 B200s and Llama-3.1-70B on 8",
+              "A100s; at one request no prompt queues ahead). Each held-out SGLang source at TP > 1, median absolute error",
+              "by metric, at every concurrency and at one request, as kvreg gives it and without that cost (the decode",
+              "step's all-reduce latency). The time per output token is the same with it and without: the other",
+              "requests' prompts stretch a decode step by their prefill_s alone, as the fitted runs at 16 to 100",
+              "requests measure it (kvreg/figures/performance.py).", "",
+              "| source | metric | requests | runs | kvreg | without it |", "|---|---|---|---:|---:|---:|"]
+    lines += [f"| {t['document']} | {t['metric']} | {'all' if t['concurrency'] == 'all' else 'one'} | {t['runs']} |"
+              f" {100 * t['now']:.1f}% | {100 * t['without']:.1f}% |" for t in eager]
     lines += ["", "## Every measurement", "",
               "| source | model | GPU | engine | TP | in/out | C | role | metric | measured | kvreg | error |",
               "|---|---|---|---|---:|---|---:|---|---|---:|---:|---:|"]

@@ -45,6 +45,7 @@ from .performance import (
     ACTIVATION_WIRE_BYTES,
     ALLREDUCES_PER_LAYER,
     DEFAULT_PREFILL_CHUNK_TOKENS,
+    EAGER_ALLREDUCE_LATENCY_S,
     EFFICIENCIES,
     FABRIC_LINK_BYTES_PER_S,
     FABRIC_LINK_DEFAULT_BYTES_PER_S,
@@ -1561,8 +1562,8 @@ def _tpot_limit() -> Expr:
 
 
 def _ttft_limit() -> Expr:
-    """Largest concurrency whose ttft (request_overhead_s + prefill_s x (1 + (C - 1) / 2 x min(1, prefill_s /
-    (output_tokens x decode step)))) meets the target: (C - 1) / 2 <= q, or (C - 1) x prefill_s <= 2 q
+    """Largest concurrency whose ttft (request_overhead_s + prefill_eager_s + prefill_s x (1 + (C - 1) / 2 x
+    min(1, prefill_s / (output_tokens x decode step)))) meets the target: (C - 1) / 2 <= q, or (C - 1) x prefill_s <= 2 q
     output_tokens x decode step, with q = ttft_queue_allowance."""
     q = F("ttft_queue_allowance")
     k = 2 * q * F("workload_output_tokens")
@@ -1686,6 +1687,20 @@ _LATENCY_FIGURES = [
                I("full_layers") * F("workload_input_tokens") / 2
                + I("sliding_layers") * least(F("workload_input_tokens") / 2, coalesce(I("sliding_window"), 0))
                + I("chunked_layers") * least(F("workload_input_tokens") / 2, coalesce(I("attention_chunk_size"), 0) / 2))),
+    Figure("prefill_eager", "flag", "1 when a prompt's forward pass runs without CUDA graphs: SGLang but where it"
+           f" captures prefill graphs (from v0.5.10, release {SGLANG_PREFILL_GRAPHS_FROM:,}, at PP 1, as"
+           " sglang_prefill_graphs_mib); its ForwardMode.is_cuda_graph() never holds EXTEND",
+           and_(_rule("sglang"), not_(and_(F("engine_release_used") >= SGLANG_PREFILL_GRAPHS_FROM, I("pp").eq(1)))),
+           "flag"),
+    Figure("eager_allreduce_latency_s", "s", "seconds one TP all-reduce costs a forward pass run without CUDA graphs:"
+           " its launch outside a graph and the TP ranks' kernel launches it waits for (kvreg.figures.performance"
+           " EAGER_ALLREDUCE_LATENCY_S, fitted on SGLang runs at TP 8)", Const(EAGER_ALLREDUCE_LATENCY_S)),
+    Figure("prefill_eager_s", "s", "what running its prompt's forward passes without CUDA graphs adds to a request's"
+           " time to first token: prefill_chunks x allreduces_per_step x (eager_allreduce_latency_s -"
+           " allreduce_latency_s) when prefill_eager, else 0. In the time to first token only: the time per output"
+           " token measured at 16 to 100 requests does not show it in the other requests' prefills",
+           if_(F("prefill_eager"), F("prefill_chunks") * F("allreduces_per_step")
+               * greatest(0, F("eager_allreduce_latency_s") - F("allreduce_latency_s")), 0)),
     Figure("prefill_s", "s", "one prompt's prefill: the slower of its FLOPs / (TP x effective FLOP/s) and its"
            " chunks' weight reads, plus each chunk's fixed cost and the prompt's all-reduce traffic",
            greatest(coalesce(F("prefill_flops") / I("tp") / F("effective_flops_per_s"), 0),
@@ -1698,9 +1713,10 @@ _LATENCY_FIGURES = [
     Figure("ttft_queue_fraction", "fraction", "prompts ahead of a new one, per other running request: 1/2 when the"
            " requests arrive together, fewer (prefill_s / (output_tokens x decode step)) once they have spread out",
            least(1, F("prefill_s") / (F("workload_output_tokens") * F("decode_step_s")))),
-    Figure("ttft_running_s", "s", "time to first token once the KV pool has room: request_overhead_s, its own"
-           " prefill and the prompts queued ahead, prefill_s x (B - 1) / 2 x ttft_queue_fraction",
-           F("request_overhead_s")
+    Figure("ttft_running_s", "s", "time to first token once the KV pool has room: request_overhead_s,"
+           " prefill_eager_s, its own prefill and the prompts queued ahead, prefill_s x (B - 1) / 2 x"
+           " ttft_queue_fraction",
+           F("request_overhead_s") + F("prefill_eager_s")
            + F("prefill_s") * (1 + (F("latency_batch_sequences") - 1) / 2 * F("ttft_queue_fraction"))),
     Figure("request_running_s", "s", "a running request from its prompt to its last token: ttft_running_s +"
            " (output_tokens - 1) x tpot_s", F("ttft_running_s") + (F("workload_output_tokens") - 1) * F("tpot_s")),
@@ -1720,8 +1736,8 @@ _LATENCY_FIGURES = [
            / (I("tp") * I("pp"))),
     # ---- service-level objectives
     Figure("ttft_queue_allowance", "prompts", "prompts that may queue ahead of a new one within the ttft target:"
-           " (ttft_target_ms / 1000 - request_overhead_s) / prefill_s - 1",
-           (F("workload_ttft_target_ms") / 1000 - F("request_overhead_s")) / F("prefill_s") - 1),
+           " (ttft_target_ms / 1000 - request_overhead_s - prefill_eager_s) / prefill_s - 1",
+           (F("workload_ttft_target_ms") / 1000 - F("request_overhead_s") - F("prefill_eager_s")) / F("prefill_s") - 1),
     # The reach is its own figure so the limit reads it once: inlined twice, ttft's workbook formula passed
     # Excel's 8,192 characters.
     Figure("tpot_concurrency_reach", "requests", "the most requests a replica runs with tpot within"

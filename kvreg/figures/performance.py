@@ -42,6 +42,27 @@ TP8_EXPERT_BANDWIDTH = 1.0
 # shows. Fitted with the two terms above on every fitted NVIDIA run, at every concurrency and TP
 # (bench/latency_accuracy.py --fit, its second stage), and taken by the MI300X entry too.
 SEQUENCE_OVERHEAD_S = 115e-6
+# A prompt's forward pass under SGLang before v0.5.10 (engine_defaults.SGLANG_PREFILL_GRAPHS_FROM, the release whose
+# piecewise CUDA graphs for prompts are on by default) runs without a CUDA graph: ForwardMode.is_cuda_graph() holds
+# DECODE, TARGET_VERIFY and IDLE, never EXTEND or MIXED (python/sglang/srt/model_executor/forward_batch_info.py), and
+# model_runner.forward replays a graph only for those. Every kernel of such a pass is launched from each TP rank's own
+# Python process, and each of the pass's all-reduces waits for the slowest rank to have launched the kernels before
+# it: at TP 8 a rank's share of a short prompt's FLOPs no longer hides those launches. At one request the SGLang
+# cookbook's TP-8 runs on B200s take 61-115 ms more to their first token than the request overhead fitted at TP 1 (19
+# ms) and the prompt's FLOPs give, whatever the prompt's length (Qwen3-235B-A22B: 99-111 ms at 610 tokens, 140 at
+# 4,194; DeepSeek-R1: 126-153 and 166), Llama-3.1-70B on 8 A100s 25 ms more at 610 tokens; vLLM (V1 runs a batch of up
+# to 512 tokens in its piecewise CUDA graphs, cuda_graph_sizes) gives no such gap at TP 8 (deepseek-r1/h200.md and
+# glm-4.x/h200.md at 4 requests: -32% and +25%). What one all-reduce costs such a pass, in place of
+# allreduce_latency_s, charged to the request's time to first token (prefill_eager_s); nothing at TP 1, where a pass
+# makes no all-reduce (the request overhead fitted there holds its launches). Fitted on the time to first token of the
+# fitted SGLang runs at TP 8 and one request, where no prompt queues ahead (bench/latency_accuracy.py --fit:
+# Qwen3-235B-A22B on 8 B200s, three runs, and Llama-3.1-70B on 8 A100s, two, SGLang 0.5.6; rms log error 0.24). The
+# launches follow the model's kernels, which this one figure does not know: gpt-oss-120b's (36 layers on Blackwell's
+# fused paths) take about 9 ms in all where it gives 24. Not in the time per output token: with it in every prompt's
+# pass the fitted runs' time per token at 16 to 100 requests errs 13.5% at the median where it errs 5.3% without
+# (Qwen3-235B at 100 requests: 45.0 ms against the measured 32.9), and refitting the shared terms above with it there
+# moves the held-out vLLM runs' time per token from 21.5% to 28.5% (SEQUENCE_OVERHEAD_S to 45 us).
+EAGER_ALLREDUCE_LATENCY_S = 370e-6
 # All-reduces per transformer layer under TP: after attention's output projection and after the MLP's
 # down projection (Megatron-style TP, as vLLM and SGLang shard Llama-style layers).
 ALLREDUCES_PER_LAYER = 2

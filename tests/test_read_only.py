@@ -1,5 +1,5 @@
-"""A what-if only reads (issue 39 item 2): `kvreg capacity`, `model show`, the plan solvers, `calibrate`,
-the web page's what-if and `kvreg report` answer from a registry kvreg may not write to, byte for byte
+"""A what-if only reads (issue 39 item 2): `kvreg capacity`, `model show`, the plan solvers, `plan optimize`'s
+dry run, `calibrate`, the web page's what-if and `kvreg report` answer from a registry kvreg may not write to, byte for byte
 as from one it may.
 
 Two such registries: a SQLite file made read-only (the file 0444, its folder 0555), and a PostgreSQL
@@ -34,9 +34,10 @@ WHAT_IFS = [
     ["plan", "solve", "reserve", "longctx-llama31-70b"],
     ["calibrate", "--log", TP1_LOG, "--gpu", "H100-SXM"],
     ["plan", "show", "docs-llama3-8b"],
+    ["plan", "optimize"],  # a dry run: the cheapest fleet, nothing written without --apply
 ]
 IDS = ["capacity-auto", "capacity-vllm", "model-show", "solve-context", "solve-gpus", "solve-reserve", "calibrate",
-       "plan-show"]
+       "plan-show", "optimize"]
 
 
 def _answers(url: str) -> dict[str, str]:
@@ -59,6 +60,15 @@ def _web_answer(url: str) -> dict:
     answer = anyio.run(go)
     assert answer.status_code == 200, answer.text
     return answer.json()
+
+
+def _report_data(url: str, out: Path, formats: str) -> dict:
+    """`kvreg report --quarter 2026Q4` from `url` into `out`: its data.json, less when and from where."""
+    Kvreg(url)("report", "--quarter", "2026Q4", "--format", formats, "--out", out)
+    data = json.loads((out / "2026-Q4" / "data.json").read_text())
+    data["provenance"].pop("generated_at")
+    data["provenance"].pop("registry_url")
+    return data
 
 
 def _folder_state(folder: Path) -> dict[str, str]:
@@ -128,15 +138,9 @@ def test_what_ifs_answer_from_a_read_only_registry_file(read_only_registry, tmp_
 def test_the_report_reads_a_read_only_registry_file(read_only_registry, tmp_path):
     writable, read_only, folder = read_only_registry
     before = _folder_state(folder)
-    out = {}
-    for name, url in (("rw", writable), ("ro", read_only)):
-        Kvreg(url)("report", "--quarter", "2026Q4", "--format", "xlsx", "--out", tmp_path / f"reports-{name}")
-        data = json.loads((tmp_path / f"reports-{name}" / "2026-Q4" / "data.json").read_text())
-        data["provenance"].pop("generated_at")
-        data["provenance"].pop("registry_url")
-        out[name] = data
-    assert out["ro"] == out["rw"]
-    assert out["ro"]["sweep"]  # the context sweep (capacity what-ifs) answered
+    ro = _report_data(read_only, tmp_path / "reports-ro", "xlsx")
+    assert ro == _report_data(writable, tmp_path / "reports-rw", "xlsx")
+    assert ro["sweep"]  # the context sweep (capacity what-ifs) answered
     assert _folder_state(folder) == before
 
 
@@ -182,8 +186,22 @@ def test_what_ifs_answer_for_a_role_that_may_only_select(select_only):
                         conn.exec_driver_sql(refused)
     finally:
         engine.dispose()
-    assert _answers(reader) == _answers(owner)
+    answers = _answers(reader)
+    assert answers == _answers(owner)
     assert _web_answer(reader) == _web_answer(owner)
+    # The seeded registry's optimal fleet costs 4,608,480 USD where its plans as they stand cost 5,023,680: the
+    # dry run solved the integer program (scipy's HiGHS) over what it read, and wrote nothing.
+    optimum = json.loads(answers["optimize"])
+    assert (optimum["status"], optimum["optimal_cost"]) == ("optimal", 4_608_480)
+
+
+def test_the_report_reads_for_a_role_that_may_only_select(select_only, tmp_path):
+    """`kvreg report` (the context sweep's what-ifs, the quarter's diff, the workbook) from a role that may
+    only SELECT: the same data as the owner's."""
+    owner, reader = select_only
+    read = _report_data(reader, tmp_path / "reports-reader", "md,xlsx")
+    assert read == _report_data(owner, tmp_path / "reports-owner", "md,xlsx")
+    assert read["sweep"]  # the context sweep (capacity what-ifs) answered
 
 
 # --------------------------------------------------------------------------- the stored what-ifs

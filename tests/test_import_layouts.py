@@ -813,6 +813,13 @@ def test_broken_hf_quant_config_is_refused(tmp_path):
     (folder / "hf_quant_config.json").write_text("{")
     with pytest.raises(ConfigError, match=r"hf_quant_config.json: not readable JSON"):
         import_path(folder)
+    # read within kvreg.core.limits, as the config beside it: 33 nested arrays (MAX_DEPTH is 32), 10 MB + 1 byte
+    (folder / "hf_quant_config.json").write_text("[" * 33 + "]" * 33)
+    with pytest.raises(ConfigError, match=r"hf_quant_config.json: nested more than 32 levels deep"):
+        import_path(folder)
+    (folder / "hf_quant_config.json").write_bytes(b" " * (10_000_000 + 1))
+    with pytest.raises(ConfigError, match=r"hf_quant_config.json: larger than 10 MB, too big for a quantization file"):
+        import_path(folder)
 
 
 @pytest.mark.parametrize("weights, dtype", [

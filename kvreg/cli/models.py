@@ -147,7 +147,7 @@ def model_import(ctx, paths, name, params_b, replace, accept_unknown, fmt):
     from kvreg.app.registry import import_model
     from kvreg.core.errors import KvregError
     from kvreg.interchange.hf.messages import batch_warnings
-    from kvreg.interchange.hf.read import MAX_CONFIG_BYTES
+    from kvreg.core.limits import MAX_CONFIG_BYTES
     from kvreg.interchange.hf.row import import_path, import_text
 
     if name is not None and not name.strip():

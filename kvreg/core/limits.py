@@ -25,6 +25,11 @@ MB = 1_000_000
 MAX_TOML_BYTES = 16 * MB  # `kvreg apply` files: a 10,024-model export is 7.5 MB
 MAX_CSV_BYTES = 64 * MB  # demand and fleet CSV: a row is ~40 bytes, so a 1,000,000-row file (bulk.MAX_ROWS) fits
 MAX_DATA_JSON_BYTES = 256 * MB  # a previous report's data.json: 10,012 plans write 48.5 MB
+MAX_CONFIG_BYTES = 10 * MB  # a model's config.json (and a JSON beside it): real ones are a few KB
+# A safetensors index lists every tensor: ~9 MB for a 1T-param MoE. A 20 MB one (261,052 tensors)
+# imports with a 155 MB peak (a 97 MB one took 1.4 GB).
+MAX_INDEX_BYTES = 20 * MB
+MAX_SAFETENSORS_HEADER_BYTES = 100 * MB  # the safetensors format's own limit on its JSON header
 MAX_DEPTH = 32  # nesting of arrays and tables in TOML and JSON; kvreg's own files use at most 6
 MAX_KEY_PARTS = 16  # parts of a dotted TOML key (a.b.c is 3); kvreg's files use 1
 

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from .config import Config, ConfigError, Findings, whole_number
 from .dtypes import WEIGHT_BYTES, weight_dtype
 from .params import moe_shape
-from .read import INDEX_FILE, MAX_INDEX_BYTES, parse_json_object, read_file
+from kvreg.core.limits import MAX_INDEX_BYTES, MAX_SAFETENSORS_HEADER_BYTES
+
+from .read import INDEX_FILE, parse_json_object, read_file
 
 
 # Bytes per element of each safetensors dtype (the format's names).
@@ -21,7 +23,6 @@ SAFETENSORS_BYTES = {
 }
 
 
-MAX_HEADER_BYTES = 100_000_000  # the safetensors format's own limit on its JSON header
 
 
 # Routed experts' tensors (per-expert or fused), not the shared expert(s).
@@ -50,13 +51,13 @@ def read_safetensors_header(path: pathlib.Path) -> dict[str, dict]:
         if len(size) < 8:
             raise ConfigError(f"{path.name}: shorter than a safetensors header; remove the file or pass --params-b")
         length = int.from_bytes(size, "little")
-        if length > MAX_HEADER_BYTES:
+        if length > MAX_SAFETENSORS_HEADER_BYTES:
             raise ConfigError(f"{path.name}: header of {length:,} bytes is larger than safetensors allows; "
                               "remove the file or pass --params-b")
         raw = fh.read(length)
     if len(raw) < length:
         raise ConfigError(f"{path.name}: truncated safetensors header; remove the file or pass --params-b")
-    header = parse_json_object(raw.rstrip(b" "), path.name, MAX_HEADER_BYTES)
+    header = parse_json_object(raw.rstrip(b" "), path.name, MAX_SAFETENSORS_HEADER_BYTES)
     header.pop("__metadata__", None)
     return header
 

@@ -1,4 +1,5 @@
-"""Reading a config.json (or any JSON the importer reads: a safetensors index or header) within kvreg.core.limits:
+"""Reading a config.json (or any JSON the importer reads: a safetensors index or header, hf_quant_config.json) within
+kvreg.core.limits (MAX_CONFIG_BYTES, MAX_INDEX_BYTES, MAX_SAFETENSORS_HEADER_BYTES, MAX_DEPTH):
 a byte limit, UTF-8, one JSON object, nesting no deeper than limits.MAX_DEPTH."""
 
 from __future__ import annotations
@@ -7,15 +8,10 @@ import hashlib
 import json
 import pathlib
 
-from kvreg.core.limits import MAX_DEPTH, depth
+from kvreg.core.limits import MAX_CONFIG_BYTES, MAX_DEPTH, MB, depth
 
 from .config import ConfigError, json_type
 
-
-MAX_CONFIG_BYTES = 10_000_000  # real config.json files are a few KB; 10 MB is surely not one
-# A safetensors index lists every tensor: ~9 MB for a 1T-param MoE. A 20 MB one (261,052 tensors)
-# imports with a 155 MB peak (a 97 MB one took 1.4 GB).
-MAX_INDEX_BYTES = 20_000_000
 
 INDEX_FILE = "model.safetensors.index.json"
 
@@ -51,7 +47,7 @@ def parse_json_object(raw: bytes, source: str, limit: int = MAX_CONFIG_BYTES) ->
     """JSON object from raw bytes, with one-line errors for every way it can go wrong."""
     if len(raw) > limit:
         raise ConfigError(
-            f"{source}: larger than {limit // 1_000_000} MB, too big for a model's JSON metadata; "
+            f"{source}: larger than {limit // MB} MB, too big for a model's JSON metadata; "
             "pass the model's config.json, not a weights or data file"
         )
     try:

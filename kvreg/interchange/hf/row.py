@@ -10,6 +10,7 @@ import math
 import pathlib
 import re
 
+from kvreg.core.limits import MAX_CONFIG_BYTES, MAX_DEPTH, MB, depth
 from kvreg.figures.engine_defaults import TOWER_BYTES_PER_PARAM
 
 from .attention import attention_fields, kind_heads, kv_head_groups, per_layer_query_heads
@@ -21,7 +22,7 @@ from .dtypes import WEIGHT_BYTES, max_positions, weight_dtype
 from .keys import check_unknown_keys
 from .layers import decilm_blocks, hybrid_pattern, layer_kinds, layout_counts
 from .params import embedding_matrices, expert_layout, param_counts, rotary_dim
-from .read import INDEX_FILE, read_config
+from .read import INDEX_FILE, read_config, read_file
 from .state import linear_fields
 from .tower import tower_fields
 
@@ -214,10 +215,16 @@ def _with_modelopt_quantization(config: dict, folder: pathlib.Path) -> tuple[dic
     if config.get("quantization_config") is not None or text.get("quantization_config") is not None \
             or not file.is_file():
         return config, None
+    raw = read_file(file, HF_QUANT_FILE)  # at most the config's byte limit, as the config itself
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{file}: larger than {MAX_CONFIG_BYTES // MB} MB, too big for a quantization file; fix or"
+                          " remove it")
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: bad JSON, or a 4,300-digit number
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: bad JSON, or a 4,300-digit number
         raise ConfigError(f"{file}: not readable JSON ({' '.join(str(exc).split())}); fix or remove it") from None
+    if depth(data) > MAX_DEPTH:
+        raise ConfigError(f"{file}: nested more than {MAX_DEPTH} levels deep, not a quantization file; fix or remove it")
     quant = data.get("quantization") if isinstance(data, dict) else None
     if not isinstance(quant, dict):
         raise ConfigError(f"{file}: has no \"quantization\" object; fix or remove it")

@@ -6,12 +6,19 @@ import json
 
 import click
 
+from kvreg.app.options import input_option
 from kvreg.cli.common import emit, format_option, normalise, open_db, user_errors
+from kvreg.figures.inputs import ENGINE_SETTINGS, INPUTS
 
 TERM_COLUMNS = ["term", "logged", "predicted", "error_fraction", "with_logged_terms", "logged_as"]
 SUMMARY_KEYS = ["engine", "format", "engine_version", "model", "gpu", "tp", "pp", "context_tokens",
                 "gpu_memory_utilization", "mem_fraction_static", "kv_cache_gib", "kv_cache_tokens", "max_concurrency",
                 "predicted_kv_cache_gib", "predicted_kv_cache_tokens", "predicted_max_concurrency", "has_kv_line"]
+
+
+# The engine settings `calibrate` takes where a log does not show them (LogSettings' fields), and who reads each.
+_LOG_SETTINGS = ("gpu_memory_utilization", "max_num_batched_tokens", "mem_fraction_static", "max_num_seqs")
+_ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "engine": "vLLM --max-num-seqs, SGLang --max-running-requests"}
 
 
 def log_options(fn):
@@ -25,15 +32,17 @@ def log_options(fn):
         click.option("--context", help="Tokens per request for the concurrency figure (default: the log's "
                      "'Maximum concurrency for N tokens', else its max_model_len, else the model's claimed context)."),
         click.option("--weight-dtype", help="Weight dtype of the checkpoint (default: the model's native dtype)."),
-        click.option("--kv-dtype", help="KV cache dtype (default: the log's kv_cache_dtype, else bf16)."),
-        click.option("--engine-version", help="Engine release (default: the log's, else what its format implies)."),
-        click.option("--tp", type=int, help="Tensor-parallel size, when the log does not show it (default 1)."),
-        click.option("--pp", type=int, help="Pipeline-parallel size, when the log does not show it (default 1)."),
-        click.option("--gpu-memory-utilization", type=float, help="vLLM: when the log does not show it."),
-        click.option("--max-num-batched-tokens", type=int, help="vLLM: when the log does not show it."),
-        click.option("--mem-fraction-static", type=float, help="SGLang: when the log does not show it."),
-        click.option("--max-num-seqs", "--max-running-requests", "max_num_seqs", type=int,
-                     help="vLLM --max-num-seqs, SGLang --max-running-requests: when the log does not show it."),
+        input_option("kv_dtype", default=None, help="KV cache dtype (default: the log's kv_cache_dtype, else "
+                     f"{INPUTS['kv_dtype'].default})"),
+        input_option("engine_version", default=None,
+                     help="Engine release (default: the log's, else what its format implies)"),
+        input_option("tp", default=None, help=f"Tensor-parallel size, when the log does not show it (default "
+                     f"{INPUTS['tp'].default})"),
+        input_option("pp", default=None, help=f"Pipeline-parallel size, when the log does not show it (default "
+                     f"{INPUTS['pp'].default})"),
+        # the engine settings a log may leave out, under their declared flags (aliases included)
+        *[input_option(name, default=None, help=f"{_ENGINES[ENGINE_SETTINGS[name].engine]}: when the log does not"
+                       " show it") for name in _LOG_SETTINGS],
     ]):
         fn = option(fn)
     return fn

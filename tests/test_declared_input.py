@@ -222,7 +222,8 @@ kvreg.db.read.bound_rows = bind
 # not read; plan set may not give it under vLLM's.
 def engine_row():
     with engine.connect() as conn:
-        return list(conn.execute(sql("SELECT rule, chunked_prefill_size FROM plan WHERE name = 'sgl'")).one())
+        return list(conn.execute(sql("SELECT p.rule, p.chunked_prefill_size, v.chunked_prefill_size FROM plan p"
+                                     " JOIN plan_capacity v ON v.plan = p.name WHERE p.name = 'sgl'")).one())
 for words in (added[:4] + ["sgl"] + added[5:] + ["--rule", "sglang", "--chunked-prefill-size", "4K"],
               ["--db", url, "plan", "set", "sgl", "--rule", "vllm"],
               ["--db", url, "plan", "set", "sgl", "--chunked-prefill-size", "2k"]):
@@ -312,11 +313,12 @@ def test_a_declared_input_reaches_the_table_validator_cli_and_workbook():
             "--chunked-prefill-size out\n", []],
         [1, "Error: --chunked-prefill-size: token count '0' must be at least 1\n", []]]
     # plan add --rule sglang --chunked-prefill-size 4K stores 4,096 (4K = 4 x 1,024); plan set --rule vllm clears it;
-    # plan set --chunked-prefill-size under vLLM's rule is refused and writes nothing.
+    # plan set --chunked-prefill-size under vLLM's rule is refused and writes nothing. The plan_capacity view shows
+    # it after the deployment's other inputs (kvreg.figures.views: a deployment input declared since).
     assert out["engine_plan"] == [
-        [0, "", ["sglang", 4096]], [0, "", ["vllm", None]],
+        [0, "", ["sglang", 4096, 4096]], [0, "", ["vllm", None, None]],
         [1, "Error: --chunked-prefill-size is a SGLang setting but the rule is vllm: add --rule sglang, or leave "
-            "--chunked-prefill-size out\n", ["vllm", None]]]
+            "--chunked-prefill-size out\n", ["vllm", None, None]]]
     # The GPU input: an option of gpu add and gpu set, which may change it (GPU_SETTABLE) and stores 700 as given.
     assert out["gpu_help"] == ["--tdp-watts INTEGER Board power in watts (H100 SXM: 700)."] * 2
     assert out["gpu_settable"] is True

@@ -164,3 +164,26 @@ def test_no_user_doc_sends_the_reader_to_the_spec_or_the_seeds(path):
     """README.md and docs/*.md stand on their own: a rule names its public source or kvreg's own docs."""
     assert len(USER_DOCS) >= 12  # the README and every page but the performance log
     assert doc_references(path.read_text(encoding="utf-8")) == []
+
+
+def catalog_notes() -> list[tuple[str, str]]:
+    """Every `notes` value of every row of every kvreg/catalog/*.toml, with where it is."""
+    import tomllib
+
+    found = []
+    for path in sorted((REPO / "kvreg" / "catalog").glob("*.toml")):
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        for table, rows in data.items():
+            for i, row in enumerate(rows if isinstance(rows, list) else []):
+                if isinstance(row, dict) and "notes" in row:
+                    found.append((f"{path.name} [[{table}]] {row.get('name', row.get('plan', i))}", row["notes"]))
+    return found
+
+
+def test_no_catalog_note_sends_the_reader_to_the_spec_or_the_seeds():
+    """The catalog's notes reach users (`kvreg model show`, `kvreg plan list`, the workbook, the web page): each
+    names its claim or its public source, never the internal documents kvreg was built from."""
+    notes = catalog_notes()
+    assert len(notes) >= 60  # the models', GPUs', dtypes' and example plans' notes
+    assert {where.split()[0] for where, _ in notes} >= {"models.toml", "gpus.toml", "dtypes.toml", "plans.toml"}
+    assert [(where, doc_references(text)) for where, text in notes if doc_references(text)] == []

@@ -30,7 +30,7 @@ GIB_FUNCTIONS = {
     ("kvreg/app/calibrate.py", "_reported_gib"): "a GPU row's reported memory in GiB, to match and compare a log's total",
     ("kvreg/app/calibrate.py", "measured_terms"): "the log's measured terms (GiB) as deployment inputs' bytes",
     ("kvreg/app/calibrate.py", "sglang_in_use"): "SGLang's logged available memory (GiB) as bytes in use",
-    ("kvreg/app/plans.py", "calibrate_plan_from_log"): "the log's measured terms (GiB) stored as a plan's bytes",
+    ("kvreg/app/calibrate.py", "calibrate_plan_from_log"): "the log's measured terms (GiB) stored as a plan's bytes",
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvreg.app import plans
+from kvreg.app import plans, whatif
 from kvreg.app.access import open_registry
 from kvreg.app.optimize import VIEW_COLUMNS
 from kvreg.figures.views import GRAIN, slim_grains, whatif_with
@@ -50,8 +50,8 @@ def candidates(tmp_path_factory):
                 base["workload"] = plans.validate_workload(spec.get("workload"), base["context_tokens"],
                                                            base["avg_tokens"])
                 rows += [{**base, "users": users} for users in (1, 700)]
-            full = plans.evaluate(conn, rows)
-            slim = {cols: plans.evaluate(conn, rows, columns=cols) for cols in COLUMN_SETS}
+            full = whatif.evaluate(conn, rows)
+            slim = {cols: whatif.evaluate(conn, rows, columns=cols) for cols in COLUMN_SETS}
     finally:
         eng.dispose()
     return rows, full, slim

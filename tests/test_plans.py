@@ -295,7 +295,7 @@ def test_tables_print(kv):
 
 
 def test_search_largest_finds_each_lanes_boundary():
-    from kvreg.app.plans import search_largest
+    from kvreg.app.solve import search_largest
 
     limits = {"a": 1, "b": 1000, "c": 2**40, "d": 0}
     calls = []

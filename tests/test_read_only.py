@@ -242,10 +242,10 @@ def test_the_stored_what_ifs_are_the_compiled_ones(tmp_path):
 
 
 def test_what_ifs_in_batches_answer_as_one_statement(tmp_path, monkeypatch):
-    """kvreg.app.plans.evaluate sends many unsaved plans in batches of WHATIF_BATCH (one statement's
+    """kvreg.app.whatif.evaluate sends many unsaved plans in batches of WHATIF_BATCH (one statement's
     joins over bound rows cost the square of its rows): five plans in batches of two give the rows,
     in order, that one statement gives."""
-    from kvreg.app import plans
+    from kvreg.app import plans, whatif
     from kvreg.app.access import open_registry
 
     eng = open_registry(f"sqlite:///{tmp_path / 'registry.db'}")
@@ -254,9 +254,9 @@ def test_what_ifs_in_batches_answer_as_one_statement(tmp_path, monkeypatch):
             base = plans.validate_plan(conn, plans.spec_from_options(
                 {"model": "Llama-3-8B", "gpu": "H100-SXM", "context": "8k"}, partial=False), named=False)
             rows = [{**base, "users": users} for users in (1, 10, 100, 1000, 10000)]
-            one = plans.evaluate(conn, rows)
-            monkeypatch.setattr(plans, "WHATIF_BATCH", 2)
-            batched = plans.evaluate(conn, rows)
+            one = whatif.evaluate(conn, rows)
+            monkeypatch.setattr(whatif, "WHATIF_BATCH", 2)
+            batched = whatif.evaluate(conn, rows)
     finally:
         eng.dispose()
     assert batched == one

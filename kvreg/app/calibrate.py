@@ -11,17 +11,28 @@ Two predictions are read from the capacity view (kvreg.app.capacity.ask), never 
 - with the log's terms: the same, with the weights, activation peak and non-torch memory the log
   measured given as inputs (--weights-memory, --activation-memory, --non-torch-memory). A log cut
   before its KV-cache line still has these, so this predicts the line it would have printed.
+
+`kvreg plan calibrate NAME` stores what the engine printed as the plan's calibration (calibrate_plan: the
+numbers as given; calibrate_plan_from_log: a startup log's memory terms become the plan's inputs, its KV-cache
+lines its measured figures where they belong to the plan's settings).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 
+from sqlalchemy import update
+
 from kvreg.app.capacity import Question, ask, runner
+from kvreg.app.plans import CALIBRATION_FIELDS, MEASURED_TERMS, plan_spec, validate_plan
+from kvreg.app.registry import check_input, check_int, check_name, hf_repo_id
 from kvreg.core.enginelog import GIB, EngineLog
 from kvreg.core.errors import KvregError, suggest
 from kvreg.core.rules import release_number
+from kvreg.db.read import get_plan, plan_capacity
+from kvreg.db.tables import Plan
 from kvreg.figures.engine_defaults import VLLM_CUDA_GRAPH_IN_BUDGET_RELEASE
 
 # The release a log's format implies when it names none (kvreg.core.enginelog's formats).
@@ -99,8 +110,6 @@ def resolve_model(conn, log: EngineLog, model: str | None) -> str:
     included) against the repo id of the config each registry model was read from (kvreg.app.registry.hf_repo_id), then
     the checkpoint's name against the registry's names and repo names, each without variant suffixes such as
     -Instruct or -FP8, ignoring case and separators."""
-    from kvreg.app.registry import hf_repo_id  # the one reading of a config's source as a repo id
-
     db = runner(conn)
     rows = db.rows("SELECT name, source FROM model ORDER BY name")
     names = [r["name"] for r in rows]
@@ -378,6 +387,141 @@ def _error(predicted, logged):
     return (predicted - logged) / logged
 
 
+# --------------------------------------------------------------------------- a plan's calibration
+
+
+def calibrate_plan(conn, name: str, *, kv_cache_tokens=None, max_concurrency=None, engine_version=None) -> dict:
+    """Record what the engine printed at startup for a plan (its "GPU KV cache size" tokens, its
+    "Maximum concurrency" and its version); the plan_capacity view sets them against the figures.
+    A value of None leaves the stored one; "none" clears it. Returns the plan_capacity row."""
+    plan = get_plan(conn, name)
+    given = {"measured_kv_cache_tokens": kv_cache_tokens, "measured_max_concurrency": max_concurrency,
+             "measured_engine_version": engine_version}
+    if all(v is None for v in given.values()):
+        raise KvregError(f"nothing to record for plan {name!r}: give --kv-cache-tokens, --max-concurrency and/or "
+                         "--engine-version, as the engine printed them")
+    values = {}
+    for field, value in given.items():
+        if value is None:
+            continue
+        if isinstance(value, str) and value.strip().lower() == "none":
+            values[field] = None
+        elif field == "measured_kv_cache_tokens":
+            values[field] = check_int(_number_text(value), "--kv-cache-tokens", minimum=0)
+        elif field == "measured_max_concurrency":
+            values[field] = check_input(field, _concurrency(value))  # its declared bounds (at most 1e9)
+        else:
+            values[field] = check_name(str(value).strip(), "engine version")
+    conn.execute(update(Plan).where(Plan.id == plan["id"]).values(**values))
+    return plan_capacity(conn, name)
+
+
+def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, list[str]]:
+    """Store what a startup log measured as the plan's calibration: its weights, activation peak and
+    non-torch memory become the plan's inputs (later predictions for other contexts, utilizations and KV
+    dtypes use them), and its KV-cache lines its measured figures where they belong to the plan's settings.
+    Returns the plan_capacity row and notes on what was not stored."""
+    spec = plan_spec(conn, name)
+    notes: list[str] = []
+    if spec["rule"] != log.engine:
+        raise KvregError(f"plan {name!r} follows the {spec['rule']} rule but the log is {log.engine}'s: first "
+                         f"kvreg plan set {name} --rule {log.engine}")
+    for field, flag in (("tp", "TP"), ("pp", "PP")):
+        logged = getattr(log, field)
+        if logged is not None and logged != spec[field]:
+            raise KvregError(f"the log ran at {flag} {logged} but plan {name!r} is at {flag} {spec[field]}: calibrate "
+                             f"a plan with the log's layout (kvreg plan set {name} --{field} {logged})")
+    if log.model:
+        try:
+            logged_model = resolve_model(conn, log, None)
+        except KvregError:
+            logged_model = None
+        if logged_model is not None and logged_model != spec["model"]:
+            raise KvregError(f"the log served {logged_model} but plan {name!r} is for {spec['model']}: calibrate "
+                             "a plan of the same model")
+    named = device_gpu(log.device_name) if log.device_name else None
+    if named is not None and named["name"] != spec["gpu"]:
+        notes.append(f"the log ran on {log.device_name} ({named['name']}) but plan {name!r} is on {spec['gpu']}: its "
+                     "measured terms are that GPU's")
+    version = logged_release(log) or FORMAT_RELEASE.get(log.format or "")
+    note = untagged_note(log, f"the plan keeps its engine version (kvreg plan set {name} --engine-version RELEASE to "
+                              "change it)")
+    if note:
+        notes.append(note)
+    changes: dict = measured_terms(log, version)
+    if log.engine == "vllm":
+        if log.max_num_batched_tokens is not None:
+            changes["max_num_batched_tokens"] = log.max_num_batched_tokens
+        if log.sampler is not None:  # the backend the log names sizes the sampler warm-up
+            changes["sampler"] = log.sampler
+    else:
+        in_use = sglang_in_use(conn, spec["gpu"], log)
+        if in_use is not None:
+            changes["non_torch_bytes"] = in_use
+    if log.max_num_seqs is not None:  # vLLM warms its sampler up with this many rows; SGLang runs at most this many
+        changes["max_num_seqs"] = log.max_num_seqs
+    if version is not None:
+        changes["engine_version"] = version
+    if not changes and not log.has_kv_line():
+        raise KvregError("the log shows no memory term (weights, activation peak, non-torch memory) and no KV cache "
+                         "line: nothing to calibrate with; give a log with its start-up lines")
+    row = validate_plan(conn, {**spec, **changes})
+    conn.execute(update(Plan).where(Plan.name == name).values(
+        **{k: row[k] for k in (*MEASURED_TERMS, "max_num_batched_tokens", "max_num_seqs", "engine_version",
+                               "engine_release", "sampler")},
+        calibration_source=source, **dict.fromkeys(CALIBRATION_FIELDS)))
+    current = plan_capacity(conn, name)
+    log = at_limiting_stage(log, spec["pp"], current.get("pp_limiting_stage"))
+    line: dict = {"measured_engine_version": f"{log.engine} {version or '(release not logged)'}"}
+    setting = "gpu_memory_utilization" if log.engine == "vllm" else "mem_fraction_static"
+    logged_share = getattr(log, setting)
+    if logged_share is not None and abs(logged_share - current[setting + "_used"]) > 1e-9:
+        notes.append(f"the log's {setting} {logged_share} is not the plan's {current[setting + '_used']}: its KV "
+                     "cache lines were not recorded, only its memory terms")
+    elif log.has_kv_line():
+        line["measured_kv_cache_tokens"] = log.kv_cache_tokens
+        line["measured_kv_cache_bytes"] = round(log.kv_cache_gib * GIB) if log.kv_cache_gib is not None else None
+        if log.max_concurrency is not None:
+            if log.concurrency_tokens == spec["context_tokens"]:
+                line["measured_max_concurrency"] = log.max_concurrency
+            else:
+                notes.append(f"the log's concurrency is for {log.concurrency_tokens:,}-token requests, the plan's "
+                             f"context is {spec['context_tokens']:,}: not recorded")
+    else:
+        notes.append("the log stops before its KV cache lines: kvreg's figures with the log's terms predict them")
+    if line.get("measured_kv_cache_bytes") is not None and line["measured_kv_cache_bytes"] < 0:
+        line["measured_kv_cache_bytes"] = None
+        notes.append("the log's KV cache memory is negative (the model did not fit): not recorded")
+    for field in ("measured_kv_cache_tokens", "measured_kv_cache_bytes", "measured_max_concurrency"):
+        if line.get(field) is not None:  # as declared (a hand-edited log may print -868,080 tokens or 1e29)
+            try:
+                line[field] = check_input(field, line[field])
+            except KvregError as exc:
+                raise KvregError(f"{source}: the log's {exc}") from None
+    conn.execute(update(Plan).where(Plan.name == name).values(**line))
+    return plan_capacity(conn, name), notes
+
+
+def _number_text(value):
+    """'434,176' as the log prints it -> '434176'."""
+    return value.replace(",", "").replace("_", "").strip() if isinstance(value, str) else value
+
+
+def _concurrency(value) -> float:
+    """'3.31x' as the log prints it -> 3.31."""
+    text_value = _number_text(value)
+    if isinstance(text_value, str) and text_value.lower().endswith("x"):
+        text_value = text_value[:-1]
+    try:
+        number = float(text_value)
+    except (TypeError, ValueError):
+        raise KvregError(f"--max-concurrency {value!r} is not a number: give it as the log prints it, "
+                         "such as 3.31x") from None
+    if isinstance(value, bool) or not math.isfinite(number) or number < 0:
+        raise KvregError(f"--max-concurrency {value!r} must be a number of at least 0, such as 3.31")
+    return number
+
+
 __all__ = ["compare", "question", "resolve_model", "resolve_gpu", "measured_terms", "at_limiting_stage",
            "logged_release", "untagged_note", "TERMS", "device_gpu",
-           "log_model_ids"]
+           "log_model_ids", "calibrate_plan", "calibrate_plan_from_log"]

@@ -6,7 +6,7 @@ KV dtype, those stored on it (plan columns allow_gpus and allow_kv_dtypes, `kvre
 --allow-gpus`) and those the run allows every plan; TP is free among the layouts the model allows;
 PP and every other setting stay the plan's own. Every candidate's capacity is read from the views:
 each distinct deployment (plan settings x GPU x TP x KV dtype) is bound once as a what-if (nothing
-is written) and all are read through `plan_quarter` in one query (kvreg.app.plans.evaluate); its GPUs
+is written) and all are read through `plan_quarter` in one query (kvreg.app.whatif.evaluate); its GPUs
 needed for a quarter's users is the declared `gpus_needed` figure evaluated on that row
 (kvreg.figures.python.PythonEvaluator), never a second formula.
 
@@ -34,9 +34,9 @@ import copy
 import math
 
 from kvreg.app.capacity import valid_tps
-from kvreg.app.plans import (LATENCY_FIELDS, PLAN_WORKLOAD, SPEC_DEFAULTS, allowed_names, check_allowed, evaluate,
-                              set_plan)
+from kvreg.app.plans import LATENCY_FIELDS, PLAN_WORKLOAD, SPEC_DEFAULTS, allowed_names, check_allowed, set_plan
 from kvreg.app.registry import dtype_names, get_gpu
+from kvreg.app.whatif import evaluate
 from kvreg.core.errors import KvregError
 from kvreg.db.read import list_gpus, rollup, runner, schedule_horizon
 from kvreg.figures.declarations import FIGURES, HOURS_PER_MONTH
@@ -113,7 +113,7 @@ def _candidates(conn, plans: list[str], allow_gpus, allow_kv_dtypes) -> dict[str
     KV dtype, those its stored allowances name (kvreg plan set --allow-gpus / --allow-kv-dtypes) and
     those the command allows every plan; TP is free among those the `tp_valid` figure accepts for the
     model (kvreg.app.capacity.valid_tps); everything else stays as stored. Every distinct candidate is
-    bound once as a what-if (nothing written) and all are read in one query (kvreg.app.plans.evaluate): plans
+    bound once as a what-if (nothing written) and all are read in one query (kvreg.app.whatif.evaluate): plans
     that share a deployment share its candidates' rows."""
     gpu_ids = {g["name"]: g["id"] for g in list_gpus(conn)}
     kv_known = set(dtype_names(conn, "kv"))

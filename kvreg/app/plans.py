@@ -1,14 +1,12 @@
-"""Deployment plans, quarterly demand, the procurement rollup and the reverse solvers.
+"""Deployment plans and their quarterly demand: validation, create/update/delete.
 
 A plan is a saved deployment (model, GPU, parallelism, context, workload, memory settings);
 demand is the target number of concurrent users of a plan in a quarter. Every figure comes
 from the views compiled from kvreg/figures/declarations.py: `plan_capacity` (per plan),
 `plan_quarter` (per plan and quarter) and `procurement` (per GPU type and quarter).
 
-The solvers answer reverse questions ("the longest context that serves N users on G GPUs")
-by searching: candidate plans are bound as parameters in place of plan and demand rows and read
-through `plan_quarter`'s own SQL (evaluate; nothing is written), so the only thing Python does
-is compare a view's `gpus_needed` with a target. No formula is written twice.
+Beside it: unsaved plans evaluated through the views (kvreg.app.whatif), the reverse solvers
+(kvreg.app.solve) and a plan's calibration from what its engine printed (kvreg.app.calibrate).
 """
 
 from __future__ import annotations
@@ -18,25 +16,16 @@ import math
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from kvreg.app.calibrate import (FORMAT_RELEASE, at_limiting_stage, device_gpu, logged_release, measured_terms,
-                             resolve_model, sglang_in_use, untagged_note)
-from kvreg.app.capacity import (check_dp_attention, check_layout, check_pp_layers, check_request_fits,
-                                check_request_lengths, check_reserve_rule, invalid_tp, parse_tp, valid_tps)
+from kvreg.app.capacity import (check_layout, check_pp_layers, check_request_fits, check_request_lengths,
+                                check_reserve_rule, invalid_tp, parse_tp, valid_tps)
 from kvreg.app.engine import check_engine_settings, parse_engine_options
 from kvreg.app.options import PLAN_LATENCY
 from kvreg.app.registry import check_dtype, check_input, check_int, check_name, check_text, get_gpu, get_model
 from kvreg.app.values import option_value
-from kvreg.core.enginelog import GIB
+from kvreg.app.whatif import fewest_gpus, solver_tps
 from kvreg.core.errors import AlreadyExists, KvregError
-from kvreg.core.units import format_tokens, parse_fraction, parse_quarter, parse_size, parse_tokens
-from kvreg.db.read import whatif
-from kvreg.db.read import (  # noqa: F401  (the read queries live in the db layer; re-exported here)
-    get_plan,
-    list_demand,
-    list_plans,
-    plan_capacity,
-    show_plan,
-)
+from kvreg.core.units import parse_fraction, parse_quarter, parse_size, parse_tokens
+from kvreg.db.read import get_plan, list_demand, plan_capacity
 from kvreg.db.tables import Demand, Gpu, Model, Plan, WorkloadClass
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, ENGINE_SETTINGS, INPUTS, MAX_SHARE, inputs_of
 
@@ -67,12 +56,6 @@ DECLARED_WORKLOAD = tuple(n for n in inputs_of("workload") if n not in (*LATENCY
 PLAN_WORKLOAD = (*LATENCY_FIELDS, *(INPUTS[n].column for n in DECLARED_WORKLOAD))
 SPEC_FIELDS = ["name", "model", "gpu", *SPEC_DEFAULTS, *PLAN_WORKLOAD]
 
-# The quarter of an unsaved plan's one demand entry (evaluate): any quarter serves, its users hold in it.
-_WHATIF_QUARTER = "1970Q1"
-# The largest context the context solver tries: parse_tokens' own limit.
-MAX_CONTEXT = 2**40
-# The reserve solver answers on a grid of 0.01 percentage points.
-RESERVE_STEP = 10_000
 # A workload mix: at most this many request classes per plan (shares at most kvreg.figures.inputs.MAX_SHARE).
 MAX_CLASSES = 64
 
@@ -359,19 +342,9 @@ def write_workload(conn, plan_id: int, classes: list[dict]) -> None:
 def _auto_tp(conn, row: dict, model: str, workload: list[dict], users: int) -> int:
     """`plan add/set --tp auto`: the TP of fewest_gpus (what `plan solve gpus` answers) for `users`;
     the largest valid TP when none fits (the stored plan's reason then says why)."""
-    tps = _candidate_tps(conn, row, model, "auto")
+    tps = solver_tps(conn, row, model, "auto")
     best, _results = fewest_gpus(conn, {**row, "workload": workload}, tps, users)
     return best["tp"] if best is not None else tps[-1]
-
-
-def fewest_gpus(conn, row: dict, tps: list[int], users: int) -> tuple[dict | None, list[dict]]:
-    """Of the layouts at these TPs, the one that serves `users` with the fewest GPUs (ties: the smaller
-    TP, which gives more, smaller replicas), or None when none fits; and every layout's figures.
-    One function for `plan solve gpus` and `plan add --tp auto`."""
-    results = evaluate(conn, [{**row, "tp": t, "users": users} for t in tps], full=True)
-    fitting = [r for r in results if r["fits"] and r["gpus_needed"] is not None]
-    best = min(fitting, key=lambda r: (r["gpus_needed"], r["tp"])) if fitting else None
-    return best, results
 
 
 def _integrity(exc: IntegrityError, name: str) -> KvregError:
@@ -489,138 +462,6 @@ def set_plan(conn, name: str, changes: dict) -> dict:
     return plan_capacity(conn, new_name)
 
 
-def calibrate_plan(conn, name: str, *, kv_cache_tokens=None, max_concurrency=None, engine_version=None) -> dict:
-    """Record what the engine printed at startup for a plan (its "GPU KV cache size" tokens, its
-    "Maximum concurrency" and its version); the plan_capacity view sets them against the figures.
-    A value of None leaves the stored one; "none" clears it. Returns the plan_capacity row."""
-    plan = get_plan(conn, name)
-    given = {"measured_kv_cache_tokens": kv_cache_tokens, "measured_max_concurrency": max_concurrency,
-             "measured_engine_version": engine_version}
-    if all(v is None for v in given.values()):
-        raise KvregError(f"nothing to record for plan {name!r}: give --kv-cache-tokens, --max-concurrency and/or "
-                         "--engine-version, as the engine printed them")
-    values = {}
-    for field, value in given.items():
-        if value is None:
-            continue
-        if isinstance(value, str) and value.strip().lower() == "none":
-            values[field] = None
-        elif field == "measured_kv_cache_tokens":
-            values[field] = check_int(_number_text(value), "--kv-cache-tokens", minimum=0)
-        elif field == "measured_max_concurrency":
-            values[field] = check_input(field, _concurrency(value))  # its declared bounds (at most 1e9)
-        else:
-            values[field] = check_name(str(value).strip(), "engine version")
-    conn.execute(update(Plan).where(Plan.id == plan["id"]).values(**values))
-    return plan_capacity(conn, name)
-
-
-def calibrate_plan_from_log(conn, name: str, log, source: str) -> tuple[dict, list[str]]:
-    """Store what a startup log measured as the plan's calibration: its weights, activation peak and
-    non-torch memory become the plan's inputs (later predictions for other contexts, utilizations and KV
-    dtypes use them), and its KV-cache lines its measured figures where they belong to the plan's settings.
-    Returns the plan_capacity row and notes on what was not stored."""
-    spec = plan_spec(conn, name)
-    notes: list[str] = []
-    if spec["rule"] != log.engine:
-        raise KvregError(f"plan {name!r} follows the {spec['rule']} rule but the log is {log.engine}'s: first "
-                         f"kvreg plan set {name} --rule {log.engine}")
-    for field, flag in (("tp", "TP"), ("pp", "PP")):
-        logged = getattr(log, field)
-        if logged is not None and logged != spec[field]:
-            raise KvregError(f"the log ran at {flag} {logged} but plan {name!r} is at {flag} {spec[field]}: calibrate "
-                             f"a plan with the log's layout (kvreg plan set {name} --{field} {logged})")
-    if log.model:
-        try:
-            logged_model = resolve_model(conn, log, None)
-        except KvregError:
-            logged_model = None
-        if logged_model is not None and logged_model != spec["model"]:
-            raise KvregError(f"the log served {logged_model} but plan {name!r} is for {spec['model']}: calibrate "
-                             "a plan of the same model")
-    named = device_gpu(log.device_name) if log.device_name else None
-    if named is not None and named["name"] != spec["gpu"]:
-        notes.append(f"the log ran on {log.device_name} ({named['name']}) but plan {name!r} is on {spec['gpu']}: its "
-                     "measured terms are that GPU's")
-    version = logged_release(log) or FORMAT_RELEASE.get(log.format or "")
-    note = untagged_note(log, f"the plan keeps its engine version (kvreg plan set {name} --engine-version RELEASE to "
-                              "change it)")
-    if note:
-        notes.append(note)
-    changes: dict = measured_terms(log, version)
-    if log.engine == "vllm":
-        if log.max_num_batched_tokens is not None:
-            changes["max_num_batched_tokens"] = log.max_num_batched_tokens
-        if log.sampler is not None:  # the backend the log names sizes the sampler warm-up
-            changes["sampler"] = log.sampler
-    else:
-        in_use = sglang_in_use(conn, spec["gpu"], log)
-        if in_use is not None:
-            changes["non_torch_bytes"] = in_use
-    if log.max_num_seqs is not None:  # vLLM warms its sampler up with this many rows; SGLang runs at most this many
-        changes["max_num_seqs"] = log.max_num_seqs
-    if version is not None:
-        changes["engine_version"] = version
-    if not changes and not log.has_kv_line():
-        raise KvregError("the log shows no memory term (weights, activation peak, non-torch memory) and no KV cache "
-                         "line: nothing to calibrate with; give a log with its start-up lines")
-    row = validate_plan(conn, {**spec, **changes})
-    conn.execute(update(Plan).where(Plan.name == name).values(
-        **{k: row[k] for k in (*MEASURED_TERMS, "max_num_batched_tokens", "max_num_seqs", "engine_version",
-                               "engine_release", "sampler")},
-        calibration_source=source, **dict.fromkeys(CALIBRATION_FIELDS)))
-    current = plan_capacity(conn, name)
-    log = at_limiting_stage(log, spec["pp"], current.get("pp_limiting_stage"))
-    line: dict = {"measured_engine_version": f"{log.engine} {version or '(release not logged)'}"}
-    setting = "gpu_memory_utilization" if log.engine == "vllm" else "mem_fraction_static"
-    logged_share = getattr(log, setting)
-    if logged_share is not None and abs(logged_share - current[setting + "_used"]) > 1e-9:
-        notes.append(f"the log's {setting} {logged_share} is not the plan's {current[setting + '_used']}: its KV "
-                     "cache lines were not recorded, only its memory terms")
-    elif log.has_kv_line():
-        line["measured_kv_cache_tokens"] = log.kv_cache_tokens
-        line["measured_kv_cache_bytes"] = round(log.kv_cache_gib * GIB) if log.kv_cache_gib is not None else None
-        if log.max_concurrency is not None:
-            if log.concurrency_tokens == spec["context_tokens"]:
-                line["measured_max_concurrency"] = log.max_concurrency
-            else:
-                notes.append(f"the log's concurrency is for {log.concurrency_tokens:,}-token requests, the plan's "
-                             f"context is {spec['context_tokens']:,}: not recorded")
-    else:
-        notes.append("the log stops before its KV cache lines: kvreg's figures with the log's terms predict them")
-    if line.get("measured_kv_cache_bytes") is not None and line["measured_kv_cache_bytes"] < 0:
-        line["measured_kv_cache_bytes"] = None
-        notes.append("the log's KV cache memory is negative (the model did not fit): not recorded")
-    for field in ("measured_kv_cache_tokens", "measured_kv_cache_bytes", "measured_max_concurrency"):
-        if line.get(field) is not None:  # as declared (a hand-edited log may print -868,080 tokens or 1e29)
-            try:
-                line[field] = check_input(field, line[field])
-            except KvregError as exc:
-                raise KvregError(f"{source}: the log's {exc}") from None
-    conn.execute(update(Plan).where(Plan.name == name).values(**line))
-    return plan_capacity(conn, name), notes
-
-
-def _number_text(value):
-    """'434,176' as the log prints it -> '434176'."""
-    return value.replace(",", "").replace("_", "").strip() if isinstance(value, str) else value
-
-
-def _concurrency(value) -> float:
-    """'3.31x' as the log prints it -> 3.31."""
-    text_value = _number_text(value)
-    if isinstance(text_value, str) and text_value.lower().endswith("x"):
-        text_value = text_value[:-1]
-    try:
-        number = float(text_value)
-    except (TypeError, ValueError):
-        raise KvregError(f"--max-concurrency {value!r} is not a number: give it as the log prints it, "
-                         "such as 3.31x") from None
-    if isinstance(value, bool) or not math.isfinite(number) or number < 0:
-        raise KvregError(f"--max-concurrency {value!r} must be a number of at least 0, such as 3.31")
-    return number
-
-
 def remove_plan(conn, name: str) -> None:
     """Remove a plan, its demand and its workload classes."""
     plan = get_plan(conn, name)
@@ -659,231 +500,3 @@ def remove_demand(conn, plan: str, quarter: str) -> None:
     gone = conn.execute(delete(Demand).where(Demand.plan_id == plan_id, Demand.quarter == quarter)).rowcount
     if not gone:
         raise KvregError(f"plan {plan!r} has no demand in {quarter}: see `kvreg demand list --plan {plan}`")
-
-
-# --------------------------------------------------------------------------- what-if evaluation
-
-
-def evaluate(conn, rows: list[dict], *, full: bool = False, columns: tuple[str, ...] | None = None) -> list[dict]:
-    """plan_quarter rows for unsaved plans: each row is a validated plan row (no name) plus `users`.
-
-    Each row is a plan with one demand entry, bound as parameters in place of the plan, workload_class
-    and demand tables' rows and read through the views' own SQL (kvreg.db.read.whatif): nothing is
-    written. `full` adds the plan_capacity figures; `columns` reads only these plan_quarter columns, and
-    computes only the figures they need (a search over many candidates that needs a few figures).
-    """
-    if len(rows) > WHATIF_BATCH:
-        return [r for i in range(0, len(rows), WHATIF_BATCH)
-                for r in evaluate(conn, rows[i:i + WHATIF_BATCH], full=full, columns=columns)]
-    if not rows:
-        return []
-    tables = _whatif_tables(rows)
-    # With `columns` the what-if computes only the figures they need (a slim plan_quarter, compiled from the
-    # same declarations: kvreg.figures.views.slim_grains).
-    by_id = {r["plan_id"]: r for r in whatif(conn, "plan_quarter", tables, _WHATIF_QUARTER_SQL, columns=columns)}
-    if full:
-        for cap in whatif(conn, "plan_capacity", tables, _WHATIF_CAPACITY_SQL):
-            pid = cap["plan_id"]
-            by_id[pid] = {**by_id[pid], **{k: v for k, v in cap.items() if k not in by_id[pid]}}
-    out = []
-    for pid in range(1, len(rows) + 1):
-        r = by_id[pid]
-        for k in ("plan_id", "plan", "quarter"):
-            r.pop(k, None)
-        out.append(r)
-    return out
-
-
-# Unsaved plans answered per statement. The bound rows are read as tables without indexes, so the views'
-# joins on plan_id cost the square of the rows in one statement: 3,948 candidates in one statement took
-# 92 s, in batches of this size they take about a second.
-WHATIF_BATCH = 256
-
-
-def _whatif_tables(rows: list[dict]) -> dict[str, list[dict]]:
-    """The plan, workload_class and demand rows of unsaved plans, numbered 1, 2, ... in order; each plan
-    has one demand entry, in a quarter no report uses."""
-    plans, classes, demand = [], [], []
-    for pid, r in enumerate(rows, start=1):
-        plans.append({**{k: v for k, v in r.items() if k not in ("users", "workload")}, "id": pid,
-                      "name": f"what-if {pid}"})
-        classes += [{**c, "plan_id": pid} for c in r.get("workload") or []]
-        demand.append({"id": pid, "plan_id": pid, "quarter": _WHATIF_QUARTER, "users": r["users"]})
-    for cid, c in enumerate(classes, start=1):
-        c["id"] = cid
-    return {"plan": plans, "workload_class": classes, "demand": demand}
-
-
-# Fixed statement texts, so the driver's statement cache prepares the (large) view queries once
-# per connection; a search runs them many times.
-_WHATIF_QUARTER_SQL = "SELECT * FROM plan_quarter"
-_WHATIF_CAPACITY_SQL = "SELECT * FROM plan_capacity"
-
-
-def _serves(r: dict, gpus: int) -> bool:
-    """An unsaved plan serves its users on `gpus` GPUs: it fits and needs no more than that."""
-    return bool(r["fits"]) and r["gpus_needed"] is not None and r["gpus_needed"] <= gpus
-
-
-def search_largest(lanes: list, lo: int, hi: int, probe, width: int = 16) -> dict:
-    """Per lane, the largest x in [lo, hi] where a predicate holds; None where it fails at lo.
-
-    The predicate must hold up to a point and fail after it (more context, or more reserve,
-    never needs fewer GPUs). `probe([(lane, x), ...])` answers a batch in one trip through the
-    views: first powers of two bracket each answer, then each round narrows every lane's
-    bracket `width`-fold, so a 2^40 range takes a handful of trips whatever the lane count.
-    """
-    ladder = sorted({lo, hi} | {2**i for i in range(hi.bit_length()) if lo < 2**i < hi})
-    good: dict = dict.fromkeys(lanes)  # largest x seen to hold
-    bad = {lane: hi + 1 for lane in lanes}  # smallest x seen to fail (hi + 1: past the range)
-    points = [(lane, x) for lane in lanes for x in ladder]
-    while points:
-        for (lane, x), ok in zip(points, probe(points)):
-            if ok:
-                good[lane] = x if good[lane] is None else max(good[lane], x)
-            else:
-                bad[lane] = min(bad[lane], x)
-        points = []
-        for lane in lanes:
-            if good[lane] is None or bad[lane] - good[lane] <= 1:
-                continue
-            g, b = good[lane], bad[lane]
-            n = min(width, b - g - 1)
-            points += [(lane, x) for x in sorted({g + (b - g) * i // (n + 1) for i in range(1, n + 1)} - {g, b})]
-    return good
-
-
-def _candidate_tps(conn, row: dict, model: str, tp, max_gpus: int | None = None) -> list[int]:
-    """The TPs a solver tries: the one given, or (auto) every valid TP of the node the DP size divides."""
-    if tp != "auto":
-        return [row["tp"]]
-    check_layout("auto", row["pp"], row["dp_attention"], row["gpus_per_node"])
-    valid = valid_tps(conn, model, row["gpus_per_node"], row["pp"])
-    if not valid:
-        raise KvregError(f"no TP is valid for {model} in a {row['gpus_per_node']}-GPU node with PP {row['pp']}")
-    check_dp_attention(row["dp_attention"], "auto", valid)
-    limit = row["gpus_per_node"] if max_gpus is None else min(row["gpus_per_node"], max_gpus // row["pp"])
-    return [t for t in valid if t % row["dp_attention"] == 0 and t <= limit]
-
-
-def _solver_row(conn, spec: dict) -> tuple[dict, object]:
-    """Validate a solver's deployment; with --tp auto the row's TP is None (the solver tries each)."""
-    tp = spec.get("tp", 1)
-    row = validate_plan(conn, spec, named=False, choose_tp=False)
-    row["workload"] = validate_workload(spec.get("workload"), row["context_tokens"], row["avg_tokens"])
-    return row, tp
-
-
-# --------------------------------------------------------------------------- solvers
-
-
-def solve_context(conn, spec: dict, users, gpus, *, beyond_claim: bool = False) -> dict:
-    """The longest context that serves `users` concurrent users on `gpus` GPUs, at most the model's
-    claimed context (max_position_embeddings) unless `beyond_claim`.
-
-    Without avg_tokens or a workload mix each user holds a whole context (the workload is the
-    context); with them the context is searched from the longest request up. With --tp auto every
-    valid TP is searched and the longest context wins (ties: the smaller TP).
-    """
-    users = check_int(users, "users")
-    gpus = check_int(gpus, "gpus")
-    row, tp = _solver_row(conn, {**spec, "context_tokens": MAX_CONTEXT})
-    row["users"] = users
-    shortest = max([row["avg_tokens"] or 1] + [c["avg_tokens"] for c in row["workload"]])
-    claim = int(get_model(conn, spec["model"])["max_position_embeddings"])
-    limit = MAX_CONTEXT if beyond_claim else min(claim, MAX_CONTEXT)
-    if shortest > limit:
-        raise KvregError(f"requests of {shortest:,} tokens are longer than {spec['model']}'s {claim:,}-token claim "
-                         "(max_position_embeddings): shorten them, or give --beyond-claim to search past it")
-    tps = _candidate_tps(conn, row, spec["model"], tp, gpus)
-    if not tps or tps[0] * row["pp"] > gpus:
-        raise KvregError(f"{gpus} GPU(s) cannot hold one replica of TP {tps[0] if tps else 1} x PP {row['pp']}: "
-                         "give more --gpus or a smaller --tp/--pp")
-
-    def probe(points):
-        return [_serves(r, gpus) for r in evaluate(conn, [{**row, "tp": t, "context_tokens": c} for t, c in points])]
-
-    found = {t: c for t, c in search_largest(tps, shortest, limit, probe).items() if c is not None}
-    if not found:
-        at_one = evaluate(conn, [{**row, "tp": tps[-1], "context_tokens": shortest}])[0]
-        why = at_one["reason"] or (f"even {shortest:,}-token contexts need {at_one['gpus_needed']} GPUs "
-                                   f"at TP {tps[-1]}")
-        raise KvregError(f"{users} users do not fit on {gpus} GPU(s) of {spec['gpu']} at any context: {why}")
-    best_tp = max(found, key=lambda t: (found[t], -t))
-    best = found[best_tp]
-    result = evaluate(conn, [{**row, "tp": best_tp, "context_tokens": best}], full=True)[0]
-    limited_by = ("search limit" if best == MAX_CONTEXT else "model's claim" if best == limit and not beyond_claim
-                  else "memory")
-    return _answer(result, users=users, gpus=gpus, context=format_tokens(best), limited_by=limited_by)
-
-
-def solve_gpus(conn, spec: dict, users) -> dict:
-    """The fewest GPUs that serve `users` concurrent users at the spec's context (and avg_tokens).
-
-    With --tp auto every valid TP in the node is tried; the fewest GPUs win (ties: the smaller TP,
-    which gives more, smaller replicas).
-    """
-    users = check_int(users, "users")
-    row, tp = _solver_row(conn, spec)
-    tps = _candidate_tps(conn, row, spec["model"], tp)
-    best, results = fewest_gpus(conn, row, tps, users)
-    if best is None:
-        last = results[-1]
-        raise KvregError(f"{spec['model']} does not fit on {spec['gpu']} at TP {last['tp']}: {last['reason']}")
-    return _answer(best, users=users, gpus=best["gpus_needed"], context=format_tokens(int(best["context_tokens"])))
-
-
-def solve_reserve(conn, plan: str, quarter: str | None = None) -> list[dict]:
-    """Per demand quarter: the largest reserve (on a 0.0001 grid) at which the plan still serves its
-    users with the GPUs it needs today. A larger reserve shrinks the KV pool and so never needs fewer GPUs."""
-    spec = plan_spec(conn, plan)
-    if spec["rule"] != "theoretical":
-        raise KvregError(f"plan {plan!r} follows the {spec['rule']} rule, where the reserve does not change the KV "
-                         f"pool: switch with `kvreg plan set {plan} --rule theoretical` to solve for it")
-    if spec["kv_cache_memory_bytes"] is not None:
-        raise KvregError(f"plan {plan!r} sets its KV pool directly (kv_cache_memory_bytes), so the reserve does not "
-                         f"change it: switch with `kvreg plan set {plan} --reserve 0.12` first")
-    demand = {d["quarter"]: d for d in list_demand(conn, plan=plan, quarter=quarter)}
-    if not demand:
-        where = f" in {parse_quarter(quarter)}" if quarter else ""
-        raise KvregError(f"plan {plan!r} has no demand{where}: add it with `kvreg demand set {plan} QUARTER USERS`")
-    for d in demand.values():
-        if not d["fits"]:
-            raise KvregError(f"plan {plan!r} does not fit: {d['reason']}")
-    row = validate_plan(conn, spec)
-    del row["name"]
-    row["workload"] = validate_workload(spec["workload"], row["context_tokens"], row["avg_tokens"])
-
-    def at(q: str, k: int) -> dict:
-        return {**row, "reserve": k / RESERVE_STEP, "users": demand[q]["users"]}
-
-    def probe(points):
-        rs = evaluate(conn, [at(q, k) for q, k in points])
-        return [_serves(r, demand[q]["gpus_needed"]) for (q, _), r in zip(points, rs)]
-
-    # The stored reserve serves by definition; the grid point at or below it does too.
-    lo = math.floor(row["reserve"] * RESERVE_STEP)
-    best = search_largest(list(demand), lo, RESERVE_STEP - 1, probe)
-    quarters = list(demand)
-    finals = evaluate(conn, [at(q, best[q]) for q in quarters], full=True)
-    return [dict(
-        plan=plan, quarter=q, users=demand[q]["users"], reserve=row["reserve"], gpus_needed=demand[q]["gpus_needed"],
-        max_reserve=best[q] / RESERVE_STEP, gpus_needed_at_max_reserve=f["gpus_needed"],
-        workload_concurrency_at_max_reserve=f["workload_concurrency"],
-        capacity_users_at_max_reserve=f["capacity_users"], kv_pool_gib_per_gpu_at_max_reserve=f["kv_pool_gib_per_gpu"],
-    ) for q, f in zip(quarters, finals)]
-
-
-SOLVE_COLUMNS = [
-    "model", "gpu", "tp", "pp", "dp_attention", "gpus_per_node", "kv_dtype", "weight_dtype", "users", "gpus",
-    "context_tokens", "context", "avg_tokens", "workload_tokens", "reserve", "kv_cache_memory_bytes", "block_size",
-    "fits", "reason", "max_concurrency", "workload_concurrency", "users_per_replica", "users_binding_constraint",
-    "replicas_needed", "gpus_needed", "nodes_needed",
-    "capacity_users", "headroom_users", "kv_pool_gib_per_gpu", "context_within_claim",
-    "cost_per_month", "capex", "limited_by",
-]
-
-
-def _answer(r: dict, **extra) -> dict:
-    merged = {**r, **extra}
-    return {k: merged.get(k) for k in SOLVE_COLUMNS if k in merged}

@@ -207,7 +207,7 @@ def plan_calibrate(ctx, name, log_path, kv_cache_tokens, max_concurrency, engine
 
     Example: kvreg plan calibrate chat --log server.log
     """
-    from kvreg.app.plans import calibrate_plan, calibrate_plan_from_log
+    from kvreg.app.calibrate import calibrate_plan, calibrate_plan_from_log
 
     if log_path is not None:
         if kv_cache_tokens is not None or max_concurrency is not None or engine_version is not None:
@@ -511,7 +511,7 @@ def solve_context_cmd(ctx, users, gpus, beyond_claim, plan_name, quarter, fmt, *
 
     Example: kvreg plan solve context --plan chat-llama3-8b --quarter 2026Q4 --gpus 2
     """
-    from kvreg.app.plans import solve_context
+    from kvreg.app.solve import solve_context
 
     with open_db(ctx).connect() as conn:
         spec, users = _solver_input(ctx, conn, opts, plan_name, quarter, users)
@@ -535,7 +535,7 @@ def solve_gpus_cmd(ctx, users, plan_name, quarter, fmt, **opts):
 
     Example: kvreg plan solve gpus --plan longctx-llama31-70b --quarter 2026Q4 --tp auto
     """
-    from kvreg.app.plans import solve_gpus
+    from kvreg.app.solve import solve_gpus
 
     with open_db(ctx).connect() as conn:
         spec, users = _solver_input(ctx, conn, opts, plan_name, quarter, users)
@@ -557,7 +557,7 @@ def solve_reserve_cmd(ctx, plan, plan_name, quarter, fmt):
 
     Example: kvreg plan solve reserve --plan chat-llama3-8b --quarter 2026Q4
     """
-    from kvreg.app.plans import solve_reserve
+    from kvreg.app.solve import solve_reserve
 
     if plan and plan_name and plan != plan_name:
         raise click.ClickException(f"two plans given ({plan} and --plan {plan_name}): give one")

@@ -19,7 +19,6 @@ from sqlalchemy import select, update
 from kvreg.app.fleet import remove_fleet, set_fleet, validate_fleet
 from kvreg.app.plans import (
     add_plan,
-    get_plan,
     remove_demand,
     remove_plan,
     set_demand,
@@ -32,7 +31,7 @@ from kvreg.app.plans import (
 from kvreg.app.registry import check_int
 from kvreg.core.errors import KvregError
 from kvreg.core.units import parse_quarter
-from kvreg.db.read import CLASS_KEYS, DECLARED_ENTRIES, DEMAND_KEYS, FLEET_KEYS, PLAN_KEYS
+from kvreg.db.read import CLASS_KEYS, DECLARED_ENTRIES, DEMAND_KEYS, FLEET_KEYS, PLAN_KEYS, get_plan
 from kvreg.db.tables import Fleet, Gpu, Plan
 
 KINDS = ("plan", "demand", "fleet")

@@ -18,7 +18,6 @@ from sqlalchemy import text
 
 from kvreg import __version__
 from kvreg.app.capacity import SWEEP_MAX_PAIRS, Question, sweep
-from kvreg.app.plans import list_demand
 from kvreg.core.units import parse_quarter
 from kvreg.db.engine import mask_url
 from kvreg.db.read import (
@@ -26,6 +25,7 @@ from kvreg.db.read import (
     current_revision,
     dialect,
     horizon_quarters,
+    list_demand,
     list_dtypes,
     list_gpus,
     list_models,

@@ -575,7 +575,7 @@ class App:
     # ------------------------------------------------------------------ plans and procurement
 
     def plans(self, request: Request):
-        from kvreg.app.plans import list_plans
+        from kvreg.db.read import list_plans
 
         with snapshot(self.engine) as conn:  # reads wait for no writer
             rows = list_plans(conn)
@@ -584,7 +584,7 @@ class App:
                          added=request.query_params.get("added"))
 
     def plan(self, request: Request):
-        from kvreg.app.plans import show_plan
+        from kvreg.db.read import show_plan
 
         name = request.path_params["name"]
         try:
@@ -789,7 +789,8 @@ class App:
 
     def _demand_set(self, name: str, form: dict):
         """`kvreg demand set PLAN QUARTER USERS`: the same validation, one transaction."""
-        from kvreg.app.plans import set_demand, show_plan
+        from kvreg.app.plans import set_demand
+        from kvreg.db.read import show_plan
 
         quarter, users = str(form.get("quarter", "")).strip(), str(form.get("users", "")).strip()
         try:

@@ -72,7 +72,7 @@ from kvreg.figures.declarations import (
     dependencies,
     inputs_of,
 )
-from kvreg.figures.expr import Input, Ref
+from kvreg.figures.expr import names
 from kvreg.figures.facts import INPUT_NULLABLE, name_may_be_null
 from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS
 from kvreg.figures.labels import label
@@ -422,13 +422,8 @@ def _without_workload(order: list[str], inputs: set[str] = _WORKLOAD) -> list[st
     directly or through another figure: one pass, each figure's direct names only."""
     reads: set[str] = set(inputs)
     for name in order:
-        stack = [FIGURES[name].expr]
-        while stack:
-            e = stack.pop()
-            if isinstance(e, (Input, Ref)) and e.name in reads:
-                reads.add(name)
-                break
-            stack.extend(e.children())
+        if any(n in reads for n in names(FIGURES[name].expr)):  # the inputs and figures it refers to
+            reads.add(name)
     return [n for n in order if n not in reads]
 
 

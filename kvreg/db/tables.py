@@ -258,9 +258,14 @@ def _scenario_ref(target: str):
     return int, Field(sa_column=Column(Integer, ForeignKey(target, ondelete="CASCADE"), nullable=False))
 
 
-# Scratch rows for ad-hoc questions (`kvreg capacity`): written and rolled back in one transaction, so the
-# capacity view answers them without saving anything.
-Scenario = _table("Scenario", "Scratch rows for ad-hoc questions (`kvreg capacity`).", "scenario", {
+# The source of the `capacity` view (kvreg.figures.views: one deployment per scenario row), which answers ad-hoc
+# questions (`kvreg capacity`, the web what-if, a log's calibration, the report's and workbook's context sweep).
+# Nothing writes it: a question binds its scenarios as parameters in place of its rows and reads the view's own
+# SQL (kvreg.db.read.whatif), so the table stays empty. It is kept for the view's definition (PostgreSQL creates
+# no view over a missing table), and its columns and CHECKs are the shape of the rows a question binds
+# (kvreg.figures.inputs.WHATIF_COLUMNS; tests/test_input_lists.py holds the two in step).
+Scenario = _table("Scenario", "The capacity view's source: always empty, its rows bound by each question (what-if).",
+                  "scenario", {
     "id": _id(),
     "model_id": _scenario_ref("model.id"),
     "gpu_id": _scenario_ref("gpu.id"),

@@ -34,11 +34,12 @@ from kvreg.db.engine import (
     masked_detail,
     prepare_registry,
 )
-from kvreg.db.tables import Meta, Scenario, SQLModel
+from kvreg.db.tables import Meta, SQLModel
 from kvreg.figures.inputs import MAXIMUMS
 
-# Scratch rows live only inside a rolled-back transaction; kvreg_meta is bookkeeping (copied,
-# but its views_hash and views_source are per engine, so they are not part of the contents).
+# scenario is always empty (the capacity view's source; a question binds its rows as parameters, nothing writes
+# them); kvreg_meta is bookkeeping (copied, but its views_hash and views_source are per engine, so they are not
+# part of the contents).
 _NOT_CONTENT = ("scenario", "kvreg_meta")
 _DERIVED_META = ("views_hash", "views_source")
 
@@ -272,7 +273,6 @@ def _fill_target(conn, url: str, snap: dict, meta: list[dict], force: bool) -> i
         listing = ", ".join(f"{n} {t}" for t, n in held.items() if n)
         raise KvregError(f"target {mask_url(url)} already holds rows ({listing}): copy into an empty database, "
                          "or pass --force to replace them")
-    conn.execute(delete(Scenario))
     for t in reversed(content_tables()):
         conn.execute(delete(t))
     conn.execute(delete(Meta).where(Meta.key.not_in(_DERIVED_META)))

@@ -6,7 +6,8 @@ import click
 
 from kvreg.app.options import declared_options, input_option
 from kvreg.cli.common import emit, emit_record, format_option, open_db, read, user_errors
-from kvreg.figures.inputs import KV_GROUPS
+from kvreg.core.rules import RULES
+from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, KV_GROUPS
 
 LIST_COLUMNS = ["name", "family", "layers", "full_layers", "sliding_layers", "linear_layers", "attention_heads",
                 "kv_heads", "head_dim", "kv_lora_rank", "params_total", "weight_dtype", "max_position_embeddings",
@@ -288,13 +289,14 @@ def model_list(ctx, fmt):
 @model_group.command("show")
 @click.argument("name")
 @click.option("--gpu", default="H100-SXM", show_default=True, help="GPU for the context figures.")
-@click.option("--kv-dtype", default="bf16", show_default=True)
+@click.option("--kv-dtype", default=INPUTS["kv_dtype"].default, show_default=True)
 @click.option("--layers", "layers", is_flag=True,
               help="List the model's layer groups instead: kind (full, mla, sliding, chunked, mamba2, gated_deltanet, "
               "kda, lightning, short_conv, linear, none), count, heads and widths, window, indexer, state elements and "
               "dtype, KV bytes per token and state bytes per sequence on one GPU at --tp.")
-@click.option("--tp", type=int, default=1, show_default=True, help="With --layers: tensor parallelism of the per-GPU bytes.")
-@click.option("--rule", type=click.Choice(["theoretical", "vllm", "sglang"]), default="theoretical", show_default=True,
+@click.option("--tp", type=int, default=DEPLOYMENT_DEFAULTS["tp"], show_default=True,
+              help="With --layers: tensor parallelism of the per-GPU bytes.")
+@click.option("--rule", type=click.Choice(RULES), default=DEPLOYMENT_DEFAULTS["rule"], show_default=True,
               help="With --layers: whose reading of the cache (vllm and sglang count an MLA model's indexer cache).")
 @format_option()
 @click.pass_context

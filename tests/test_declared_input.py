@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 DECLARE = '''
-import importlib.util, json, pathlib, sys, tempfile
+import importlib.util, json, pathlib, re, sys, tempfile
 import kvreg.figures
 
 # kvreg/figures/inputs.py with five more declarations at the end of _INPUTS, loaded as that module.
@@ -103,7 +103,8 @@ params = options.parse(options.PLAN_ADD, [("model", "Llama-3.1-8B"), ("gpu", "H1
 spec = spec_from_options(params, partial=False)
 out["plan_spec"] = spec["draft_tokens"]
 out["workload_spec"] = spec["prefix_hit_rate"]
-out["plan_form"] = options.declared_fields(options.PLAN_ADD)
+out["plan_form"] = [[f.name, f.label, options.form_defaults(options.PLAN_ADD)[f.name]]
+                    for f in map(options.form_field, options.declared_inputs(options.PLAN_ADD))]
 out["plan_set_clears"] = spec_from_options({"draft_tokens": "none"}, partial=True)
 out["plan_error"] = input_error("draft_tokens", "0")
 out["plan_sheet"] = "draft_tokens" in xlsx._SETTINGS
@@ -113,7 +114,8 @@ out["plan_file_keys"] = PLAN_KEYS[-7:]
 # kvreg capacity and the what-if page's form: the deployment input is an option of capacity and a form field.
 text = CliRunner().invoke(cli, ["capacity", "--help"], terminal_width=200).output
 out["capacity_help"] = [" ".join(l.split()) for l in text.splitlines() if "--draft-tokens" in l]
-out["capacity_form"] = options.declared_fields(options.CAPACITY)
+out["capacity_form"] = [[f.name, f.label, options.form_defaults(options.CAPACITY)[f.name]]
+                        for f in map(options.form_field, options.declared_inputs(options.CAPACITY))]
 from kvreg.app.capacity import DECLARED, question_from_options
 question = question_from_options(**options.parse(options.CAPACITY, [("draft-tokens", "4")]))
 out["capacity_question"] = [DECLARED == tuple(options.declared_inputs(options.CAPACITY)), DECLARED,
@@ -236,6 +238,11 @@ page = client.get("/?draft-tokens=4").text
 out["whatif_field"] = [" ".join(l.split()) for l in page.splitlines() if 'name="draft-tokens"' in l]
 lines = page.splitlines()
 out["engine_row"] = [" ".join(lines[i - 1].split()) for i, l in enumerate(lines) if 'name="chunked-prefill-size"' in l]
+# The plan form (a server that takes writes): the two inputs' fields, after the fields laid out, before the notes.
+page = TestClient(create_app(url, allow_writes=True), base_url="http://127.0.0.1").get("/plans/new").text
+names = re.findall(r'<(?:input|select) name="([^"]+)"', page)
+out["plan_form_fields"] = names[names.index("rule"):]
+out["plan_form_field"] = [" ".join(l.split()) for l in page.splitlines() if 'name="draft-tokens"' in l]
 api = client.get("/api/capacity?model=Llama-3.1-8B&draft-tokens=0")
 out["api_refused"] = [api.status_code, api.json()]
 print(json.dumps(out))
@@ -300,6 +307,10 @@ def test_a_declared_input_reaches_the_table_validator_cli_and_workbook():
                                        for v in (0, -2)]
     assert out["api_refused"] == [400, {"error": "--draft-tokens must be at least 1, not 0"}]
     assert out["whatif_field"] == ['<input name="draft-tokens" value="4" placeholder="" data-default="" autocomplete="off">']
+    # The page's plan form lists both, after the fields it lays out (the rule the last of them), before the notes;
+    # a field as the what-if page's, placeholder blank (no default), its name the option plan add parses.
+    assert out["plan_form_fields"] == ["rule", "prefix-hit-rate", "draft-tokens", "notes"]
+    assert out["plan_form_field"] == ['<input name="draft-tokens" value="" placeholder="" data-default="" autocomplete="off">']
     # The engine setting: an option of capacity (text, read by its unit: tokens) with the declared help, and a field of
     # the what-if page's engine row shown under SGLang's rule alone (name, label, tooltip, rules).
     assert out["engine_help"] == ["--chunked-prefill-size TEXT SGLang: tokens per prefill chunk."]

@@ -119,9 +119,11 @@ def test_the_what_if_page_answers_without_script(server):
     assert shown.group(2) == f"{value:,.2f}" == "27.27"
     assert "kvreg capacity --model Llama-3.1-8B --gpu H200 --context 32K --format json" in html
     assert 'href="/api/capacity?model=Llama-3.1-8B&amp;gpu=H200&amp;context=32K"' in html
-    # each field's placeholder is the CLI option's default, blank where it has none (click's UNSET never shows)
+    # each field's placeholder is the CLI option's default, else its input's declared default (the reserve's 0.12),
+    # blank where neither has one (click's UNSET never shows)
     assert '<input name="context" id="context" value="32K" placeholder="128K"' in html
     assert '<input name="max-num-seqs" value="" placeholder=""' in html
+    assert '<input name="reserve" value="" placeholder="0.12"' in html
     assert "UNSET" not in html
     # the settings read under one rule alone: the reserve, then the engine row, every engine setting in declaration
     # order, each shown under the rules that read it
@@ -137,6 +139,32 @@ def test_the_what_if_page_answers_without_script(server):
                       "&kv-cache-memory=53GiB")[2].decode()
     assert '<dd data-figure="sequences_per_rank" data-value="6784.0">6,784</dd>' in html
     assert '<dd data-figure="max_running_requests" data-value="1024">1,024 <small>requests</small></dd>' in html
+
+
+def test_the_plan_form_is_plan_adds_options_as_declared(module_db_url):
+    """The plan form's fields are options of `kvreg plan add` (the names spec_from_options reads); an input's field
+    takes its label, tooltip and placeholder (what it takes left empty) from its declaration, as the what-if page's
+    do. The page writes the label of what is not an input: the plan's name, model, GPU, weight dtype, mix and notes."""
+    from starlette.testclient import TestClient
+
+    from kvreg.app.options import PLAN_ADD, option_names
+    from kvreg.web.app import create_app
+
+    client = TestClient(create_app(module_db_url, allow_writes=True), base_url="http://127.0.0.1")
+    html = client.get("/plans/new").text
+    names = re.findall(r'<(?:input|select) name="([^"]+)"', html)
+    assert names[0] == "name" and set(names[1:]) <= set(option_names(PLAN_ADD))  # the name: an argument
+    fields = re.findall(r'<label(?: data-rule="[^"]+")?>([^\n<]+)\n\s*<input name="([^"]+)" value="" placeholder="([^"]*)"',
+                        html)
+    assert fields == [("Context", "context", "128K"), ("GPUs per node", "gpus-per-node", "8"), ("TP", "tp", "1"),
+                      ("PP", "pp", "1"), ("Average tokens", "avg-tokens", ""), ("Input tokens", "input-tokens", ""),
+                      ("Output tokens", "output-tokens", ""), ("TPOT target (ms)", "tpot-ms", ""),
+                      ("TTFT target (ms)", "ttft-ms", ""), ("Reserve", "reserve", "0.12"),
+                      ("KV pool per GPU", "kv-cache-memory", "")]
+    assert 'title="a number of GPUs, or auto"' in html
+    choices = re.findall(r'<label>([^\n<]+)\n\s*<select name="([^"]+)" data-default="([^"]*)"', html)
+    assert choices == [("KV dtype", "kv-dtype", "bf16"), ("Rule", "rule", "theoretical")]
+    assert '<option value="bf16" selected>' in html and '<option value="theoretical" selected>' in html
 
 
 def test_the_chart_with_request_lengths_starts_at_the_first_context_that_holds_them(server):

@@ -113,15 +113,19 @@ def declared_inputs(command: click.Command) -> list[str]:
     return [p.input for p in command.params if getattr(p, "generated", False)]
 
 
-def declared_fields(command: click.Command) -> list[tuple[str, str, str]]:
-    """The form fields of a command's generated options (declared_options): name, the input's label, and
-    its default as the placeholder. The web page's plan form lists them after the fields it lays out."""
-    fields = []
-    for p in command.params:
-        if getattr(p, "generated", False):
-            default = p.default if isinstance(p.default, (str, int, float)) else ""
-            fields.append((p.opts[0][2:], INPUTS[p.input].label, str(default)))
-    return fields
+def form_defaults(command: click.Command) -> dict[str, str]:
+    """What each of a command's form fields takes left empty, by the field's name, as the placeholder a web form shows:
+    the option's default, else the declared default of the input the option gives (kvreg.figures.inputs: --reserve
+    has no default of its own, so that it can be told from --kv-cache-memory, and a new deployment takes 0.12); ""
+    for none (an option without a default holds None, or click's UNSET sentinel from click 8.3) and for a list."""
+    by_flag = {flag: decl for decl in INPUTS.values() for flag in decl.flag.split()}
+    defaults = {}
+    for name, opt in option_names(command).items():
+        default = opt.default
+        if not isinstance(default, (str, int, float)) and f"--{name}" in by_flag:
+            default = by_flag[f"--{name}"].default
+        defaults[name] = str(default) if isinstance(default, (str, int, float)) and not opt.multiple else ""
+    return defaults
 
 
 def engine_options(defaults: bool) -> list:

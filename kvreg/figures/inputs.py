@@ -381,7 +381,7 @@ _INPUTS = [
               " unit (TFLOPS = 10^12, PFLOPS = 10^15): 9PFLOPS (B200); leave it out on a GPU without FP4 units (H100)"),
     # deployment
     InputDecl("tp", "GPUs", "tensor-parallel size", positive=True, table="deployment", default=1, check=None,
-              label="TP"),
+              label="TP", hint="a number of GPUs, or auto"),
     InputDecl("pp", "GPUs", "pipeline-parallel size", positive=True, table="deployment", default=1, check=None,
               label="PP"),
     InputDecl("dp_attention", "ranks", "attention data-parallel size inside a TP group", positive=True,
@@ -389,9 +389,11 @@ _INPUTS = [
     InputDecl("gpus_per_node", "GPUs", "GPUs in a node", positive=True, table="deployment", default=8, check="gpn",
               check_tables=("plan",), label="GPUs per node"),
     InputDecl("context_tokens", "tokens", "context length a sequence may reach (max_model_len)", positive=True,
-              table="deployment", default=131072, big=True, check="context", check_tables=("plan",)),
+              table="deployment", default=131072, big=True, check="context", check_tables=("plan",),
+              flag="--context", label="Context", hint="128K = 131,072, 128k = 128,000"),
     InputDecl("avg_tokens", "tokens", "average tokens a request holds (prompt + output)", nullable=True, positive=True,
-              table="deployment", big=True, check="avg", check_tables=("plan",)),
+              table="deployment", big=True, check="avg", check_tables=("plan",), label="Average tokens",
+              hint="prompt + output; default: the context"),
     # workload classes (a plan's mix of request classes, table workload_class)
     InputDecl("class_tokens", "tokens", "average tokens a request of this class holds (prompt + output)",
               positive=True, table="class", column="avg_tokens", big=True, check="tokens"),
@@ -521,10 +523,11 @@ _INPUTS = [
     # (help: a plan's option, plan add/set; kvreg capacity words the lengths and the tpot target by what they add
     # to its answer, kvreg.app.options.latency_options)
     InputDecl("input_tokens", "tokens", "prompt tokens of a request (NULL: no latency asked)", nullable=True,
-              positive=True, table="workload", big=True,
+              positive=True, table="workload", big=True, label="Input tokens",
+              hint="for a latency target, e.g. 1024 or 8k",
               help="Prompt tokens of the plan's requests (1024, 8k), for its latency targets"),
     InputDecl("output_tokens", "tokens", "tokens a request generates (NULL: no latency asked)", nullable=True,
-              positive=True, table="workload", big=True,
+              positive=True, table="workload", big=True, label="Output tokens", hint="goes with the input tokens",
               help="Tokens each of its requests generates; goes with --input-tokens"),
     InputDecl("concurrency", "requests", "requests one replica serves at once, each sent when the last ended (a"
               " closed loop, as benchmark_serving's --max-concurrency; NULL: 1)", nullable=True, positive=True,
@@ -532,10 +535,12 @@ _INPUTS = [
               help="Requests one replica serves at once, each sent when the last ends (default 1)"),
     InputDecl("tpot_target_ms", "ms", "the time per output token a request may take at most (NULL: no target)",
               "real", nullable=True, positive=True, table="workload", maximum=1e9, flag="--tpot-ms",
+              label="TPOT target (ms)", hint="the most time per output token; empty: no target",
               help="Target time per output token in ms: a replica serves at most the users it runs within it"
               " (users_per_replica; users_binding_constraint says memory or latency)"),
     InputDecl("ttft_target_ms", "ms", "the time to first token a request may take at most (NULL: no target)",
               "real", nullable=True, positive=True, table="workload", maximum=1e9, flag="--ttft-ms",
+              label="TTFT target (ms)", hint="the most time to first token; empty: no target",
               help="Target time to first token in ms (as --tpot-ms)"),
     # demand
     # At most a trillion, 125 times the world's population: past about 10^17 the fleet optimizer's integer program

@@ -470,9 +470,7 @@ class App:
         values: dict[str, list[str]] = {}
         for k, v in items:
             values.setdefault(k, []).append(v)
-        # An option without a default holds None, or click's UNSET sentinel from click 8.3: a blank placeholder.
-        defaults = {name: (str(opt.default) if isinstance(opt.default, (str, int, float)) and not opt.multiple else "")
-                    for name, opt in options.option_names(options.CAPACITY).items()}
+        defaults = options.form_defaults(options.CAPACITY)
         chosen_gpus = [g.strip() for v in values.get("gpu", []) for g in v.split(",") if g.strip()] or ["H100-SXM"]
         return self.page(
             "whatif.html.j2", title="What-if", nav="whatif", models=models, gpus=gpus, kv_dtypes=kv_dtypes,
@@ -743,8 +741,12 @@ class App:
         with snapshot(self.engine) as conn:  # reads wait for no writer
             lists = dict(models=model_names(conn), gpus=gpu_names(conn), kv_dtypes=dtype_names(conn, "kv"),
                          weight_dtypes=dtype_names(conn, "weight"))
-        return self.page("plan_new.html.j2", status, title="Add a plan", nav="plans", form=form, error=error,
-                         declared=options.declared_fields(options.PLAN_ADD), rules=INPUTS["rule"].choices, **lists)
+        # The fields of plan add's options, each from its input's declaration as the what-if page's are
+        # (templates/web/fields.html.j2), then those of any input declared since.
+        return self.page("plan_new.html.j2", status, title="Add a plan", nav="plans", values=form, error=error,
+                         defaults=options.form_defaults(options.PLAN_ADD), field_of=options.form_field,
+                         declared=[options.form_field(n) for n in options.declared_inputs(options.PLAN_ADD)],
+                         rules=INPUTS["rule"].choices, **lists)
 
     async def plan_add(self, request: Request):
         """`kvreg plan add NAME --option value ...` from the form: the same parsing, validation and

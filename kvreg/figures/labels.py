@@ -22,6 +22,23 @@ _UNIT_TOKENS = {"bytes": {"bytes"}, "GiB": {"gib"}, "GB": {"gb"}, "USD": {"usd"}
 # How a unit reads in a header.
 _UNITS = {"USD/h": "USD per hour", "bytes/s": "bytes per second", "tokens/s": "tokens per second",
           "fraction": "share", "flag": "1 = yes, 0 = no", "name": "", "text": "", "weight": "share"}
+
+
+def capitalized(text: str) -> str:
+    """`text` with its first letter upper case, the rest as written (str.capitalize would lower "KV" and "GPU")."""
+    return text[:1].upper() + text[1:]
+
+
+def _declared(name: str, words: str = "{}", unit: str | None = None) -> str:
+    """An input's header from the label it declares (kvreg.figures.inputs: what its form field reads), set in
+    `words` at {}, with its unit in brackets (`unit`: the declared unit as a header reads it, unless given)."""
+    decl = INPUTS[name]
+    shown = _UNITS.get(decl.unit, decl.unit) if unit is None else unit
+    text = capitalized(words.format(decl.label))
+    return f"{text} ({shown})" if shown else text
+
+
+# Headers that read better than the name makes them; an input's says its declared label (_declared).
 LABELS = {
     "gpu": "GPU type",
     "plan": "Plan",
@@ -37,16 +54,16 @@ LABELS = {
     "capex": "Purchase cost (USD)",
     "capex_to_buy": "Purchase cost of the GPUs to buy (USD)",
     "reserved_price_per_hour": "Reserved price per GPU-hour (USD)",
-    "reserve": "Reserve (share of GPU memory)",
+    "reserve": _declared("reserve", unit="share of GPU memory"),
     "share": "Share of requests (weight)",
     "fits": "Fits in memory (1 = yes, 0 = no)",
     "reason": "Why it does not fit",
     "users_binding_constraint": "Binding limit (memory or latency)",
-    "context_tokens": "Context (tokens)",
-    "avg_tokens": "Average tokens per request (tokens)",
+    "context_tokens": _declared("context_tokens"),
+    "avg_tokens": _declared("avg_tokens", "{} per request"),
     "class_tokens": "Tokens per request of the class (tokens)",
     "workload_class": "Workload class",
-    "dp_attention": "DP attention (ranks)",
+    "dp_attention": _declared("dp_attention"),
     "kv_gib_per_128k_sequence": "KV per 128K sequence (GiB)",
     "kv_bytes_per_token_full": "KV per token past the windows: full layers only (bytes)",
     "kv_bytes_per_token_full_per_gpu": "KV per token past the windows per GPU: full layers only (bytes)",
@@ -61,11 +78,11 @@ LABELS = {
     "headroom_users": "Headroom (users)",
     "headroom_fraction": "Headroom (share of capacity)",
     "decode_tokens_per_s_per_sequence": "Decode speed ceiling per sequence (tokens per second)",
-    "mem_fraction_static": "SGLang mem fraction static (share)",
+    "mem_fraction_static": _declared("mem_fraction_static", "SGLang {}"),
     "mem_fraction_static_used": "SGLang mem fraction static used (share)",
     "sglang_state_slots": "SGLang state slots (requests)",
     "sglang_state_bytes_per_request_per_gpu": "SGLang state slot per request per GPU (bytes)",
-    "max_num_seqs": "Max running requests given (sequences)",
+    "max_num_seqs": _declared("max_num_seqs", "{} given"),
     "memory_gib": "Memory (GiB)",
     "weight_bytes_per_param": "Weight per parameter (bytes)",
     "gpus_to_buy": "GPUs to buy, beyond the fleet and earlier purchases (GPUs)",
@@ -89,11 +106,6 @@ LABELS = {
 def unit_of(name: str) -> str:
     decl = FIGURES.get(name) or INPUTS.get(name) or AGGREGATES.get(name)
     return decl.unit if decl else ""
-
-
-def capitalized(text: str) -> str:
-    """`text` with its first letter upper case, the rest as written (str.capitalize would lower "KV" and "GPU")."""
-    return text[:1].upper() + text[1:]
 
 
 def label(name: str, unit: str | None = None) -> str:

@@ -57,6 +57,12 @@ def test_capacity_and_plan_add_share_the_deployment_options():
     # a plan's own: its mix and notes, and what `plan optimize` may change in it (allowance_options)
     assert sorted(set(plan) - shared) == ["allow-gpus", "allow-kv-dtypes", "avg-tokens", "notes", "workload"]
     assert cap["pp"].help == plan["pp"].help == "Pipeline-parallel size."
+    # every option one input's own is generated from its declaration (input_option: its flag, type, default, help
+    # unless the command words it); by hand only what is no input: the model, GPU and weight dtype named, the mix,
+    # the notes, what `plan optimize` may change (allowance_options) and the options that shape the output
+    by_hand = sorted(n for n, p in {**cap, **plan}.items() if not getattr(p, "input", None))
+    assert by_hand == ["allow-gpus", "allow-kv-dtypes", "columns", "format", "gpu", "model", "notes", "weight-dtype",
+                       "wide", "workload"]
 
 
 def test_a_what_if_field_is_its_inputs_declaration():

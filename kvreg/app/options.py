@@ -28,11 +28,12 @@ def input_option(name: str, *, suffix: str = "", help: str | None = None, defaul
     """A click option generated from an input's declaration (kvreg.figures.inputs.InputDecl): its flag
     (several, space-separated: the first names the parameter), its type (type=None: text the command parses,
     a size with its unit as 1.2GiB) and its help, ended with `suffix` (plan set: "; none clears it")
-    and a period. `default`: the declared default unless given (None: the option left out keeps the stored
+    and a period (but after an ellipsis). `default`: the declared default unless given (None: the option left out keeps the stored
     value). The option remembers its input (`.input`), so declared_options knows it is placed."""
     decl = INPUTS[name]
     flags = decl.flag.split()
-    text = (decl.help if help is None else help) + suffix + "."
+    text = (decl.help if help is None else help) + suffix
+    text += "" if text.endswith(".") else "."  # "bf16, fp8, ..." ends with its own
     kw.setdefault("type", _CLICK_TYPES[decl.kind])
     if default is _UNSET:
         default = decl.default
@@ -135,9 +136,9 @@ def engine_options(defaults: bool) -> list:
     an option left out keeps the stored value."""
     clears = "" if defaults else "; none clears it"
     return [
-        click.option("--rule", default=_D["rule"] if defaults else None, show_default=defaults,
+        input_option("rule", default=_D["rule"] if defaults else None, show_default=defaults,
                      help=f"Allocation rule: theoretical (a share of memory held back, --reserve, {_D['reserve']:.0%} by"
-                     " default; see docs/methodology.md), vllm or sglang (what the engine allocates)."),
+                     " default; see docs/methodology.md), vllm or sglang (what the engine allocates)"),
         *[input_option(name, suffix=clears, type=None, default=None) for name in ENGINE_SETTINGS],
     ]
 
@@ -159,38 +160,37 @@ def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True
                              help="Model name; repeat or comma-separate. Default: every model.")
         gpu = click.option("--gpu", "gpus", multiple=True, help="GPU name; repeat or comma-separate. Default: H100-SXM.")
         context_help = "Context tokens, comma-separated; 128K = 131,072, 128k = 128,000, 1m = 1,000,000."
-        kv_dtype_help = "KV cache dtypes, comma-separated: bf16,fp8."
-        reserve = click.option("--reserve", help=f"Share of GPU memory held back, in [0, 1), under the theoretical"
-                               f" rule (default {_D['reserve']}); an engine's rule sizes its pool by its own settings.")
+        kv_dtype_help = "KV cache dtypes, comma-separated: bf16,fp8"
+        reserve_help = (f"Share of GPU memory held back, in [0, 1), under the theoretical rule (default {_D['reserve']});"
+                        " an engine's rule sizes its pool by its own settings.")
         kv_cache_memory_help = "KV pool per GPU given directly (53GB, 40GiB); overrides --reserve."
     else:
         model = click.option("--model", help="Model name (see `kvreg model list`).")
         gpu = click.option("--gpu", help="GPU name (see `kvreg gpu list`).")
         context_help = "Max context per sequence (max_model_len): 128K = 131,072, 128k = 128,000."
-        kv_dtype_help = "KV cache dtype: bf16, fp8, ..."
-        reserve = click.option("--reserve", help=f"Share of GPU memory held back, in [0, 1) (default {_D['reserve']})"
-                               + ("." if defaults else "; switches the plan from --kv-cache-memory back to the reserve."))
+        kv_dtype_help = None  # the declared help
+        reserve_help = (f"Share of GPU memory held back, in [0, 1) (default {_D['reserve']})"
+                        + ("." if defaults else "; switches the plan from --kv-cache-memory back to the reserve."))
         kv_cache_memory_help = ("KV pool per GPU given directly (53GB, 40GiB), as vLLM's kv_cache_memory_bytes; not "
                                 "with --reserve" + ("." if defaults else "; none clears it."))
     opts = [
         model,
         gpu,
-        click.option("--gpus-per-node", type=int, default=d(_D["gpus_per_node"]), show_default=defaults),
-        click.option("--tp", default=d(tp), show_default=defaults,
-                     help=f"Tensor-parallel size, or auto ({tp_auto})."),
-        click.option("--pp", type=int, default=d(_D["pp"]), show_default=defaults, help="Pipeline-parallel size."),
-        click.option("--dp-attention", type=int, default=d(_D["dp_attention"]), show_default=defaults,
-                     help="Attention data-parallel size in a TP group; must divide TP."),
-        click.option("--kv-dtype", default=d(INPUTS["kv_dtype"].default), show_default=defaults, help=kv_dtype_help),
+        input_option("gpus_per_node", default=d(_D["gpus_per_node"]), show_default=defaults),
+        input_option("tp", type=None, default=d(tp), show_default=defaults,
+                     help=f"Tensor-parallel size, or auto ({tp_auto})"),
+        input_option("pp", default=d(_D["pp"]), show_default=defaults),
+        input_option("dp_attention", default=d(_D["dp_attention"]), show_default=defaults),
+        input_option("kv_dtype", default=d(INPUTS["kv_dtype"].default), show_default=defaults, help=kv_dtype_help),
         click.option("--weight-dtype", default=d("native"), show_default=defaults,
                      help="Weight dtype, or native (the model's own)."),
     ]
     if context:
-        opts.append(click.option("--context", default=d(format_tokens(_D["context_tokens"])), show_default=defaults, help=context_help))
+        opts.append(input_option("context_tokens", type=None, default=d(format_tokens(_D["context_tokens"])),
+                                 show_default=defaults, help=context_help))
     if workload:
         opts += [
-            click.option("--avg-tokens", help="Average tokens a request holds (prompt + output); default: the context"
-                         + ("." if defaults else "; none clears it.")),
+            input_option("avg_tokens", type=None, suffix="" if defaults else "; none clears it"),
             click.option("--workload", multiple=True, metavar="CLASS=TOKENS:SHARE[:IN/OUT[:TPOT/TTFT]]",
                          help="A request class of a workload mix, repeatable: --workload chat=1500:0.8 --workload "
                          "docs=13000:0.2 (or both comma-separated in one). Shares are relative weights (80% works); "
@@ -199,10 +199,10 @@ def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True
                          + ("." if defaults else "; none clears the mix.")),
         ]
     opts += [
-        reserve,
-        click.option("--kv-cache-memory", help=kv_cache_memory_help),
-        click.option("--block-size", type=int, default=d(_D["block_size"]), show_default=defaults,
-                     help="Paged-KV block in tokens (SGLang: its page size); 0: no rounding."),
+        # no default of its own: a reserve given is told from --kv-cache-memory given
+        input_option("reserve", type=None, default=None, help=reserve_help),
+        input_option("kv_cache_memory_bytes", type=None, default=None, help=kv_cache_memory_help),
+        input_option("block_size", default=d(_D["block_size"]), show_default=defaults),
         *engine_options(defaults),
     ]
     if notes:
@@ -218,10 +218,10 @@ def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True
     return decorate
 
 
-# The deployment inputs deployment_options gives by options of its own shape (--context with its units, --tp
-# auto, --reserve against --kv-cache-memory, ...) or derives (engine_release, from --engine-version).
-DEPLOYMENT_HANDLED = ("gpus_per_node", "tp", "pp", "dp_attention", "context_tokens", "avg_tokens", "reserve",
-                      "kv_cache_memory_bytes", "block_size", "rule", "engine_release")
+# The deployment inputs that take no generated option where deployment_options places none of its own: the context
+# and the average request, which some commands do not ask (context=False, workload=False), and engine_release,
+# derived from --engine-version. The others it places (input_option), so declared_options knows them.
+DEPLOYMENT_HANDLED = ("context_tokens", "avg_tokens", "engine_release")
 
 
 def latency_options():

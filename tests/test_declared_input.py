@@ -191,6 +191,31 @@ done = CliRunner().invoke(cli, ["--db", url, "apply", str(book), "--quarter", "2
 with engine.connect() as conn:
     tdp = conn.execute(sql("SELECT tdp_watts FROM gpu WHERE name = 'H100-SXM'")).scalar()
 out["workbook_apply"] = [done.exit_code, done.stdout.splitlines(), plan_rows(), tdp]
+out["folder"], out["gpu_cell"] = folder, wb["GPUs"].cell(row, column).coordinate
+# A bad tdp_watts is refused in one line naming it, through every writer of a GPU row, and writes nothing: the
+# workbook's cell ("abc", 0), a TOML file's [[gpu]] ("abc", 0), gpu add (-3: no GPU Test-GPU) and gpu set (0:
+# H100-SXM keeps 1000).
+def gpu_rows():
+    with engine.connect() as conn:
+        return [list(r) for r in conn.execute(sql("SELECT name, tdp_watts, typeof(tdp_watts) FROM gpu"
+                                                  " WHERE name IN ('H100-SXM', 'Test-GPU') ORDER BY name"))]
+for value in ("abc", 0):
+    wb = load_workbook(book)
+    ws = wb["GPUs"]
+    ws.cell(row, column).value = value
+    wb.save(book)
+    # (--take workbook: the registry's 1000 has moved from the workbook's 700 since; the cell is to be written)
+    done = CliRunner().invoke(cli, ["--db", url, "apply", str(book), "--quarter", "2026Q4", "--take", "workbook"])
+    out.setdefault("gpu_refused", []).append([done.exit_code, done.stdout, done.stderr, gpu_rows()])
+for value in ('"abc"', "0"):
+    declared = pathlib.Path(folder, "gpu.toml")
+    declared.write_text(f'[[gpu]]\\nname = "H100-SXM"\\nmemory_bytes = "80GiB"\\ntdp_watts = {value}\\n')
+    done = CliRunner().invoke(cli, ["--db", url, "apply", str(declared)])
+    out["gpu_refused"].append([done.exit_code, done.stdout, done.stderr, gpu_rows()])
+for words in (["gpu", "add", "Test-GPU", "--memory", "192GiB", "--tdp-watts", "-3"],
+              ["gpu", "set", "H100-SXM", "--tdp-watts", "0"]):
+    done = CliRunner().invoke(cli, ["--db", url, *words])
+    out["gpu_refused"].append([done.exit_code, done.stdout, done.stderr, gpu_rows()])
 done = CliRunner().invoke(cli, ["--db", url, "plan", "set", "chat", "--prefix-hit-rate", "0.25"])
 for words in (added[:4] + ["other"] + added[5:] + ["--prefix-hit-rate", "1.5"],
               ["--db", url, "plan", "set", "chat", "--prefix-hit-rate", "-0.1"]):
@@ -345,6 +370,21 @@ def test_a_declared_input_reaches_the_table_validator_cli_and_workbook():
     assert out["workbook_apply"] == [0, ["~ plan chat prefix_hit_rate: 0.25 -> 0.75",
                                          "~ gpu H100-SXM tdp_watts: 700 -> 1000",
                                          "applied 2 change(s) in one transaction"], [["chat", 1, 0.75, 4]], 1000]
+    # positive: a tdp_watts the declaration refuses is refused in one line naming it, exit 1, nothing printed, and
+    # nothing written (H100-SXM keeps its 1000, stored as an integer; no GPU Test-GPU), through each writer of a GPU
+    # row: `kvreg apply` of the workbook (a cell of text, then 0) and of a TOML file ("abc", then 0), gpu add -3 and
+    # gpu set 0. (A validator written field by field left the input to the table: each but the text cell was written,
+    # "abc" as text, here where the column is added without its CHECK; with it, a generic "breaks a registry rule".)
+    kept = [["H100-SXM", 1000, "integer"]]
+    toml = "Error: {}/gpu.toml: [[gpu]] #1 'H100-SXM': tdp_watts must be "
+    assert [[code, stdout, stderr.replace(out["folder"], "{}").replace(out["gpu_cell"], "{cell}"), rows]
+            for code, stdout, stderr, rows in out["gpu_refused"]] == [
+        [1, "", "Error: GPUs!{cell} (tdp_watts) must be a number, not 'abc': type a number\n", kept],
+        [1, "", "Error: GPUs!{cell} (tdp_watts): tdp_watts must be at least 1, not 0\n", kept],
+        [1, "", toml + "a whole number, not 'abc'\n", kept],
+        [1, "", toml + "at least 1, not 0\n", kept],
+        [1, "", "Error: tdp_watts must be at least 1, not -3\n", kept],
+        [1, "", "Error: tdp_watts must be at least 1, not 0\n", kept]]
     # at_most 1, minimum 0: plan add other --prefix-hit-rate 1.5 and plan set chat --prefix-hit-rate -0.1 are refused
     # in one line naming the input, exit 1, nothing printed, and nothing written (no plan other; chat's 0.25 kept).
     assert out["workload_refused"] == [

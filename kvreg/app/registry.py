@@ -452,21 +452,57 @@ def estimate_reported_memory(memory_bytes: int, vendor: str, *, gddr_ecc: bool =
     return usable - NVIDIA_RESERVE_BYTES - usable // NVIDIA_RESERVE_SHARE
 
 
+# What validate_gpu reads before the declarations check it: the sizes with their units (80GiB), the FLOP/s with
+# theirs (989.4TFLOPS). Every GPU input, these and any declared since, is then checked as declared (check_input).
+GPU_SIZES = ("memory_bytes", "memory_bandwidth_bytes_per_s", "reported_memory_bytes")
+_GPU_DECLS = stored_inputs("gpu")
+_GPU_HINTS = {"compute_capability": " (an H100 is 9.0)"}
+
+
 def validate_gpu(row: dict) -> dict:
+    """Check a GPU row: its name and texts, its sizes and FLOP/s read by their units, its fabric flag, then every
+    GPU input through its declaration (check_input: any input declared since too), then the reported memory
+    against the memory; each failure one line. A NOT NULL input given as None is left out, for its
+    column's default."""
     row = {k: v for k, v in row.items() if k in GPU_FIELDS}
     check_name(row.get("name"), "gpu")
     _check_texts(row, ("vendor", "interconnect", "notes"))
     if row.get("memory_bytes") is None:
         raise KvregError(f"gpu {row['name']!r} needs a memory size (--memory 80GiB)")
-    row["memory_bytes"] = parse_size(row["memory_bytes"])
-    if row.get("memory_bandwidth_bytes_per_s") is not None:
-        row["memory_bandwidth_bytes_per_s"] = parse_size(row["memory_bandwidth_bytes_per_s"])
-    if row.get("reported_memory_bytes") is not None:
-        row["reported_memory_bytes"] = parse_size(row["reported_memory_bytes"])
-        if not 0 < row["reported_memory_bytes"] <= row["memory_bytes"]:
-            raise KvregError(f"gpu {row['name']!r}: the reported memory ({row['reported_memory_bytes']:,} B) must be "
-                             f"above 0 and at most the memory ({row['memory_bytes']:,} B): CUDA reports a little less "
-                             "than the nominal size")
+    for f in GPU_SIZES:
+        if row.get(f) is not None:
+            row[f] = parse_size(row[f])
+    for f in GPU_FLOPS:
+        if row.get(f) is not None:
+            try:
+                row[f] = parse_flops(row[f], f)
+            except UnitError as exc:
+                raise KvregError(f"gpu {row['name']!r}: {exc}") from None
+    if row.get("fabric") is not None:
+        v = row["fabric"]
+        if v not in (0, 1, True, False):
+            raise KvregError(f"gpu {row['name']!r}: fabric is 1 (NVLink or another GPU fabric) or 0 (PCIe only), "
+                             f"not {v!r}")
+        row["fabric"] = int(v)
+    for d in _GPU_DECLS:
+        f = d.column
+        if f not in row or f == "name":
+            continue
+        if row[f] is None and not d.nullable:
+            row.pop(f)  # the column's default (lead_time_quarters 0, node_gpus 8)
+        elif d.kind == "text":
+            row[f] = check_text(row[f], f) if row[f] is not None else None
+        else:
+            try:
+                row[f] = check_input(f, row[f])
+            except KvregError as exc:
+                if f not in _GPU_HINTS:
+                    raise
+                raise KvregError(f"gpu {row['name']!r}: {exc}{_GPU_HINTS[f]}") from None
+    if row.get("reported_memory_bytes") is not None and row["reported_memory_bytes"] > row["memory_bytes"]:
+        raise KvregError(f"gpu {row['name']!r}: the reported memory ({row['reported_memory_bytes']:,} B) must be "
+                         f"above 0 and at most the memory ({row['memory_bytes']:,} B): CUDA reports a little less "
+                         "than the nominal size")
     estimated = row.get("reported_memory_estimated") or 0  # absent: the reported memory, if any, was given
     if estimated not in (0, 1) or isinstance(estimated, (bool, float)):
         raise KvregError(f"gpu {row['name']!r}: reported_memory_estimated is 1 (kvreg estimated the reported memory) or "
@@ -475,34 +511,6 @@ def validate_gpu(row: dict) -> dict:
         raise KvregError(f"gpu {row['name']!r}: reported_memory_estimated is 1 but there is no reported memory: give "
                          "reported_memory_bytes, or leave reported_memory_estimated out")
     row["reported_memory_estimated"] = estimated
-    for f in ("price_per_hour", "unit_price"):
-        if row.get(f) is not None:
-            row[f] = check_input(f, row[f])
-    for f in GPU_FLOPS:
-        if row.get(f) is not None:
-            try:
-                row[f] = check_input(f, parse_flops(row[f], f))
-            except UnitError as exc:
-                raise KvregError(f"gpu {row['name']!r}: {exc}") from None
-    if row.get("compute_capability") is not None:
-        try:
-            row["compute_capability"] = check_input("compute_capability", row["compute_capability"])
-        except KvregError as exc:
-            raise KvregError(f"gpu {row['name']!r}: {exc} (an H100 is 9.0)") from None
-    if row.get("fabric") is not None:
-        v = row["fabric"]
-        if v not in (0, 1, True, False):
-            raise KvregError(f"gpu {row['name']!r}: fabric is 1 (NVLink or another GPU fabric) or 0 (PCIe only), "
-                             f"not {v!r}")
-        row["fabric"] = int(v)
-    if row.get("lead_time_quarters") is None:
-        row.pop("lead_time_quarters", None)
-    else:
-        row["lead_time_quarters"] = check_input("lead_time_quarters", row["lead_time_quarters"])
-    if row.get("node_gpus") is None:
-        row.pop("node_gpus", None)
-    else:
-        row["node_gpus"] = check_input("node_gpus", row["node_gpus"])
     for f in ("vendor", "interconnect", "notes"):
         row.setdefault(f, "")
     return row
@@ -546,7 +554,10 @@ def set_gpu(conn, name: str, changes: dict) -> dict:
         raise KvregError(f"gpu set needs something to change: {', '.join(flags[:-1])} or {flags[-1]}")
     row = validate_gpu({**{k: g.get(k) for k in GPU_FIELDS}, **changes})
     values = {k: row[k] for k in changes}
-    conn.execute(update(Gpu).where(Gpu.id == g["id"]).values(**values))
+    try:
+        conn.execute(update(Gpu).where(Gpu.id == g["id"]).values(**values))
+    except IntegrityError as exc:  # validate_gpu checks every rule first: a CHECK still breaking is said in a line
+        raise _integrity(exc, "gpu", name) from None
     return {**g, **values}
 
 

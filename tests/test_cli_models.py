@@ -135,9 +135,16 @@ BAD_MODEL_ADD = [
     (["--max-context", "lots"], "token count 'lots' is not understood"),
     (["--sliding-layers", "8"], "has sliding layers but no --sliding-window"),
     (["--kv-lora-rank", "512"], "MLA needs both --kv-lora-rank and --qk-rope-head-dim"),
-    (["--linear-recurrent-elements", "64"], "linear_recurrent_elements_per_layer (64) is part of the state, so at most "
-                                            "linear_state_elements_per_layer (0)"),
+    (["--linear-recurrent-elements", "64"], "linear_recurrent_elements_per_layer (64 elements) must be at most "
+                                            "linear_state_elements_per_layer, which is not given: give "
+                                            "--linear-state-elements too, or leave --linear-recurrent-elements out; "
+                                            "linear_recurrent_elements_per_layer: of linear_state_elements_per_layer, "
+                                            "the recurrent (SSM) state's, the rest being the conv state (left out: not "
+                                            "split)"),
     (["--linear-recurrent-elements", "0"], "linear_recurrent_elements_per_layer must be at least 1, not 0"),
+    (["--experts", "8", "--expert-intermediate-size", "1024", "--moe-layers", "33"],
+     "model 'My-8B': moe_layers (33 layers) must be at most layers (32 layers); moe_layers: layers that carry experts "
+     "(left out: dense, or unknown)"),
 ]
 
 

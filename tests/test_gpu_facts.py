@@ -207,6 +207,14 @@ def test_gddr_ecc_beside_a_given_reported_memory_is_refused(kv, state, args, why
     assert why in fails(kv, state, *args)
 
 
+def test_a_reported_memory_above_the_memory_is_one_line(kv, state):
+    """reported_memory_bytes is declared at_most memory_bytes: the declaration's bound is the one check."""
+    assert fails(kv, state, "gpu", "add", "X", "--memory", "80GiB", "--reported-memory", "81GiB") == (
+        "Error: gpu 'X': reported_memory_bytes (86,973,087,744 bytes) must be at most memory_bytes"
+        " (85,899,345,920 bytes); reported_memory_bytes: GPU memory as CUDA reports it (an H100 80GB: 79.19 GiB);"
+        " left out: not known, memory_bytes is used")
+
+
 def test_the_estimated_mark_goes_through_export_and_apply(kv, tmp_path):
     kv("gpu", "add", "Test-Est", "--memory", "48GiB", "--gddr-ecc")
     path = tmp_path / "registry.toml"

@@ -636,7 +636,9 @@ def test_model_add_takes_the_layers_keeping_an_indexer(tmp_path):
     out = runner.invoke(cli, [*base, "--indexer-layers", "21"])
     assert out.exit_code != 0 and "give --indexer-bytes-per-token-per-layer too" in out.output
     out = runner.invoke(cli, [*base, "--indexer-bytes-per-token-per-layer", "132", "--indexer-layers", "79"])
-    assert out.exit_code != 0 and "indexer_layers (79) must be between 1 and the 78 MLA layers" in out.output
+    assert out.exit_code != 0 and out.output == (
+        "Error: model 'G': indexer_layers (79 layers) must be at most full_layers (78 layers); indexer_layers: MLA"
+        ' layers keeping an indexer cache of their own (GLM-5.2 indexer_types "full"; left out: every MLA layer)\n')
     out = runner.invoke(cli, [*base, "--indexer-bytes-per-token-per-layer", "132", "--indexer-layers", "21"])
     assert out.exit_code == 0, out.output
     shown = runner.invoke(cli, ["--db", db, "model", "show", "G", "--layers", "--rule", "sglang", "--format", "json"])

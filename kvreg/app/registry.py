@@ -117,6 +117,32 @@ def check_input(field: str, value: Any) -> int | float | None:
 _INPUT_BY_COLUMN = {i.column: i for i in INPUTS.values() if i.kind != "text" and i.table not in ("mix",)}
 
 
+def check_at_most(row: dict, table: str) -> None:
+    """The one check of each bound an input of `table` is declared to keep against another column of the same row
+    (InputDecl.at_most naming a column, which generates the CHECK too: moe_layers <= layers, reported_memory_bytes
+    <= memory_bytes), in one wording naming both, with their values and the input's meaning (its "NULL:" read as
+    what leaving it out means). A bound whose column the row leaves empty is refused too (the CHECK would let it
+    through): the input is a part of that column's."""
+    for d in _COLUMN_BOUNDS[table]:
+        value = row.get(d.column)
+        if value is None:
+            continue
+        bound, unit, meaning = row.get(d.at_most), f" {d.unit}", d.meaning.replace("NULL:", "left out:")
+        if bound is None:
+            other = _INPUT_BY_COLUMN.get(d.at_most)
+            give = other.flag.split()[0] if other is not None else d.at_most
+            raise KvregError(f"{table} {row['name']!r}: {d.column} ({value:,}{unit}) must be at most {d.at_most}, "
+                             f"which is not given: give {give} too, or leave {d.flag.split()[0]} out; "
+                             f"{d.column}: {meaning}")
+        if value > bound:
+            raise KvregError(f"{table} {row['name']!r}: {d.column} ({value:,}{unit}) must be at most {d.at_most} "
+                             f"({bound:,}{unit}); {d.column}: {meaning}")
+
+
+# Each registry table's inputs declared at most another column (check_at_most).
+_COLUMN_BOUNDS = {t: [d for d in stored_inputs(t) if isinstance(d.at_most, str)] for t in ("model", "gpu")}
+
+
 def _limit(field: str) -> int:
     """The largest whole number `field` may be: a sane bound, else what its column holds on every engine, or its
     input's declared maximum when lower."""
@@ -265,11 +291,7 @@ def validate_model(conn, row: dict) -> dict:
         if not row[f"{kind}_layers"] and (row.get(f"{kind}_kv_heads") or row.get(f"{kind}_head_dim")):
             raise KvregError(f"model {row['name']!r}: {kind}_kv_heads / {kind}_head_dim describe {kind} layers, "
                              f"but the model has none; drop them or give --{kind}-layers")
-    recurrent = row.get("linear_recurrent_elements_per_layer")
-    if recurrent is not None and recurrent > (row.get("linear_state_elements_per_layer") or 0):
-        raise KvregError(f"model {row['name']!r}: linear_recurrent_elements_per_layer ({recurrent:,}) is part of the "
-                         f"state, so at most linear_state_elements_per_layer "
-                         f"({row.get('linear_state_elements_per_layer') or 0:,}); give --linear-state-elements too")
+    check_at_most(row, "model")  # linear_recurrent_elements_per_layer, moe_layers, indexer_layers
     if row.get("embedding_matrices") not in (None, 1, 2):
         raise KvregError(f"model {row['name']!r}: embedding_matrices is {row['embedding_matrices']}, but a checkpoint "
                          "holds 2 vocabulary matrices (input embeddings and lm_head) or 1 when tied; give 1 or 2")
@@ -283,9 +305,6 @@ def validate_model(conn, row: dict) -> dict:
     if row.get("rotary_dim") is not None and row["rotary_dim"] > row["head_dim"]:
         raise KvregError(f"model {row['name']!r}: rotary_dim ({row['rotary_dim']}) cannot exceed head_dim "
                          f"({row['head_dim']}); give the elements of a head RoPE rotates (partial_rotary_factor x head_dim)")
-    if row.get("moe_layers") is not None and row["moe_layers"] > row["layers"]:
-        raise KvregError(f"model {row['name']!r}: moe_layers ({row['moe_layers']}) cannot exceed the layers "
-                         f"({row['layers']}); give the layers that carry experts")
     if row["k_eq_v_layers"] > row["full_layers"]:
         raise KvregError(f"model {row['name']!r}: k_eq_v_layers ({row['k_eq_v_layers']}) cannot exceed the "
                          f"full layers ({row['full_layers']})")
@@ -296,9 +315,6 @@ def validate_model(conn, row: dict) -> dict:
     row["weight_dtype"] = check_dtype(conn, row.get("weight_dtype") or "bf16", "weight", "weight dtype")
     if row.get("linear_state_dtype"):
         check_dtype(conn, row["linear_state_dtype"], "weight", "state dtype")
-    if row.get("indexer_layers") is not None and not 0 < row["indexer_layers"] <= (row.get("full_layers") or 0):
-        raise KvregError(f"model {row['name']!r}: indexer_layers ({row['indexer_layers']}) must be between 1 and the "
-                         f"{row.get('full_layers')} MLA layers; leave it out when every MLA layer keeps an indexer")
     _check_kv_groups(row, mla)
     kinds = ("mamba2", "gated_deltanet", "kda", "lightning", "short_conv")
     if row.get("linear_state_kind") is not None and row["linear_state_kind"] not in kinds:
@@ -461,8 +477,8 @@ _GPU_HINTS = {"compute_capability": " (an H100 is 9.0)"}
 
 def validate_gpu(row: dict) -> dict:
     """Check a GPU row: its name and texts, its sizes and FLOP/s read by their units, its fabric flag, then every
-    GPU input through its declaration (check_input: any input declared since too), then the reported memory
-    against the memory; each failure one line. A NOT NULL input given as None is left out, for its
+    GPU input through its declaration (check_input: any input declared since too), then the bounds one column
+    sets another (check_at_most); each failure one line. A NOT NULL input given as None is left out, for its
     column's default."""
     row = {k: v for k, v in row.items() if k in GPU_FIELDS}
     check_name(row.get("name"), "gpu")
@@ -499,10 +515,7 @@ def validate_gpu(row: dict) -> dict:
                 if f not in _GPU_HINTS:
                     raise
                 raise KvregError(f"gpu {row['name']!r}: {exc}{_GPU_HINTS[f]}") from None
-    if row.get("reported_memory_bytes") is not None and row["reported_memory_bytes"] > row["memory_bytes"]:
-        raise KvregError(f"gpu {row['name']!r}: the reported memory ({row['reported_memory_bytes']:,} B) must be "
-                         f"above 0 and at most the memory ({row['memory_bytes']:,} B): CUDA reports a little less "
-                         "than the nominal size")
+    check_at_most(row, "gpu")
     estimated = row.get("reported_memory_estimated") or 0  # absent: the reported memory, if any, was given
     if estimated not in (0, 1) or isinstance(estimated, (bool, float)):
         raise KvregError(f"gpu {row['name']!r}: reported_memory_estimated is 1 (kvreg estimated the reported memory) or "

@@ -76,11 +76,12 @@ out["check"] = [str(c.sqltext) for c in Model.__table__.constraints if c.name ==
 out["read_path_last"] = MODEL_COLUMNS[-1]
 out["errors"] = [input_error("vision_layers", v) for v in (0, 1001, "34 layers", 34, None)]
 row = dict(name="Tower-8B", layers=32, attention_heads=32, kv_heads=8, head_dim=128, params_total=8 * 10**9,
-           max_position_embeddings=131072, vision_layers=0)
-try:
-    validate_model(None, row)
-except Exception as exc:
-    out["model_error"] = str(exc)
+           max_position_embeddings=131072)
+for value in (0, 1001):
+    try:
+        validate_model(None, {**row, "vision_layers": value})
+    except Exception as exc:
+        out.setdefault("model_error", []).append(str(exc))
 help_text = CliRunner().invoke(cli, ["model", "add", "--help"], terminal_width=200).output
 out["help"] = [" ".join(line.split()) for line in help_text.splitlines() if "--vision-layers" in line]
 ctx = model_add.make_context("add", ["Tower-8B", "--layers", "32", "--head-dim", "128", "--params-b", "8",
@@ -290,7 +291,9 @@ def test_a_declared_input_reaches_the_table_validator_cli_and_workbook():
     assert out["errors"] == ["vision_layers must be at least 1, not 0",
                              "vision_layers must be at most 1,000, not 1,001",
                              "vision_layers must be a whole number, not '34 layers'", None, None]
-    assert out["model_error"] == "vision_layers must be at least 1, not 0"
+    # validate_model checks it as declared too (model add, a TOML file, the importers): at_most 1,000 as well.
+    assert out["model_error"] == ["vision_layers must be at least 1, not 0",
+                                  "vision_layers must be at most 1,000, not 1,001"]
     # The CLI: model add wears --vision-layers with the declared help, and passes it on under its column's name.
     assert out["help"] == ["--vision-layers INTEGER Layers of the vision tower (Llama 4: 34)."]
     assert out["parsed"] == 34

@@ -254,8 +254,8 @@ BAD = [
     ("layers = 32", "layers = -4", "'My-8B': layers must be at least 1, not -4"),
     ("attention_heads = 32", "attention_heads = 32.5", "attention_heads must be a whole number, not 32.5"),
     ("kv_heads = 8", "kv_heads = 5", "kv_heads (5) must divide attention_heads (32)"),
-    ("layers = 32", "layers = 32\nembedding_matrices = 3", "embedding_matrices is 3, but a checkpoint holds 2 vocabulary"
-     " matrices (input embeddings and lm_head) or 1 when tied; give 1 or 2"),
+    ("layers = 32", "layers = 32\nembedding_matrices = 3", "'My-8B': embedding_matrices must be at most 2, not 3: a"
+     " checkpoint holds 2 vocabulary matrices (input embeddings and lm_head) or 1 when tied; give 1 or 2"),
     ("layers = 32", "layers = 32\nexperts = 8", "experts, expert_intermediate_size and moe_layers go together (a"
      " mixture-of-experts layout); give all three, or none for a dense model"),
     ("kv_heads = 8", "kv_head = 8", "unknown key 'kv_head': did you mean kv_heads?"),

@@ -233,10 +233,19 @@ _MODEL_INTS = [d.column for d in _MODEL_DECLS if not d.nullable and d.default is
 _MODEL_OPTIONAL_INTS = [d.column for d in _MODEL_DECLS if d.nullable]
 
 
+# What a model input's one-line error adds to its declaration's words (check_input), where a bound wants a reason.
+_MODEL_HINTS = {"embedding_matrices": ": a checkpoint holds 2 vocabulary matrices (input embeddings and lm_head) or 1"
+                                      " when tied; give 1 or 2"}
+
+
 def _check_declared(row: dict, field: str, value: Any = None) -> int | None:
-    """A model input's whole number, from its declared least value (check_input's lower bound)."""
-    d = _INPUT_BY_COLUMN[field]
-    return check_int(row.get(field) if value is None else value, field, minimum=d.lowest or 0, allow_none=d.nullable)
+    """A model input checked as declared (check_input: its least value, its numeric at_most, its choices)."""
+    try:
+        return check_input(field, row.get(field) if value is None else value)
+    except KvregError as exc:
+        if field not in _MODEL_HINTS:
+            raise
+        raise KvregError(f"model {row['name']!r}: {exc}{_MODEL_HINTS[field]}") from None
 
 
 def validate_model(conn, row: dict) -> dict:
@@ -292,9 +301,6 @@ def validate_model(conn, row: dict) -> dict:
             raise KvregError(f"model {row['name']!r}: {kind}_kv_heads / {kind}_head_dim describe {kind} layers, "
                              f"but the model has none; drop them or give --{kind}-layers")
     check_at_most(row, "model")  # linear_recurrent_elements_per_layer, moe_layers, indexer_layers
-    if row.get("embedding_matrices") not in (None, 1, 2):
-        raise KvregError(f"model {row['name']!r}: embedding_matrices is {row['embedding_matrices']}, but a checkpoint "
-                         "holds 2 vocabulary matrices (input embeddings and lm_head) or 1 when tied; give 1 or 2")
     expert_shape = [row.get(k) for k in ("experts", "expert_intermediate_size", "moe_layers")]
     if any(v is not None for v in expert_shape) and None in expert_shape:
         raise KvregError(f"model {row['name']!r}: experts, expert_intermediate_size and moe_layers go together (a"

@@ -145,13 +145,18 @@ def test_the_plan_form_is_plan_adds_options_as_declared(module_db_url):
     """The plan form's fields are options of `kvreg plan add` (the names spec_from_options reads); an input's field
     takes its label, tooltip and placeholder (what it takes left empty) from its declaration, as the what-if page's
     do. The page writes the label of what is not an input: the plan's name, model, GPU, weight dtype, mix and notes."""
-    from starlette.testclient import TestClient
+    import anyio
+    import httpx
 
     from kvreg.app.options import PLAN_ADD, option_names
     from kvreg.web.app import create_app
 
-    client = TestClient(create_app(module_db_url, allow_writes=True), base_url="http://127.0.0.1")
-    html = client.get("/plans/new").text
+    async def page():
+        transport = httpx.ASGITransport(app=create_app(module_db_url, allow_writes=True))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            return (await client.get("/plans/new")).text
+
+    html = anyio.run(page)
     names = re.findall(r'<(?:input|select) name="([^"]+)"', html)
     assert names[0] == "name" and set(names[1:]) <= set(option_names(PLAN_ADD))  # the name: an argument
     fields = re.findall(r'<label(?: data-rule="[^"]+")?>([^\n<]+)\n\s*<input name="([^"]+)" value="" placeholder="([^"]*)"',

@@ -19,7 +19,7 @@ from kvreg.app.values import declared_value, option_value
 from kvreg.core.errors import KvregError, suggest
 from kvreg.core.units import format_tokens, parse_fraction, parse_size, parse_token_list, parse_tokens
 from kvreg.db.read import runner, whatif
-from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, KV_GROUPS, MAX_GPUS_PER_NODE, inputs_of
+from kvreg.figures.inputs import DEFAULT_GPU, DEPLOYMENT_DEFAULTS, INPUTS, KV_GROUPS, MAX_GPUS_PER_NODE, inputs_of
 
 # A context sweep (report and workbook) asks about at most this many model x GPU pairs: a
 # 10,000-model registry would otherwise ask about millions of scenarios.
@@ -98,7 +98,7 @@ def _setting(name: str) -> tuple:
 # scenario; then its settings, from the declarations.
 Question = make_dataclass("Question", [
     ("models", list[str], field(default_factory=list)),  # empty: every model
-    ("gpus", list[str], field(default_factory=lambda: ["H100-SXM"])),
+    ("gpus", list[str], field(default_factory=lambda: [DEFAULT_GPU])),
     ("contexts", list[int], field(default_factory=lambda: [_D["context_tokens"]])),
     ("kv_dtypes", list[str], field(default_factory=lambda: [INPUTS["kv_dtype"].default])),
     ("weight_dtype", str | None, field(default=None)),  # None: the model's native weight dtype
@@ -221,7 +221,7 @@ def question_from_options(*, models=(), gpus=(), context=format_tokens(_D["conte
         context = (str(workload["input_tokens"] + workload["output_tokens"]) if workload["input_tokens"]
                    else format_tokens(_D["context_tokens"]))
     return Question(
-        models=_split(models), gpus=_split(gpus) or ["H100-SXM"], contexts=parse_token_list(context),
+        models=_split(models), gpus=_split(gpus) or [DEFAULT_GPU], contexts=parse_token_list(context),
         kv_dtypes=_split((kv_dtype,)), weight_dtype=None if weight_dtype == "native" else weight_dtype, tp=parse_tp(tp),
         pp=pp, dp_attention=dp_attention, gpus_per_node=gpus_per_node,
         reserve=parse_fraction(str(_D["reserve"]) if reserve is None else reserve),
@@ -424,7 +424,7 @@ def valid_tps(conn, model: str, gpus_per_node: int = 8, pp: int = 1) -> list[int
     return [r["tp"] for r in _through_view(db, rows, SQL["valid_tps"])]
 
 
-def model_context_figures(conn, model: str, gpu: str = "H100-SXM", kv_dtype: str = "bf16") -> list[dict]:
+def model_context_figures(conn, model: str, gpu: str = DEFAULT_GPU, kv_dtype: str = INPUTS["kv_dtype"].default) -> list[dict]:
     """`kvreg model show`: the figures at 8K, 32K, 128K, 1m and the model's claimed context."""
     m = _model(runner(conn), model)
     contexts = sorted({8192, 32768, 131072, 1000000, int(m["max_position_embeddings"])})
@@ -437,8 +437,9 @@ LAYER_COLUMNS = ("kind", "layers", "layers_per_gpu", "kv_heads_per_gpu", "k_widt
                  "bytes_per_token_per_gpu", "state_bytes_per_sequence_per_gpu")
 
 
-def model_layer_groups(conn, model: str, tp: int = 1, gpu: str = "H100-SXM", kv_dtype: str = "bf16",
-                       rule: str = "theoretical") -> list[dict]:
+def model_layer_groups(conn, model: str, tp: int = DEPLOYMENT_DEFAULTS["tp"], gpu: str = DEFAULT_GPU,
+                       kv_dtype: str = INPUTS["kv_dtype"].default,
+                       rule: str = DEPLOYMENT_DEFAULTS["rule"]) -> list[dict]:
     """The model's layer groups (full or MLA, sliding, chunked, linear, cache-less), each with its kind, count,
     heads and widths, window, state elements and dtype, and its KV bytes per token and state bytes per sequence on
     one GPU at `tp` under `rule`, read from the capacity view."""

@@ -16,7 +16,7 @@ import click
 
 from kvreg.core.errors import KvregError
 from kvreg.core.units import format_tokens
-from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS as _D, ENGINE_SETTINGS, INPUTS
+from kvreg.figures.inputs import DEFAULT_GPU, DEPLOYMENT_DEFAULTS as _D, ENGINE_SETTINGS, INPUTS
 
 # --------------------------------------------------------------------------- the options
 
@@ -158,7 +158,7 @@ def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True
     if many:
         model = click.option("--model", "models", multiple=True,
                              help="Model name; repeat or comma-separate. Default: every model.")
-        gpu = click.option("--gpu", "gpus", multiple=True, help="GPU name; repeat or comma-separate. Default: H100-SXM.")
+        gpu = click.option("--gpu", "gpus", multiple=True, help=f"GPU name; repeat or comma-separate. Default: {DEFAULT_GPU}.")
         context_help = "Context tokens, comma-separated; 128K = 131,072, 128k = 128,000, 1m = 1,000,000."
         kv_dtype_help = "KV cache dtypes, comma-separated: bf16,fp8"
         reserve_help = (f"Share of GPU memory held back, in [0, 1), under the theoretical rule (default {_D['reserve']});"

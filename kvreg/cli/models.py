@@ -7,7 +7,7 @@ import click
 from kvreg.app.options import declared_options, input_option
 from kvreg.cli.common import emit, emit_record, format_option, open_db, read, user_errors
 from kvreg.core.rules import RULES
-from kvreg.figures.inputs import DEPLOYMENT_DEFAULTS, INPUTS, KV_GROUPS
+from kvreg.figures.inputs import DEFAULT_GPU, DEPLOYMENT_DEFAULTS, INPUTS, KV_GROUPS
 
 LIST_COLUMNS = ["name", "family", "layers", "full_layers", "sliding_layers", "linear_layers", "attention_heads",
                 "kv_heads", "head_dim", "kv_lora_rank", "params_total", "weight_dtype", "max_position_embeddings",
@@ -288,7 +288,7 @@ def model_list(ctx, fmt):
 
 @model_group.command("show")
 @click.argument("name")
-@click.option("--gpu", default="H100-SXM", show_default=True, help="GPU for the context figures.")
+@click.option("--gpu", default=DEFAULT_GPU, show_default=True, help="GPU for the context figures.")
 @click.option("--kv-dtype", default=INPUTS["kv_dtype"].default, show_default=True)
 @click.option("--layers", "layers", is_flag=True,
               help="List the model's layer groups instead: kind (full, mla, sliding, chunked, mamba2, gated_deltanet, "

@@ -562,6 +562,8 @@ MAXIMUMS = {i.column: i.maximum for i in _INPUTS if i.maximum is not None} | {
 # A new deployment's inputs, each its declared default; it also names a KV dtype (kv_dtype's default) and
 # a weight dtype (None: the model's own).
 DEPLOYMENT_DEFAULTS = {n: INPUTS[n].default for n in inputs_of("deployment")}
+# The GPU a question asks about when it names none (kvreg capacity, model show, the what-if page): a catalog name.
+DEFAULT_GPU = "H100-SXM"
 assert all(INPUTS[n].nullable or v is not None for n, v in DEPLOYMENT_DEFAULTS.items()), "a NOT NULL input has a default"
 
 

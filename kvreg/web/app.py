@@ -31,7 +31,7 @@ from kvreg.app import options
 from kvreg.core.errors import KvregError, user_error_types
 from kvreg.db.read import snapshot
 from kvreg.export.text import BLANK_TEXT, cell, normalise, render
-from kvreg.figures.inputs import ENGINE_SETTINGS, INPUTS
+from kvreg.figures.inputs import DEFAULT_GPU, ENGINE_SETTINGS, INPUTS
 from kvreg.figures.labels import (FITS_IN_MEMORY, SERVES_NO_USER, capitalized, label,
                                   serves_no_user, users_served)
 
@@ -471,7 +471,7 @@ class App:
         for k, v in items:
             values.setdefault(k, []).append(v)
         defaults = options.form_defaults(options.CAPACITY)
-        chosen_gpus = [g.strip() for v in values.get("gpu", []) for g in v.split(",") if g.strip()] or ["H100-SXM"]
+        chosen_gpus = [g.strip() for v in values.get("gpu", []) for g in v.split(",") if g.strip()] or [DEFAULT_GPU]
         return self.page(
             "whatif.html.j2", title="What-if", nav="whatif", models=models, gpus=gpus, kv_dtypes=kv_dtypes,
             weight_dtypes=weight_dtypes, values={k: ",".join(v) for k, v in values.items()}, defaults=defaults,
@@ -532,7 +532,7 @@ class App:
         from kvreg.app.registry import get_model, gpu_names
 
         name = request.path_params["name"]
-        gpu = request.query_params.get("gpu") or "H100-SXM"
+        gpu = request.query_params.get("gpu") or DEFAULT_GPU
         try:
             with snapshot(self.engine) as conn:  # reads wait for no writer
                 model = get_model(conn, name)
@@ -746,7 +746,7 @@ class App:
         return self.page("plan_new.html.j2", status, title="Add a plan", nav="plans", values=form, error=error,
                          defaults=options.form_defaults(options.PLAN_ADD), field_of=options.form_field,
                          declared=[options.form_field(n) for n in options.declared_inputs(options.PLAN_ADD)],
-                         rules=INPUTS["rule"].choices, **lists)
+                         rules=INPUTS["rule"].choices, default_gpu=DEFAULT_GPU, **lists)
 
     async def plan_add(self, request: Request):
         """`kvreg plan add NAME --option value ...` from the form: the same parsing, validation and

@@ -158,7 +158,7 @@ def _sql_literal(value) -> str:
 
 
 # The relations an input is read from (InputDecl.table), each with the registry tables behind it
-# (kvreg/db/tables.py). A deployment is a saved plan or a scratch scenario; what an engine printed for
+# (kvreg/db/tables.py). A deployment is a saved plan or a question's scenario (bound as parameters, never stored); what an engine printed for
 # a plan (kvreg plan calibrate) is kept on the plan; the three dtypes are rows of dtype, found by the
 # deployment's kv_dtype and weight_dtype and the model's linear-state dtype; a plan's mix is computed
 # over its workload classes (CLASS_MEANS) and has no table. The workload a deployment's latency is asked

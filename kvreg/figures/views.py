@@ -35,7 +35,7 @@ def _select(table: str) -> list[str]:
 _MODEL_COLS = inputs_of("model")
 _GPU_COLS = inputs_of("gpu")
 _DEPLOY_COLS = inputs_of("deployment")
-# What an engine printed for a plan (kvreg plan calibrate): plans only, never scratch scenarios.
+# What an engine printed for a plan (kvreg plan calibrate): plans only, never a question's scenario.
 _MEASURED_COLS = inputs_of("calibration")
 # The dtypes' sizes (and the KV dtype's name), as every grain joins them.
 _DTYPE_TABLES = ("kv_dtype", "weight_dtype", "state_dtype")
@@ -54,7 +54,7 @@ def _mix_sql() -> str:
 
 def _deployment_source(table: str, key_cols: list[str], extra_cols: list[str] = (), *, lead: list[str] = (),
                        joins: str = "", source: str = "") -> str:
-    """The inputs of a deployment (a plan or a scratch scenario) joined with its model, GPU and dtypes.
+    """The inputs of a deployment (a plan, or a question's scenario bound as parameters) joined with its model, GPU and dtypes.
 
     `lead` columns come first; `source` replaces the FROM clause's `{table} s` (it must still name
     the deployment `s`); `joins` are more joins after the dtypes."""

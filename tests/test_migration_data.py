@@ -5,7 +5,8 @@ The fixtures are built the way a real old registry was: the old migrations creat
 (alembic upgrade to that revision on an empty database), then rows go in through SQL that fits
 that revision's tables (reflected from the database, not hand-written). The rows are the
 built-in catalog as a registry at head holds it (models, GPUs, dtypes, example plans, demand)
-plus a few awkward ones; a column the old revision does not have is left out of the row.
+plus a few awkward ones; a column the old revision does not have is left out of the row, and
+before 0022 the catalog rows carry the notes the catalog had then (0022 rewrites 27 of them).
 
 The revisions come from the migration scripts, oldest first, so a new revision is covered as
 soon as its file lands.
@@ -18,6 +19,7 @@ import pathlib
 import tomllib
 
 import pytest
+from alembic.script import ScriptDirectory
 from sqlalchemy import MetaData, text
 
 from kvreg.db.engine import alembic_config, current_revision, head_revision, make_engine, migrations_dir
@@ -152,13 +154,33 @@ FILLED = {("gpu", "reported_memory_bytes"): _reported_memory,
 
 def revisions() -> list[str]:
     """Every schema revision, oldest first."""
-    from alembic.script import ScriptDirectory
-
     script = ScriptDirectory(str(migrations_dir()))
     return [s.revision for s in reversed(list(script.walk_revisions()))]
 
 
 EARLIER = revisions()[:-1]
+
+# 0022 rewrites 27 catalog notes, where a row's notes are still the old catalog text: (table, name, old, new).
+CATALOG_NOTES = "0022"
+REWRITTEN_NOTES = ScriptDirectory(str(migrations_dir())).get_revision(CATALOG_NOTES).module.NOTES
+NOTES_TABLES = {"model": "models.toml", "gpu": "gpus.toml", "plan": "plans.toml", "dtype": "dtypes.toml"}
+
+
+def _notes(rows: dict[str, list[dict]], old: bool) -> dict[str, list[dict]]:
+    """The rows with 0022's catalog notes as they were before it (old) or after it: each row of the
+    table and name 0022 names, whose notes are the other text, gets this one; the rest as they are."""
+    swap = {(t, name, new if old else was): was if old else new for t, name, was, new in REWRITTEN_NOTES}
+
+    def one(table: str, row: dict) -> dict:
+        want = swap.get((table, row.get("name"), row.get("notes")))
+        return row if want is None else {**row, "notes": want}
+    return {t: [one(t, r) for r in rs] for t, rs in rows.items()}
+
+
+def held_at(revision: str, rows: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    """The catalog rows as a registry at `revision` held them: before 0022, with the catalog's old notes."""
+    before_notes = revisions().index(revision) < revisions().index(CATALOG_NOTES)
+    return _notes(rows, old=True) if before_notes else rows
 
 
 def alembic(url: str, action: str, revision: str) -> None:
@@ -309,7 +331,7 @@ def test_a_registry_filled_at_an_earlier_revision_upgrades_and_downgrades_with_e
     alembic(url, "upgrade", revision)
     assert revision_of(url) == revision
     old_columns = columns_of(url)
-    before = load(url, head_rows)
+    before = load(url, held_at(revision, head_rows))
     assert {t: len(r) for t, r in before.items()} == {t: len(head_rows[t]) for t in TABLES}
     assert any(r["name"] == SQLISH for r in before["model"])
 
@@ -318,7 +340,8 @@ def test_a_registry_filled_at_an_earlier_revision_upgrades_and_downgrades_with_e
     new_columns = columns_of(url)
     common = {t: [c for c in old_columns[t] if c in new_columns[t]] for t in TABLES}
     after = dump(url)
-    assert _only(after, common) == _only(before, common)  # every row, every old value
+    # every row, every old value; 0022 gave the catalog rows the catalog's new notes
+    assert _only(after, common) == _only(_notes(before, old=False), common)
     defaults = _defaults(url)
     for t in TABLES:  # a column the revision did not have: NULL or its default on every old row
         for c in (c for c in new_columns[t] if c not in old_columns[t]):
@@ -368,4 +391,47 @@ def test_0006_fills_the_reported_memory_only_of_an_unchanged_catalog_gpu(empty_d
     assert gpu["reported_memory_bytes"] == (85_029_615_043 if nominal == 80 * 2**30 else None)
     assert round(85_029_615_043 / 2**30, 2) == 79.19
     alembic(url, "downgrade", "0003")
+    assert dump(url) == before
+
+
+def _catalog_notes() -> dict[tuple[str, str], str]:
+    """(table, name) -> notes, as kvreg/catalog/*.toml says now."""
+    catalog = pathlib.Path(__file__).parents[1] / "kvreg" / "catalog"
+    return {(t, r["name"]): r.get("notes", "") for t, file in NOTES_TABLES.items()
+            for r in tomllib.loads((catalog / file).read_text())[t]}
+
+
+@pytest.mark.parametrize("edited", [None, ("plan", "chat-llama3-8b")], ids=["unedited", "one-edited"])
+def test_0022_gives_the_catalog_rows_the_new_notes_unless_their_owner_edited_them(empty_db_url, head_rows, edited):
+    """A registry at 0021 holding the catalog's old notes (as the catalog seeded them), one of them edited by its
+    owner (the old text with a line added) or none, opened by this kvreg: each of the 27 rows 0022 names has what
+    kvreg/catalog/*.toml says now, an edited row keeps its owner's note, nothing else changes. Down to 0021, the
+    old text is back."""
+    url = empty_db_url
+    assert {t: sum(n[0] == t for n in REWRITTEN_NOTES) for t in NOTES_TABLES} == {
+        "model": 16, "gpu": 4, "plan": 6, "dtype": 1}
+    alembic(url, "upgrade", "0021")
+    rows = _notes(head_rows, old=True)
+    if edited:
+        table, name = edited
+        rows[table] = [{**r, "notes": r["notes"] + "\nOurs: two replicas."} if r["name"] == name else r
+                       for r in rows[table]]
+    before = load(url, rows)
+    held = {(t, r["name"]): r["notes"] for t in NOTES_TABLES for r in before[t]}
+    assert [(t, n) for t, n, old, _ in REWRITTEN_NOTES if held[t, n] != old] == ([edited] if edited else [])
+
+    from kvreg.app.access import open_registry
+
+    open_registry(url).dispose()  # the next open upgrades it, as `kvreg init` and every command do
+    assert revision_of(url) == head_revision()
+    after = dump(url)
+    catalog = _catalog_notes()
+    got = {(t, r["name"]): r["notes"] for t in NOTES_TABLES for r in after[t]}
+    assert len(REWRITTEN_NOTES) == 27
+    for t, name, _, new in REWRITTEN_NOTES:
+        assert new == catalog[t, name]  # the migration's new text is the catalog's
+        assert got[t, name] == (held[t, name] if (t, name) == edited else catalog[t, name]), (t, name)
+    assert after == _notes(before, old=False)  # and no other row or column changed
+
+    alembic(url, "downgrade", "0021")
     assert dump(url) == before

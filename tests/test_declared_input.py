@@ -268,6 +268,8 @@ out["engine_row"] = [" ".join(lines[i - 1].split()) for i, l in enumerate(lines)
 page = TestClient(create_app(url, allow_writes=True), base_url="http://127.0.0.1").get("/plans/new").text
 names = re.findall(r'<(?:input|select) name="([^"]+)"', page)
 out["plan_form_fields"] = names[names.index("rule"):]
+from kvreg.app.engine import ENGINE_FIELDS, engine_flag
+out["engine_flags"] = [engine_flag(n)[2:] for n in ENGINE_FIELDS if n not in ("rule", "engine_release")]
 out["plan_form_field"] = [" ".join(l.split()) for l in page.splitlines() if 'name="draft-tokens"' in l]
 api = client.get("/api/capacity?model=Llama-3.1-8B&draft-tokens=0")
 out["api_refused"] = [api.status_code, api.json()]
@@ -337,7 +339,10 @@ def test_a_declared_input_reaches_the_table_validator_cli_and_workbook():
     assert out["whatif_field"] == ['<input name="draft-tokens" value="4" placeholder="" data-default="" autocomplete="off">']
     # The page's plan form lists both, after the fields it lays out (the rule the last of them), before the notes;
     # a field as the what-if page's, placeholder blank (no default), its name the option plan add parses.
-    assert out["plan_form_fields"] == ["rule", "prefix-hit-rate", "draft-tokens", "notes"]
+    # after the rule, every engine setting's field, the throwaway SGLang one among them (shown under its rule alone),
+    # then the inputs declared since and the notes
+    assert out["engine_flags"][-1] == "chunked-prefill-size"
+    assert out["plan_form_fields"] == ["rule", *out["engine_flags"], "prefix-hit-rate", "draft-tokens", "notes"]
     assert out["plan_form_field"] == ['<input name="draft-tokens" value="" placeholder="" data-default="" autocomplete="off">']
     # The engine setting: an option of capacity (text, read by its unit: tokens) with the declared help, and a field of
     # the what-if page's engine row shown under SGLang's rule alone (name, label, tooltip, rules).

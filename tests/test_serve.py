@@ -162,10 +162,20 @@ def test_the_plan_form_is_plan_adds_options_as_declared(module_db_url):
     fields = re.findall(r'<label(?: data-rule="[^"]+")?>([^\n<]+)\n\s*<input name="([^"]+)" value="" placeholder="([^"]*)"',
                         html)
     assert fields == [("Context", "context", "128K"), ("GPUs per node", "gpus-per-node", "8"), ("TP", "tp", "1"),
-                      ("PP", "pp", "1"), ("Average tokens", "avg-tokens", ""), ("Input tokens", "input-tokens", ""),
+                      ("PP", "pp", "1"), ("DP attention", "dp-attention", "1"), ("Block size", "block-size", "16"),
+                      ("Average tokens", "avg-tokens", ""), ("Input tokens", "input-tokens", ""),
                       ("Output tokens", "output-tokens", ""), ("TPOT target (ms)", "tpot-ms", ""),
                       ("TTFT target (ms)", "ttft-ms", ""), ("Reserve", "reserve", "0.12"),
-                      ("KV pool per GPU", "kv-cache-memory", "")]
+                      ("KV pool per GPU", "kv-cache-memory", ""),
+                      # the engines' settings, each under the rules that read it (data-rule), empty: the default
+                      ("GPU memory utilization", "gpu-memory-utilization", ""),
+                      ("max num batched tokens", "max-num-batched-tokens", ""),
+                      ("max concurrent batches", "max-concurrent-batches", ""),
+                      ("max running requests", "max-num-seqs", ""), ("activation memory", "activation-memory", ""),
+                      ("CUDA graph memory", "cuda-graph-memory", ""), ("mem fraction static", "mem-fraction-static", ""),
+                      ("engine version", "engine-version", ""), ("non-torch memory", "non-torch-memory", ""),
+                      ("weights memory", "weights-memory", ""), ("sampler", "sampler", "")]
+    assert '<label data-rule="sglang">mem fraction static' in html and '<label data-rule="vllm">sampler' in html
     assert 'title="a number of GPUs, or auto"' in html
     choices = re.findall(r'<label>([^\n<]+)\n\s*<select name="([^"]+)" data-default="([^"]*)"', html)
     assert choices == [("KV dtype", "kv-dtype", "bf16"), ("Rule", "rule", "theoretical")]

@@ -287,6 +287,21 @@ def test_add_a_plan_through_the_form(sqlite_url, browser):
         assert (d["quarter"], d["users"]) == ("2027Q1", 120)
         assert "2027Q1" in browser.find_element(By.CSS_SELECTOR, "table.sortable").text
         shot(browser, "plan-demand")
+
+        # An engine's settings: each field shows under the rule that reads it alone (disabled when hidden, so the
+        # form never sends one the rule would refuse), and is stored as `plan add --rule vllm
+        # --gpu-memory-utilization 0.85` stores it.
+        browser.get(server.base + "/plans/new")
+        assert not browser.find_element(By.NAME, "gpu-memory-utilization").is_displayed()  # theoretical: none
+        fill(name="llama-vllm", model="Llama-3.1-8B", gpu="H100-SXM", rule="sglang", mem_fraction_static="0.8")
+        fill(rule="vllm")  # the SGLang field typed into is hidden and not sent
+        assert not browser.find_element(By.NAME, "mem-fraction-static").is_displayed()
+        assert browser.find_element(By.NAME, "max-num-seqs").is_displayed()  # either engine's
+        fill(gpu_memory_utilization="0.85")
+        browser.find_element(By.ID, "plan-submit").click()
+        wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "p.ok"), "the vLLM plan's page")
+        vllm = {p["plan"]: p for p in kv.json("plan", "list")}["llama-vllm"]
+        assert (vllm["rule"], vllm["gpu_memory_utilization"], vllm["mem_fraction_static"]) == ("vllm", 0.85, None)
     finally:
         server.stop()
 

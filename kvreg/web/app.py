@@ -746,7 +746,8 @@ class App:
         return self.page("plan_new.html.j2", status, title="Add a plan", nav="plans", values=form, error=error,
                          defaults=options.form_defaults(options.PLAN_ADD), field_of=options.form_field,
                          declared=[options.form_field(n) for n in options.declared_inputs(options.PLAN_ADD)],
-                         rules=INPUTS["rule"].choices, default_gpu=DEFAULT_GPU, **lists)
+                         rules=INPUTS["rule"].choices, default_gpu=DEFAULT_GPU,
+                         engine=[options.form_field(n) for n in ENGINE_SETTINGS], **lists)
 
     async def plan_add(self, request: Request):
         """`kvreg plan add NAME --option value ...` from the form: the same parsing, validation and

@@ -275,6 +275,23 @@
   drawChart();
 })();
 
+// The plan form: an engine setting's field shows under the rule that reads it, as on the what-if page; a hidden
+// one is disabled too, so the form never sends a setting the chosen rule would refuse.
+(function () {
+  var form = document.getElementById("plan-form");
+  if (!form || !form.elements.rule) return;
+  function showRuleFields() {
+    var rule = form.elements.rule.value;
+    form.querySelectorAll("[data-rule]").forEach(function (el) {
+      var off = el.getAttribute("data-rule").split(" ").indexOf(rule) < 0;
+      el.hidden = off;
+      el.querySelectorAll("input, select").forEach(function (field) { field.disabled = off; });
+    });
+  }
+  form.addEventListener("change", function (e) { if (e.target.name === "rule") showRuleFields(); });
+  showRuleFields();
+})();
+
 // Procurement: the download links follow the chosen quarter.
 (function () {
   var select = document.getElementById("report-quarter");

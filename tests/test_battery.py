@@ -495,13 +495,6 @@ CASES = [
          match=r"--activation-memory: size '1.2' has no unit", id="capacity-activation-without-unit"),
     case("plan", "add", "p", *PLAN, "--avg-tokens", "-5",
          match=r"token count '-5' is not understood", id="plan-avg-negative"),
-    # a running request holds at least its prompt: 500 < 1,000; its mean over its life is 1,000 + 500 / 2 = 1,250
-    case("plan", "add", "p", *PLAN, "--avg-tokens", "500", "--input-tokens", "1000", "--output-tokens", "500",
-         match=r"the plan's requests hold 500 tokens on average but their prompts are 1,000: .* give at least 1,000 "
-               r"\(its mean over a request's life is 1,250", id="plan-avg-below-prompt"),
-    case("plan", "add", "p", *PLAN, "--workload", "a=500:1:1000/500",
-         match=r"workload class 'a''s requests hold 500 tokens on average but their prompts are 1,000",
-         id="plan-class-below-prompt"),
     case("plan", "add", "p", *PLAN, "--block-size", "-16",
          match=r"block_size must be at least 0", id="plan-block-negative"),
     case("plan", "add", "p", *PLAN, "--kv-dtype", "fp7", match=r"unknown KV dtype 'fp7'", id="plan-unknown-kv-dtype"),

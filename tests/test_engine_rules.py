@@ -640,6 +640,33 @@ def test_a_plan_under_an_engine_rule_refuses_a_reserve_and_takes_its_engines_rel
     assert plan_row(kv, "p")["reserve"] == 0.3
 
 
+
+def test_a_plan_stored_before_the_release_check_keeps_working_until_its_release_or_rule_changes(kv, state, tmp_path):
+    """A registry may hold a plan whose release names the other engine, stored before kvreg refused it: editing its
+    notes, exporting and applying the export work on (nothing written), and changing its rule or release checks the
+    pair again."""
+    from sqlalchemy import create_engine, text
+
+    kv("init")
+    kv("plan", "add", "sg", "--model", "Llama-3.1-8B", "--gpu", "H100-SXM", "--rule", "sglang",
+       "--engine-version", "0.5.3")
+    engine = create_engine(kv.url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE plan SET engine_version = 'vllm 0.10.1' WHERE name = 'sg'"))
+    engine.dispose()
+    kv("plan", "set", "sg", "--notes", "hi")
+    assert plan_row(kv, "sg")["notes"] == "hi"
+    exported = tmp_path / "registry.toml"
+    exported.write_text(kv("export").stdout)
+    before = state()
+    kv("apply", str(exported))
+    assert state() == before
+    assert "names vLLM but the rule is sglang" in fails(kv, state, "plan", "set", "sg", "--block-size", "32",
+                                                        "--engine-version", "vllm 0.10.2")
+    kv("plan", "set", "sg", "--engine-version", "0.5.3")  # the plan's own engine's release: fixed
+    assert plan_row(kv, "sg")["engine_version"] == "0.5.3"
+
+
 # --------------------------------------------------------------------------- plans and calibration
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import field, make_dataclass, replace
 
-from kvreg.app.engine import ENGINE_FIELDS, check_engine_settings, parse_engine_options
+from kvreg.app.engine import ENGINE_FIELDS, check_engine_settings, check_release_engine, parse_engine_options
 from kvreg.app.values import declared_value, option_value
 from kvreg.core.errors import KvregError, suggest
 from kvreg.core.units import format_tokens, parse_fraction, parse_size, parse_token_list, parse_tokens
@@ -216,6 +216,7 @@ def question_from_options(*, models=(), gpus=(), context=format_tokens(_D["conte
     input + output tokens when given, else the declared default."""
     declared = {n: engine.pop(INPUTS[n].column) for n in DECLARED if engine.get(INPUTS[n].column) is not None}
     check_reserve_rule(reserve, engine.get("rule"), kv_cache_memory)
+    check_release_engine(engine.get("engine_version"), str(engine.get("rule") or "theoretical").strip().lower())
     workload = latency_from_options(input_tokens, output_tokens, concurrency, tpot_ms, ttft_ms)
     if context is None:
         context = (str(workload["input_tokens"] + workload["output_tokens"]) if workload["input_tokens"]

@@ -36,10 +36,6 @@ def check_engine_settings(settings: dict, block_size: int | None = None, dp_atte
         out[name] = value if name in _TEXT else declared_value(decl, value, engine_flag(name))
     out["engine_version"], out["engine_release"] = _version(out["engine_version"])
     out["sampler"] = check_sampler(out["sampler"])
-    named = [e for e in _ENGINE if e in (out["engine_version"] or "").lower()]
-    if named and out["rule"] in _ENGINE and named != [out["rule"]]:  # 'sglang 0.5.3' under vLLM's rule
-        raise KvregError(f"--engine-version {out['engine_version']!r} names {' and '.join(_ENGINE[e] for e in named)}"
-                         f" but the rule is {out['rule']}: give {_ENGINE[out['rule']]}'s release, or --rule {named[0]}")
     for name, decl in ENGINE_SETTINGS.items():
         flag = engine_flag(name)
         if out[name] is not None and out["rule"] not in decl.rules:
@@ -53,6 +49,17 @@ def check_engine_settings(settings: dict, block_size: int | None = None, dp_atte
         raise KvregError("--block-size 0 (no rounding) means nothing to vLLM, which pages every cache: "
                          "give its block size (16 by default)")
     return out
+
+
+def check_release_engine(version: str | None, rule: str | None) -> None:
+    """A release given as text that names the other engine ('vllm 0.11.0' under SGLang's rule) is an error: its
+    number would be read as that engine's release. Checked where the release or the rule is given (a capacity
+    question, a new plan, a plan's change of either), not on every stored row: a plan stored before this check keeps
+    working until one of them is changed."""
+    named = [e for e in _ENGINE if e in (version or "").lower()]
+    if named and rule in _ENGINE and named != [rule]:
+        raise KvregError(f"--engine-version {version!r} names {' and '.join(_ENGINE[e] for e in named)} but the rule "
+                         f"is {rule}: give {_ENGINE[rule]}'s release, or --rule {named[0]}")
 
 
 def _version(value) -> tuple[str | None, int | None]:

@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 
 from kvreg.app.capacity import (check_layout, check_pp_layers, check_request_fits, check_request_lengths,
                                 check_reserve_rule, invalid_tp, parse_tp, valid_tps)
-from kvreg.app.engine import check_engine_settings, parse_engine_options
+from kvreg.app.engine import check_engine_settings, check_release_engine, parse_engine_options
 from kvreg.app.options import PLAN_LATENCY
 from kvreg.app.registry import check_dtype, check_input, check_int, check_name, check_text, get_gpu, get_model
 from kvreg.app.values import option_value
@@ -184,15 +184,11 @@ def validate_latency(row: dict, classes: list[dict]) -> None:
     if with_lengths and lengths[0] is not None:
         raise KvregError("give --input-tokens/--output-tokens or the classes' lengths (--workload CLASS=TOKENS:SHARE"
                          ":IN/OUT), not both: a mix's request is its classes' weighted mean")
-    for name, (i, o), held in [("the plan", lengths, row.get("avg_tokens"))] + [
-            (f"workload class {c['name']!r}", (c.get("input_tokens"), c.get("output_tokens")), c.get("avg_tokens"))
-            for c in with_lengths]:
+    for name, (i, o) in [("the plan", lengths)] + [(f"workload class {c['name']!r}", (c.get("input_tokens"),
+                                                                                    c.get("output_tokens")))
+                                                  for c in with_lengths]:
         if i is not None:
             check_request_fits(f"{name}'s requests", i, o, row["context_tokens"])
-        if i is not None and held is not None and held < i:  # a running request holds at least its prompt
-            raise KvregError(f"{name}'s requests hold {held:,} tokens on average but their prompts are {i:,}: a request"
-                             f" holds its prompt and then its output, so give at least {i:,} (its mean over a request's"
-                             f" life is {i + o / 2:,.0f}: prompt + half the output)")
     targets = [row.get("tpot_target_ms"), row.get("ttft_target_ms")]
     targets += [c.get(k) for c in classes for k in ("tpot_target_ms", "ttft_target_ms")]
     if not with_lengths and any(t is not None for t in targets):
@@ -391,6 +387,7 @@ def plan_demand_users(conn, name: str, quarter: str) -> int:
 def add_plan(conn, spec: dict) -> dict:
     """Validate and store a new plan; returns its plan_capacity row."""
     row = validate_plan(conn, spec)
+    check_release_engine(row["engine_version"], row["rule"])
     row.update(validate_allowances(conn, spec))
     classes = validate_workload(spec.get("workload"), row["context_tokens"], row["avg_tokens"])
     validate_latency(row, classes)
@@ -440,6 +437,8 @@ def set_plan(conn, name: str, changes: dict) -> dict:
     # --tp auto sizes for the plan's peak demand (1 user without demand), as `plan solve gpus` would
     peak = conn.execute(select(func.max(Demand.users)).where(Demand.plan_id == get_plan(conn, name)["id"])).scalar()
     row = validate_plan(conn, spec, users=peak)
+    if (row["engine_version"], row["rule"]) != (old["engine_version"], old["rule"]):
+        check_release_engine(row["engine_version"], row["rule"])
     classes = validate_workload(spec.get("workload"), row["context_tokens"], row["avg_tokens"])
     validate_latency(row, classes)
     if new_name != name and conn.execute(select(Plan.id).where(Plan.name == new_name)).first() is not None:

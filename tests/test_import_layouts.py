@@ -820,6 +820,11 @@ def test_broken_hf_quant_config_is_refused(tmp_path):
     (folder / "hf_quant_config.json").write_bytes(b" " * (10_000_000 + 1))
     with pytest.raises(ConfigError, match=r"hf_quant_config.json: larger than 10 MB, too big for a quantization file"):
         import_path(folder)
+    # a file that cannot be read (an I/O error: /proc/self/mem read from offset 0) is one line, not a traceback
+    (folder / "hf_quant_config.json").unlink()
+    (folder / "hf_quant_config.json").symlink_to("/proc/self/mem")
+    with pytest.raises(ConfigError, match=r"hf_quant_config.json: not readable \(Input/output error\); fix or remove it$"):
+        import_path(folder)
 
 
 @pytest.mark.parametrize("weights, dtype", [

@@ -215,7 +215,10 @@ def _with_modelopt_quantization(config: dict, folder: pathlib.Path) -> tuple[dic
     if config.get("quantization_config") is not None or text.get("quantization_config") is not None \
             or not file.is_file():
         return config, None
-    raw = read_file(file, HF_QUANT_FILE)  # at most the config's byte limit, as the config itself
+    try:
+        raw = read_file(file, HF_QUANT_FILE)  # at most the config's byte limit, as the config itself
+    except OSError as exc:  # unreadable: permission denied, an I/O error
+        raise ConfigError(f"{file}: not readable ({exc.strerror or exc}); fix or remove it") from None
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{file}: larger than {MAX_CONFIG_BYTES // MB} MB, too big for a quantization file; fix or"
                           " remove it")

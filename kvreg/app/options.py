@@ -163,7 +163,7 @@ def deployment_options(*, defaults: bool, many: bool = False, notes: bool = True
         kv_dtype_help = "KV cache dtypes, comma-separated: bf16,fp8"
         reserve_help = (f"Share of GPU memory held back, in [0, 1), under the theoretical rule (default {_D['reserve']});"
                         " an engine's rule sizes its pool by its own settings.")
-        kv_cache_memory_help = "KV pool per GPU given directly (53GB, 40GiB); overrides --reserve."
+        kv_cache_memory_help = "KV pool per GPU given directly (53GB, 40GiB), in place of --reserve: not both."
     else:
         model = click.option("--model", help="Model name (see `kvreg model list`).")
         gpu = click.option("--gpu", help="GPU name (see `kvreg gpu list`).")

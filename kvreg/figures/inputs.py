@@ -431,7 +431,7 @@ _INPUTS = [
     InputDecl("kv_cache_memory_bytes", "bytes", "KV pool per GPU given directly (overrides the reserve)",
               nullable=True, positive=True, table="deployment", big=True, check="kvmem", check_tables=("plan",),
               flag="--kv-cache-memory", label="KV pool per GPU",
-              hint="given directly, e.g. 40GiB; overrides the reserve"),
+              hint="given directly, e.g. 40GiB, in place of the reserve: not both"),
     InputDecl("block_size", "tokens", "paged-KV block size (0: no rounding); SGLang's page size", table="deployment",
               default=16, minimum=0, check="block", check_tables=("plan",), label="Block size",
               hint="paged-KV block in tokens; 0: no rounding",

@@ -216,7 +216,7 @@ def question_from_options(*, models=(), gpus=(), context=format_tokens(_D["conte
     input + output tokens when given, else the declared default."""
     declared = {n: engine.pop(INPUTS[n].column) for n in DECLARED if engine.get(INPUTS[n].column) is not None}
     check_reserve_rule(reserve, engine.get("rule"), kv_cache_memory)
-    check_release_engine(engine.get("engine_version"), str(engine.get("rule") or "theoretical").strip().lower())
+    check_release_engine(engine.get("engine_version"), engine.get("rule"))
     workload = latency_from_options(input_tokens, output_tokens, concurrency, tpot_ms, ttft_ms)
     if context is None:
         context = (str(workload["input_tokens"] + workload["output_tokens"]) if workload["input_tokens"]

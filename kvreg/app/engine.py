@@ -56,6 +56,7 @@ def check_release_engine(version: str | None, rule: str | None) -> None:
     number would be read as that engine's release. Checked where the release or the rule is given (a capacity
     question, a new plan, a plan's change of either), not on every stored row: a plan stored before this check keeps
     working until one of them is changed."""
+    rule = str(rule or "theoretical").strip().lower()  # as typed on a capacity question
     named = [e for e in _ENGINE if e in (version or "").lower()]
     if named and rule in _ENGINE and named != [rule]:
         raise KvregError(f"--engine-version {version!r} names {' and '.join(_ENGINE[e] for e in named)} but the rule "
